@@ -1,0 +1,91 @@
+/* compare.h - tolerance policies, metrics and verdicts (design.md section 5).
+ *
+ * One call compares one output tensor (actual, produced by the implementation
+ * under test) with its expected value (the reference's, or a golden's) under
+ * a policy, and fills a dsv4_cmp_result: verdict, metric bundle, census,
+ * first and worst mismatches with multi-index, and a hint where a bug pattern
+ * is recognisable. */
+#ifndef DSV4_COMPARE_H
+#define DSV4_COMPARE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../ref/status.h"
+#include "../ref/tensor.h"
+
+typedef enum dsv4_cmp_kind {
+    DSV4_CMP_EXACT = 0, /* integers, indices, codes, cache bytes: bit-exact */
+    DSV4_CMP_FLOAT,     /* |a - e| <= atol + rtol*|e| + ulp*ULP(e) per element */
+    DSV4_CMP_INDEX_SET, /* per-row sets of indices (top-k), order-free */
+    DSV4_CMP_MX         /* MX-aware: scales exact, codes in quantization steps */
+} dsv4_cmp_kind;
+
+typedef enum dsv4_nan_policy {
+    DSV4_NAN_MATCH = 0, /* NaN must be expected where it occurs, and vice versa */
+    DSV4_NAN_IGNORE     /* elements where the expected value is NaN are skipped */
+} dsv4_nan_policy;
+
+typedef enum dsv4_verdict { DSV4_PASS = 0, DSV4_WARN = 1, DSV4_FAIL = 2 } dsv4_verdict;
+
+typedef struct dsv4_policy {
+    dsv4_cmp_kind kind;
+    double atol;        /* absolute term */
+    double rtol;        /* relative term, times |expected| */
+    double ulp;         /* ULPs of output_dtype at |expected| */
+    double max_nmse;    /* 0 = not checked */
+    double min_cosine;  /* 0 = not checked */
+    double budget;      /* fraction of elements allowed to exceed (warn), 0 = none */
+    dsv4_nan_policy nan;
+    dsv4_dtype output_dtype; /* the dtype whose ULP and step define the error unit */
+    /* index_set: row length (last dim); scores tensor name for tie-awareness */
+    const char *scores;
+    char rule[256];     /* provenance: the formula or override that gave this */
+} dsv4_policy;
+
+#define DSV4_CMP_FIRST_N 8
+
+typedef struct dsv4_mismatch {
+    int64_t flat;
+    char index[96];     /* "[t, h, d]" */
+    double expected, actual, abs_err, rel_err, ulp_err;
+    double tol;         /* the bound this element had to meet */
+    char where[160];    /* decoded location for layouts (page, token, field) */
+} dsv4_mismatch;
+
+typedef struct dsv4_cmp_result {
+    char output[DSV4_NAME_MAX];
+    dsv4_verdict verdict;
+    int64_t count, compared, bad;
+    int64_t nan_expected, nan_actual, inf_expected, inf_actual, zero_expected, zero_actual;
+    double max_abs, max_rel, max_ulp, worst_ratio; /* ratio = error / bound */
+    double nmse, cosine;
+    int n_first;
+    dsv4_mismatch first[DSV4_CMP_FIRST_N];
+    int has_worst;
+    dsv4_mismatch worst;
+    char hint[256];
+    char message[512];  /* one line: why it failed (shape, dtype, count) */
+} dsv4_cmp_result;
+
+/* A layout decoder names the location of a flat byte index for reports
+ * (e.g. "page 3, token 17, scale byte 2").  ctx is the op's. */
+typedef void (*dsv4_locate_fn)(const void *ctx, int64_t flat, char *buf, size_t len);
+
+/* Compare actual against expected.  mask (may be NULL) has one byte per
+ * element of expected; 0 = unspecified, not compared.  Returns DSV4_OK; a
+ * verdict of FAIL is a result, not an error.  Errors (DSV4_EINPUT) are only
+ * for unusable arguments. */
+int dsv4_compare(const dsv4_tensor *expected, const dsv4_tensor *actual,
+                 const dsv4_policy *pol, const uint8_t *mask,
+                 dsv4_locate_fn locate, const void *locate_ctx,
+                 dsv4_cmp_result *res, dsv4_status *st);
+
+const char *dsv4_verdict_name(dsv4_verdict v);
+const char *dsv4_cmp_kind_name(dsv4_cmp_kind k);
+int dsv4_cmp_kind_parse(const char *s, dsv4_cmp_kind *k);
+
+/* Human-readable report of one result (several lines) to f. */
+void dsv4_cmp_print(FILE *f, const dsv4_cmp_result *res, const dsv4_policy *pol);
+
+#endif

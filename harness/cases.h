@@ -1,0 +1,85 @@
+/* cases.h - YAML test suites (libyaml), strict schema.
+ *
+ * Suite file format (documented in README.md, "Writing cases"):
+ *
+ *   suite: ci                       # required, a name
+ *   golden_dir: ../data/ci          # optional, relative to this file
+ *   defaults:                       # optional, merged into every case
+ *     variant: default
+ *     seed: 1
+ *     params: {window_size: 128}
+ *     tags: [ci]
+ *   cases:
+ *     - name: decode_only           # required, unique in the suite
+ *       op: combine_topk_swa_indices  # required, a registered op
+ *       variant: default            # optional
+ *       seed: 7                     # optional (default 0)
+ *       params: {compress_ratio: 4, query_lens: [1, 1, 1]}
+ *       sweep: {topk: [512, 2048]}  # optional: cartesian product
+ *       golden: ../data/ci/x.h5     # optional; default golden_dir/<name>.h5
+ *       tolerance:                  # optional policy overrides
+ *         combined_indices: {atol: 0}   # per output, or directly {rtol: ..}
+ *       tags: [decode]
+ *
+ * A sweep expands into one case per combination, named
+ * "<name>[k1=v1,k2=v2]"; its golden file name replaces every character outside
+ * [A-Za-z0-9._-] with '_'.
+ * Errors (unknown key, wrong type, missing field, unknown op/variant/param,
+ * duplicate name) return DSV4_EINPUT with "file:line:column: message",
+ * 1-based. */
+#ifndef DSV4_CASES_H
+#define DSV4_CASES_H
+
+#include "op.h"
+
+#define DSV4_MAX_TAGS 8
+#define DSV4_MAX_OVERRIDES 8
+#define DSV4_PATH_MAX 512
+
+/* One tolerance override: which output ("*" = all) and which fields. */
+typedef struct dsv4_tol_override {
+    char output[DSV4_NAME_MAX];
+    unsigned set; /* bit mask of DSV4_TOL_* fields present */
+    double atol, rtol, ulp, max_nmse, min_cosine, budget;
+} dsv4_tol_override;
+
+enum {
+    DSV4_TOL_ATOL = 1u << 0,
+    DSV4_TOL_RTOL = 1u << 1,
+    DSV4_TOL_ULP = 1u << 2,
+    DSV4_TOL_NMSE = 1u << 3,
+    DSV4_TOL_COSINE = 1u << 4,
+    DSV4_TOL_BUDGET = 1u << 5
+};
+
+typedef struct dsv4_case {
+    char name[192];
+    char file[DSV4_PATH_MAX]; /* the suite file */
+    int line, col;            /* 1-based position of the case in it */
+    const dsv4_op *op;
+    int variant;
+    uint64_t seed;
+    dsv4_params params;       /* validated against op, defaults filled in */
+    char golden[DSV4_PATH_MAX]; /* resolved path, "" if none */
+    int n_overrides;
+    dsv4_tol_override overrides[DSV4_MAX_OVERRIDES];
+    int n_tags;
+    char tags[DSV4_MAX_TAGS][32];
+} dsv4_case;
+
+typedef struct dsv4_suite {
+    char name[64];
+    char file[DSV4_PATH_MAX];
+    int n;
+    dsv4_case *cases; /* malloc'd */
+} dsv4_suite;
+
+int dsv4_suite_load(const char *path, dsv4_suite *suite, dsv4_status *st);
+void dsv4_suite_free(dsv4_suite *suite);
+
+/* Apply the case's overrides for output name to pol (rule text updated to
+ * say "override"). */
+void dsv4_case_apply_overrides(const dsv4_case *c, const char *output, dsv4_policy *pol);
+int dsv4_case_has_tag(const dsv4_case *c, const char *tag);
+
+#endif

@@ -1,0 +1,93 @@
+/* op.h - the op registry: one table of op definitions (like ggml's
+ * test-backend-ops list).  Adding an op means one reference function, one
+ * dsv4_op entry in harness/ops_*.c listed in registry.c, cases and goldens. */
+#ifndef DSV4_OP_H
+#define DSV4_OP_H
+
+#include <stdint.h>
+
+#include "../compare/compare.h"
+#include "../ref/status.h"
+#include "../ref/tensor.h"
+#include "params.h"
+
+/* A declared parameter.  def == NULL means required; otherwise the default,
+ * written as YAML would write it ("128", "0.5", "none", "[1, 2]"). */
+typedef struct dsv4_param_spec {
+    const char *name;
+    dsv4_ptype type;
+    const char *def;
+    const char *doc;
+} dsv4_param_spec;
+
+/* A declared input or output tensor. */
+typedef struct dsv4_io_spec {
+    const char *name;
+    dsv4_dtype dtype;        /* inputs: storage dtype; outputs: what the kernel produces */
+    dsv4_dtype golden_dtype; /* outputs: what the golden stores (the ideal for
+                                float outputs: float64/float32); NONE = dtype */
+    const char *doc;
+} dsv4_io_spec;
+
+/* The case-level context an op callback receives. */
+typedef struct dsv4_opctx {
+    const dsv4_params *params; /* validated, defaults filled in */
+    int variant;               /* index into op->variants */
+    uint64_t seed;
+} dsv4_opctx;
+
+typedef struct dsv4_op {
+    const char *name;
+    const char *summary;
+    const char *source;            /* spec citation(s): repo:path@commit */
+    const char *const *variants;   /* NULL-terminated; [0] is the default (the seeds') */
+    const char *const *variant_docs;
+    const dsv4_param_spec *params; /* terminated by {NULL} */
+    const dsv4_io_spec *inputs;    /* terminated by {NULL} */
+    const dsv4_io_spec *outputs;   /* terminated by {NULL} */
+
+    /* Deterministic inputs from params and seed (harness/rng.h). */
+    int (*generate)(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st);
+    /* Shapes and values of inputs against params (golden inputs come from
+     * files): returns DSV4_EINPUT naming the tensor and element. */
+    int (*validate)(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st);
+    /* Allocate every output (dsv4_tensors_add, dtype = io dtype) with its
+     * shape, before any backend runs.  Outputs start filled as the op
+     * defines (e.g. -1) or, when the op writes everything, poisoned. */
+    int (*alloc_outputs)(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out,
+                         dsv4_status *st);
+    /* The CPU reference.  Writes the outputs in their golden dtype: for exact
+     * outputs the same as the kernel dtype, for float outputs the ideal. */
+    int (*reference)(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out,
+                     dsv4_status *st);
+    /* The default tolerance policy of one output, derived from the op's error
+     * analysis (documented beside the op). */
+    int (*policy)(const dsv4_opctx *c, const dsv4_tensors *in, const char *output,
+                  dsv4_policy *pol, dsv4_status *st);
+    /* Optional: mask of compared elements (1 = specified); NULL = all. */
+    int (*mask)(const dsv4_opctx *c, const dsv4_tensors *in, const char *output,
+                uint8_t *mask, int64_t n, dsv4_status *st);
+    /* Optional: names a flat element's location for reports. */
+    void (*locate)(const dsv4_opctx *c, const dsv4_tensors *in, const char *output,
+                   int64_t flat, char *buf, size_t len);
+} dsv4_op;
+
+/* The registry. */
+int dsv4_op_count(void);
+const dsv4_op *dsv4_op_at(int i);
+const dsv4_op *dsv4_op_find(const char *name);
+/* Variant index by name ("default" = 0); -1 if unknown. */
+int dsv4_op_variant(const dsv4_op *op, const char *name);
+const dsv4_param_spec *dsv4_op_param(const dsv4_op *op, const char *name);
+const dsv4_io_spec *dsv4_op_output(const dsv4_op *op, const char *name);
+const dsv4_io_spec *dsv4_op_input(const dsv4_op *op, const char *name);
+
+/* Check given params against op's declarations (unknown names, types) and
+ * fill in defaults.  where names the origin for messages (e.g. file:line). */
+int dsv4_op_complete_params(const dsv4_op *op, dsv4_params *ps, const char *where,
+                            dsv4_status *st);
+/* Parse a scalar YAML-ish text into a param of the declared type. */
+int dsv4_param_parse(const dsv4_param_spec *spec, const char *text, dsv4_param *out,
+                     dsv4_status *st);
+
+#endif
