@@ -46,6 +46,10 @@ typedef struct dsv4_op {
     const dsv4_io_spec *inputs;    /* terminated by {NULL} */
     const dsv4_io_spec *outputs;   /* terminated by {NULL} */
 
+    /* Optional: derive parameters left at their "auto" default from the
+     * other parameters (e.g. N from max_model_len), so that a golden stores
+     * the values the op really ran with.  Idempotent. */
+    int (*resolve)(dsv4_params *ps, dsv4_status *st);
     /* Deterministic inputs from params and seed (harness/rng.h). */
     int (*generate)(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st);
     /* Shapes and values of inputs against params (golden inputs come from

@@ -1,0 +1,38 @@
+/* ops_common.c - small helpers shared by the op definitions. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <string.h>
+
+#include "ops.h"
+
+void dsv4_policy_exact(dsv4_policy *pol, const char *why)
+{
+    memset(pol, 0, sizeof *pol);
+    pol->kind = DSV4_CMP_EXACT;
+    pol->output_dtype = DSV4_DT_NONE;
+    snprintf(pol->rule, sizeof pol->rule, "exact: %s", why);
+}
+
+void dsv4_poison(dsv4_tensor *t)
+{
+    /* 0x7B: as int32 0x7B7B7B7B (2071690107), as float ~1.3e36, as fp8 a large
+     * normal: an unwritten element never looks like a plausible result. */
+    if (t->data && t->nbytes)
+        memset(t->data, 0x7B, t->nbytes);
+}
+
+int dsv4_input(const dsv4_tensors *in, const char *name, dsv4_dtype dt, int ndim,
+               const dsv4_tensor **out, dsv4_status *st)
+{
+    const dsv4_tensor *t = dsv4_tensors_get(in, name);
+    if (!t)
+        return dsv4_fail(st, DSV4_EINPUT, "input '%s' is missing", name);
+    if (t->dtype != dt)
+        return dsv4_fail(st, DSV4_EINPUT, "input '%s' is %s, expected %s", name,
+                         dsv4_dtype_name(t->dtype), dsv4_dtype_name(dt));
+    if (ndim >= 0 && t->ndim != ndim)
+        return dsv4_fail(st, DSV4_EINPUT, "input '%s' has %d dims, expected %d", name, t->ndim,
+                         ndim);
+    *out = t;
+    return DSV4_OK;
+}
