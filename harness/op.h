@@ -18,6 +18,7 @@ typedef struct dsv4_param_spec {
     dsv4_ptype type;
     const char *def;
     const char *doc;
+    int gen; /* 1: an input-generator option, not needed to check a golden */
 } dsv4_param_spec;
 
 /* A declared input or output tensor. */

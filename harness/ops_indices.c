@@ -25,19 +25,19 @@ static const char *const combine_variant_docs[] = {
 };
 
 static const dsv4_param_spec combine_params[] = {
-    {"window_size", DSV4_P_INT, "128", "sliding window W"},
-    {"compress_ratio", DSV4_P_INT, "4", "compress ratio c (>= 1)"},
-    {"topk", DSV4_P_INT, "512", "top-k width K"},
-    {"M", DSV4_P_INT, "-1", "workspace rows per request; -1: N + window_size + tokens"},
-    {"N", DSV4_P_INT, "-1", "compressed rows per request; -1: ceil(max_model_len / c)"},
-    {"query_lens", DSV4_P_INTLIST, NULL, "generator: query tokens of each request"},
-    {"prefix_lens", DSV4_P_INTLIST, "[]", "generator: cached prefix of each request (default 0)"},
-    {"qsl_base", DSV4_P_INT, "0", "generator: query_start_loc[0] (narrowed batch)"},
-    {"topk_width", DSV4_P_INT, "-1", "generator: columns of topk_indices; -1: topk"},
-    {"max_model_len", DSV4_P_INT, "-1", "generator: for N; -1: the longest request"},
-    {"invalid_frac", DSV4_P_FLOAT, "0", "generator: fraction of top-k entries set to -1"},
-    {"oob_frac", DSV4_P_FLOAT, "0", "generator: fraction set out of range (>= N or <= -2)"},
-    {NULL, 0, NULL, NULL},
+    {"window_size", DSV4_P_INT, "128", "sliding window W", 0},
+    {"compress_ratio", DSV4_P_INT, "4", "compress ratio c (>= 1)", 0},
+    {"topk", DSV4_P_INT, "512", "top-k width K", 0},
+    {"M", DSV4_P_INT, "-1", "workspace rows per request; -1: N + window_size + tokens", 0},
+    {"N", DSV4_P_INT, "-1", "compressed rows per request; -1: ceil(max_model_len / c)", 0},
+    {"query_lens", DSV4_P_INTLIST, NULL, "generator: query tokens of each request", 1},
+    {"prefix_lens", DSV4_P_INTLIST, "[]", "generator: cached prefix of each request (default 0)", 1},
+    {"qsl_base", DSV4_P_INT, "0", "generator: query_start_loc[0] (narrowed batch)", 1},
+    {"topk_width", DSV4_P_INT, "-1", "generator: columns of topk_indices; -1: topk", 1},
+    {"max_model_len", DSV4_P_INT, "-1", "generator: for N; -1: the longest request", 1},
+    {"invalid_frac", DSV4_P_FLOAT, "0", "generator: fraction of top-k entries set to -1", 1},
+    {"oob_frac", DSV4_P_FLOAT, "0", "generator: fraction set out of range (>= N or <= -2)", 1},
+    {NULL, 0, NULL, NULL, 0},
 };
 
 static const dsv4_io_spec combine_inputs[] = {

@@ -233,3 +233,28 @@ void dsv4_tensors_free(dsv4_tensors *ts)
         dsv4_tensor_free(&ts->t[k]);
     ts->n = 0;
 }
+
+void dsv4_tensor_set(dsv4_tensor *t, int64_t i, double v)
+{
+    uint8_t *p = (uint8_t *)t->data + (size_t)i * dsv4_dtype_size(t->dtype);
+    switch (t->dtype) {
+    case DSV4_F64: memcpy(p, &v, 8); break;
+    case DSV4_F32: { float f = (float)v; memcpy(p, &f, 4); break; }
+    case DSV4_BF16: { uint16_t h = dsv4_bf16_from_f32((float)v); memcpy(p, &h, 2); break; }
+    case DSV4_F16: { uint16_t h = dsv4_f16_from_f32((float)v); memcpy(p, &h, 2); break; }
+    case DSV4_I64: { int64_t x = (v != v) ? 0 : (int64_t)v; memcpy(p, &x, 8); break; }
+    case DSV4_I32: {
+        int64_t x = (v != v || v > 9.2e18 || v < -9.2e18) ? 0 : (int64_t)v;
+        uint32_t u = (uint32_t)(uint64_t)x;
+        memcpy(p, &u, 4);
+        break;
+    }
+    case DSV4_F8E4M3FN: *p = dsv4_fp8_from_f32((float)v, DSV4_FP8_E4M3FN, 1); break;
+    case DSV4_F8E4M3FNUZ: *p = dsv4_fp8_from_f32((float)v, DSV4_FP8_E4M3FNUZ, 1); break;
+    case DSV4_F8E8M0: *p = dsv4_e8m0_from_f32_torch((float)v); break;
+    case DSV4_F4E2M1X2: *p = dsv4_e2m1_pack(dsv4_e2m1_from_f32((float)v), dsv4_e2m1_hi(*p)); break;
+    case DSV4_U8:
+    case DSV4_BYTES: *p = (uint8_t)((v != v || v < 0) ? 0 : v > 255 ? 255 : v); break;
+    default: break;
+    }
+}

@@ -85,4 +85,9 @@ int dsv4_tensors_add(dsv4_tensors *ts, const char *name, dsv4_dtype dt, int ndim
                      const int64_t *shape, dsv4_tensor **out, dsv4_status *st);
 void dsv4_tensors_free(dsv4_tensors *ts);
 
+
+
+/* Store v into element i, rounding to the tensor's dtype as the kernels do
+ * (RNE; fp8 saturating; integers truncated toward zero and wrapped). */
+void dsv4_tensor_set(dsv4_tensor *t, int64_t i, double v);
 #endif

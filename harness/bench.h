@@ -1,0 +1,16 @@
+/* bench.h - `dsv4check bench`: the reference's speed (and the kernels', with
+ * --impl) on production shapes, against the machine's measured copy
+ * bandwidth and sgemm/dgemm rates.  Speed targets are checked here, never by
+ * timed unit tests. */
+#ifndef DSV4_BENCH_H
+#define DSV4_BENCH_H
+
+#include <regex.h>
+#include <stdio.h>
+
+#include "backend.h"
+
+/* b may be NULL (reference only); re filters bench names (NULL = all). */
+int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *out);
+
+#endif

@@ -1,0 +1,92 @@
+/* dsv4_plugin.h - the versioned C ABI for implementations under test.
+ *
+ * A plug-in is a shared library (CPU or GPU kernels; the hip backend
+ * build/libdsv4_hip.so is one) that exports
+ *
+ *     const dsv4_plugin *dsv4_plugin_entry(void);
+ *
+ * dsv4check loads it with `--impl path/to/lib.so` and, for each case whose
+ * op and variant the plug-in supports, hands it the case's inputs and
+ * pre-allocated outputs (shapes, dtypes and initial contents as the op
+ * defines them; see `dsv4check list`).  This header depends on nothing but
+ * the C standard library, so a plug-in needs no other dsv4check header.
+ *
+ * Compatibility: abi_version must equal DSV4_PLUGIN_ABI_VERSION; any change
+ * to these structs or the call contract bumps it. */
+#ifndef DSV4_PLUGIN_H
+#define DSV4_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DSV4_PLUGIN_ABI_VERSION 1
+
+/* Dtype codes: the order of design.md section 4's vocabulary. */
+enum {
+    DSV4_PLUGIN_FLOAT64 = 0,
+    DSV4_PLUGIN_FLOAT32,
+    DSV4_PLUGIN_BFLOAT16,
+    DSV4_PLUGIN_FLOAT16,
+    DSV4_PLUGIN_INT64,
+    DSV4_PLUGIN_INT32,
+    DSV4_PLUGIN_UINT8,
+    DSV4_PLUGIN_FLOAT8_E4M3FN,
+    DSV4_PLUGIN_FLOAT8_E4M3FNUZ,
+    DSV4_PLUGIN_FLOAT8_E8M0FNU,
+    DSV4_PLUGIN_FLOAT4_E2M1FN_X2,
+    DSV4_PLUGIN_BYTES
+};
+
+/* Parameter kinds. */
+enum { DSV4_PLUGIN_INT = 0, DSV4_PLUGIN_FLOAT, DSV4_PLUGIN_STRING, DSV4_PLUGIN_INTLIST };
+
+/* Return codes of init and run (the CLI's exit codes). */
+enum {
+    DSV4_PLUGIN_OK = 0,
+    DSV4_PLUGIN_EINPUT = 2,   /* the inputs are not acceptable */
+    DSV4_PLUGIN_ERUNTIME = 3, /* a launch or device error */
+    DSV4_PLUGIN_ESKIP = 77    /* cannot run here (no device, unsupported) */
+};
+
+typedef struct dsv4_plugin_tensor {
+    const char *name;
+    int dtype;
+    int ndim;
+    const int64_t *shape;
+    void *data; /* host memory, contiguous row-major */
+    size_t nbytes;
+} dsv4_plugin_tensor;
+
+typedef struct dsv4_plugin_param {
+    const char *name;
+    int kind;
+    int64_t i;
+    double f;
+    const char *s;
+    int n;               /* INTLIST length */
+    const int64_t *list;
+} dsv4_plugin_param;
+
+typedef struct dsv4_plugin {
+    int abi_version; /* DSV4_PLUGIN_ABI_VERSION */
+    const char *name;
+    /* Once, before any run: pick device (-1 = default).  77 = cannot run here. */
+    int (*init)(int device, char *err, size_t errlen);
+    /* Non-zero if this plug-in implements op in that variant. */
+    int (*supports)(const char *op, const char *variant);
+    /* Runs one case.  Inputs are read-only host tensors; outputs are host
+     * tensors already allocated (and filled as the op defines) that the
+     * plug-in overwrites.  Returns a code above; err gets a message. */
+    int (*run)(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
+               const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs,
+               int noutputs, char *err, size_t errlen);
+    /* Optional: time one case on the device (bench); returns 0 and *ms. */
+    int (*time)(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
+                const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs,
+                int noutputs, int iters, double *ms, char *err, size_t errlen);
+    void (*fini)(void);
+} dsv4_plugin;
+
+typedef const dsv4_plugin *(*dsv4_plugin_entry_fn)(void);
+
+#endif
