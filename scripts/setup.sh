@@ -4,7 +4,8 @@
 # Usage: scripts/setup.sh [--hip]   (--hip adds the AMD HIP compile toolchain)
 set -euo pipefail
 
-want=(libhdf5-dev hdf5-tools check libyaml-dev libopenblas-dev pkg-config make gcc valgrind)
+# python3-h5py: the end-to-end test that a golden written with h5py (data/README.md) checks.
+want=(libhdf5-dev hdf5-tools check libyaml-dev libopenblas-dev pkg-config make gcc valgrind python3-h5py python3-numpy)
 if [ "${1:-}" = "--hip" ]; then
     want+=(hipcc libamdhip64-dev rocm-device-libs)
 fi

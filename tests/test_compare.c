@@ -1,0 +1,165 @@
+/* test_compare.c - the comparator core: exact and float policies, NaN
+ * policy, census, first/worst mismatches, verdicts and hints. */
+#include <math.h>
+#include <string.h>
+
+#include "../compare/compare.h"
+#include "../ref/numerics.h"
+#include "testutil.h"
+
+static dsv4_tensor make(dsv4_dtype dt, int64_t rows, int64_t cols)
+{
+    dsv4_tensor t;
+    int64_t shape[2] = {rows, cols};
+    dsv4_status st = {0};
+    ck_assert_int_eq(dsv4_tensor_alloc(&t, "out", dt, 2, shape, &st), 0);
+    return t;
+}
+
+static dsv4_policy float_policy(double atol, double rtol)
+{
+    dsv4_policy p;
+    memset(&p, 0, sizeof p);
+    p.kind = DSV4_CMP_FLOAT;
+    p.atol = atol;
+    p.rtol = rtol;
+    p.output_dtype = DSV4_BF16;
+    strcpy(p.rule, "test");
+    return p;
+}
+
+START_TEST(exact_names_the_element)
+{
+    dsv4_tensor e = make(DSV4_I32, 3, 4), a = make(DSV4_I32, 3, 4);
+    int32_t *pe = e.data, *pa = a.data;
+    for (int i = 0; i < 12; i++)
+        pe[i] = pa[i] = i;
+    pa[6] = 99; /* [1, 2] */
+    dsv4_policy p;
+    memset(&p, 0, sizeof p);
+    p.kind = DSV4_CMP_EXACT;
+    dsv4_cmp_result r;
+    dsv4_status st = {0};
+    ck_assert_int_eq(dsv4_compare(&e, &a, &p, NULL, NULL, NULL, &r, &st), 0);
+    ck_assert_int_eq(r.verdict, DSV4_FAIL);
+    ck_assert_int_eq(r.bad, 1);
+    ck_assert_str_eq(r.first[0].index, "[1, 2]");
+    ck_assert(r.first[0].expected == 6 && r.first[0].actual == 99);
+    /* a mask that excludes the element makes it pass */
+    uint8_t mask[12];
+    memset(mask, 1, sizeof mask);
+    mask[6] = 0;
+    ck_assert_int_eq(dsv4_compare(&e, &a, &p, mask, NULL, NULL, &r, &st), 0);
+    ck_assert_int_eq(r.verdict, DSV4_PASS);
+    dsv4_tensor_free(&e);
+    dsv4_tensor_free(&a);
+}
+END_TEST
+
+START_TEST(exact_poison_hint)
+{
+    dsv4_tensor e = make(DSV4_I32, 2, 2), a = make(DSV4_I32, 2, 2);
+    memset(a.data, 0x7B, a.nbytes);
+    dsv4_policy p;
+    memset(&p, 0, sizeof p);
+    dsv4_cmp_result r;
+    dsv4_status st = {0};
+    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, &r, &st);
+    ck_assert_int_eq(r.bad, 4);
+    ck_assert_ptr_nonnull(strstr(r.hint, "never written"));
+    dsv4_tensor_free(&e);
+    dsv4_tensor_free(&a);
+}
+END_TEST
+
+START_TEST(float_tolerance_and_worst)
+{
+    dsv4_tensor e = make(DSV4_F64, 1, 4), a = make(DSV4_F32, 1, 4);
+    double ev[4] = {1.0, 2.0, -3.0, 0.0};
+    float av[4] = {1.001f, 2.5f, -3.0f, 0.0f};
+    memcpy(e.data, ev, sizeof ev);
+    memcpy(a.data, av, sizeof av);
+    dsv4_policy p = float_policy(0.0, 0.01);
+    dsv4_cmp_result r;
+    dsv4_status st = {0};
+    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, &r, &st);
+    ck_assert_int_eq(r.bad, 1);
+    ck_assert_str_eq(r.worst.index, "[0, 1]");
+    ck_assert(fabs(r.worst.abs_err - 0.5) < 1e-12);
+    ck_assert(fabs(r.worst.rel_err - 0.25) < 1e-12);
+    ck_assert(fabs(r.worst.ulp_err - 0.5 / 0.015625) < 1e-9); /* bf16 ulp at 2 is 2^-6 */
+    ck_assert_int_eq(r.verdict, DSV4_FAIL);
+    p.budget = 0.5; /* 1 of 4 within a 50% budget: warn */
+    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, &r, &st);
+    ck_assert_int_eq(r.verdict, DSV4_WARN);
+    dsv4_tensor_free(&e);
+    dsv4_tensor_free(&a);
+}
+END_TEST
+
+START_TEST(float_nan_policy)
+{
+    dsv4_tensor e = make(DSV4_F64, 1, 2), a = make(DSV4_F64, 1, 2);
+    double ev[2] = {NAN, 1.0}, av[2] = {0.0, NAN};
+    memcpy(e.data, ev, sizeof ev);
+    memcpy(a.data, av, sizeof av);
+    dsv4_policy p = float_policy(1e9, 0);
+    dsv4_cmp_result r;
+    dsv4_status st = {0};
+    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, &r, &st);
+    ck_assert_int_eq(r.bad, 2); /* NaN expected but finite, and vice versa */
+    ck_assert_int_eq(r.nan_expected, 1);
+    ck_assert_int_eq(r.nan_actual, 1);
+    p.nan = DSV4_NAN_IGNORE;
+    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, &r, &st);
+    ck_assert_int_eq(r.bad, 1); /* only the unexpected NaN */
+    dsv4_tensor_free(&e);
+    dsv4_tensor_free(&a);
+}
+END_TEST
+
+START_TEST(float_half_hint)
+{
+    dsv4_tensor e = make(DSV4_F64, 1, 8), a = make(DSV4_F64, 1, 8);
+    for (int i = 0; i < 8; i++) {
+        ((double *)e.data)[i] = i + 1.0;
+        ((double *)a.data)[i] = 0.5 * (i + 1.0);
+    }
+    dsv4_policy p = float_policy(0, 1e-3);
+    dsv4_cmp_result r;
+    dsv4_status st = {0};
+    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, &r, &st);
+    ck_assert_ptr_nonnull(strstr(r.hint, "0.5 x expected"));
+    dsv4_tensor_free(&e);
+    dsv4_tensor_free(&a);
+}
+END_TEST
+
+START_TEST(shape_mismatch_fails)
+{
+    dsv4_tensor e = make(DSV4_I32, 2, 3), a = make(DSV4_I32, 3, 2);
+    dsv4_policy p;
+    memset(&p, 0, sizeof p);
+    dsv4_cmp_result r;
+    dsv4_status st = {0};
+    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, &r, &st);
+    ck_assert_int_eq(r.verdict, DSV4_FAIL);
+    ck_assert_ptr_nonnull(strstr(r.message, "shape [3, 2], expected [2, 3]"));
+    dsv4_tensor_free(&e);
+    dsv4_tensor_free(&a);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("compare");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, exact_names_the_element);
+    tcase_add_test(tc, exact_poison_hint);
+    tcase_add_test(tc, float_tolerance_and_worst);
+    tcase_add_test(tc, float_nan_policy);
+    tcase_add_test(tc, float_half_hint);
+    tcase_add_test(tc, shape_mismatch_fails);
+    suite_add_tcase(s, tc);
+    return dsv4_test_run(s);
+}
