@@ -448,9 +448,13 @@ static int parse_sweep(const loader *L, const yaml_node_t *sw, const dsv4_case *
     int rc = want(L, sw, YAML_MAPPING_NODE, "'sweep'");
     if (rc || (rc = check_map(L, sw, "'sweep'", NULL)))
         return rc;
+    if (sw->data.mapping.pairs.top == sw->data.mapping.pairs.start)
+        return fail_at(L, sw, "'sweep' of case '%s' is empty", base->name);
     *n_ax = 0;
     *total = 1;
     FOR_PAIRS(p, sw) {
+        if (*n_ax == DSV4_MAX_PARAMS)
+            return fail_at(L, sw, "'sweep' has more than %d parameters", DSV4_MAX_PARAMS);
         const yaml_node_t *k = node_at(L, p->key), *v = node_at(L, p->value);
         const dsv4_param_spec *spec = dsv4_op_param(base->op, text(k));
         if (!spec)
@@ -547,7 +551,7 @@ static int load_case_into(loader *L, const yaml_node_t *cn, dsv4_case *base, dsv
         return finish_case(L, cn, work);
     }
     axis ax[DSV4_MAX_PARAMS];
-    int n_ax, total;
+    int n_ax = 0, total = 0;
     if ((rc = parse_sweep(L, sw, base, map_get(L, cn, "params"), ax, &n_ax, &total)))
         return rc;
     for (int i = 0; i < total; i++)
