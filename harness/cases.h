@@ -24,9 +24,14 @@
  * A sweep expands into one case per combination, named
  * "<name>[k1=v1,k2=v2]"; its golden file name replaces every character outside
  * [A-Za-z0-9._-] with '_'.
+ * Seeds are decimal or 0x hex, 0 .. 2^64-1.  An int-list parameter is a
+ * YAML sequence ([1, 2, 3]); a sweep over one is a sequence of sequences.
+ * Defaults merge into each case: the case's variant and seed win, params
+ * merge key by key, tags are the union, tolerance overrides of the defaults
+ * come first.  A suite holds at most 1024 cases after expansion.
  * Errors (unknown key, wrong type, missing field, unknown op/variant/param,
- * duplicate name) return DSV4_EINPUT with "file:line:column: message",
- * 1-based. */
+ * duplicate name or key, YAML syntax) return DSV4_EINPUT with
+ * "file:line:column: message", 1-based. */
 #ifndef DSV4_CASES_H
 #define DSV4_CASES_H
 
@@ -40,6 +45,7 @@
 typedef struct dsv4_tol_override {
     char output[DSV4_NAME_MAX];
     unsigned set; /* bit mask of DSV4_TOL_* fields present */
+    int line;     /* 1-based line in the suite file (defaults or case), for provenance */
     double atol, rtol, ulp, max_nmse, min_cosine, budget;
 } dsv4_tol_override;
 

@@ -167,8 +167,14 @@ uint8_t dsv4_e8m0_from_f32_torch(float x)
     if (isnan(x) || isinf(x))
         return 0xFF;
     double a = fabs((double)x);
-    if (a < ldexp(1.0, -127))
+    if (a <= ldexp(1.0, -127))
         return 0x00;
+    /* fp32 subnormals above 2^-127: torch rounds the exponent *field* (0 for
+     * a subnormal) up whenever the dropped bits exceed half, so all of
+     * (2^-127, 2^-126) gives 0x01, not only [1.5*2^-127, 2^-126).  Observed
+     * with torch 2.11 (CPU and CUDA): 0x00400001 and 0x00500000 -> 0x01. */
+    if (a < ldexp(1.0, -126))
+        return 0x01;
     int e;
     double f = frexp(a, &e); /* a = f*2^e, f in [0.5,1): significand s = 2f */
     int exp2 = e - 1;

@@ -47,7 +47,9 @@ float dsv4_e8m0_to_f32(uint8_t b);
 double dsv4_e8m0_to_f64(uint8_t b);
 /* torch's fp32 -> float8_e8m0fnu cast (toolchain.md section 6): nearest power
  * of two with the significand rounded half up (1.5 -> 2, 0.75 -> 1, 3 -> 4);
- * 0 and values below 2^-127 -> 0x00; NaN, Inf and >= 1.5*2^127 -> 0xFF. */
+ * the sign is ignored; 0 and values up to 2^-127 -> 0x00; fp32 subnormals
+ * above 2^-127 -> 0x01 (torch rounds the exponent field); NaN, Inf and
+ * >= 1.5*2^127 -> 0xFF. */
 uint8_t dsv4_e8m0_from_f32_torch(float x);
 
 /* float4 e2m1: codes 0..15, bit 3 = sign, magnitudes
