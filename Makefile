@@ -47,23 +47,29 @@ all: $(BUILD)/dsv4check $(BUILD)/libdsv4.a $(BUILD)/libdsv4.so
 setup:
 	@scripts/setup.sh
 
+# V=1 shows the full command lines.
+Q := $(if $(filter 1,$(V)),,@)
+
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libdsv4.a: $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/libdsv4.so: $(LIB_OBJS)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/dsv4check: $(BUILD)/obj/harness/main.o $(BUILD)/libdsv4.a
-	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libdsv4.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
 
 # The main job: the ci suite, reference against the committed goldens, then
 # the hip backend where a GPU is present (exit 77 = no GPU, not a failure).

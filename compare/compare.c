@@ -222,8 +222,9 @@ static void hint_float(const dsv4_tensor *exp, const dsv4_tensor *act, const uin
 
 int dsv4_compare(const dsv4_tensor *expected, const dsv4_tensor *actual, const dsv4_policy *pol,
                  const uint8_t *mask, dsv4_locate_fn locate, const void *locate_ctx,
-                 dsv4_cmp_result *res, dsv4_status *st)
+                 const dsv4_cmp_aux *aux, dsv4_cmp_result *res, dsv4_status *st)
 {
+    (void)aux; /* read by the kinds that have a companion (mx, index_set) */
     memset(res, 0, sizeof *res);
     snprintf(res->output, sizeof res->output, "%s", expected->name);
     res->count = dsv4_tensor_numel(expected);

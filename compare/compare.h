@@ -38,8 +38,12 @@ typedef struct dsv4_policy {
     double budget;      /* fraction of elements allowed to exceed (warn), 0 = none */
     dsv4_nan_policy nan;
     dsv4_dtype output_dtype; /* the dtype whose ULP and step define the error unit */
-    /* index_set: row length (last dim); scores tensor name for tie-awareness */
-    const char *scores;
+    /* The companion tensor some kinds read beside this output: mx, the
+     * scales output of the same quantization (block = elements per scale);
+     * index_set, the scores tensor (an output or input) for tie-awareness.
+     * The runner looks it up by name in the expected and actual sets. */
+    char companion[DSV4_NAME_MAX];
+    int block;
     char rule[256];     /* provenance: the formula or override that gave this */
 } dsv4_policy;
 
@@ -72,13 +76,19 @@ typedef struct dsv4_cmp_result {
  * (e.g. "page 3, token 17, scale byte 2").  ctx is the op's. */
 typedef void (*dsv4_locate_fn)(const void *ctx, int64_t flat, char *buf, size_t len);
 
+/* Companion tensors (see dsv4_policy.companion); NULL members when absent. */
+typedef struct dsv4_cmp_aux {
+    const dsv4_tensor *expected; /* the companion on the expected side (golden / reference) */
+    const dsv4_tensor *actual;   /* the companion the implementation produced, if an output */
+} dsv4_cmp_aux;
+
 /* Compare actual against expected.  mask (may be NULL) has one byte per
  * element of expected; 0 = unspecified, not compared.  Returns DSV4_OK; a
  * verdict of FAIL is a result, not an error.  Errors (DSV4_EINPUT) are only
  * for unusable arguments. */
 int dsv4_compare(const dsv4_tensor *expected, const dsv4_tensor *actual,
                  const dsv4_policy *pol, const uint8_t *mask,
-                 dsv4_locate_fn locate, const void *locate_ctx,
+                 dsv4_locate_fn locate, const void *locate_ctx, const dsv4_cmp_aux *aux,
                  dsv4_cmp_result *res, dsv4_status *st);
 
 const char *dsv4_verdict_name(dsv4_verdict v);

@@ -145,19 +145,60 @@ static int from_plugin_rc(int rc)
     return rc == DSV4_PLUGIN_EINPUT ? DSV4_EINPUT : rc == DSV4_PLUGIN_ESKIP ? DSV4_ESKIP : DSV4_ERUNTIME;
 }
 
+/* Guard regions around every output handed to a plug-in: a kernel (or a
+ * host plug-in) writing past either end is caught and named, instead of
+ * silently corrupting a neighbour (design.md 8; the seeds report an
+ * out-of-bounds access on gfx950). */
+#define GUARD_BYTES 256
+#define GUARD_BYTE 0xD5
+
+static int check_guard(const uint8_t *g, const char *name, const char *where, dsv4_status *st)
+{
+    for (int k = 0; k < GUARD_BYTES; k++)
+        if (g[k] != GUARD_BYTE)
+            return dsv4_fail(st, DSV4_ERUNTIME,
+                             "output '%s': guard bytes %s the buffer overwritten (byte %d of %d is 0x%02x)",
+                             name, where, k, GUARD_BYTES, g[k]);
+    return DSV4_OK;
+}
+
 int dsv4_backend_run(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c,
                      const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
 {
     if (b->is_ref)
         return op->reference(c, in, out, st);
     abi_args a;
+    uint8_t *guarded[DSV4_MAX_TENSORS] = {0};
+    int rc = DSV4_OK;
     to_abi(c, in, out, &a);
-    char err[512] = "";
-    int rc = b->plugin->run(op->name, op->variants[c->variant], a.params, a.np, a.in, a.nin, a.out,
-                            a.nout, err, sizeof err);
-    if (rc)
-        return dsv4_fail(st, from_plugin_rc(rc), "%s: %s", b->name, err[0] ? err : "run failed");
-    return DSV4_OK;
+    for (int k = 0; k < out->n && !rc; k++) {
+        guarded[k] = malloc(out->t[k].nbytes + 2 * GUARD_BYTES);
+        if (!guarded[k]) {
+            rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory for output guards");
+            break;
+        }
+        memset(guarded[k], GUARD_BYTE, GUARD_BYTES);
+        memcpy(guarded[k] + GUARD_BYTES, out->t[k].data, out->t[k].nbytes);
+        memset(guarded[k] + GUARD_BYTES + out->t[k].nbytes, GUARD_BYTE, GUARD_BYTES);
+        a.out[k].data = guarded[k] + GUARD_BYTES;
+    }
+    if (!rc) {
+        char err[512] = "";
+        int prc = b->plugin->run(op->name, op->variants[c->variant], a.params, a.np, a.in, a.nin,
+                                 a.out, a.nout, err, sizeof err);
+        if (prc)
+            rc = dsv4_fail(st, from_plugin_rc(prc), "%s: %s", b->name, err[0] ? err : "run failed");
+    }
+    for (int k = 0; k < out->n && !rc; k++) {
+        const uint8_t *g = guarded[k];
+        if ((rc = check_guard(g, out->t[k].name, "before", st)) ||
+            (rc = check_guard(g + GUARD_BYTES + out->t[k].nbytes, out->t[k].name, "after", st)))
+            break;
+        memcpy(out->t[k].data, g + GUARD_BYTES, out->t[k].nbytes);
+    }
+    for (int k = 0; k < out->n; k++)
+        free(guarded[k]);
+    return rc;
 }
 
 int dsv4_backend_time(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c,

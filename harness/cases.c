@@ -28,7 +28,11 @@ typedef struct loader {
     dsv4_status *st;
 } loader;
 
-static const char *const top_keys[] = {"suite", "golden_dir", "defaults", "cases", NULL};
+static const char *const top_keys[] = {"suite", "golden_dir", "defaults", "cases", "include", NULL};
+
+/* include: nesting depth guard (a file including itself would recurse). */
+#define MAX_INCLUDE_DEPTH 8
+static int include_depth;
 static const char *const default_keys[] = {"variant", "seed", "params", "tags", "tolerance", NULL};
 static const char *const case_keys[] = {"name",   "op",     "variant",   "seed", "params",
                                         "sweep",  "golden", "tolerance", "tags", NULL};
@@ -210,7 +214,7 @@ static int param_value(const loader *L, const dsv4_param_spec *spec, const yaml_
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", spec->name);
     out->type = DSV4_P_INTLIST;
-    const dsv4_param_spec one = {spec->name, DSV4_P_INT, NULL, NULL};
+    const dsv4_param_spec one = {spec->name, DSV4_P_INT, NULL, NULL, 0};
     dsv4_param elem;
     FOR_ITEMS(it, v) {
         const yaml_node_t *e = node_at(L, *it);
@@ -233,7 +237,7 @@ static int tol_value(const loader *L, const yaml_node_t *k, const yaml_node_t *v
     int rc = want(L, v, YAML_SCALAR_NODE, what);
     if (rc)
         return rc;
-    const dsv4_param_spec spec = {name, DSV4_P_FLOAT, NULL, NULL};
+    const dsv4_param_spec spec = {name, DSV4_P_FLOAT, NULL, NULL, 0};
     dsv4_param p;
     dsv4_status tmp = {0};
     int fraction = strcmp(name, "min_cosine") == 0 || strcmp(name, "budget") == 0;
@@ -574,6 +578,62 @@ static int load_case(loader *L, const yaml_node_t *cn)
 /* ------------------------------------------------------------------ */
 /* Suite                                                                */
 
+/* Appends the cases of one included suite file, refusing duplicate names. */
+static int append_suite(loader *L, const yaml_node_t *at, const dsv4_suite *sub)
+{
+    dsv4_suite *s = L->suite;
+    for (int i = 0; i < sub->n; i++) {
+        for (int j = 0; j < s->n; j++)
+            if (strcmp(s->cases[j].name, sub->cases[i].name) == 0)
+                return fail_at(L, at, "included case '%s' (%s:%d) has the name of a case at %s:%d",
+                               sub->cases[i].name, sub->cases[i].file, sub->cases[i].line,
+                               s->cases[j].file, s->cases[j].line);
+        if (s->n >= MAX_CASES)
+            return fail_at(L, at, "the suite has more than %d cases", MAX_CASES);
+        if (s->n == L->cap) {
+            int cap = L->cap ? 2 * L->cap : 16;
+            dsv4_case *grown = realloc(s->cases, (size_t)cap * sizeof *grown);
+            if (!grown)
+                return dsv4_fail(L->st, DSV4_ERUNTIME, "%s: out of memory", L->file);
+            s->cases = grown;
+            L->cap = cap;
+        }
+        s->cases[s->n++] = sub->cases[i];
+    }
+    return DSV4_OK;
+}
+
+/* include: [a.yaml, b.yaml]: other suite files (paths relative to this
+ * one), each loaded with its own golden_dir and defaults. */
+static int load_includes(loader *L, const yaml_node_t *inc)
+{
+    int rc = want(L, inc, YAML_SEQUENCE_NODE, "'include'");
+    if (rc)
+        return rc;
+    FOR_ITEMS(it, inc) {
+        const yaml_node_t *item = node_at(L, *it);
+        char rel[DSV4_PATH_MAX], path[DSV4_PATH_MAX];
+        if ((rc = get_string(L, item, "an 'include' entry", rel, sizeof rel)))
+            return rc;
+        if (join_path(path, sizeof path, L->dir, rel))
+            return fail_at(L, item, "include '%s': path too long", rel);
+        if (include_depth >= MAX_INCLUDE_DEPTH)
+            return fail_at(L, item, "include '%s': nested more than %d deep (a cycle?)", rel,
+                           MAX_INCLUDE_DEPTH);
+        dsv4_suite sub;
+        include_depth++;
+        rc = dsv4_suite_load(path, &sub, L->st);
+        include_depth--;
+        if (rc)
+            return rc;
+        rc = append_suite(L, item, &sub);
+        dsv4_suite_free(&sub);
+        if (rc)
+            return rc;
+    }
+    return DSV4_OK;
+}
+
 static int load_root(loader *L, const yaml_node_t *root)
 {
     int rc = want(L, root, YAML_MAPPING_NODE, "the top level");
@@ -597,16 +657,19 @@ static int load_root(loader *L, const yaml_node_t *root)
         ((rc = want(L, L->defaults, YAML_MAPPING_NODE, "'defaults'")) ||
          (rc = check_map(L, L->defaults, "'defaults'", default_keys))))
         return rc;
-    if (!cases)
-        return fail_at(L, root, "missing required key 'cases'");
-    if ((rc = want(L, cases, YAML_SEQUENCE_NODE, "'cases'")))
-        return rc;
-    if (seq_len(cases) == 0)
-        return fail_at(L, cases, "'cases' is empty");
-    FOR_ITEMS(it, cases)
-        if ((rc = load_case(L, node_at(L, *it))))
+    const yaml_node_t *inc = map_get(L, root, "include");
+    if (!cases && !inc)
+        return fail_at(L, root, "missing required key 'cases' (or 'include')");
+    if (cases) {
+        if ((rc = want(L, cases, YAML_SEQUENCE_NODE, "'cases'")))
             return rc;
-    return DSV4_OK;
+        if (seq_len(cases) == 0)
+            return fail_at(L, cases, "'cases' is empty");
+        FOR_ITEMS(it, cases)
+            if ((rc = load_case(L, node_at(L, *it))))
+                return rc;
+    }
+    return inc ? load_includes(L, inc) : DSV4_OK;
 }
 
 static int syntax_error(const loader *L, const yaml_parser_t *p)

@@ -9,6 +9,10 @@
  *     seed: 1
  *     params: {window_size: 128}
  *     tags: [ci]
+ *   include: [ci/quant.yaml]        # optional: other suite files (relative
+ *                                   # to this one), each with its own
+ *                                   # golden_dir and defaults; cases or
+ *                                   # include (or both) must be present
  *   cases:
  *     - name: decode_only           # required, unique in the suite
  *       op: combine_topk_swa_indices  # required, a registered op

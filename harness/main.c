@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +44,7 @@ typedef struct cli {
     int verbose;
     int force;
     int device;
+    int rerun;
     regex_t re;
     int have_re;
 } cli;
@@ -80,6 +82,7 @@ static const char common_help[] =
     "  --junit FILE      write a JUnit XML report (one testcase per case and output)\n"
     "  --json FILE       write a JSON report with every metric\n"
     "  --device N        GPU to use for --impl hip or a GPU plug-in\n"
+    "  --rerun N         run the implementation N times; any bitwise difference fails\n"
     "  --mem-limit BYTES refuse cases needing more (suffix K, M, G; default: half the RAM)\n"
     "  -v, --verbose     print every output's metrics, not only failures\n"
     "  -h, --help        this help\n";
@@ -164,7 +167,7 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
         {"junit", required_argument, NULL, 'J'}, {"json", required_argument, NULL, 'j'},
         {"seed", required_argument, NULL, 's'}, {"device", required_argument, NULL, 'd'},
         {"mem-limit", required_argument, NULL, 'm'}, {"output", required_argument, NULL, 'o'},
-        {"force", no_argument, NULL, 'F'}, {"verbose", no_argument, NULL, 'v'},
+        {"force", no_argument, NULL, 'F'}, {"rerun", required_argument, NULL, 'R'}, {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
@@ -181,6 +184,14 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
         case 'j': o->json = optarg; break;
         case 'o': o->outdir = optarg; break;
         case 'F': o->force = 1; break;
+        case 'R':
+            errno = 0;
+            o->rerun = (int)strtol(optarg, &end, 10);
+            if (errno || *end || o->rerun < 1 || o->rerun > 1000) {
+                fprintf(stderr, "%s %s: --rerun %s: a count from 1 to 1000\n", prog, cmd, optarg);
+                return DSV4_EINPUT;
+            }
+            break;
         case 'v': o->verbose = 1; break;
         case 's':
             errno = 0;
@@ -320,7 +331,7 @@ static int cmd_run(int argc, char **argv)
             regfree(&o.re);
         return rc;
     }
-    dsv4_run_opts ro = {o.impl, o.verbose, o.have_seed, o.seed, prog};
+    dsv4_run_opts ro = {o.impl, o.verbose, o.have_seed, o.seed, prog, o.rerun};
     result_list rl = {0};
     char suite_names[256] = "";
     int load_error = 0;
@@ -383,7 +394,7 @@ static int cmd_check(int argc, char **argv)
             regfree(&o.re);
         return rc;
     }
-    dsv4_run_opts ro = {o.impl, o.verbose, 0, 0, prog};
+    dsv4_run_opts ro = {o.impl, o.verbose, 0, 0, prog, o.rerun};
     result_list rl = {0};
     progress pg = {isatty(2), 0, wall_seconds()};
     for (int a = optind; a < argc; a++) {
@@ -477,6 +488,12 @@ static int cmd_gen(int argc, char **argv)
         return DSV4_EINPUT;
     }
     int worst = 0, wrote = 0;
+    if (o.outdir && mkdir(o.outdir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "%s gen: -o %s: cannot create: %s\n", prog, o.outdir, strerror(errno));
+        if (o.have_re)
+            regfree(&o.re);
+        return DSV4_EINPUT;
+    }
     for (int a = optind; a < argc; a++) {
         dsv4_suite s;
         dsv4_status st = {0};
@@ -644,6 +661,7 @@ static int cmd_bench(int argc, char **argv)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    prog = argv[0];
     dsv4_h5_quiet();
     default_memory_limit();
     if (argc < 2) {

@@ -116,10 +116,45 @@ static void set_error(dsv4_case_result *r, int code, const dsv4_status *st)
     snprintf(r->error, sizeof r->error, "%s", st->msg[0] ? st->msg : "error");
 }
 
+/* --rerun N: the implementation runs N - 1 more times on fresh outputs and
+ * must reproduce the first run bit for bit (anchors.md 6: report
+ * nondeterminism apart from inaccuracy).  A difference is a failure (1). */
+static int rerun_identical(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
+                           const dsv4_tensors *first, const dsv4_backend *b, int rerun,
+                           dsv4_case_result *r, dsv4_status *st)
+{
+    for (int k = 1; k < rerun; k++) {
+        dsv4_tensors again = {0};
+        int rc = op->alloc_outputs(c, in, &again, st);
+        if (!rc)
+            rc = run_backend(b, op, c, in, &again, st);
+        for (int t = 0; !rc && t < again.n; t++) {
+            const dsv4_tensor *x = &first->t[t], *y = &again.t[t];
+            for (size_t i = 0; i < x->nbytes; i++)
+                if (((const uint8_t *)x->data)[i] != ((const uint8_t *)y->data)[i]) {
+                    char idx[96];
+                    int64_t el = (int64_t)(i / dsv4_dtype_size(x->dtype));
+                    r->status = DSV4_EFAIL;
+                    r->verdict = DSV4_FAIL;
+                    snprintf(r->error, sizeof r->error,
+                             "nondeterministic: run %d of output '%s' differs from run 1 at %s (%.9g vs %.9g)",
+                             k + 1, x->name, dsv4_index_str(x, el, idx, sizeof idx),
+                             dsv4_tensor_get(y, el), dsv4_tensor_get(x, el));
+                    rc = DSV4_EFAIL;
+                    break;
+                }
+        }
+        dsv4_tensors_free(&again);
+        if (rc)
+            return rc;
+    }
+    return DSV4_OK;
+}
+
 /* Validate inputs, run the implementation, compare every output. */
 static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
                     const dsv4_tensors *expected, const dsv4_backend *b, const dsv4_case *cs,
-                    dsv4_case_result *r)
+                    int rerun, dsv4_case_result *r)
 {
     dsv4_status st = {0};
     dsv4_tensors act = {0};
@@ -136,8 +171,10 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
                  op->variants[c->variant]);
         return;
     }
-    if ((rc = op->alloc_outputs(c, in, &act, &st)) || (rc = run_backend(b, op, c, in, &act, &st))) {
-        set_error(r, rc, &st);
+    if ((rc = op->alloc_outputs(c, in, &act, &st)) || (rc = run_backend(b, op, c, in, &act, &st)) ||
+        (rc = rerun_identical(op, c, in, &act, b, rerun, r, &st))) {
+        if (rc != DSV4_EFAIL)
+            set_error(r, rc, &st);
         goto out;
     }
     r->verdict = DSV4_PASS;
@@ -180,8 +217,15 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
             }
         }
         locate_ctx lc = {op, c, in, a->name};
-        if ((rc = dsv4_compare(e, a, &o->pol, mask, op->locate ? locate_adapter : NULL, &lc, &o->cmp,
-                               &st))) {
+        dsv4_cmp_aux aux = {NULL, NULL};
+        if (o->pol.companion[0]) {
+            aux.expected = dsv4_tensors_get(expected, o->pol.companion);
+            aux.actual = dsv4_tensors_get(&act, o->pol.companion);
+            if (!aux.expected) /* a companion may also be an input (scores) */
+                aux.expected = dsv4_tensors_get(in, o->pol.companion);
+        }
+        if ((rc = dsv4_compare(e, a, &o->pol, mask, op->locate ? locate_adapter : NULL, &lc, &aux,
+                               &o->cmp, &st))) {
             set_error(r, rc, &st);
             goto out;
         }
@@ -279,12 +323,12 @@ void dsv4_run_case(const dsv4_case *c, const dsv4_backend *b, const dsv4_run_opt
             r->status = DSV4_EFAIL;
             snprintf(r->error, sizeof r->error, "%s: %s", c->golden, why);
         } else {
-            execute(c->op, &ctx, &g.inputs, &g.outputs, b, c, r);
+            execute(c->op, &ctx, &g.inputs, &g.outputs, b, c, o->rerun, r);
         }
     } else if ((rc = dsv4_reference_outputs(c->op, &ctx, &in, &expected, &st))) {
         set_error(r, rc, &st);
     } else {
-        execute(c->op, &ctx, &in, &expected, b, c, r);
+        execute(c->op, &ctx, &in, &expected, b, c, o->rerun, r);
     }
     dsv4_golden_free(&g);
     dsv4_tensors_free(&in);
@@ -320,7 +364,7 @@ void dsv4_check_golden(const char *path, const dsv4_backend *b, const dsv4_run_o
         snprintf(r->golden, sizeof r->golden, "%s", path);
         snprintf(r->repro, sizeof r->repro, "%s check %s --impl %s", o->argv0, path, o->impl);
         dsv4_opctx ctx = {&g.params, variant, g.seed};
-        execute(op, &ctx, &g.inputs, &g.outputs, b, NULL, r);
+        execute(op, &ctx, &g.inputs, &g.outputs, b, NULL, o->rerun, r);
         if (r->status == DSV4_EINPUT && strncmp(r->error, path, strlen(path)) != 0) {
             char tmp[sizeof r->error];
             snprintf(tmp, sizeof tmp, "%s: %s", path, r->error);

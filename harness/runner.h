@@ -36,6 +36,7 @@ typedef struct dsv4_run_opts {
     int seed_override;      /* --seed given: ignore goldens, live reference */
     uint64_t seed;
     const char *argv0;
+    int rerun;              /* --rerun N: run the implementation N times, bitwise equal */
 } dsv4_run_opts;
 
 /* Run one YAML case against backend b: versus its golden when the case has

@@ -40,7 +40,7 @@ START_TEST(exact_names_the_element)
     p.kind = DSV4_CMP_EXACT;
     dsv4_cmp_result r;
     dsv4_status st = {0};
-    ck_assert_int_eq(dsv4_compare(&e, &a, &p, NULL, NULL, NULL, &r, &st), 0);
+    ck_assert_int_eq(dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st), 0);
     ck_assert_int_eq(r.verdict, DSV4_FAIL);
     ck_assert_int_eq(r.bad, 1);
     ck_assert_str_eq(r.first[0].index, "[1, 2]");
@@ -49,7 +49,7 @@ START_TEST(exact_names_the_element)
     uint8_t mask[12];
     memset(mask, 1, sizeof mask);
     mask[6] = 0;
-    ck_assert_int_eq(dsv4_compare(&e, &a, &p, mask, NULL, NULL, &r, &st), 0);
+    ck_assert_int_eq(dsv4_compare(&e, &a, &p, mask, NULL, NULL, NULL, &r, &st), 0);
     ck_assert_int_eq(r.verdict, DSV4_PASS);
     dsv4_tensor_free(&e);
     dsv4_tensor_free(&a);
@@ -64,7 +64,7 @@ START_TEST(exact_poison_hint)
     memset(&p, 0, sizeof p);
     dsv4_cmp_result r;
     dsv4_status st = {0};
-    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, &r, &st);
+    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st);
     ck_assert_int_eq(r.bad, 4);
     ck_assert_ptr_nonnull(strstr(r.hint, "never written"));
     dsv4_tensor_free(&e);
@@ -82,7 +82,7 @@ START_TEST(float_tolerance_and_worst)
     dsv4_policy p = float_policy(0.0, 0.01);
     dsv4_cmp_result r;
     dsv4_status st = {0};
-    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, &r, &st);
+    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st);
     ck_assert_int_eq(r.bad, 1);
     ck_assert_str_eq(r.worst.index, "[0, 1]");
     ck_assert(fabs(r.worst.abs_err - 0.5) < 1e-12);
@@ -90,7 +90,7 @@ START_TEST(float_tolerance_and_worst)
     ck_assert(fabs(r.worst.ulp_err - 0.5 / 0.015625) < 1e-9); /* bf16 ulp at 2 is 2^-6 */
     ck_assert_int_eq(r.verdict, DSV4_FAIL);
     p.budget = 0.5; /* 1 of 4 within a 50% budget: warn */
-    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, &r, &st);
+    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st);
     ck_assert_int_eq(r.verdict, DSV4_WARN);
     dsv4_tensor_free(&e);
     dsv4_tensor_free(&a);
@@ -106,12 +106,12 @@ START_TEST(float_nan_policy)
     dsv4_policy p = float_policy(1e9, 0);
     dsv4_cmp_result r;
     dsv4_status st = {0};
-    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, &r, &st);
+    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st);
     ck_assert_int_eq(r.bad, 2); /* NaN expected but finite, and vice versa */
     ck_assert_int_eq(r.nan_expected, 1);
     ck_assert_int_eq(r.nan_actual, 1);
     p.nan = DSV4_NAN_IGNORE;
-    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, &r, &st);
+    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st);
     ck_assert_int_eq(r.bad, 1); /* only the unexpected NaN */
     dsv4_tensor_free(&e);
     dsv4_tensor_free(&a);
@@ -128,7 +128,7 @@ START_TEST(float_half_hint)
     dsv4_policy p = float_policy(0, 1e-3);
     dsv4_cmp_result r;
     dsv4_status st = {0};
-    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, &r, &st);
+    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st);
     ck_assert_ptr_nonnull(strstr(r.hint, "0.5 x expected"));
     dsv4_tensor_free(&e);
     dsv4_tensor_free(&a);
@@ -142,7 +142,7 @@ START_TEST(shape_mismatch_fails)
     memset(&p, 0, sizeof p);
     dsv4_cmp_result r;
     dsv4_status st = {0};
-    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, &r, &st);
+    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st);
     ck_assert_int_eq(r.verdict, DSV4_FAIL);
     ck_assert_ptr_nonnull(strstr(r.message, "shape [3, 2], expected [2, 3]"));
     dsv4_tensor_free(&e);

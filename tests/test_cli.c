@@ -1,0 +1,307 @@
+/* test_cli.c - end-to-end tests of the dsv4check command line: the ci
+ * suite passes, reports are written, and failures and bad inputs give the
+ * documented exit codes with messages that name the element or the place.
+ * Runs build/dsv4check (or $DSV4CHECK) from the repository root. */
+#define _POSIX_C_SOURCE 200809L
+#include <glob.h>
+#include <stdarg.h>
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../harness/golden.h"
+#include "testutil.h"
+
+static char tmpdir[256];
+static char out[1 << 16];
+
+static const char *cli(void)
+{
+    const char *p = getenv("DSV4CHECK");
+    return p && *p ? p : "build/dsv4check";
+}
+
+/* Runs `dsv4check ARGS` with stdout and stderr into out[]; returns the exit code. */
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...)
+{
+    char args[4096], cmd[4400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli(), args);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    ck_assert_msg(WIFEXITED(status), "dsv4check %s did not exit normally:\n%s", args, out);
+    return WEXITSTATUS(status);
+}
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/dsv4cli.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static const char *golden_path = "data/ci/combine_mixed_prefill_c4.h5";
+
+START_TEST(ci_suite_passes_with_reports)
+{
+    char junit[300], json[300];
+    snprintf(junit, sizeof junit, "%s/out.xml", tmpdir);
+    snprintf(json, sizeof json, "%s/out.json", tmpdir);
+    int rc = run("run cases/ci.yaml --impl ref --junit %s --json %s", junit, json);
+    ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, " 0 failed, 0 skipped"));
+    char *x = slurp(junit);
+    ck_assert_ptr_nonnull(strstr(x, "<?xml version=\"1.0\""));
+    ck_assert_int_eq(count(x, "<testsuites>"), 1);
+    ck_assert_int_eq(count(x, "</testsuites>"), 1);
+    ck_assert_int_eq(count(x, "<testcase "), count(x, "</testcase>"));
+    ck_assert_int_gt(count(x, "<testcase "), 12);
+    ck_assert_int_eq(count(x, "<failure"), 0);
+    ck_assert_ptr_nonnull(strstr(x, "<property name=\"policy\""));
+    free(x);
+    char *j = slurp(json);
+    ck_assert_ptr_nonnull(strstr(j, "\"exit_code\": 0"));
+    free(j);
+}
+END_TEST
+
+START_TEST(committed_goldens_check)
+{
+    glob_t g;
+    ck_assert_int_eq(glob("data/ci/*.h5", 0, NULL, &g), 0);
+    ck_assert_int_ge(g.gl_pathc, 12);
+    globfree(&g);
+    int rc = run("check data/ci/*.h5 --impl ref");
+    ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
+}
+END_TEST
+
+/* Copy a golden with element [1, 0] of combined_indices changed by +1. */
+static void write_changed_golden(const char *dst)
+{
+    dsv4_golden g;
+    dsv4_status st = {0};
+    memset(&g, 0, sizeof g);
+    ck_assert_int_eq(dsv4_golden_read(golden_path, &g, &st), 0);
+    dsv4_tensor *t = dsv4_tensors_find(&g.outputs, "combined_indices");
+    ck_assert_ptr_nonnull(t);
+    int32_t *v = t->data;
+    v[t->shape[1]] += 1; /* row 1, column 0 */
+    ck_assert_msg(dsv4_golden_write(dst, &g, 0, &st) == 0, "%s", st.msg);
+    dsv4_golden_free(&g);
+}
+
+START_TEST(changed_element_fails_and_is_named)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/changed.h5", tmpdir);
+    write_changed_golden(path);
+    int rc = run("check %s --impl ref", path);
+    ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "1 of "));
+    ck_assert_msg(strstr(out, "[1, 0]") != NULL, "element not named:\n%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "combined_indices"));
+    ck_assert_ptr_nonnull(strstr(out, "request 1, position 7, top-k part"));
+    ck_assert_ptr_nonnull(strstr(out, "reproduce:"));
+}
+END_TEST
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+START_TEST(malformed_yaml_names_line_and_column)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/bad.yaml", tmpdir);
+    write_file(path, "suite: x\ncases:\n  - name: a\n    op: [unclosed\n");
+    int rc = run("run %s", path);
+    ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
+    ck_assert_msg(strstr(out, "bad.yaml:") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "bad.yaml:5:1") != NULL || strstr(out, "bad.yaml:4:") != NULL, "%s", out);
+    /* an unknown key: the exact place */
+    write_file(path, "suite: x\ncases:\n  - name: a\n    op: combine_topk_swa_indices\n    colour: red\n");
+    rc = run("run %s", path);
+    ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
+    ck_assert_msg(strstr(out, "bad.yaml:5:5: unknown key 'colour'") != NULL, "%s", out);
+}
+END_TEST
+
+static void copy_prefix(const char *src, const char *dst, double frac)
+{
+    char *all;
+    FILE *f = fopen(src, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    all = malloc((size_t)n);
+    ck_assert_int_eq(fread(all, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    f = fopen(dst, "wb");
+    ck_assert_ptr_nonnull(f);
+    fwrite(all, 1, (size_t)((double)n * frac), f);
+    fclose(f);
+    free(all);
+}
+
+START_TEST(truncated_hdf5_is_bad_input)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/trunc.h5", tmpdir);
+    copy_prefix(golden_path, path, 0.5);
+    int rc = run("check %s", path);
+    ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
+    ck_assert_msg(strstr(out, path) != NULL, "file not named:\n%s", out);
+}
+END_TEST
+
+START_TEST(wrong_schema_version_is_bad_input)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/schema.h5", tmpdir);
+    copy_prefix(golden_path, path, 1.0);
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    hid_t a = H5Aopen(f, "dsv4check_schema", H5P_DEFAULT);
+    ck_assert_int_ge(a, 0);
+    long long two = 2;
+    ck_assert_int_ge(H5Awrite(a, H5T_NATIVE_LLONG, &two), 0);
+    H5Aclose(a);
+    H5Fclose(f);
+    int rc = run("check %s", path);
+    ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
+    ck_assert_msg(strstr(out, "schema version 2") != NULL, "%s", out);
+}
+END_TEST
+
+START_TEST(hip_without_gpu_skips)
+{
+    int rc = run("run cases/ci.yaml --impl hip");
+    if (rc == 0) /* a machine with a GPU and the backend built: nothing to assert here */
+        return;
+    ck_assert_msg(rc == 77, "rc %d:\n%s", rc, out);
+    ck_assert_int_eq(count(out, "\n"), 1); /* one line with the reason */
+    ck_assert_ptr_nonnull(strstr(out, "skipped: "));
+}
+END_TEST
+
+START_TEST(gen_refuses_to_overwrite)
+{
+    int rc = run("gen cases/ci.yaml --filter '^combine_decode_only_c4$' -o %s", tmpdir);
+    ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
+    char path[300];
+    snprintf(path, sizeof path, "%s/combine_decode_only_c4.h5", tmpdir);
+    struct stat before, after;
+    ck_assert_int_eq(stat(path, &before), 0);
+    rc = run("gen cases/ci.yaml --filter '^combine_decode_only_c4$' -o %s", tmpdir);
+    ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "--force"));
+    ck_assert_int_eq(stat(path, &after), 0);
+    ck_assert_int_eq(before.st_ino, after.st_ino); /* not replaced */
+    rc = run("gen cases/ci.yaml --filter '^combine_decode_only_c4$' -o %s --force", tmpdir);
+    ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
+    rc = run("check %s", path);
+    ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
+}
+END_TEST
+
+/* data/README.md's h5py recipe, as a PyTorch/numpy user would follow it. */
+START_TEST(h5py_written_golden_checks)
+{
+    if (system("/usr/bin/python3 -c 'import h5py, numpy' >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "h5py_written_golden_checks: python3-h5py missing (scripts/setup.sh installs it)\n");
+        ck_abort_msg("python3-h5py is not installed");
+    }
+    char path[300], cmd[600];
+    snprintf(path, sizeof path, "%s/py.h5", tmpdir);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/h5py_write_golden.py %s", path);
+    ck_assert_int_eq(system(cmd), 0);
+    int rc = run("check %s --impl ref", path);
+    ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/h5py_write_golden.py %s --corrupt", path);
+    ck_assert_int_eq(system(cmd), 0);
+    rc = run("check %s --impl ref", path);
+    ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out);
+    ck_assert_msg(strstr(out, "[1, 0]") != NULL, "%s", out);
+}
+END_TEST
+
+START_TEST(usage_errors)
+{
+    ck_assert_int_eq(run("frobnicate"), 2);
+    ck_assert_int_eq(run("run"), 2);
+    ck_assert_int_eq(run("run cases/ci.yaml --no-such-option"), 2);
+    ck_assert_int_eq(run("run cases/ci.yaml --filter '('"), 2);
+    ck_assert_int_eq(run("--help"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "exit codes"));
+    ck_assert_int_eq(run("run --help"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "--junit"));
+    ck_assert_int_eq(run("check /nonexistent.h5"), 2);
+    ck_assert_ptr_nonnull(strstr(out, "/nonexistent.h5"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("e2e");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, ci_suite_passes_with_reports);
+    tcase_add_test(tc, committed_goldens_check);
+    tcase_add_test(tc, changed_element_fails_and_is_named);
+    tcase_add_test(tc, malformed_yaml_names_line_and_column);
+    tcase_add_test(tc, truncated_hdf5_is_bad_input);
+    tcase_add_test(tc, wrong_schema_version_is_bad_input);
+    tcase_add_test(tc, hip_without_gpu_skips);
+    tcase_add_test(tc, gen_refuses_to_overwrite);
+    tcase_add_test(tc, h5py_written_golden_checks);
+    tcase_add_test(tc, usage_errors);
+    suite_add_tcase(s, tc);
+    return dsv4_test_run(s);
+}
