@@ -131,15 +131,18 @@ int dsv4_ref_combine_topk_swa_indices(const dsv4_combine_args *a, dsv4_combine_v
  * v >= 0 here, so C division is floor division. */
 static int32_t global_slot(const int32_t *bt, int64_t cols, int64_t r, int64_t v, int64_t bc)
 {
-    return wrap_i32((int64_t)bt[r * cols + v / bc] * bc + v % bc);
+    /* v < 2^31 and bc < 2^31 in every caller: 32-bit division is exact and
+     * several times faster than 64-bit on x86. */
+    const uint32_t uv = (uint32_t)v, ub = (uint32_t)bc, page = uv / ub;
+    return wrap_i32((int64_t)bt[r * cols + page] * bc + (uv - page * ub));
 }
 
 int dsv4_gtopk_check(const dsv4_gtopk_args *a, dsv4_gtopk_variant v, int ragged, dsv4_status *st)
 {
     if ((unsigned)v >= DSV4_GTOPK_VARIANT_COUNT)
         return dsv4_fail(st, DSV4_EINPUT, "unknown compute_global_topk variant %d", (int)v);
-    if (a->block_size < 1)
-        return dsv4_fail(st, DSV4_EINPUT, "block_size = %" PRId64 ": must be >= 1", a->block_size);
+    if (a->block_size < 1 || a->block_size > INT32_MAX)
+        return dsv4_fail(st, DSV4_EINPUT, "block_size = %" PRId64 ": must be in [1, 2^31)", a->block_size);
     if (a->num_tokens < 0 || a->topk_width < 0 || a->bt_rows < 0 || a->bt_cols < 0)
         return dsv4_fail(st, DSV4_EINPUT, "negative tensor size");
     for (int64_t t = 0; t < a->num_tokens; t++) {
@@ -163,7 +166,7 @@ int dsv4_gtopk_check(const dsv4_gtopk_args *a, dsv4_gtopk_variant v, int ragged,
                                  "token_to_req_indices[%" PRId64 "] = %" PRId64
                                  " is not a block_table row (%" PRId64 " rows): the kernel would read out of bounds",
                                  t, r, a->bt_rows);
-            if (row[j] / a->block_size >= a->bt_cols)
+            if ((int64_t)((uint32_t)row[j] / (uint32_t)a->block_size) >= a->bt_cols)
                 return dsv4_fail(st, DSV4_EINPUT,
                                  "topk_indices[%" PRId64 ", %" PRId64 "] = %d: page %" PRId64
                                  " >= block_table width %" PRId64 " (out-of-bounds read; use bounds=checked)",
@@ -284,7 +287,8 @@ static int64_t pftopk_cap(const dsv4_pftopk_args *a, int64_t i)
 
 int dsv4_pftopk_check(const dsv4_pftopk_args *a, dsv4_status *st)
 {
-    if (a->block_size < 1 || a->compress_ratio < 1 || a->num_compressed < 0 || a->token_offset < 0)
+    if (a->block_size < 1 || a->block_size > INT32_MAX || a->compress_ratio < 1 || a->num_compressed < 0 ||
+        a->token_offset < 0)
         return dsv4_fail(st, DSV4_EINPUT, "block_size and compress_ratio must be >= 1, num_compressed "
                          "and token_offset >= 0");
     if (a->num_prefill_tokens < 0 || a->topk_width < 0 || a->num_reqs < 0 ||
@@ -348,7 +352,7 @@ int dsv4_ref_build_prefill_topk_ragged_indices(const dsv4_pftopk_args *a, dsv4_p
 
 int dsv4_swa_check(const dsv4_swa_args *a, dsv4_status *st)
 {
-    if (a->block_size < 1 || a->window_size < 0 || a->token_offset < 0 || a->out_rows < 0 ||
+    if (a->block_size < 1 || a->block_size > INT32_MAX || a->window_size < 0 || a->token_offset < 0 || a->out_rows < 0 ||
         a->num_reqs < 0 || a->token_offset + a->out_rows > a->num_tokens)
         return dsv4_fail(st, DSV4_EINPUT, "block_size must be >= 1, window_size, token_offset >= 0, and "
                          "token_offset + rows (%" PRId64 " + %" PRId64 ") <= tokens (%" PRId64 ")",
