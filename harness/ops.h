@@ -5,6 +5,10 @@
 #include "op.h"
 
 extern const dsv4_op dsv4_op_combine_topk_swa_indices;
+extern const dsv4_op dsv4_op_mxfp4_quant;
+extern const dsv4_op dsv4_op_mxfp8_quant;
+extern const dsv4_op dsv4_op_fp8_group_quant;
+extern const dsv4_op dsv4_op_fused_qk_rmsnorm_group_quant;
 
 /* Shared helpers of the op files (harness/ops_common.c). */
 

@@ -14,6 +14,10 @@
 /* The table: one line per op, in the order `dsv4check list` prints them. */
 static const dsv4_op *const op_table[] = {
     &dsv4_op_combine_topk_swa_indices,
+    &dsv4_op_mxfp4_quant,
+    &dsv4_op_mxfp8_quant,
+    &dsv4_op_fp8_group_quant,
+    &dsv4_op_fused_qk_rmsnorm_group_quant,
 };
 
 int dsv4_op_count(void) { return (int)(sizeof op_table / sizeof op_table[0]); }
