@@ -114,6 +114,29 @@ float dsv4_f16_to_f32(uint16_t h)
  * 0x7F/0xFF; FNUZ bias 8 max 240, NaN only 0x80, no -0). */
 float dsv4_fp8_max(dsv4_fp8_kind k) { return k == DSV4_FP8_E4M3FN ? 448.0f : 240.0f; }
 
+/* RNE magnitude code of a finite fp32 for an e4m3 format with minimum
+ * normal exponent emin, on the fp32 bits (hot path of every fp8 quantizer;
+ * equal to encode_magnitude(|x|, 3, emin), which tests/test_numerics.c
+ * checks exhaustively against a second formulation).  May exceed the
+ * format's range; the caller saturates or returns NaN. */
+static uint32_t fp8_magnitude_code(float x, int emin)
+{
+    uint32_t a = dsv4_f32_bits(x) & 0x7FFFFFFFu;
+    int32_t exp_unbiased = (int32_t)(a >> 23) - 127;
+    if (exp_unbiased >= emin) {
+        /* Keep 3 of 23 mantissa bits, ties to even; a carry moves into the
+         * exponent field by itself.  Then rebias 127 -> 1 - emin. */
+        uint32_t r = (a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20;
+        return r - ((uint32_t)(127 + emin - 1) << 3);
+    }
+    /* Subnormal range: a multiple of 2^(emin-3).  Scaling by 2^(3-emin) is
+     * exact; adding 2^23 rounds to an integer under RNE (|q| < 8). */
+    float q = fabsf(x) * ldexpf(1.0f, 3 - emin);
+    volatile float big = 8388608.0f; /* volatile: no reassociation of the RNE trick */
+    float rounded = (q + big) - big;
+    return (uint32_t)rounded;
+}
+
 uint8_t dsv4_fp8_from_f32(float x, dsv4_fp8_kind k, int saturate)
 {
     const int fnuz = (k == DSV4_FP8_E4M3FNUZ);
@@ -122,12 +145,7 @@ uint8_t dsv4_fp8_from_f32(float x, dsv4_fp8_kind k, int saturate)
     uint8_t sign = (dsv4_f32_bits(x) >> 31) ? 0x80 : 0x00;
     if (isnan(x))
         return fnuz ? 0x80 : (uint8_t)(sign | 0x7F);
-    double a = fabs((double)x);
-    uint32_t code;
-    if (isinf(x))
-        code = max_code + 1;
-    else
-        code = encode_magnitude(a, 3, fnuz ? -7 : -6);
+    uint32_t code = isinf(x) ? max_code + 1 : fp8_magnitude_code(x, fnuz ? -7 : -6);
     if (code > max_code) {
         if (!saturate)
             return fnuz ? nan_code : (uint8_t)(sign | nan_code);
