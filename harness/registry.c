@@ -14,6 +14,8 @@
 /* The table: one line per op, in the order `dsv4check list` prints them. */
 static const dsv4_op *const op_table[] = {
     &dsv4_op_combine_topk_swa_indices,
+    &dsv4_op_quantize_and_insert_k_cache,
+    &dsv4_op_dequantize_and_gather_k_cache,
 };
 
 int dsv4_op_count(void) { return (int)(sizeof op_table / sizeof op_table[0]); }
