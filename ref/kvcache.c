@@ -4,6 +4,49 @@
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
+#include <threads.h>
+
+/* Code tables built once from the numerics codecs (not a second codec):
+ * enc[kind][h] = dsv4_fp8_from_f32(bf16 h, kind, saturate) for the
+ * magnitudes up to 511 the encoder can meet, dec[kind][b] =
+ * dsv4_fp8_to_f32(b, kind).  The encoder's scaled values are bf16 values
+ * times a power of two, hence bf16 values themselves (else it falls back
+ * to the codec call). */
+#define ENC_LUT_SIZE 0x4400 /* bf16 bits of 512.0 */
+static once_flag lut_once = ONCE_FLAG_INIT;
+static uint8_t enc_lut[2][ENC_LUT_SIZE];
+static float dec_lut[2][256];
+
+static void lut_init(void)
+{
+    for (int k = 0; k < 2; k++) {
+        for (uint32_t h = 0; h < ENC_LUT_SIZE; h++)
+            enc_lut[k][h] = dsv4_fp8_from_f32(dsv4_bf16_to_f32((uint16_t)h), (dsv4_fp8_kind)k, 1);
+        for (int b = 0; b < 256; b++)
+            dec_lut[k][b] = dsv4_fp8_to_f32((uint8_t)b, (dsv4_fp8_kind)k);
+    }
+}
+
+static inline uint32_t f32_bits(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+}
+
+/* dsv4_fp8_from_f32(q, kind, 1), through the table where q is a bf16 value
+ * (its low 16 bits are zero). */
+static uint8_t fp8_code(float q, dsv4_fp8_kind kind)
+{
+    const uint32_t b = f32_bits(q);
+    const uint32_t h = b >> 16;
+    if ((b & 0xFFFFu) || (h & 0x7FFFu) >= ENC_LUT_SIZE || (h & 0x7FFFu) == 0)
+        return dsv4_fp8_from_f32(q, kind, 1); /* +-0 keep their sign rule there */
+    uint8_t c = enc_lut[kind][h & 0x7FFFu];
+    if (!(h & 0x8000u) || (kind == DSV4_FP8_E4M3FNUZ && c == 0))
+        return c; /* fnuz has no -0 */
+    return (uint8_t)(c | 0x80u);
+}
 
 dsv4_kv_encode_opts dsv4_kv_encode_opts_default(int use_fnuz)
 {
@@ -49,11 +92,13 @@ int dsv4_kv_encode_token(uint8_t *page, int64_t B, int64_t row, const float *x,
                          const dsv4_kv_encode_opts *o, dsv4_status *st)
 {
     float v[DSV4_KV_HEAD_DIM];
+    call_once(&lut_once, lut_init);
     for (int d = 0; d < DSV4_KV_HEAD_DIM; d++) {
         if (!isfinite(x[d]))
             return dsv4_fail(st, DSV4_EINPUT, "token value at dim %d is %g: must be finite", d,
                              (double)x[d]);
-        v[d] = dsv4_round_bf16(x[d]); /* bf16 input [S1] / bf16(n) [S19] */
+        /* bf16 input [S1] / bf16(n) [S19]; bf16 values pass unchanged */
+        v[d] = (f32_bits(x[d]) & 0xFFFFu) ? dsv4_round_bf16(x[d]) : x[d];
     }
     uint8_t *vals = page + dsv4_kv_value_offset(row);
     uint8_t *scales = page + dsv4_kv_scale_offset(B, row);
@@ -64,14 +109,15 @@ int dsv4_kv_encode_token(uint8_t *page, int64_t B, int64_t row, const float *x,
             amax = fabsf(blk[i]) > amax ? fabsf(blk[i]) : amax;
         uint8_t sb = dsv4_kv_scale_byte(amax, o);
         scales[k] = sb;
-        /* x * 2^-e is exact in fp32 (a power-of-two scale; results stay
-         * normal for bf16 inputs with e >= -22); then clamp to +-FP8MAX and
+        /* x * 2^-e: exact in fp32 but for underflow far below the fp8
+         * range, the same single rounding as the kernel's x / 2^e; then
+         * clamp to +-FP8MAX and
          * RNE to e4m3 [S1]. */
-        int e = (int)sb - 127;
+        const float inv = (float)ldexp(1.0, 127 - (int)sb); /* 2^-e, exact in fp32 */
         for (int i = 0; i < DSV4_KV_QBLOCK; i++) {
-            float q = (float)ldexp((double)blk[i], -e);
+            float q = blk[i] * inv; /* one rounding at most (fp32 underflow), as x / 2^e */
             q = q > o->fp8_max ? o->fp8_max : q < -o->fp8_max ? -o->fp8_max : q;
-            vals[k * DSV4_KV_QBLOCK + i] = dsv4_fp8_from_f32(q, o->kind, 1);
+            vals[k * DSV4_KV_QBLOCK + i] = fp8_code(q, o->kind);
         }
     }
     scales[7] = 0; /* pad byte [S1] */
@@ -97,8 +143,13 @@ void dsv4_kv_decode_token_f32(const uint8_t *page, int64_t B, int64_t row, dsv4_
 {
     const uint8_t *vals = page + dsv4_kv_value_offset(row);
     const uint8_t *scales = page + dsv4_kv_scale_offset(B, row);
-    for (int d = 0; d < DSV4_KV_NOPE_DIM; d++) /* fp32 product, as the kernel [S1] */
-        out[d] = dsv4_fp8_to_f32(vals[d], kind) * scale_f32(scales[d / DSV4_KV_QBLOCK]);
+    call_once(&lut_once, lut_init);
+    const float *tab = dec_lut[kind == DSV4_FP8_E4M3FNUZ];
+    for (int k = 0; k < DSV4_KV_NQBLOCKS; k++) { /* fp32 product, as the kernel [S1] */
+        const float s = scale_f32(scales[k]);
+        for (int i = 0; i < DSV4_KV_QBLOCK; i++)
+            out[k * DSV4_KV_QBLOCK + i] = tab[vals[k * DSV4_KV_QBLOCK + i]] * s;
+    }
     const uint8_t *rope = page + dsv4_kv_rope_offset(row);
     for (int j = 0; j < DSV4_KV_ROPE_DIM; j++)
         out[DSV4_KV_NOPE_DIM + j] =
@@ -156,7 +207,7 @@ int dsv4_ref_quantize_and_insert_k_cache(const uint16_t *k, int64_t T, const int
             return dsv4_fail(st, DSV4_EINPUT, "slot_mapping[%" PRId64 "] = %" PRId64
                              " is outside the cache (%" PRId64 " slots)", t, s, nslots);
         for (int d = 0; r && d < DSV4_KV_HEAD_DIM; d++)
-            if (!isfinite(dsv4_bf16_to_f32(k[t * DSV4_KV_HEAD_DIM + d])))
+            if ((k[t * DSV4_KV_HEAD_DIM + d] & 0x7F80u) == 0x7F80u) /* bf16 Inf/NaN exponent */
                 return dsv4_fail(st, DSV4_EINPUT, "k[%" PRId64 ", %d] is not finite", t, d);
     }
     for (int64_t t = 0; t < T; t++) {
@@ -164,8 +215,10 @@ int dsv4_ref_quantize_and_insert_k_cache(const uint16_t *k, int64_t T, const int
         if (dsv4_kv_slot(s, L, &page, &row) != 1)
             continue; /* slot -1: padding token, skipped [S1, S15] */
         float x[DSV4_KV_HEAD_DIM];
-        for (int d = 0; d < DSV4_KV_HEAD_DIM; d++)
-            x[d] = dsv4_bf16_to_f32(k[t * DSV4_KV_HEAD_DIM + d]);
+        for (int d = 0; d < DSV4_KV_HEAD_DIM; d++) {
+            uint32_t b = (uint32_t)k[t * DSV4_KV_HEAD_DIM + d] << 16; /* bf16 -> fp32 is a shift */
+            memcpy(&x[d], &b, sizeof b);
+        }
         if ((rc = dsv4_kv_encode_token(k_cache + page * stride, L->block_size, row, x, o, st)))
             return rc;
     }
