@@ -484,6 +484,42 @@ START_TEST(changed_cache_byte_is_named)
 }
 END_TEST
 
+/* The ci goldens reach the paths of spec 2.2: the 1e-4 floor (byte 105),
+ * the fp8 max code, fp8 subnormal codes, -0, and padding slots (-1). */
+START_TEST(ci_goldens_cover_the_encoder_paths)
+{
+    const char *files[2] = {"data/ci/kv_insert_prefill_swa_wrap.h5", "data/ci/kv_insert_decode_swa.h5"};
+    long floor = 0, maxc = 0, sub = 0, negz = 0, skipped = 0;
+    for (int f = 0; f < 2; f++) {
+        dsv4_golden g;
+        dsv4_status st = {0};
+        memset(&g, 0, sizeof g);
+        ck_assert_msg(dsv4_golden_read(files[f], &g, &st) == 0, "%s", st.msg);
+        const dsv4_tensor *sm = dsv4_tensors_get(&g.inputs, "slot_mapping"), *kc = dsv4_tensors_get(&g.outputs, "k_cache");
+        const long B = kc->shape[1];
+        for (int64_t t = 0; t < sm->shape[0]; t++) {
+            long s = sm->dtype == DSV4_I32 ? ((const int32_t *)sm->data)[t] : (long)((const int64_t *)sm->data)[t];
+            if (s < 0) {
+                skipped++;
+                continue;
+            }
+            const uint8_t *page = (const uint8_t *)kc->data + (s / B) * B * 584;
+            for (int k = 0; k < 7; k++)
+                floor += page[B * 576 + (s % B) * 8 + k] == 105;
+            for (int d = 0; d < 448; d++) {
+                uint8_t c = page[(s % B) * 576 + d];
+                maxc += (c & 0x7F) == 0x7E;
+                sub += (c & 0x7F) >= 1 && (c & 0x7F) <= 7;
+                negz += c == 0x80;
+            }
+        }
+        dsv4_golden_free(&g);
+    }
+    ck_assert_msg(floor > 0 && maxc > 0 && sub > 0 && negz > 0 && skipped > 0,
+                  "floor %ld, max code %ld, subnormal %ld, -0 %ld, skipped %ld", floor, maxc, sub, negz, skipped);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("kvcache");
@@ -498,6 +534,7 @@ static Suite *suite(void)
     tcase_add_test(tc, gather_rows_offsets_and_variants);
     tcase_add_test(tc, insert_op_validates_slots);
     tcase_add_test(tc, changed_cache_byte_is_named);
+    tcase_add_test(tc, ci_goldens_cover_the_encoder_paths);
     suite_add_tcase(s, tc);
     return s;
 }
