@@ -35,6 +35,14 @@ static const bench_case bench_table[] = {
     {"mxfp8_4096x7168", "mxfp8_quant", {"T=4096", "W=7168", NULL}, NULL},
     {"fp8_group_4096x7168", "fp8_group_quant", {"M=4096", "K=7168", NULL}, NULL},
     {"fused_qk_norm_quant_4096", "fused_qk_rmsnorm_group_quant", {"m=4096", "n1=1536", "n2=512", NULL}, NULL},
+    /* SWA-cache insert of a prefill step: 4 x 2048 tokens after a 30000 prefix, B = 64. */
+    {"kv_insert_prefill_8192", "quantize_and_insert_k_cache",
+     {"block_size=64", "query_lens=[2048,2048,2048,2048]", "prefix_lens=[30000,30000,30000,30000]", NULL},
+     NULL},
+    /* Prefill gather of 4 requests x 8192 rows from a 64-token-page cache. */
+    {"kv_gather_4x8192", "dequantize_and_gather_k_cache",
+     {"block_size=64", "has_gather_lens=0", "req_seq_lens=[8192,8192,8192,8192]", NULL},
+     NULL},
 };
 
 static double seconds(void)
