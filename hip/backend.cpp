@@ -22,9 +22,8 @@ static const dsv4_hip_kernel *const kernel_table[] = {
 #define GUARD 4096
 #define CANARY 0xC3
 
-/* Pseudo-op of time(): a device-to-device copy kernel over param "bytes"
- * (read + write), the bandwidth ceiling the bench compares kernels with. */
-#define COPY_OP "dsv4_device_copy"
+/* Pseudo-op of time() (DSV4_PLUGIN_COPY_OP): a device-to-device copy kernel
+ * over param "bytes", the bandwidth ceiling the bench compares kernels with. */
 
 static int g_device = -1;
 static hipDeviceProp_t g_prop;
@@ -271,7 +270,7 @@ static int plugin_time(const char *op, const char *variant, const dsv4_plugin_pa
 {
     if (iters < 1)
         iters = 1;
-    if (strcmp(op, COPY_OP) == 0) {
+    if (strcmp(op, DSV4_PLUGIN_COPY_OP) == 0) {
         if (g_device < 0)
             return fail(err, errlen, DSV4_PLUGIN_ERUNTIME, "hip backend used before init");
         return time_copy(params, nparams, iters, ms, err, errlen);

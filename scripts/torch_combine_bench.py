@@ -77,6 +77,11 @@ def combine_vectorized(topk, qsl, seq_lens, gather_lens, W, c, K, M, N):
 FORMS = {"per_request": combine_per_request, "vectorized": combine_vectorized}
 
 
+def attr(f, name):
+    v = f.attrs[name]  # the C writer stores fixed-length strings: bytes in h5py
+    return v.decode() if isinstance(v, bytes) else v
+
+
 def check_goldens(dev):
     import h5py
 
@@ -85,7 +90,7 @@ def check_goldens(dev):
     n = 0
     for path in files:
         with h5py.File(path, "r") as f:
-            if f.attrs["op"] != "combine_topk_swa_indices" or f.attrs["variant"] != "default":
+            if attr(f, "op") != "combine_topk_swa_indices" or attr(f, "variant") != "default":
                 continue
             p = {k: int(f["params"].attrs[k]) for k in ("window_size", "compress_ratio", "topk", "M", "N")}
             ins = {k: torch.from_numpy(f["inputs"][k][()]).to(dev) for k in
