@@ -126,12 +126,13 @@ unit-tests: all $(TEST_BINS)
 	  echo "== $$t"; DSV4CHECK=$(BUILD)/dsv4check $$t || fail=1; done; \
 	  exit $$fail
 
-# make check: the unit and end-to-end tests in a normal build, then again
-# under ASan+UBSan.
+# make check: the hip backend compiled with nvcc and hipcc (no GPU needed;
+# tests/test_hip then loads those builds), the unit and end-to-end tests in
+# a normal build, then again under ASan+UBSan.
 check: setup-hip
+	@$(MAKE) --no-print-directory hip-compile-check
 	@$(MAKE) --no-print-directory unit-tests
 	@$(MAKE) --no-print-directory SAN=1 unit-tests
-	@$(MAKE) --no-print-directory hip-compile-check
 
 bench: all
 	$(BUILD)/dsv4check bench

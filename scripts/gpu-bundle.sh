@@ -32,6 +32,6 @@ echo "gpu-bundle: $dest ($(du -sh "$dest" | cut -f1), $(ls "$dest/lib" | wc -l) 
 # --tar: also DEST.tar.xz (about a third of the size: the device tool carries
 # at most 64 MiB, and libopenblas alone is 35 MB).
 if [ "${2:-}" = "--tar" ]; then
-    tar -C "$(dirname "$dest")" -cJf "$dest.tar.xz" "$(basename "$dest")"
+    tar -C "$(dirname "$dest")" -I "xz -T0" -cf "$dest.tar.xz" "$(basename "$dest")"
     echo "gpu-bundle: $dest.tar.xz ($(du -sh "$dest.tar.xz" | cut -f1))"
 fi
