@@ -39,13 +39,17 @@ HEADERS := $(wildcard ref/*.h compare/*.h harness/*.h)
 
 PREFIX ?= /usr/local
 
-.PHONY: all setup run check unit-tests test-asan bench clean install goldens verify-goldens valgrind
+.PHONY: all setup setup-hip run check unit-tests test-asan bench clean install goldens verify-goldens valgrind \
+        hip hip-compile-check gpu-bundle
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/dsv4check $(BUILD)/libdsv4.a $(BUILD)/libdsv4.so
 
 setup:
 	@scripts/setup.sh
+
+setup-hip:
+	@scripts/setup.sh --hip
 
 # V=1 shows the full command lines.
 Q := $(if $(filter 1,$(V)),,@)
@@ -71,6 +75,43 @@ $(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libdsv4.a
 	@$(if $(Q),echo "  TEST    $@")
 	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
 
+# ---- hip backend (hip/, harness/dsv4_plugin.h) ----
+# `make hip` builds $(BUILD)/libdsv4_hip.so with nvcc where present (NVIDIA:
+# -arch=sm_90 embeds sm_90 code plus compute_90 PTX), else with hipcc for AMD
+# (always with --offload-arch: without it hipcc silently targets gfx803,
+# toolchain.md 2).  `make hip-compile-check` compiles the backend both ways
+# without a GPU; a missing compiler is skipped with a message.
+NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+HIPCC ?= $(shell command -v hipcc 2>/dev/null)
+HIP_SRCS := $(wildcard hip/*.cpp)
+HIP_DEPS := $(HIP_SRCS) $(wildcard hip/*.h) harness/dsv4_plugin.h
+NVCC_FLAGS := -x cu -O2 -std=c++17 -arch=sm_90 -Xcompiler -fPIC,-Wall,-Wextra,-Werror -shared
+HIP_ARCHS ?= gfx90a gfx940
+HIPCC_FLAGS := -x hip -O2 -std=c++17 -fPIC -shared -Wall -Wextra -Werror $(HIP_ARCHS:%=--offload-arch=%)
+
+hip: $(BUILD)/libdsv4_hip.so
+
+$(BUILD)/libdsv4_hip.so: $(HIP_DEPS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  GPU     $@")
+	$(Q)if [ -n "$(NVCC)" ]; then $(NVCC) $(NVCC_FLAGS) -o $@ $(HIP_SRCS); \
+	elif [ -n "$(HIPCC)" ]; then HIP_PLATFORM=amd $(HIPCC) $(HIPCC_FLAGS) -o $@ $(HIP_SRCS); \
+	else echo "make hip: neither nvcc nor hipcc found (scripts/setup.sh --hip installs hipcc)"; exit 1; fi
+
+hip-compile-check: $(HIP_DEPS)
+	@mkdir -p $(BUILD)/hip-check
+	@if [ -n "$(NVCC)" ]; then echo "  NVCC    $(BUILD)/hip-check/libdsv4_hip_cuda.so"; \
+	  $(NVCC) $(NVCC_FLAGS) -o $(BUILD)/hip-check/libdsv4_hip_cuda.so $(HIP_SRCS) || exit 1; \
+	else echo "hip-compile-check: nvcc not found, NVIDIA half skipped"; fi
+	@if [ -n "$(HIPCC)" ]; then echo "  HIPCC   $(BUILD)/hip-check/libdsv4_hip_amd.so ($(HIP_ARCHS))"; \
+	  HIP_PLATFORM=amd $(HIPCC) $(HIPCC_FLAGS) -o $(BUILD)/hip-check/libdsv4_hip_amd.so $(HIP_SRCS) || exit 1; \
+	else echo "hip-compile-check: hipcc not found, AMD half skipped (scripts/setup.sh --hip)"; fi
+
+# A folder for the GPU machine: binaries, their shared libraries, cases,
+# goldens and scripts/gpu-run.sh (see scripts/gpu-bundle.sh).
+gpu-bundle: all hip
+	scripts/gpu-bundle.sh
+
 # The main job: the ci suite, reference against the committed goldens, then
 # the hip backend where a GPU is present (exit 77 = no GPU, not a failure).
 run: setup
@@ -85,9 +126,11 @@ unit-tests: all $(TEST_BINS)
 	  echo "== $$t"; DSV4CHECK=$(BUILD)/dsv4check $$t || fail=1; done; \
 	  exit $$fail
 
-# make check: the unit and end-to-end tests in a normal build, then again
-# under ASan+UBSan.
-check: setup
+# make check: the hip backend compiled with nvcc and hipcc (no GPU needed;
+# tests/test_hip then loads those builds), the unit and end-to-end tests in
+# a normal build, then again under ASan+UBSan.
+check: setup-hip
+	@$(MAKE) --no-print-directory hip-compile-check
 	@$(MAKE) --no-print-directory unit-tests
 	@$(MAKE) --no-print-directory SAN=1 unit-tests
 

@@ -149,12 +149,31 @@ static int time_reference(const dsv4_op *op, const dsv4_opctx *c, const dsv4_ten
     return rc;
 }
 
+/* The plug-in's device copy bandwidth (read + write) through the optional
+ * pseudo-op DSV4_PLUGIN_COPY_OP of its time hook; 0 if it has none. */
+static double measure_device_copy_gbs(const dsv4_backend *b, FILE *out)
+{
+    if (!b || b->is_ref || !b->plugin->time)
+        return 0;
+    const int64_t bytes = (int64_t)1 << 30;
+    dsv4_plugin_param p = {"bytes", DSV4_PLUGIN_INT, bytes, 0, NULL, 0, NULL};
+    char err[512] = "";
+    double ms = 0;
+    if (b->plugin->time(DSV4_PLUGIN_COPY_OP, "default", &p, 1, NULL, 0, NULL, 0, 10, &ms, err, sizeof err) ||
+        ms <= 0)
+        return 0;
+    double gbs = 2.0 * (double)bytes / (ms * 1e-3) / 1e9;
+    fprintf(out, "device (%s): copy kernel %.1f GB/s (read+write, 1 GiB)\n", b->name, gbs);
+    return gbs;
+}
+
 int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *out)
 {
     (void)verbose;
     double copy = measure_copy_gbs(), sg = measure_gemm_gflops(0), dg = measure_gemm_gflops(1);
     fprintf(out, "machine: memcpy %.1f GB/s (read+write), sgemm %.1f GFLOP/s, dgemm %.1f GFLOP/s (1024^3, OpenBLAS)\n",
             copy, sg, dg);
+    double dev_copy = measure_device_copy_gbs(b, out);
     fprintf(out, "%-28s %-8s %12s %12s %10s %12s %10s\n", "bench", "impl", "time", "bytes", "GB/s",
             "GFLOP/s", "% peak");
     int worst = 0;
@@ -192,6 +211,10 @@ int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *
                               : dsv4_fail(&bst, DSV4_ESKIP, "not implemented");
                 if (brc)
                     fprintf(out, "%-28s %-8s %s\n", bc->name, b->name, bst.msg);
+                else if (dev_copy > 0) /* % of the device copy bandwidth */
+                    fprintf(out, "%-28s %-8s %9.3f ms %12.0f %10.2f %12.1f %9.1f%%\n", bc->name, b->name, ms,
+                            bytes, bytes / (ms * 1e-3) / 1e9, fl / (ms * 1e-3) / 1e9,
+                            100.0 * bytes / (ms * 1e-3) / 1e9 / dev_copy);
                 else
                     fprintf(out, "%-28s %-8s %9.3f ms %12.0f %10.2f %12.1f\n", bc->name, b->name, ms, bytes,
                             bytes / (ms * 1e-3) / 1e9, fl / (ms * 1e-3) / 1e9);

@@ -80,12 +80,18 @@ typedef struct dsv4_plugin {
     int (*run)(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
                const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs,
                int noutputs, char *err, size_t errlen);
-    /* Optional: time one case on the device (bench); returns 0 and *ms. */
+    /* Optional: time one case on the device (bench); returns 0 and *ms, the
+     * time of one launch with the inputs already on the device.  The
+     * pseudo-op DSV4_PLUGIN_COPY_OP (int param "bytes", no tensors) times a
+     * device-to-device copy of that many bytes: the bench's bandwidth
+     * ceiling. */
     int (*time)(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
                 const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs,
                 int noutputs, int iters, double *ms, char *err, size_t errlen);
     void (*fini)(void);
 } dsv4_plugin;
+
+#define DSV4_PLUGIN_COPY_OP "dsv4_device_copy"
 
 typedef const dsv4_plugin *(*dsv4_plugin_entry_fn)(void);
 

@@ -1,0 +1,68 @@
+/* gpu_compat.h - one kernel source for AMD (hipcc / clang -x hip) and NVIDIA
+ * (nvcc -x cu).  Debian's HIP headers do not compile against CUDA 13
+ * (toolchain.md section 3: 45 errors in nvidia_hip_runtime_api.h), so under
+ * nvcc the few hip runtime names the backend uses are mapped to CUDA here.
+ *
+ * Portability rules for kernels (toolchain.md section 3, "Warp size"):
+ *   - read warpSize at run time only (64 on CDNA, 32 on NVIDIA; not a
+ *     compile-time constant on ROCm 7 / clang 22);
+ *   - size shared arrays for the worst case (GPU_MAX_WARPS);
+ *   - never hard-code 32-lane masks or 0x1f; keep shuffles out of divergent
+ *     branches (CUDA's full-mask shuffle needs every lane). */
+#ifndef DSV4_GPU_COMPAT_H
+#define DSV4_GPU_COMPAT_H
+
+#if defined(__CUDACC__) && !defined(__HIP__)
+#include <cuda_runtime.h>
+
+#define hipError_t cudaError_t
+#define hipSuccess cudaSuccess
+#define hipErrorNoDevice cudaErrorNoDevice
+#define hipErrorInvalidValue cudaErrorInvalidValue
+#define hipStream_t cudaStream_t
+#define hipEvent_t cudaEvent_t
+#define hipDeviceProp_t cudaDeviceProp
+#define hipMemcpyKind cudaMemcpyKind
+#define hipMemcpyHostToHost cudaMemcpyHostToHost
+#define hipMemcpyHostToDevice cudaMemcpyHostToDevice
+#define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define hipMemcpyDefault cudaMemcpyDefault
+#define hipMalloc cudaMalloc
+#define hipFree cudaFree
+#define hipMemcpy cudaMemcpy
+#define hipMemcpyAsync cudaMemcpyAsync
+#define hipMemset cudaMemset
+#define hipMemsetAsync cudaMemsetAsync
+#define hipDeviceSynchronize cudaDeviceSynchronize
+#define hipGetLastError cudaGetLastError
+#define hipPeekAtLastError cudaPeekAtLastError
+#define hipGetErrorString cudaGetErrorString
+#define hipGetErrorName cudaGetErrorName
+#define hipGetDeviceCount cudaGetDeviceCount
+#define hipSetDevice cudaSetDevice
+#define hipGetDevice cudaGetDevice
+#define hipGetDeviceProperties cudaGetDeviceProperties
+#define hipStreamCreate cudaStreamCreate
+#define hipStreamDestroy cudaStreamDestroy
+#define hipStreamSynchronize cudaStreamSynchronize
+#define hipEventCreate cudaEventCreate
+#define hipEventDestroy cudaEventDestroy
+#define hipEventRecord cudaEventRecord
+#define hipEventSynchronize cudaEventSynchronize
+#define hipEventElapsedTime cudaEventElapsedTime
+#define hipLaunchKernelGGL(kernel, grid, block, shmem, stream, ...) \
+    kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
+/* CUDA declares the mask-less __shfl_xor only for sm < 70; every lane of
+ * the warp takes part (see the rules above). */
+#define __shfl_xor(...) __shfl_xor_sync(0xffffffffu, __VA_ARGS__)
+#define GPU_PLATFORM "cuda"
+#else
+#include <hip/hip_runtime.h>
+#define GPU_PLATFORM "amd"
+#endif
+
+/* Worst case over AMD (wave64) and NVIDIA (warp32): 1024 threads / 32. */
+#define GPU_MAX_WARPS 32
+
+#endif
