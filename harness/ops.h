@@ -5,6 +5,8 @@
 #include "op.h"
 
 extern const dsv4_op dsv4_op_combine_topk_swa_indices;
+extern const dsv4_op dsv4_op_rocm_sparse_attn_prefill;
+extern const dsv4_op dsv4_op_rocm_inverse_rope_rows;
 
 /* Shared helpers of the op files (harness/ops_common.c). */
 

@@ -14,6 +14,8 @@
 /* The table: one line per op, in the order `dsv4check list` prints them. */
 static const dsv4_op *const op_table[] = {
     &dsv4_op_combine_topk_swa_indices,
+    &dsv4_op_rocm_sparse_attn_prefill,
+    &dsv4_op_rocm_inverse_rope_rows,
 };
 
 int dsv4_op_count(void) { return (int)(sizeof op_table / sizeof op_table[0]); }

@@ -340,6 +340,12 @@ int dsv4_ref_sparse_attn(const dsv4_attn_args *a, dsv4_attn_mode mode, double *o
     return rc;
 }
 
+double dsv4_attn_rho(int64_t nvalid, double score_mag)
+{
+    const double u32 = 0x1p-24, delta = 513.0 * u32 * score_mag;
+    return 0x1p-9 + expm1(2.0 * delta) + (2.0 * (double)nvalid + 16.0) * u32;
+}
+
 /* ---- epilogues (spec 9) ---- */
 
 static int rope_check(int64_t T, int64_t H, const int64_t *positions, int64_t num_pos, int rope_dim,
