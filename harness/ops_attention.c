@@ -530,7 +530,7 @@ static const dsv4_param_spec rope_params[] = {
     {"rope_head_dim", DSV4_P_INT, "64", "RoPE lanes at the end of each 512-lane head row", 0},
     {"num_tokens", DSV4_P_INT, "8", "generator: T", 1},
     {"num_heads", DSV4_P_INT, "8", "generator: H", 1},
-    {"max_position", DSV4_P_INT, "4096", "generator: rows of cos_sin_cache", 1},
+    {"max_position", DSV4_P_INT, "512", "generator: rows of cos_sin_cache", 1},
     {"rope_theta", DSV4_P_FLOAT, "10000", "generator: base of the cos/sin table (SWA layers: rope_theta)", 1},
     {NULL, 0, NULL, NULL, 0},
 };
