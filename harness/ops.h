@@ -7,6 +7,8 @@
 extern const dsv4_op dsv4_op_combine_topk_swa_indices;
 extern const dsv4_op dsv4_op_rocm_sparse_attn_prefill;
 extern const dsv4_op dsv4_op_rocm_inverse_rope_rows;
+extern const dsv4_op dsv4_op_quantize_and_insert_k_cache;
+extern const dsv4_op dsv4_op_dequantize_and_gather_k_cache;
 
 /* Shared helpers of the op files (harness/ops_common.c). */
 
