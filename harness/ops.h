@@ -9,6 +9,10 @@ extern const dsv4_op dsv4_op_rocm_sparse_attn_prefill;
 extern const dsv4_op dsv4_op_rocm_inverse_rope_rows;
 extern const dsv4_op dsv4_op_quantize_and_insert_k_cache;
 extern const dsv4_op dsv4_op_dequantize_and_gather_k_cache;
+extern const dsv4_op dsv4_op_mxfp4_quant;
+extern const dsv4_op dsv4_op_mxfp8_quant;
+extern const dsv4_op dsv4_op_fp8_group_quant;
+extern const dsv4_op dsv4_op_fused_qk_rmsnorm_group_quant;
 
 /* Shared helpers of the op files (harness/ops_common.c). */
 
