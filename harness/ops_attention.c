@@ -100,7 +100,7 @@ static const dsv4_param_spec prefill_params[] = {
     {"compress_ratio", DSV4_P_INT, "4", "generator: c; 0 = SWA-only layer (top-k 0, N 0)", 1},
     {"topk", DSV4_P_INT, "512", "generator: top-k width K", 1},
     {"query_lens", DSV4_P_INTLIST, NULL, "generator: query tokens of each request", 1},
-    {"prefix_lens", DSV4_P_INTLIST, "[]", "generator: cached prefix of each request (default 0)", 1},
+    {"prefix_lens", DSV4_P_INTLIST, "[]", "generator: cached prefix of each request (default 0; one entry: all)", 1},
     {"max_model_len", DSV4_P_INT, "-1", "generator: for N = ceil(max_model_len / c); -1: longest request", 1},
     {"sink", DSV4_P_STR, "random", "generator: attn_sink: random (randn*10), none (-inf), or a number", 1},
     {"invalid_frac", DSV4_P_FLOAT, "0", "generator: fraction of entries set to -1", 1},
@@ -136,11 +136,11 @@ static int req_shape_of(const dsv4_params *ps, req_shape *rs, dsv4_status *st)
     const int64_t *pre;
     rs->R = dsv4_params_list(ps, "query_lens", &rs->qlen);
     int np = dsv4_params_list(ps, "prefix_lens", &pre);
-    if (np != 0 && np != rs->R)
+    if (np > 1 && np != rs->R)
         return dsv4_fail(st, DSV4_EINPUT, "prefix_lens has %d entries, query_lens %" PRId64, np, rs->R);
     rs->T = 0;
     for (int64_t r = 0; r < rs->R; r++) {
-        rs->prefix[r] = np ? pre[r] : 0;
+        rs->prefix[r] = np ? pre[np > 1 ? r : 0] : 0; /* one entry: every request */
         if (rs->qlen[r] < 0 || rs->prefix[r] < 0 || rs->qlen[r] > (1 << 20) || rs->prefix[r] > (1 << 24))
             return dsv4_fail(st, DSV4_EINPUT, "request %" PRId64 ": query_lens / prefix_lens out of range", r);
         rs->T += rs->qlen[r];
