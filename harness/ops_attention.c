@@ -740,3 +740,383 @@ const dsv4_op dsv4_op_rocm_inverse_rope_rows = {
     .locate = rope_locate,
     .bound = rope_bound,
 };
+
+/* ------------------------------------------------------------------ */
+/* rocm_sparse_attn_decode and sparse_mla_fwd: ragged lists over the    */
+/* paged fp8_ds_mla caches (main = SWA cache, extra = compressed)       */
+
+#include "../ref/kvcache.h"
+
+/* Input names of the two entries (the seeds' Python argument names). */
+typedef struct paged_names {
+    const char *main_cache, *main_idx, *main_ptr, *extra_cache, *extra_idx, *extra_ptr;
+} paged_names;
+
+static const paged_names decode_names = {"swa_k_cache", "swa_ragged_indices", "swa_ragged_indptr",
+                                         "kv_cache", "topk_ragged_indices", "topk_ragged_indptr"};
+static const paged_names aiter_names = {"kv_buffer", "kv_indices", "kv_indptr",
+                                        "extra_kv_buffer", "extra_kv_indices", "extra_kv_indptr"};
+
+/* One paged cache as a key source: slot -> (slot // B, slot % B) (spec
+ * 2.1), decoded as NoPE bf16(fp8 * 2^(b-127)) (exact) + RoPE bf16 (spec 8.4). */
+typedef struct paged_src {
+    const uint8_t *bytes;
+    int64_t B, stride;
+    dsv4_fp8_kind kind;
+} paged_src;
+
+static int paged_fetch(const void *ctx, int64_t slot, float *out, dsv4_status *st)
+{
+    (void)st;
+    const paged_src *p = ctx;
+    uint16_t row[D];
+    dsv4_kv_decode_token_bf16(p->bytes + (slot / p->B) * p->stride, p->B, slot % p->B, p->kind, row);
+    for (int d = 0; d < D; d++)
+        out[d] = dsv4_bf16_to_f32(row[d]);
+    return DSV4_OK;
+}
+
+/* args + the fetch contexts they point at */
+typedef struct paged_args {
+    dsv4_attn_args a;
+    paged_src src[2];
+} paged_args;
+
+static int paged_args_of(const paged_names *nm, const dsv4_opctx *c, const dsv4_tensors *in, paged_args *pa,
+                         dsv4_status *st)
+{
+    const dsv4_tensor *q, *sink, *cache[2], *idx[2], *ptr[2];
+    const char *cn[2] = {nm->main_cache, nm->extra_cache}, *in_[2] = {nm->main_idx, nm->extra_idx},
+               *pn[2] = {nm->main_ptr, nm->extra_ptr};
+    int rc;
+    if ((rc = dsv4_input(in, "q", DSV4_BF16, 3, &q, st)) || (rc = dsv4_input(in, "attn_sink", DSV4_F32, 1, &sink, st)))
+        return rc;
+    memset(pa, 0, sizeof *pa);
+    dsv4_attn_args *a = &pa->a;
+    a->q = q->data;
+    a->T = q->shape[0];
+    a->H = q->shape[1];
+    a->attn_sink = sink->data;
+    a->scale = dsv4_params_float(c->params, "scale");
+    if (q->shape[2] != D || sink->shape[0] < a->H)
+        return dsv4_fail(st, DSV4_EINPUT, "q must be [T, H, 512] and attn_sink [>= H]");
+    /* SWA-only layers have no extra segment (spec 8.4). */
+    a->nseg = dsv4_params_int(c->params, "swa_only") ? 1 : 2;
+    for (int k = 0; k < a->nseg; k++) {
+        if ((rc = dsv4_input(in, cn[k], DSV4_U8, 3, &cache[k], st)) ||
+            (rc = dsv4_input(in, in_[k], DSV4_I32, 1, &idx[k], st)) ||
+            (rc = dsv4_input(in, pn[k], DSV4_I32, 1, &ptr[k], st)))
+            return rc;
+        if (cache[k]->shape[2] != DSV4_KV_TOKEN_BYTES || ptr[k]->shape[0] != a->T + 1)
+            return dsv4_fail(st, DSV4_EINPUT, "%s must be [pages, B, 584] and %s [T + 1 = %" PRId64 "]", cn[k],
+                             pn[k], a->T + 1);
+        paged_src *s = &pa->src[k];
+        s->bytes = cache[k]->data;
+        s->B = cache[k]->shape[1];
+        s->stride = s->B * DSV4_KV_TOKEN_BYTES; /* [nb, B, 584] allocation [S11] */
+        /* The compressed cache is always OCP; the SWA cache is FNUZ on gfx942
+         * (is_fnuz_main = platform, spec 2.3 [S1, S4, S9]). */
+        s->kind = (k == 0 && c->variant == 1) ? DSV4_FP8_E4M3FNUZ : DSV4_FP8_E4M3FN;
+        dsv4_attn_segment *g = &a->seg[k];
+        g->name = cn[k];
+        g->num_rows = cache[k]->shape[0] * s->B; /* cache.shape[0] * shape[1] (spec 8.2) */
+        g->fetch = paged_fetch;
+        g->fetch_ctx = s;
+        g->scrub_nan = 1; /* NaN K -> 0 (spec 8.4: non-gfx950 kernels always) */
+        g->indices = idx[k]->data;
+        g->indptr = ptr[k]->data;
+        g->num_indices = idx[k]->shape[0];
+    }
+    return DSV4_OK;
+}
+
+static int decode_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st);
+static int aiter_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st);
+
+/* The fetch contexts must outlive the args: one static slot per entry is
+ * not reentrant, so the args functions keep them in thread-local storage. */
+static _Thread_local paged_args decode_pa, aiter_pa;
+
+static int decode_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)
+{
+    int rc = paged_args_of(&decode_names, c, in, &decode_pa, st);
+    *a = decode_pa.a;
+    return rc;
+}
+
+static int aiter_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)
+{
+    int rc = paged_args_of(&aiter_names, c, in, &aiter_pa, st);
+    *a = aiter_pa.a;
+    return rc;
+}
+
+/* Generation: per request r with positions [prefix, prefix + qlen), the
+ * SWA cache holds every position (B = 64, random page order), the
+ * compressed cache entries [0, S // c) (B = 256 / c); unused slots are
+ * poisoned (fp8 NaN codes, scale 0xFF, NaN RoPE) to prove they are never
+ * read.  Token lists: the window max(pos - W + 1, 0)..pos (spec 5.2), and
+ * the top-k compressed indices of [0, (pos + 1) // c) (C4: random distinct,
+ * C128: the identity prefix, spec 5.5) mapped through the block table
+ * (spec 5.7). */
+static const dsv4_param_spec paged_params[] = {
+    {"scale", DSV4_P_FLOAT, "0.044194173824159216", "softmax scale, 512^-0.5 [S14]", 0},
+    {"swa_only", DSV4_P_INT, "0", "1: SWA-only layer, no extra (compressed) segment", 0},
+    {"num_heads", DSV4_P_INT, "8", "generator: H", 1},
+    {"window_size", DSV4_P_INT, "128", "generator: sliding window W", 1},
+    {"compress_ratio", DSV4_P_INT, "4", "generator: c (4 or 128; ignored when swa_only)", 1},
+    {"topk", DSV4_P_INT, "512", "generator: top-k width", 1},
+    {"query_lens", DSV4_P_INTLIST, NULL, "generator: query tokens of each request", 1},
+    {"prefix_lens", DSV4_P_INTLIST, "[]", "generator: cached prefix of each request (one entry: all)", 1},
+    {"sink", DSV4_P_STR, "random", "generator: attn_sink: random (randn*10), none (-inf), or a number", 1},
+    {"invalid_frac", DSV4_P_FLOAT, "0", "generator: fraction of entries set to -1", 1},
+    {"oob_frac", DSV4_P_FLOAT, "0", "generator: fraction of entries set out of range", 1},
+    {"empty_rows", DSV4_P_INTLIST, "[]", "generator: tokens whose lists are all -1", 1},
+    {"nan_rows", DSV4_P_INTLIST, "[]", "generator: tokens whose first window key is a NaN-poisoned slot", 1},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+static void poison_token(uint8_t *page, int64_t B, int64_t row)
+{
+    memset(page + dsv4_kv_value_offset(row), 0x7F, DSV4_KV_NOPE_DIM); /* e4m3fn NaN */
+    uint16_t nan = 0x7FC0;
+    for (int d = 0; d < DSV4_ROPE_DIM; d++)
+        memcpy(page + dsv4_kv_rope_offset(row) + 2 * d, &nan, 2);
+    memset(page + dsv4_kv_scale_offset(B, row), 0xFF, DSV4_KV_NQBLOCKS); /* e8m0 NaN */
+}
+
+typedef struct flat_list {
+    int32_t *idx;
+    int32_t *ptr;
+    int64_t n, cap;
+} flat_list;
+
+static int list_push(flat_list *l, int32_t v)
+{
+    if (l->n == l->cap) {
+        int64_t cap = l->cap ? 2 * l->cap : 256;
+        int32_t *p = realloc(l->idx, (size_t)cap * sizeof *p);
+        if (!p)
+            return 1;
+        l->idx = p, l->cap = cap;
+    }
+    l->idx[l->n++] = v;
+    return 0;
+}
+
+static int paged_generate_with(const paged_names *nm, const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
+{
+    const dsv4_params *ps = c->params;
+    req_shape rs;
+    int rc = req_shape_of(ps, &rs, st);
+    if (rc)
+        return rc;
+    const int64_t H = dsv4_params_int(ps, "num_heads"), W = dsv4_params_int(ps, "window_size");
+    const int swa_only = dsv4_params_int(ps, "swa_only") != 0;
+    const int64_t ratio = dsv4_params_int(ps, "compress_ratio"), topk = dsv4_params_int(ps, "topk");
+    if (H < 1 || W < 1 || (!swa_only && ratio != 4 && ratio != 128) || topk < 0)
+        return dsv4_fail(st, DSV4_EINPUT, "num_heads >= 1, window_size >= 1, compress_ratio 4 or 128, topk >= 0");
+    const int64_t B = 64, Bc = swa_only ? 2 : 256 / ratio; /* spec 2.1 [S12, S13] */
+    int64_t pages = 0, cpages = 0, maxc = 1;
+    int64_t first_page[DSV4_PARAM_LIST_MAX], first_cpage[DSV4_PARAM_LIST_MAX];
+    for (int64_t r = 0; r < rs.R; r++) {
+        int64_t S = rs.prefix[r] + rs.qlen[r], nc = swa_only ? 0 : S / ratio;
+        first_page[r] = pages, first_cpage[r] = cpages;
+        pages += (S + B - 1) / B + 1; /* one spare, poisoned page per request */
+        cpages += (nc + Bc - 1) / Bc + 1;
+        maxc = nc + 1 > maxc ? nc + 1 : maxc;
+    }
+    dsv4_tensor *q, *sink, *cache[2];
+    int64_t sq[3] = {rs.T, H, D}, sc0[3] = {pages, B, DSV4_KV_TOKEN_BYTES}, sc1[3] = {cpages, Bc, DSV4_KV_TOKEN_BYTES};
+    if ((rc = dsv4_tensors_add(in, "q", DSV4_BF16, 3, sq, &q, st)) ||
+        (rc = dsv4_tensors_add(in, nm->main_cache, DSV4_U8, 3, sc0, &cache[0], st)) ||
+        (rc = dsv4_tensors_add(in, nm->extra_cache, DSV4_U8, 3, sc1, &cache[1], st)) ||
+        (rc = dsv4_tensors_add(in, "attn_sink", DSV4_F32, 1, &H, &sink, st)))
+        return rc;
+    /* Every slot poisoned first; the used ones are then encoded. */
+    for (int k = 0; k < 2; k++)
+        for (int64_t p = 0; p < cache[k]->shape[0]; p++)
+            for (int64_t i = 0; i < cache[k]->shape[1]; i++)
+                poison_token((uint8_t *)cache[k]->data + p * cache[k]->shape[1] * DSV4_KV_TOKEN_BYTES,
+                             cache[k]->shape[1], i);
+    /* Block tables: request r owns pages first_page[r].. in reversed order
+     * (a non-identity mapping). */
+    dsv4_rng rng, lrng;
+    dsv4_rng_init(&rng, c->seed, "kv_cache");
+    const dsv4_kv_encode_opts enc = dsv4_kv_encode_opts_default(c->variant == 1);
+    float x[D];
+    uint16_t row[D];
+    int32_t *scratch = malloc((size_t)maxc * sizeof *scratch);
+    flat_list L[2] = {{0}, {0}};
+    int32_t *ptrs[2] = {calloc((size_t)rs.T + 1, 4), calloc((size_t)rs.T + 1, 4)};
+    if (!scratch || !ptrs[0] || !ptrs[1])
+        rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
+    for (int64_t r = 0; !rc && r < rs.R; r++) {
+        int64_t S = rs.prefix[r] + rs.qlen[r], nc = swa_only ? 0 : S / ratio;
+        int64_t np = (S + B - 1) / B + 1, ncp = (nc + Bc - 1) / Bc + 1;
+        for (int64_t pos = 0; pos < S && !rc; pos++) {
+            int64_t page = first_page[r] + (np - 1 - pos / B);
+            gen_key_row(&rng, row);
+            for (int d = 0; d < D; d++)
+                x[d] = dsv4_bf16_to_f32(row[d]);
+            rc = dsv4_kv_encode_token((uint8_t *)cache[0]->data + page * B * DSV4_KV_TOKEN_BYTES, B, pos % B, x,
+                                      &enc, st);
+        }
+        dsv4_kv_encode_opts ocp = dsv4_kv_encode_opts_default(0); /* compressed cache: OCP [S1] */
+        for (int64_t ci = 0; ci < nc && !rc; ci++) {
+            int64_t page = first_cpage[r] + (ncp - 1 - ci / Bc);
+            gen_key_row(&rng, row);
+            for (int d = 0; d < D; d++)
+                x[d] = dsv4_bf16_to_f32(row[d]);
+            rc = dsv4_kv_encode_token((uint8_t *)cache[1]->data + page * Bc * DSV4_KV_TOKEN_BYTES, Bc, ci % Bc, x,
+                                      &ocp, st);
+        }
+        (void)ncp;
+    }
+    dsv4_rng_init(&lrng, c->seed, "indices");
+    const double inv = dsv4_params_float(ps, "invalid_frac"), oob = dsv4_params_float(ps, "oob_frac");
+    int64_t t = 0;
+    for (int64_t r = 0; !rc && r < rs.R; r++) {
+        int64_t S = rs.prefix[r] + rs.qlen[r], nc = swa_only ? 0 : S / ratio;
+        int64_t np = (S + B - 1) / B + 1, ncp = (nc + Bc - 1) / Bc + 1;
+        for (int64_t i = 0; i < rs.qlen[r] && !rc; i++, t++) {
+            int64_t pos = rs.prefix[r] + i, start = pos - W + 1 > 0 ? pos - W + 1 : 0;
+            int empty = in_list(ps, "empty_rows", t), nanrow = in_list(ps, "nan_rows", t);
+            for (int64_t p = start; p <= pos && !rc; p++) {
+                int64_t slot = (first_page[r] + np - 1 - p / B) * B + p % B;
+                if (nanrow && p == start)
+                    slot = (first_page[r] + np - 1 - (S + B - 1) / B) * B; /* the spare, poisoned page */
+                rc = list_push(&L[0], empty ? -1 : (int32_t)slot);
+            }
+            if (!swa_only) {
+                int64_t n = (pos + 1) / ratio, take = n < topk ? n : topk;
+                if (ratio == 4) /* distinct random indices: the first `take` of a shuffle */
+                    fill_topk_row(&lrng, scratch, take, n, scratch);
+                for (int64_t j = 0; j < take && !rc; j++) {
+                    int64_t v = ratio == 4 ? scratch[j] : j; /* C128: identity prefix (spec 5.5) */
+                    int64_t slot = (first_cpage[r] + ncp - 1 - v / Bc) * Bc + v % Bc;
+                    rc = list_push(&L[1], empty ? -1 : (int32_t)slot);
+                }
+            }
+            ptrs[0][t + 1] = (int32_t)L[0].n;
+            ptrs[1][t + 1] = (int32_t)L[1].n;
+        }
+    }
+    for (int k = 0; !rc && k < 2; k++)
+        for (int64_t j = 0; j < L[k].n; j++) {
+            double u = dsv4_rng_uniform(&lrng);
+            int64_t rows = cache[k]->shape[0] * cache[k]->shape[1];
+            if (u < inv)
+                L[k].idx[j] = -1;
+            else if (u < inv + oob)
+                L[k].idx[j] = (j & 1) ? (int32_t)(rows + dsv4_rng_range(&lrng, 0, 100)) : -2;
+        }
+    dsv4_tensor *ti[2], *tp[2];
+    const char *inames[2] = {nm->main_idx, nm->extra_idx}, *pnames[2] = {nm->main_ptr, nm->extra_ptr};
+    for (int k = 0; !rc && k < 2; k++) {
+        int64_t n = L[k].n, np1 = rs.T + 1;
+        if ((rc = dsv4_tensors_add(in, inames[k], DSV4_I32, 1, &n, &ti[k], st)) ||
+            (rc = dsv4_tensors_add(in, pnames[k], DSV4_I32, 1, &np1, &tp[k], st)))
+            break;
+        if (n)
+            memcpy(ti[k]->data, L[k].idx, (size_t)n * 4);
+        memcpy(tp[k]->data, ptrs[k], (size_t)np1 * 4);
+    }
+    free(scratch), free(L[0].idx), free(L[1].idx), free(ptrs[0]), free(ptrs[1]);
+    if (rc)
+        return rc;
+    dsv4_rng_init(&rng, c->seed, "q");
+    gen_q(&rng, q->data, rs.T * H * D);
+    return gen_sink(dsv4_params_str(ps, "sink"), c->seed, sink->data, H, st);
+}
+
+static int decode_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
+{
+    return paged_generate_with(&decode_names, c, in, st);
+}
+
+static int aiter_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
+{
+    return paged_generate_with(&aiter_names, c, in, st);
+}
+
+ATTN_CALLBACKS(decode, decode_args)
+ATTN_CALLBACKS(aiter, aiter_args)
+
+static const char *const paged_variants[] = {"default", "fp8=fnuz", NULL};
+static const char *const decode_variant_docs[] = {
+    "gfx950 / NVIDIA: both caches OCP e4m3fn; NaN lanes of K read as 0; ragged main (SWA) + extra "
+    "(compressed) lists, valid iff 0 <= slot < pages*B "
+    "(vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98)",
+    "gfx942: the SWA (main) cache is FNUZ (is_fnuz_main = platform), the compressed cache OCP (spec 2.3)",
+};
+static const char *const aiter_variant_docs[] = {
+    "aiter Triton sparse_mla_fwd as the seed calls it: SWA window as the main segment, top-k compressed "
+    "tokens as the extra one, sink in the denominator; same math as rocm_sparse_attn_decode "
+    "(ROCm/aiter:aiter/ops/triton/attention/sparse_mla.py@013f408ebe8491e80ddab1fbab4c3dbcbc98bd74)",
+    "gfx942: fp8 read in the arch-native encoding (FNUZ) for the main cache (spec 8.5 [S24])",
+};
+
+static const dsv4_io_spec decode_inputs[] = {
+    {"q", DSV4_BF16, DSV4_DT_NONE, "[T, H, 512] decode queries"},
+    {"swa_k_cache", DSV4_U8, DSV4_DT_NONE, "[pages, 64, 584] fp8_ds_mla SWA cache"},
+    {"kv_cache", DSV4_U8, DSV4_DT_NONE, "[pages, 256/c, 584] fp8_ds_mla compressed cache"},
+    {"attn_sink", DSV4_F32, DSV4_DT_NONE, "[H] sink logit per head"},
+    {"swa_ragged_indices", DSV4_I32, DSV4_DT_NONE, "SWA slots, CSR"},
+    {"swa_ragged_indptr", DSV4_I32, DSV4_DT_NONE, "[T+1]"},
+    {"topk_ragged_indices", DSV4_I32, DSV4_DT_NONE, "compressed slots, CSR"},
+    {"topk_ragged_indptr", DSV4_I32, DSV4_DT_NONE, "[T+1]"},
+    {NULL, 0, 0, NULL},
+};
+
+static const dsv4_io_spec aiter_inputs[] = {
+    {"q", DSV4_BF16, DSV4_DT_NONE, "[T, H, 512] queries"},
+    {"kv_buffer", DSV4_U8, DSV4_DT_NONE, "[pages, 64, 584] fp8_dsv4_mla SWA cache (main)"},
+    {"extra_kv_buffer", DSV4_U8, DSV4_DT_NONE, "[pages, 256/c, 584] compressed cache (extra)"},
+    {"attn_sink", DSV4_F32, DSV4_DT_NONE, "[H] sink logit per head"},
+    {"kv_indices", DSV4_I32, DSV4_DT_NONE, "main slots, CSR"},
+    {"kv_indptr", DSV4_I32, DSV4_DT_NONE, "[T+1]"},
+    {"extra_kv_indices", DSV4_I32, DSV4_DT_NONE, "extra slots, CSR"},
+    {"extra_kv_indptr", DSV4_I32, DSV4_DT_NONE, "[T+1]"},
+    {NULL, 0, 0, NULL},
+};
+
+const dsv4_op dsv4_op_rocm_sparse_attn_decode = {
+    .name = "rocm_sparse_attn_decode",
+    .summary = "sparse MLA decode with sink over the paged fp8_ds_mla caches (ragged SWA + top-k lists), bf16 out",
+    .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
+              "(spec sparse_attention.md 8.1, 8.2, 8.4)",
+    .variants = paged_variants,
+    .variant_docs = decode_variant_docs,
+    .params = paged_params,
+    .inputs = decode_inputs,
+    .outputs = attn_outputs,
+    .generate = decode_generate,
+    .validate = decode_validate,
+    .alloc_outputs = decode_alloc,
+    .reference = decode_reference,
+    .policy = attn_policy,
+    .locate = decode_locate,
+    .bound = decode_bound,
+    .hint = decode_hint,
+};
+
+const dsv4_op dsv4_op_sparse_mla_fwd = {
+    .name = "sparse_mla_fwd",
+    .summary = "aiter Triton sparse MLA with sink, main + extra paged caches (the seed's aiter decode/prefill)",
+    .source = "ROCm/aiter:aiter/ops/triton/attention/sparse_mla.py@013f408ebe8491e80ddab1fbab4c3dbcbc98bd74 "
+              "(spec sparse_attention.md 8.5)",
+    .variants = paged_variants,
+    .variant_docs = aiter_variant_docs,
+    .params = paged_params,
+    .inputs = aiter_inputs,
+    .outputs = attn_outputs,
+    .generate = aiter_generate,
+    .validate = aiter_validate,
+    .alloc_outputs = aiter_alloc,
+    .reference = aiter_reference,
+    .policy = attn_policy,
+    .locate = aiter_locate,
+    .bound = aiter_bound,
+    .hint = aiter_hint,
+};

@@ -16,6 +16,8 @@ static const dsv4_op *const op_table[] = {
     &dsv4_op_combine_topk_swa_indices,
     &dsv4_op_rocm_sparse_attn_prefill,
     &dsv4_op_rocm_inverse_rope_rows,
+    &dsv4_op_rocm_sparse_attn_decode,
+    &dsv4_op_sparse_mla_fwd,
     &dsv4_op_quantize_and_insert_k_cache,
     &dsv4_op_dequantize_and_gather_k_cache,
     &dsv4_op_mxfp4_quant,
