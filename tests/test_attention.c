@@ -8,7 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "../compare/attn_hints.h"
+#include "../harness/golden.h"
 #include "../harness/rng.h"
 #include "../ref/attention.h"
 #include "../ref/numerics.h"
@@ -464,6 +468,90 @@ START_TEST(test_sink_hints)
 }
 END_TEST
 
+/* ---- end to end: build/dsv4check check on doctored goldens ---- */
+
+static char cli_out[1 << 16];
+
+static int cli(const char *args)
+{
+    const char *exe = getenv("DSV4CHECK");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", exe && *exe ? exe : "build/dsv4check", args);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(cli_out, 1, sizeof cli_out - 1, f);
+    cli_out[n] = '\0';
+    int status = pclose(f);
+    ck_assert(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+/* Head 3 of a committed golden's output scaled by 0.5: check fails (1), the
+ * report names token and head, and the hint names the head, not a sink. */
+START_TEST(test_e2e_head_scaled)
+{
+    dsv4_golden g;
+    dsv4_status st = {0};
+    memset(&g, 0, sizeof g);
+    ck_assert_msg(dsv4_golden_read("data/ci/attn_prefill_sink_none.h5", &g, &st) == 0, "%s", st.msg);
+    dsv4_tensor *o = dsv4_tensors_find(&g.outputs, "output");
+    ck_assert_ptr_nonnull(o);
+    const int64_t T = o->shape[0], H = o->shape[1];
+    for (int64_t t = 0; t < T; t++)
+        for (int d = 0; d < D; d++)
+            ((float *)o->data)[(t * H + 3) * D + d] *= 0.5f;
+    char dir[] = "/tmp/dsv4attn.XXXXXX", path[128], args[256];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/scaled.h5", dir);
+    ck_assert_msg(dsv4_golden_write(path, &g, 0, &st) == 0, "%s", st.msg);
+    snprintf(args, sizeof args, "check %s --impl ref", path);
+    ck_assert_int_eq(cli(args), 1);
+    ck_assert_msg(strstr(cli_out, "token 0, head 3"), "%s", cli_out);
+    ck_assert_msg(strstr(cli_out, "only head 3") && !strstr(cli_out, "attention sink is"), "%s", cli_out);
+    /* The same golden with head 5 made as if the sink were ignored
+     * (expected / (1 - w)): the sink hint. */
+    dsv4_golden_free(&g);
+    memset(&g, 0, sizeof g);
+    ck_assert_int_eq(dsv4_golden_read("data/ci/attn_prefill_c4.h5", &g, &st), 0);
+    o = dsv4_tensors_find(&g.outputs, "output");
+    const dsv4_tensor *q = dsv4_tensors_get(&g.inputs, "q"), *kv = dsv4_tensors_get(&g.inputs, "kv");
+    const dsv4_tensor *idx = dsv4_tensors_get(&g.inputs, "indices"), *len = dsv4_tensors_get(&g.inputs, "topk_length");
+    const dsv4_tensor *sink = dsv4_tensors_get(&g.inputs, "attn_sink");
+    const int64_t T2 = q->shape[0], H2 = q->shape[1];
+    dsv4_attn_args a = {q->data, T2, H2, sink->data, 1.0 / sqrt(512.0), 1, {{0}}};
+    a.seg[0] = (dsv4_attn_segment){"kv", kv->shape[0], kv->data, NULL, NULL, 0, idx->data, NULL, len->data,
+                                   idx->shape[2], 0};
+    double *ideal = malloc((size_t)(T2 * H2 * D) * sizeof(double)), *sw = malloc((size_t)(T2 * H2) * sizeof(double));
+    dsv4_attn_diag dg = {NULL, sw, NULL, NULL};
+    ck_assert_int_eq(dsv4_ref_sparse_attn(&a, DSV4_ATTN_IDEAL, ideal, &dg, &st), 0);
+    int64_t h5 = 0; /* the head with the largest smallest sink weight */
+    double best = -1;
+    for (int64_t h = 0; h < H2; h++) {
+        double mn = 1;
+        for (int64_t t = 0; t < T2; t++)
+            mn = fmin(mn, sw[t * H2 + h]);
+        if (mn > best && mn < 0.9)
+            best = mn, h5 = h;
+    }
+    ck_assert_msg(best > 0.05, "no head with a sink weight to test (best %g)", best);
+    for (int64_t t = 0; t < T2; t++)
+        for (int d = 0; d < D; d++)
+            ((float *)o->data)[(t * H2 + h5) * D + d] =
+                (float)(ideal[(t * H2 + h5) * D + d] / (1.0 - sw[t * H2 + h5]));
+    snprintf(path, sizeof path, "%s/nosink.h5", dir);
+    ck_assert_msg(dsv4_golden_write(path, &g, 0, &st) == 0, "%s", st.msg);
+    snprintf(args, sizeof args, "check %s --impl ref", path);
+    ck_assert_int_eq(cli(args), 1);
+    char want[64];
+    snprintf(want, sizeof want, "head %ld", (long)h5);
+    ck_assert_msg(strstr(cli_out, want) && strstr(cli_out, "attention sink is ignored"), "%s", cli_out);
+    free(ideal), free(sw);
+    dsv4_golden_free(&g);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("attention");
@@ -478,6 +566,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_inverse_rope_rows_rotated);
     tcase_add_test(tc, test_sink_hints);
+    tcase_add_test(tc, test_e2e_head_scaled);
     suite_add_tcase(s, tc);
     return s;
 }
