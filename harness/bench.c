@@ -15,7 +15,28 @@ typedef struct bench_case {
     const char *params[16]; /* "name=value" in the op's parameter syntax */
     /* Floating-point operations of one run (0: memory-bound op). */
     double (*flops)(const dsv4_params *ps, const dsv4_tensors *in);
+    int vs_dgemm; /* 1: % peak against dgemm (a double-precision reference) */
 } bench_case;
+
+/* Attention: 2 GEMMs of 2*H*512 flops per valid key (ops_attention.c). */
+static double attn_flops(const dsv4_params *ps, const dsv4_tensors *in)
+{
+    (void)ps;
+    const dsv4_tensor *q = dsv4_tensors_get(in, "q"), *len = dsv4_tensors_get(in, "topk_length");
+    const dsv4_tensor *idx = dsv4_tensors_get(in, "indices"), *kv = dsv4_tensors_get(in, "kv");
+    if (!q || !len || !idx || !kv)
+        return 0;
+    double keys = 0;
+    const int64_t P = idx->shape[2];
+    for (int64_t t = 0; t < q->shape[0]; t++) {
+        int64_t n = ((const int32_t *)len->data)[t];
+        for (int64_t j = 0; j < n && j < P; j++) {
+            int32_t v = ((const int32_t *)idx->data)[t * P + j];
+            keys += v >= 0 && v < kv->shape[0];
+        }
+    }
+    return keys * 4.0 * (double)q->shape[1] * 512.0;
+}
 
 /* The production shape of toolchain.md section 6: 4 requests x 2048 tokens
  * after a 30000-token prefix, window 128, ratio 4, topk 2048. */
@@ -23,26 +44,36 @@ static const bench_case bench_table[] = {
     {"combine_prefill_8192", "combine_topk_swa_indices",
      {"window_size=128", "compress_ratio=4", "topk=2048", "query_lens=[2048,2048,2048,2048]",
       "prefix_lens=[30000,30000,30000,30000]", NULL},
-     NULL},
+     NULL, 0},
     /* The same 8192 tokens, K = 2048, C4 (Bc = 64). */
     {"global_topk_8192x2048", "compute_global_topk_indices_and_lens",
      {"block_size=64", "compress_ratio=4", "topk=2048", "query_lens=[2048,2048,2048,2048]",
       "prefix_lens=[30000,30000,30000,30000]", NULL},
-     NULL},
+     NULL, 0},
     /* Quantization at production shapes: 4096 tokens x hidden 7168; the
      * fused norm at q_lora_rank 1536 + head_dim 512. */
-    {"mxfp4_4096x7168", "mxfp4_quant", {"T=4096", "W=7168", NULL}, NULL},
-    {"mxfp8_4096x7168", "mxfp8_quant", {"T=4096", "W=7168", NULL}, NULL},
-    {"fp8_group_4096x7168", "fp8_group_quant", {"M=4096", "K=7168", NULL}, NULL},
-    {"fused_qk_norm_quant_4096", "fused_qk_rmsnorm_group_quant", {"m=4096", "n1=1536", "n2=512", NULL}, NULL},
+    {"mxfp4_4096x7168", "mxfp4_quant", {"T=4096", "W=7168", NULL}, NULL, 0},
+    {"mxfp8_4096x7168", "mxfp8_quant", {"T=4096", "W=7168", NULL}, NULL, 0},
+    {"fp8_group_4096x7168", "fp8_group_quant", {"M=4096", "K=7168", NULL}, NULL, 0},
+    {"fused_qk_norm_quant_4096", "fused_qk_rmsnorm_group_quant", {"m=4096", "n1=1536", "n2=512", NULL}, NULL, 0},
     /* SWA-cache insert of a prefill step: 4 x 2048 tokens after a 30000 prefix, B = 64. */
     {"kv_insert_prefill_8192", "quantize_and_insert_k_cache",
      {"block_size=64", "query_lens=[2048,2048,2048,2048]", "prefix_lens=[30000,30000,30000,30000]", NULL},
-     NULL},
+     NULL, 0},
     /* Prefill gather of 4 requests x 8192 rows from a 64-token-page cache. */
     {"kv_gather_4x8192", "dequantize_and_gather_k_cache",
      {"block_size=64", "has_gather_lens=0", "req_seq_lens=[8192,8192,8192,8192]", NULL},
-     NULL},
+     NULL, 0},
+    {"attn_prefill_T512_H64_topk2048", "rocm_sparse_attn_prefill",
+     {"num_heads=64", "compress_ratio=4", "topk=2048", "window_size=128", "query_lens=[512]",
+      "prefix_lens=[9000]", "nan_unused=0", NULL},
+     attn_flops, 1},
+    {"attn_decode_64tok_H64_topk2048", "rocm_sparse_attn_prefill",
+     {"num_heads=64", "compress_ratio=4", "topk=2048", "window_size=128",
+      "query_lens=[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
+      "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]",
+      "prefix_lens=[9000]", "nan_unused=0", NULL},
+     attn_flops, 1},
 };
 
 static double seconds(void)
@@ -202,7 +233,7 @@ int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *
             double fl = bc->flops ? bc->flops(&ps, &in) : 0;
             double gbs = bytes / t / 1e9;
             fprintf(out, "%-28s %-8s %9.3f ms %12.0f %10.2f %12.1f %9.1f%%\n", bc->name, "ref", t * 1e3, bytes,
-                    gbs, fl / t / 1e9, fl ? 100.0 * fl / t / 1e9 / sg : 100.0 * gbs / copy);
+                    gbs, fl / t / 1e9, fl ? 100.0 * fl / t / 1e9 / (bc->vs_dgemm ? dg : sg) : 100.0 * gbs / copy);
             double ms;
             if (b) {
                 dsv4_status bst = {0};
