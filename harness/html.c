@@ -200,7 +200,7 @@ static void output_section(FILE *f, const dsv4_output_result *o)
     fprintf(f, "</code> <span class=\"b %s\">%s</span></h3>\n<p>", c->verdict == DSV4_FAIL ? "FAIL" : "WARN",
             dsv4_verdict_name(c->verdict));
     esc(f, c->message);
-    fprintf(f, "<br><span class=\"meta\">policy: %s: ", dsv4_cmp_kind_name(o->pol.kind));
+    fprintf(f, "<br><span class=\"meta\">policy (%s): ", dsv4_cmp_kind_name(o->pol.kind));
     esc(f, o->pol.rule);
     fprintf(f, "</span>");
     if (c->hint[0]) {

@@ -139,7 +139,7 @@ static void usage_cmd(FILE *f, const char *cmd)
                 prog);
     else if (strcmp(cmd, "list") == 0)
         fprintf(f,
-                "usage: %s list [SUITE.yaml...] [--impl IMPL]\n"
+                "usage: %s list [SUITE.yaml...] [--impl IMPL [--device N]] [--filter RE] [--shard K/N]\n"
                 "Without suites: every op, its variants (the first is the default) with sources,\n"
                 "its parameters, inputs and outputs.  With suites: their cases.  With --impl:\n"
                 "which ops and variants that implementation provides.\n",
@@ -708,6 +708,25 @@ static void list_ops(const dsv4_backend *b)
     }
 }
 
+/* list --impl LIB.so: which ops and variants the implementation provides. */
+static void list_impl(const dsv4_backend *b)
+{
+    int yes = 0, all = 0;
+    if (b->plugin)
+        printf("plug-in ABI %d, device %d%s\n", b->plugin->abi_version, b->device,
+               b->device < 0 ? " (default)" : "");
+    printf("%-10s %-34s %s\n", "provides", "op", "variant");
+    for (int i = 0; i < dsv4_op_count(); i++) {
+        const dsv4_op *op = dsv4_op_at(i);
+        for (int v = 0; op->variants[v]; v++, all++) {
+            int s = dsv4_backend_supports(b, op, v);
+            yes += s;
+            printf("%-10s %-34s %s\n", s ? "yes" : "no", op->name, op->variants[v]);
+        }
+    }
+    printf("%d of %d op variants provided\n", yes, all);
+}
+
 static int cmd_list(int argc, char **argv)
 {
     cli o;
@@ -722,8 +741,10 @@ static int cmd_list(int argc, char **argv)
         have_b = 1;
         printf("implementation: %s\n", b.name);
     }
-    if (optind >= argc)
-        list_ops(have_b ? &b : NULL);
+    if (optind >= argc && have_b)
+        list_impl(&b);
+    else if (optind >= argc)
+        list_ops(NULL);
     for (int a = optind; a < argc && !rc; a++) {
         dsv4_suite s;
         dsv4_status st = {0};
