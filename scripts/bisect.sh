@@ -79,7 +79,7 @@ if [ $found -eq 1 ] && [ -n "$first" ]; then
     echo "first bad commit: $(git log -1 --format='%H %s' "$first")"
     if [ -f "$tmp/reports/$first.report" ]; then
         echo "its failing report (dsv4check $*):"
-        grep -v '^PASS ' "$tmp/reports/$first.report" | sed 's/^/  /'
+        grep -v "^PASS " "$tmp/reports/$first.report" | head -n 200 | sed "s/^/  /"
     fi
     exit 0
 fi
