@@ -24,7 +24,8 @@ if [ "${1:-}" = "--step" ]; then
     reports=$1
     shift
     commit=$(git rev-parse HEAD)
-    if ! make build/dsv4check >"$reports/$commit.build" 2>&1; then
+    # SAN/BUILD pinned: a caller inside `make SAN=1` exports SAN=1 to us.
+    if ! make SAN=0 BUILD=build build/dsv4check >"$reports/$commit.build" 2>&1; then
         echo "bisect: $(git log -1 --format='%h %s') does not build: skip (125)"
         exit 125
     fi
