@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#define HTML_MAX_DETAILED 40
+
 static void esc(FILE *f, const char *s)
 {
     for (; *s; s++) {
@@ -340,11 +342,21 @@ int dsv4_write_html(const char *path, const char *suite, const char *impl, const
             esc(f, rs[i].drift);
             fprintf(f, "</p>\n");
         }
-    for (int i = 0; i < n; i++)
-        if (rs[i].status != DSV4_OK && rs[i].status != DSV4_ESKIP)
+    /* Detailed sections (heatmaps: ~100 KB each) for the first
+     * HTML_MAX_DETAILED failing or warning cases; the rest are named. */
+    int shown = 0, more = 0;
+    for (int i = 0; i < n; i++) {
+        int bad = rs[i].status != DSV4_OK && rs[i].status != DSV4_ESKIP;
+        if (!bad && rs[i].verdict != DSV4_WARN)
+            continue;
+        if (shown++ < HTML_MAX_DETAILED)
             case_section(f, i, &rs[i]);
-        else if (rs[i].verdict == DSV4_WARN)
-            case_section(f, i, &rs[i]);
+        else
+            more++;
+    }
+    if (more)
+        fprintf(f, "<p class=\"meta\">%d more failing or warning cases are not detailed here (see the table, "
+                   "the console output or the JSON report).</p>\n", more);
     fprintf(f, "</body></html>\n");
     int bad = ferror(f);
     if (fclose(f) != 0 || bad)

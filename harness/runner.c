@@ -602,6 +602,11 @@ int dsv4_write_junit(const char *path, const char *suite, const char *impl,
             fprintf(f, "        <property name=\"origin\" value=\"");
             xml_escape(f, r->origin);
             fprintf(f, "\"/>\n");
+            if (r->drift[0]) {
+                fprintf(f, "        <property name=\"drift\" value=\"");
+                xml_escape(f, r->drift);
+                fprintf(f, "\"/>\n");
+            }
             if (o) {
                 fprintf(f, "        <property name=\"policy\" value=\"");
                 xml_escape(f, o->pol.rule);
