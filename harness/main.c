@@ -357,6 +357,12 @@ static void job_done(void *ctx, int i, const dsv4_case_result *r)
         progress_update(&js->pg, i + 1, js->n, js->cases ? js->cases[i + 1]->name : js->paths[i + 1]);
 }
 
+static const char *job_name(void *ctx, int i)
+{
+    const job_set *js = ctx;
+    return js->cases ? js->cases[i]->name : js->paths[i];
+}
+
 /* --baseline: drift lines after the results; with --strict drift fails. */
 static int check_drift(const cli *o, dsv4_case_result *rs, int n, int *drifting)
 {
@@ -411,7 +417,7 @@ static int execute_jobs(cli *o, job_set *js, const char *suite)
         return DSV4_ERUNTIME;
     }
     dsv4_status st = {0};
-    int rc = dsv4_run_jobs(js->n, o->jobs, o->impl, o->device, job_run, job_done, js, rs, &st);
+    int rc = dsv4_run_jobs(js->n, o->jobs, o->impl, o->device, job_run, job_done, job_name, js, rs, &st);
     progress_end(&js->pg);
     if (rc == DSV4_ESKIP)
         printf("skipped: %s\n", st.msg);

@@ -105,7 +105,7 @@ static void worker(int w, int jobs, int n, const char *impl, int device, dsv4_jo
 }
 
 /* Reads job i's result; a dead worker gives an error result and -1. */
-static int collect(int fd, int i, const char *why, dsv4_case_result *r)
+static int collect(int fd, const char *name, const char *why, dsv4_case_result *r)
 {
     if (!why && read_all(fd, r, sizeof *r) == 0) {
         int ok = 1;
@@ -123,7 +123,7 @@ static int collect(int fd, int i, const char *why, dsv4_case_result *r)
             return 0;
     }
     memset(r, 0, sizeof *r);
-    snprintf(r->name, sizeof r->name, "job %d", i);
+    snprintf(r->name, sizeof r->name, "%s", name);
     r->status = DSV4_ERUNTIME;
     r->verdict = DSV4_FAIL;
     snprintf(r->error, sizeof r->error, "worker process died before reporting this case%s%s",
@@ -132,7 +132,7 @@ static int collect(int fd, int i, const char *why, dsv4_case_result *r)
 }
 
 int dsv4_run_jobs(int n, int jobs, const char *impl, int device, dsv4_job_fn run, dsv4_done_fn done,
-                  void *ctx, dsv4_case_result *rs, dsv4_status *st)
+                  dsv4_name_fn name, void *ctx, dsv4_case_result *rs, dsv4_status *st)
 {
     if (jobs > n)
         jobs = n;
@@ -179,7 +179,7 @@ int dsv4_run_jobs(int n, int jobs, const char *impl, int device, dsv4_job_fn run
     }
     for (int i = 0; i < n && !rc; i++) {
         int w = i % jobs;
-        if (collect(fds[w], i, dead[w], &rs[i]) && !dead[w])
+        if (collect(fds[w], name(ctx, i), dead[w], &rs[i]) && !dead[w])
             dead[w] = "it stopped at an earlier case";
         done(ctx, i, &rs[i]);
     }
