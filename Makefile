@@ -128,8 +128,10 @@ unit-tests: all $(TEST_BINS)
 
 # make check: the hip backend compiled with nvcc and hipcc (no GPU needed;
 # tests/test_hip then loads those builds), the unit and end-to-end tests in
-# a normal build, then again under ASan+UBSan.
+# a normal build, then again under ASan+UBSan.  Chromium is for the HTML
+# report's end-to-end test.
 check: setup-hip
+	@scripts/setup.sh --chromium
 	@$(MAKE) --no-print-directory hip-compile-check
 	@$(MAKE) --no-print-directory unit-tests
 	@$(MAKE) --no-print-directory SAN=1 unit-tests
@@ -158,3 +160,17 @@ install: all
 
 clean:
 	rm -rf build build-asan
+
+# The example plug-in (tests/plugin_example.c) as three shared libraries:
+# correct, with a planted bug, and with a wrong ABI version (issue 8.5).
+PLUGINS := $(BUILD)/tests/libexample.so $(BUILD)/tests/libexample_wrong.so $(BUILD)/tests/libexample_badabi.so
+$(BUILD)/tests/libexample.so: tests/plugin_example.c harness/dsv4_plugin.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -shared -o $@ $< $(LDFLAGS)
+$(BUILD)/tests/libexample_wrong.so: tests/plugin_example.c harness/dsv4_plugin.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DEXAMPLE_WRONG -shared -o $@ $< $(LDFLAGS)
+$(BUILD)/tests/libexample_badabi.so: tests/plugin_example.c harness/dsv4_plugin.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DEXAMPLE_BAD_ABI -shared -o $@ $< $(LDFLAGS)
+$(BUILD)/tests/test_ci_features: $(PLUGINS)

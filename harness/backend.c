@@ -57,6 +57,7 @@ static int open_plugin(const char *path, int device, int is_hip, dsv4_backend *b
     if (!b->plugin->supports || !b->plugin->run)
         return dsv4_fail(st, DSV4_EINPUT, "%s: plug-in lacks supports() or run()", path);
     snprintf(b->name, sizeof b->name, "%s", b->plugin->name ? b->plugin->name : path);
+    b->device = device;
     if (b->plugin->init) {
         char err[512] = "";
         int rc = b->plugin->init(device, err, sizeof err);
@@ -65,6 +66,9 @@ static int open_plugin(const char *path, int device, int is_hip, dsv4_backend *b
         if (rc)
             return dsv4_fail(st, rc == DSV4_PLUGIN_EINPUT ? DSV4_EINPUT : DSV4_ERUNTIME, "%s: init: %s",
                              b->name, err);
+        /* init may name the device it picked in the plug-in's name. */
+        if (b->plugin->name)
+            snprintf(b->name, sizeof b->name, "%s", b->plugin->name);
     }
     return DSV4_OK;
 }

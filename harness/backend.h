@@ -12,6 +12,7 @@ typedef struct dsv4_backend {
     int is_ref;
     void *dl;                 /* dlopen handle for plug-ins */
     const dsv4_plugin *plugin;
+    int device;               /* as passed to the plug-in's init (-1 = default) */
 } dsv4_backend;
 
 /* impl: "ref", "hip" (build/libdsv4_hip.so beside the executable, or

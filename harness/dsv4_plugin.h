@@ -12,7 +12,14 @@
  * the C standard library, so a plug-in needs no other dsv4check header.
  *
  * Compatibility: abi_version must equal DSV4_PLUGIN_ABI_VERSION; any change
- * to these structs or the call contract bumps it. */
+ * to these structs or the call contract bumps it.  A plug-in with another
+ * version is refused (exit 2) before any of its functions is called.
+ *
+ * Processes and threads: all calls into one loaded copy come from one
+ * thread.  With `-j N` each of the N worker processes loads the plug-in and
+ * calls init(device) itself (after fork: a GPU runtime is never inherited).
+ * The name may be rewritten by init (dsv4check reads it again after init).
+ * tests/plugin_example.c is a complete example. */
 #ifndef DSV4_PLUGIN_H
 #define DSV4_PLUGIN_H
 

@@ -23,7 +23,10 @@
 
 #include "bench.h"
 #include "cases.h"
+#include "drift.h"
 #include "golden.h"
+#include "html.h"
+#include "parallel.h"
 #include "runner.h"
 
 #ifndef DSV4_VERSION
@@ -47,9 +50,19 @@ typedef struct cli {
     int rerun;
     regex_t re;
     int have_re;
+    /* issue 8: CI features */
+    const char *html;
+    const char *repro_dir;
+    const char *baseline;
+    int strict;
+    double drift_factor;
+    int jobs;
+    int shard_k, shard_n; /* 0 = no --shard */
+    char device_arg[32];
 } cli;
 
 static const char *prog = "dsv4check";
+static char command_line[4096]; /* this run's argv, shell-quoted, for the HTML report */
 
 static void usage_main(FILE *f)
 {
@@ -84,6 +97,13 @@ static const char common_help[] =
     "  --device N        GPU to use for --impl hip or a GPU plug-in\n"
     "  --rerun N         run the implementation N times; any bitwise difference fails\n"
     "  --mem-limit BYTES refuse cases needing more (suffix K, M, G; default: half the RAM)\n"
+    "  -j, --jobs N      run N cases at once in worker processes (same results, suite order)\n"
+    "  --shard K/N       only the cases whose name hashes to shard K of N (FNV-1a mod N)\n"
+    "  --html FILE       write a self-contained HTML report (heatmaps of failing outputs)\n"
+    "  --repro-dir DIR   write DIR/<case>.h5 for each failing case, replayable with `check`\n"
+    "  --baseline JSON   warn when a passing case's error grew since that --json report\n"
+    "  --drift-factor F  growth that counts as drift (default 2)\n"
+    "  --strict          drift fails the run (exit 1)\n"
     "  -v, --verbose     print every output's metrics, not only failures\n"
     "  -h, --help        this help\n";
 
@@ -119,7 +139,7 @@ static void usage_cmd(FILE *f, const char *cmd)
                 prog);
     else if (strcmp(cmd, "list") == 0)
         fprintf(f,
-                "usage: %s list [SUITE.yaml...] [--impl IMPL]\n"
+                "usage: %s list [SUITE.yaml...] [--impl IMPL [--device N]] [--filter RE] [--shard K/N]\n"
                 "Without suites: every op, its variants (the first is the default) with sources,\n"
                 "its parameters, inputs and outputs.  With suites: their cases.  With --impl:\n"
                 "which ops and variants that implementation provides.\n",
@@ -164,7 +184,11 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
 {
     static const struct option longopts[] = {
         {"impl", required_argument, NULL, 'i'}, {"filter", required_argument, NULL, 'f'},
-        {"junit", required_argument, NULL, 'J'}, {"json", required_argument, NULL, 'j'},
+        {"junit", required_argument, NULL, 'J'}, {"json", required_argument, NULL, 'Y'},
+        {"jobs", required_argument, NULL, 'j'}, {"shard", required_argument, NULL, 'S'},
+        {"html", required_argument, NULL, 'H'}, {"repro-dir", required_argument, NULL, 'P'},
+        {"baseline", required_argument, NULL, 'B'}, {"strict", no_argument, NULL, 'T'},
+        {"drift-factor", required_argument, NULL, 'D'},
         {"seed", required_argument, NULL, 's'}, {"device", required_argument, NULL, 'd'},
         {"mem-limit", required_argument, NULL, 'm'}, {"output", required_argument, NULL, 'o'},
         {"force", no_argument, NULL, 'F'}, {"rerun", required_argument, NULL, 'R'}, {"verbose", no_argument, NULL, 'v'},
@@ -173,15 +197,43 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
     memset(o, 0, sizeof *o);
     o->impl = "ref";
     o->device = -1;
+    o->jobs = 1;
+    o->drift_factor = 2.0;
     optind = 1;
     int ch;
-    while ((ch = getopt_long(argc, argv, "vho:", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "vho:j:", longopts, NULL)) != -1) {
         char *end;
         switch (ch) {
         case 'i': o->impl = optarg; break;
         case 'f': o->filter = optarg; break;
         case 'J': o->junit = optarg; break;
-        case 'j': o->json = optarg; break;
+        case 'Y': o->json = optarg; break;
+        case 'H': o->html = optarg; break;
+        case 'P': o->repro_dir = optarg; break;
+        case 'B': o->baseline = optarg; break;
+        case 'T': o->strict = 1; break;
+        case 'j':
+            errno = 0;
+            o->jobs = (int)strtol(optarg, &end, 10);
+            if (errno || *end || o->jobs < 1 || o->jobs > 256) {
+                fprintf(stderr, "%s %s: -j %s: a count from 1 to 256\n", prog, cmd, optarg);
+                return DSV4_EINPUT;
+            }
+            break;
+        case 'S':
+            if (dsv4_shard_parse(optarg, &o->shard_k, &o->shard_n)) {
+                fprintf(stderr, "%s %s: --shard %s: expected K/N with 1 <= K <= N <= 1024\n", prog, cmd, optarg);
+                return DSV4_EINPUT;
+            }
+            break;
+        case 'D':
+            errno = 0;
+            o->drift_factor = strtod(optarg, &end);
+            if (errno || *end || !(o->drift_factor >= 1) || o->drift_factor > 1e12) {
+                fprintf(stderr, "%s %s: --drift-factor %s: a number >= 1\n", prog, cmd, optarg);
+                return DSV4_EINPUT;
+            }
+            break;
         case 'o': o->outdir = optarg; break;
         case 'F': o->force = 1; break;
         case 'R':
@@ -209,6 +261,7 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
                 fprintf(stderr, "%s %s: --device %s: not a GPU index\n", prog, cmd, optarg);
                 return DSV4_EINPUT;
             }
+            snprintf(o->device_arg, sizeof o->device_arg, " --device %d", o->device);
             break;
         case 'm': {
             uint64_t v;
@@ -238,6 +291,8 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
 
 static int case_selected(const cli *o, const dsv4_case *c)
 {
+    if (o->shard_n && dsv4_shard_of(c->name, o->shard_n) != o->shard_k)
+        return 0;
     if (!o->have_re)
         return 1;
     char full[300];
@@ -272,36 +327,108 @@ static void progress_end(progress *p)
         fprintf(stderr, "\r%80s\r", "");
 }
 
-/* ---- run ---- */
+/* ---- run and check: the jobs, serial or -j, then the reports ---- */
 
-typedef struct result_list {
-    dsv4_case_result *r;
-    int n, cap;
-} result_list;
+typedef struct job_set {
+    const dsv4_case **cases; /* run: the selected cases, in suite order */
+    char **paths;            /* check: the golden files */
+    int n;
+    dsv4_run_opts ro;
+    int verbose;
+    progress pg;
+} job_set;
 
-static dsv4_case_result *result_next(result_list *l)
+static void job_run(void *ctx, int i, const dsv4_backend *b, dsv4_case_result *r)
 {
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 64;
-        dsv4_case_result *r = realloc(l->r, (size_t)cap * sizeof *r);
-        if (!r)
-            return NULL;
-        l->r = r;
-        l->cap = cap;
-    }
-    return &l->r[l->n++];
+    const job_set *js = ctx;
+    if (js->cases)
+        dsv4_run_case(js->cases[i], b, &js->ro, r);
+    else
+        dsv4_check_golden(js->paths[i], b, &js->ro, r);
 }
 
-static int finish_reports(const cli *o, const char *suite, result_list *rl)
+static void job_done(void *ctx, int i, const dsv4_case_result *r)
 {
-    int code = dsv4_print_summary(stdout, rl->r, rl->n);
+    job_set *js = ctx;
+    progress_end(&js->pg);
+    dsv4_print_result(stdout, r, js->verbose);
+    fflush(stdout);
+    if (i + 1 < js->n)
+        progress_update(&js->pg, i + 1, js->n, js->cases ? js->cases[i + 1]->name : js->paths[i + 1]);
+}
+
+static const char *job_name(void *ctx, int i)
+{
+    const job_set *js = ctx;
+    return js->cases ? js->cases[i]->name : js->paths[i];
+}
+
+/* --baseline: drift lines after the results; with --strict drift fails. */
+static int check_drift(const cli *o, dsv4_case_result *rs, int n, int *drifting)
+{
+    dsv4_baseline *bl = NULL;
     dsv4_status st = {0};
-    if (o->junit && dsv4_write_junit(o->junit, suite, o->impl, rl->r, rl->n, &st))
+    *drifting = 0;
+    if (!o->baseline)
+        return DSV4_OK;
+    if (dsv4_baseline_load(o->baseline, &bl, &st)) {
+        fprintf(stderr, "%s: %s\n", prog, st.msg);
+        return st.code;
+    }
+    *drifting = dsv4_drift_check(bl, rs, n, o->drift_factor, stdout);
+    printf("drift: %d case(s) drifted by more than x%g against %s (%d outputs in the baseline)%s\n", *drifting,
+           o->drift_factor, o->baseline, dsv4_baseline_size(bl),
+           *drifting && !o->strict ? "; a warning (--strict fails)" : "");
+    dsv4_baseline_free(bl);
+    return DSV4_OK;
+}
+
+static int finish_reports(const cli *o, const char *suite, dsv4_case_result *rs, int n)
+{
+    int drifting;
+    int drc = check_drift(o, rs, n, &drifting);
+    int code = dsv4_print_summary(stdout, rs, n);
+    if (drc)
+        code = drc;
+    else if (code == DSV4_OK && drifting && o->strict)
+        code = DSV4_EFAIL;
+    dsv4_status st = {0};
+    if (o->junit && dsv4_write_junit(o->junit, suite, o->impl, rs, n, &st))
         fprintf(stderr, "%s: %s\n", prog, st.msg), code = DSV4_EINPUT;
     dsv4_status_clear(&st);
-    if (o->json && dsv4_write_json(o->json, suite, o->impl, rl->r, rl->n, &st))
+    if (o->json && dsv4_write_json(o->json, suite, o->impl, rs, n, &st))
+        fprintf(stderr, "%s: %s\n", prog, st.msg), code = DSV4_EINPUT;
+    dsv4_status_clear(&st);
+    if (o->html && dsv4_write_html(o->html, suite, o->impl, command_line, rs, n, &st))
         fprintf(stderr, "%s: %s\n", prog, st.msg), code = DSV4_EINPUT;
     return code;
+}
+
+static int execute_jobs(cli *o, job_set *js, const char *suite)
+{
+    js->ro = (dsv4_run_opts){.impl = o->impl, .verbose = o->verbose, .seed_override = o->have_seed,
+                             .seed = o->seed, .argv0 = prog, .rerun = o->rerun, .repro_dir = o->repro_dir,
+                             .maps = o->html != NULL, .device_arg = o->device_arg};
+    js->verbose = o->verbose;
+    js->pg = (progress){isatty(2), 0, wall_seconds()};
+    dsv4_case_result *rs = calloc(js->n ? (size_t)js->n : 1, sizeof *rs);
+    if (!rs) {
+        fprintf(stderr, "%s: out of memory for %d results\n", prog, js->n);
+        return DSV4_ERUNTIME;
+    }
+    dsv4_status st = {0};
+    int rc = dsv4_run_jobs(js->n, o->jobs, o->impl, o->device, job_run, job_done, job_name, js, rs, &st);
+    progress_end(&js->pg);
+    if (rc == DSV4_ESKIP)
+        printf("skipped: %s\n", st.msg);
+    else if (rc)
+        fprintf(stderr, "%s: %s\n", prog, st.msg);
+    else
+        rc = finish_reports(o, suite, rs, js->n);
+    for (int i = 0; i < js->n; i++)
+        dsv4_result_free_maps(&rs[i]);
+    free(rs);
+    return rc;
 }
 
 static int open_backend(const cli *o, dsv4_backend *b)
@@ -315,6 +442,13 @@ static int open_backend(const cli *o, dsv4_backend *b)
     return rc;
 }
 
+static void cli_free(cli *o)
+{
+    if (o->have_re)
+        regfree(&o->re);
+    o->have_re = 0;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     cli o;
@@ -325,58 +459,51 @@ static int cmd_run(int argc, char **argv)
         usage_cmd(stderr, "run");
         return DSV4_EINPUT;
     }
-    dsv4_backend b;
-    if ((rc = open_backend(&o, &b))) {
-        if (o.have_re)
-            regfree(&o.re);
-        return rc;
-    }
-    dsv4_run_opts ro = {o.impl, o.verbose, o.have_seed, o.seed, prog, o.rerun};
-    result_list rl = {0};
+    /* Every suite is loaded (and the selection made) before any case runs:
+     * the workers of -j share the loaded cases, and a load error costs no
+     * run. */
+    int nsuites = argc - optind, loaded = 0, total = 0;
+    dsv4_suite *suites = calloc((size_t)nsuites, sizeof *suites);
     char suite_names[256] = "";
-    int load_error = 0;
-    for (int a = optind; a < argc && !load_error; a++) {
-        dsv4_suite s;
+    rc = suites ? DSV4_OK : DSV4_ERUNTIME;
+    for (; !rc && loaded < nsuites; loaded++) {
         dsv4_status st = {0};
-        if (dsv4_suite_load(argv[a], &s, &st)) {
+        if (dsv4_suite_load(argv[optind + loaded], &suites[loaded], &st)) {
             fprintf(stderr, "%s: %s\n", prog, st.msg);
-            load_error = st.code;
+            rc = st.code;
             break;
         }
         snprintf(suite_names + strlen(suite_names), sizeof suite_names - strlen(suite_names), "%s%s",
-                 suite_names[0] ? "+" : "", s.name);
-        progress pg = {isatty(2), 0, wall_seconds()};
-        for (int i = 0; i < s.n; i++) {
-            if (!case_selected(&o, &s.cases[i]))
-                continue;
-            progress_update(&pg, i, s.n, s.cases[i].name);
-            dsv4_case_result *r = result_next(&rl);
-            if (!r) {
-                fprintf(stderr, "%s: out of memory\n", prog);
-                load_error = DSV4_ERUNTIME;
-                break;
-            }
-            dsv4_run_case(&s.cases[i], &b, &ro, r);
-            progress_end(&pg);
-            dsv4_print_result(stdout, r, o.verbose);
-            fflush(stdout);
-        }
-        dsv4_suite_free(&s);
+                 suite_names[0] ? "+" : "", suites[loaded].name);
+        total += suites[loaded].n;
     }
-    if (!load_error && rl.n == 0)
-        fprintf(stderr, "%s run: no case selected%s%s\n", prog, o.filter ? " by --filter " : "",
-                o.filter ? o.filter : "");
-    rc = load_error ? load_error : finish_reports(&o, suite_names, &rl);
-    if (!load_error && rl.n == 0)
+    job_set js = {0};
+    js.cases = rc ? NULL : calloc(total ? (size_t)total : 1, sizeof *js.cases);
+    if (!rc && !js.cases)
+        rc = DSV4_ERUNTIME;
+    for (int k = 0; !rc && k < loaded; k++)
+        for (int i = 0; i < suites[k].n; i++)
+            if (case_selected(&o, &suites[k].cases[i]))
+                js.cases[js.n++] = &suites[k].cases[i];
+    if (!rc && js.n == 0) {
+        fprintf(stderr, "%s run: no case selected%s%s%s\n", prog, o.filter ? " by --filter " : "",
+                o.filter ? o.filter : "", o.shard_n ? " in this --shard" : "");
         rc = DSV4_EINPUT;
-    free(rl.r);
-    dsv4_backend_close(&b);
-    if (o.have_re)
-        regfree(&o.re);
+    }
+    if (o.shard_n) {
+        char tail[40];
+        snprintf(tail, sizeof tail, " shard %d/%d", o.shard_k, o.shard_n);
+        snprintf(suite_names + strlen(suite_names), sizeof suite_names - strlen(suite_names), "%s", tail);
+    }
+    if (!rc)
+        rc = execute_jobs(&o, &js, suite_names);
+    free(js.cases);
+    for (int k = 0; k < loaded; k++)
+        dsv4_suite_free(&suites[k]);
+    free(suites);
+    cli_free(&o);
     return rc;
 }
-
-/* ---- check ---- */
 
 static int cmd_check(int argc, char **argv)
 {
@@ -388,34 +515,24 @@ static int cmd_check(int argc, char **argv)
         usage_cmd(stderr, "check");
         return DSV4_EINPUT;
     }
-    dsv4_backend b;
-    if ((rc = open_backend(&o, &b))) {
-        if (o.have_re)
-            regfree(&o.re);
-        return rc;
+    job_set js = {0};
+    js.paths = calloc((size_t)(argc - optind), sizeof *js.paths);
+    if (!js.paths) {
+        cli_free(&o);
+        return DSV4_ERUNTIME;
     }
-    dsv4_run_opts ro = {o.impl, o.verbose, 0, 0, prog, o.rerun};
-    result_list rl = {0};
-    progress pg = {isatty(2), 0, wall_seconds()};
-    for (int a = optind; a < argc; a++) {
-        dsv4_case_result *r = result_next(&rl);
-        if (!r) {
-            fprintf(stderr, "%s: out of memory\n", prog);
-            free(rl.r);
-            dsv4_backend_close(&b);
-            return DSV4_ERUNTIME;
-        }
-        progress_update(&pg, a - optind, argc - optind, argv[a]);
-        dsv4_check_golden(argv[a], &b, &ro, r);
-        progress_end(&pg);
-        dsv4_print_result(stdout, r, o.verbose);
-        fflush(stdout);
-    }
-    rc = finish_reports(&o, "check", &rl);
-    free(rl.r);
-    dsv4_backend_close(&b);
-    if (o.have_re)
-        regfree(&o.re);
+    /* --shard for check hashes each path as given on the command line. */
+    for (int a = optind; a < argc; a++)
+        if (!o.shard_n || dsv4_shard_of(argv[a], o.shard_n) == o.shard_k)
+            js.paths[js.n++] = argv[a];
+    char suite[64];
+    if (o.shard_n)
+        snprintf(suite, sizeof suite, "check shard %d/%d", o.shard_k, o.shard_n);
+    else
+        snprintf(suite, sizeof suite, "check");
+    rc = execute_jobs(&o, &js, suite);
+    free(js.paths);
+    cli_free(&o);
     return rc;
 }
 
@@ -597,6 +714,25 @@ static void list_ops(const dsv4_backend *b)
     }
 }
 
+/* list --impl LIB.so: which ops and variants the implementation provides. */
+static void list_impl(const dsv4_backend *b)
+{
+    int yes = 0, all = 0;
+    if (b->plugin)
+        printf("plug-in ABI %d, device %d%s\n", b->plugin->abi_version, b->device,
+               b->device < 0 ? " (default)" : "");
+    printf("%-10s %-34s %s\n", "provides", "op", "variant");
+    for (int i = 0; i < dsv4_op_count(); i++) {
+        const dsv4_op *op = dsv4_op_at(i);
+        for (int v = 0; op->variants[v]; v++, all++) {
+            int s = dsv4_backend_supports(b, op, v);
+            yes += s;
+            printf("%-10s %-34s %s\n", s ? "yes" : "no", op->name, op->variants[v]);
+        }
+    }
+    printf("%d of %d op variants provided\n", yes, all);
+}
+
 static int cmd_list(int argc, char **argv)
 {
     cli o;
@@ -611,8 +747,10 @@ static int cmd_list(int argc, char **argv)
         have_b = 1;
         printf("implementation: %s\n", b.name);
     }
-    if (optind >= argc)
-        list_ops(have_b ? &b : NULL);
+    if (optind >= argc && have_b)
+        list_impl(&b);
+    else if (optind >= argc)
+        list_ops(NULL);
     for (int a = optind; a < argc && !rc; a++) {
         dsv4_suite s;
         dsv4_status st = {0};
@@ -658,10 +796,24 @@ static int cmd_bench(int argc, char **argv)
     return rc;
 }
 
+/* argv, each word single-quoted where the shell would need it. */
+static void record_command_line(int argc, char **argv)
+{
+    size_t used = 0;
+    for (int a = 0; a < argc && used + 1 < sizeof command_line; a++) {
+        const char *w = argv[a];
+        int plain = *w != '\0' && strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                                             "_-./=:,+@%") == strlen(w);
+        used += (size_t)snprintf(command_line + used, sizeof command_line - used, "%s%s%s%s", a ? " " : "",
+                                 plain ? "" : "'", w, plain ? "" : "'");
+    }
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     prog = argv[0];
+    record_command_line(argc, argv);
     dsv4_h5_quiet();
     default_memory_limit();
     if (argc < 2) {

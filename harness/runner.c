@@ -154,7 +154,7 @@ static int rerun_identical(const dsv4_op *op, const dsv4_opctx *c, const dsv4_te
 /* Validate inputs, run the implementation, compare every output. */
 static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
                     const dsv4_tensors *expected, const dsv4_backend *b, const dsv4_case *cs,
-                    int rerun, dsv4_case_result *r)
+                    const dsv4_run_opts *o, dsv4_case_result *r)
 {
     dsv4_status st = {0};
     dsv4_tensors act = {0};
@@ -173,7 +173,7 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
         return;
     }
     if ((rc = op->alloc_outputs(c, in, &act, &st)) || (rc = run_backend(b, op, c, in, &act, &st)) ||
-        (rc = rerun_identical(op, c, in, &act, b, rerun, r, &st))) {
+        (rc = rerun_identical(op, c, in, &act, b, o->rerun, r, &st))) {
         if (rc != DSV4_EFAIL)
             set_error(r, rc, &st);
         goto out;
@@ -183,7 +183,7 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
     for (int k = 0; k < act.n && r->n_outputs < DSV4_MAX_TENSORS; k++) {
         const dsv4_tensor *a = &act.t[k];
         const dsv4_tensor *e = dsv4_tensors_get(expected, a->name);
-        dsv4_output_result *o = &r->outputs[r->n_outputs];
+        dsv4_output_result *out = &r->outputs[r->n_outputs];
         if (!e) {
             dsv4_fail(&st, DSV4_EINPUT, "expected output '%s' is missing", a->name);
             set_error(r, DSV4_EINPUT, &st);
@@ -196,12 +196,12 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
             set_error(r, DSV4_EINPUT, &st);
             goto out;
         }
-        if ((rc = op->policy(c, in, a->name, &o->pol, &st))) {
+        if ((rc = op->policy(c, in, a->name, &out->pol, &st))) {
             set_error(r, rc, &st);
             goto out;
         }
         if (cs)
-            dsv4_case_apply_overrides(cs, a->name, &o->pol);
+            dsv4_case_apply_overrides(cs, a->name, &out->pol);
         int64_t n = dsv4_tensor_numel(e);
         free(mask);
         mask = NULL;
@@ -219,7 +219,7 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
         }
         locate_ctx lc = {op, c, in, a->name};
         dsv4_cmp_aux aux = {NULL, NULL, NULL};
-        if (op->bound && o->pol.kind == DSV4_CMP_FLOAT) {
+        if (op->bound && out->pol.kind == DSV4_CMP_FLOAT) {
             free(ebound);
             if (!(ebound = calloc(n ? (size_t)n : 1, sizeof *ebound))) {
                 dsv4_fail(&st, DSV4_ERUNTIME, "out of memory");
@@ -232,25 +232,33 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
             }
             aux.elem_bound = ebound;
         }
-        if (o->pol.companion[0]) {
-            aux.expected = dsv4_tensors_get(expected, o->pol.companion);
-            aux.actual = dsv4_tensors_get(&act, o->pol.companion);
+        if (out->pol.companion[0]) {
+            aux.expected = dsv4_tensors_get(expected, out->pol.companion);
+            aux.actual = dsv4_tensors_get(&act, out->pol.companion);
             if (!aux.expected) /* a companion may also be an input (scores) */
-                aux.expected = dsv4_tensors_get(in, o->pol.companion);
+                aux.expected = dsv4_tensors_get(in, out->pol.companion);
         }
-        if ((rc = dsv4_compare(e, a, &o->pol, mask, op->locate ? locate_adapter : NULL, &lc, &aux,
-                               &o->cmp, &st))) {
+        if ((rc = dsv4_compare(e, a, &out->pol, mask, op->locate ? locate_adapter : NULL, &lc, &aux,
+                               &out->cmp, &st))) {
             set_error(r, rc, &st);
             goto out;
         }
-        if (op->hint && o->cmp.bad)
-            op->hint(c, in, a->name, e, a, &o->cmp);
+        if (op->hint && out->cmp.bad)
+            op->hint(c, in, a->name, e, a, &out->cmp);
+        if (o->maps && out->cmp.verdict == DSV4_FAIL)
+            out->map = dsv4_errmap_make(e, a, &out->pol, mask);
         r->n_outputs++;
-        if (o->cmp.verdict > r->verdict)
-            r->verdict = o->cmp.verdict;
+        if (out->cmp.verdict > r->verdict)
+            r->verdict = out->cmp.verdict;
     }
-    if (r->verdict == DSV4_FAIL)
+    if (r->verdict == DSV4_FAIL) {
         r->status = DSV4_EFAIL;
+        if (o->repro_dir && dsv4_write_repro(o->repro_dir, op, c, in, expected, &act, r, &st))
+            snprintf(r->error, sizeof r->error, "repro file not written: %s", st.msg);
+        else if (r->repro_file[0])
+            snprintf(r->replay, sizeof r->replay, "%s check %s --impl %s%s", o->argv0, r->repro_file, o->impl,
+                     o->device_arg ? o->device_arg : "");
+    }
 out:
     free(mask);
     free(ebound);
@@ -315,8 +323,8 @@ void dsv4_run_case(const dsv4_case *c, const dsv4_backend *b, const dsv4_run_opt
     uint64_t seed = o->seed_override ? o->seed : c->seed;
     result_init(r, c->name, c->op, c->variant, seed);
     snprintf(r->origin, sizeof r->origin, "%s:%d:%d", c->file, c->line, c->col);
-    snprintf(r->repro, sizeof r->repro, "%s run %s --filter '^%s$' --impl %s%s", o->argv0, c->file,
-             c->name, o->impl, o->seed_override ? " --seed N" : "");
+    snprintf(r->repro, sizeof r->repro, "%s run %s --filter '^%s$' --impl %s%s%s", o->argv0, c->file,
+             c->name, o->impl, o->device_arg ? o->device_arg : "", o->seed_override ? " --seed N" : "");
     dsv4_opctx ctx = {&c->params, c->variant, seed};
     dsv4_status st = {0};
     dsv4_tensors in = {0}, expected = {0};
@@ -340,12 +348,12 @@ void dsv4_run_case(const dsv4_case *c, const dsv4_backend *b, const dsv4_run_opt
             r->status = DSV4_EFAIL;
             snprintf(r->error, sizeof r->error, "%s: %s", c->golden, why);
         } else {
-            execute(c->op, &ctx, &g.inputs, &g.outputs, b, c, o->rerun, r);
+            execute(c->op, &ctx, &g.inputs, &g.outputs, b, c, o, r);
         }
     } else if ((rc = dsv4_reference_outputs(c->op, &ctx, &in, &expected, &st))) {
         set_error(r, rc, &st);
     } else {
-        execute(c->op, &ctx, &in, &expected, b, c, o->rerun, r);
+        execute(c->op, &ctx, &in, &expected, b, c, o, r);
     }
     dsv4_golden_free(&g);
     dsv4_tensors_free(&in);
@@ -363,7 +371,8 @@ void dsv4_check_golden(const char *path, const dsv4_backend *b, const dsv4_run_o
     result_init(r, path, NULL, 0, 0);
     snprintf(r->origin, sizeof r->origin, "%s", path);
     snprintf(r->golden, sizeof r->golden, "%s", path);
-    snprintf(r->repro, sizeof r->repro, "%s check %s --impl %s", o->argv0, path, o->impl);
+    snprintf(r->repro, sizeof r->repro, "%s check %s --impl %s%s", o->argv0, path, o->impl,
+                 o->device_arg ? o->device_arg : "");
     int rc = dsv4_golden_read(path, &g, &st);
     const dsv4_op *op = rc ? NULL : dsv4_op_find(g.op);
     int variant = 0;
@@ -379,9 +388,10 @@ void dsv4_check_golden(const char *path, const dsv4_backend *b, const dsv4_run_o
         result_init(r, g.case_name[0] ? g.case_name : path, op, variant, g.seed);
         snprintf(r->origin, sizeof r->origin, "%s", path);
         snprintf(r->golden, sizeof r->golden, "%s", path);
-        snprintf(r->repro, sizeof r->repro, "%s check %s --impl %s", o->argv0, path, o->impl);
+        snprintf(r->repro, sizeof r->repro, "%s check %s --impl %s%s", o->argv0, path, o->impl,
+                 o->device_arg ? o->device_arg : "");
         dsv4_opctx ctx = {&g.params, variant, g.seed};
-        execute(op, &ctx, &g.inputs, &g.outputs, b, NULL, o->rerun, r);
+        execute(op, &ctx, &g.inputs, &g.outputs, b, NULL, o, r);
         if (r->status == DSV4_EINPUT && strncmp(r->error, path, strlen(path)) != 0) {
             char tmp[sizeof r->error];
             snprintf(tmp, sizeof tmp, "%s: %s", path, r->error);
@@ -390,6 +400,14 @@ void dsv4_check_golden(const char *path, const dsv4_backend *b, const dsv4_run_o
     }
     dsv4_golden_free(&g);
     r->seconds = now_seconds() - t0;
+}
+
+void dsv4_result_free_maps(dsv4_case_result *r)
+{
+    for (int k = 0; k < r->n_outputs; k++) {
+        free(r->outputs[k].map);
+        r->outputs[k].map = NULL;
+    }
 }
 
 static const char *status_word(const dsv4_case_result *r)
@@ -412,8 +430,10 @@ void dsv4_print_result(FILE *f, const dsv4_case_result *r, int verbose)
     for (int k = 0; k < r->n_outputs; k++)
         if (verbose || r->outputs[k].cmp.verdict != DSV4_PASS)
             dsv4_cmp_print(f, &r->outputs[k].cmp, &r->outputs[k].pol);
-    if (r->status == DSV4_EFAIL || r->status == DSV4_ERUNTIME || r->verdict == DSV4_WARN)
+    if ((r->status == DSV4_EFAIL || r->status == DSV4_ERUNTIME || r->verdict == DSV4_WARN) && r->repro[0])
         fprintf(f, "    at %s; reproduce: %s\n", r->origin, r->repro);
+    if (r->replay[0])
+        fprintf(f, "    repro file %s; replay: %s\n", r->repro_file, r->replay);
 }
 
 int dsv4_exit_code(const dsv4_case_result *rs, int n)
@@ -599,6 +619,11 @@ int dsv4_write_junit(const char *path, const char *suite, const char *impl,
             fprintf(f, "        <property name=\"origin\" value=\"");
             xml_escape(f, r->origin);
             fprintf(f, "\"/>\n");
+            if (r->drift[0]) {
+                fprintf(f, "        <property name=\"drift\" value=\"");
+                xml_escape(f, r->drift);
+                fprintf(f, "\"/>\n");
+            }
             if (o) {
                 fprintf(f, "        <property name=\"policy\" value=\"");
                 xml_escape(f, o->pol.rule);
@@ -701,6 +726,10 @@ int dsv4_write_json(const char *path, const char *suite, const char *impl,
         json_string(f, r->error);
         fprintf(f, ", \"reproduce\": ");
         json_string(f, r->repro);
+        fprintf(f, ", \"repro_file\": ");
+        json_string(f, r->repro_file);
+        fprintf(f, ", \"drift\": ");
+        json_string(f, r->drift);
         fprintf(f, ",\n     \"outputs\": [");
         for (int k = 0; k < r->n_outputs; k++) {
             const dsv4_output_result *o = &r->outputs[k];

@@ -1,8 +1,35 @@
 #!/usr/bin/env bash
 # setup.sh - install the Debian packages dsv4check needs, only when missing.
 # Idempotent: a second run installs nothing and prints one line.
-# Usage: scripts/setup.sh [--hip]   (--hip adds the AMD HIP compile toolchain)
+# Usage: scripts/setup.sh [--hip] [--chromium]
+#   --hip       adds the AMD HIP compile toolchain
+#   --chromium  also tries to install Debian's chromium (large) for the HTML
+#               report's end-to-end test (make check passes it); if that
+#               install fails, the test skips (exit 77) and setup still succeeds
 set -euo pipefail
+
+want_chromium=0
+args=()
+for a in "$@"; do
+    if [ "$a" = "--chromium" ]; then want_chromium=1; else args+=("$a"); fi
+done
+set -- "${args[@]+"${args[@]}"}"
+
+try_chromium() {
+    [ "$want_chromium" = 1 ] || return 0
+    if command -v chromium >/dev/null 2>&1; then
+        return 0
+    fi
+    echo "setup: installing chromium (for the HTML report test)"
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+            --no-install-recommends chromium >/dev/null; }; then
+        echo "setup: chromium could not be installed; the HTML rendering test will skip"
+    fi
+    return 0
+}
+trap try_chromium EXIT
 
 # python3-h5py: the end-to-end test that a golden written with h5py (data/README.md) checks.
 want=(libhdf5-dev hdf5-tools check libyaml-dev libopenblas-dev pkg-config make gcc valgrind python3-h5py python3-numpy)
