@@ -48,6 +48,7 @@ typedef struct cli {
     int force;
     int device;
     int rerun;
+    int markdown;
     regex_t re;
     int have_re;
     /* issue 8: CI features */
@@ -142,7 +143,8 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "usage: %s list [SUITE.yaml...] [--impl IMPL [--device N]] [--filter RE] [--shard K/N]\n"
                 "Without suites: every op, its variants (the first is the default) with sources,\n"
                 "its parameters, inputs and outputs.  With suites: their cases.  With --impl:\n"
-                "which ops and variants that implementation provides.\n",
+                "which ops and variants that implementation provides.  --markdown: the\n"
+                "README's table of ops, variants and sources.\n",
                 prog);
     else if (strcmp(cmd, "bench") == 0)
         fprintf(f,
@@ -191,7 +193,8 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
         {"drift-factor", required_argument, NULL, 'D'},
         {"seed", required_argument, NULL, 's'}, {"device", required_argument, NULL, 'd'},
         {"mem-limit", required_argument, NULL, 'm'}, {"output", required_argument, NULL, 'o'},
-        {"force", no_argument, NULL, 'F'}, {"rerun", required_argument, NULL, 'R'}, {"verbose", no_argument, NULL, 'v'},
+        {"force", no_argument, NULL, 'F'}, {"rerun", required_argument, NULL, 'R'},
+        {"markdown", no_argument, NULL, 'M'}, {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
@@ -236,6 +239,7 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
             break;
         case 'o': o->outdir = optarg; break;
         case 'F': o->force = 1; break;
+        case 'M': o->markdown = 1; break;
         case 'R':
             errno = 0;
             o->rerun = (int)strtol(optarg, &end, 10);
@@ -733,6 +737,19 @@ static void list_impl(const dsv4_backend *b)
     printf("%d of %d op variants provided\n", yes, all);
 }
 
+/* The README's op table: op | variants (first = default) | source. */
+static void list_markdown(void)
+{
+    printf("| op | variants (first = default) | source |\n|---|---|---|\n");
+    for (int i = 0; i < dsv4_op_count(); i++) {
+        const dsv4_op *op = dsv4_op_at(i);
+        printf("| `%s` | ", op->name);
+        for (int v = 0; op->variants[v]; v++)
+            printf("%s`%s`", v ? ", " : "", op->variants[v]);
+        printf(" | %s |\n", op->source);
+    }
+}
+
 static int cmd_list(int argc, char **argv)
 {
     cli o;
@@ -747,7 +764,9 @@ static int cmd_list(int argc, char **argv)
         have_b = 1;
         printf("implementation: %s\n", b.name);
     }
-    if (optind >= argc && have_b)
+    if (optind >= argc && o.markdown)
+        list_markdown();
+    else if (optind >= argc && have_b)
         list_impl(&b);
     else if (optind >= argc)
         list_ops(NULL);

@@ -275,6 +275,24 @@ START_TEST(usage_errors)
 }
 END_TEST
 
+/* README.md's op table is `dsv4check list --markdown`, line for line. */
+START_TEST(readme_lists_every_op)
+{
+    ck_assert_int_eq(run("list --markdown"), 0);
+    char *readme = slurp("README.md");
+    int rows = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "| `", 3) != 0)
+            continue;
+        rows++;
+        ck_assert_msg(strstr(readme, line) != NULL,
+                      "README.md lacks (or has an outdated) op row; paste `dsv4check list --markdown`:\n%s", line);
+    }
+    ck_assert_int_gt(rows, 10);
+    free(readme);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -290,6 +308,7 @@ int main(void)
     tcase_add_test(tc, gen_refuses_to_overwrite);
     tcase_add_test(tc, h5py_written_golden_checks);
     tcase_add_test(tc, usage_errors);
+    tcase_add_test(tc, readme_lists_every_op);
     suite_add_tcase(s, tc);
     return dsv4_test_run(s);
 }
