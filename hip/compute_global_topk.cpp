@@ -26,7 +26,7 @@ using idx::wrap_i32;
 const char *const dense_variants[] = {"default", "bounds=checked", NULL};
 const char *const ragged_variants[] = {"default", NULL};
 enum { V_BASE = 0, V_CHECKED = 1 };
-enum { ROW_THREADS = 256 };
+enum { ROW_THREADS = 256, UNROLL = 2 };
 
 struct gtopk_dev {
     const int32_t *topk;
@@ -61,14 +61,28 @@ __global__ void __launch_bounds__(ROW_THREADS)
         if ((K & 3) == 0) { /* 16-byte aligned rows */
             const int4 *s4 = reinterpret_cast<const int4 *>(src);
             int4 *d4 = reinterpret_cast<int4 *>(dst);
-            for (long long q = threadIdx.x; q < K / 4; q += blockDim.x) {
-                int4 x = s4[q];
-                int32_t v[4] = {x.x, x.y, x.z, x.w};
-                for (int e = 0; e < 4; e++) {
-                    mine += v[e] >= 0;
-                    v[e] = v[e] >= 0 ? global_slot(a.bt, a.bt_cols, r, v[e], a.bc) : -1;
+            /* UNROLL 16-byte loads in flight per thread before any store
+             * (the struct's pointers carry no __restrict__, so the
+             * compiler would not hoist them past the stores itself). */
+            const long long nq = K / 4;
+            for (long long q0 = threadIdx.x; q0 < nq; q0 += UNROLL * (long long)blockDim.x) {
+                int4 x[UNROLL];
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++) {
+                    const long long q = q0 + u * (long long)blockDim.x;
+                    x[u] = q < nq ? s4[q] : make_int4(-1, -1, -1, -1);
                 }
-                d4[q] = make_int4(v[0], v[1], v[2], v[3]);
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++) {
+                    const long long q = q0 + u * (long long)blockDim.x;
+                    int32_t v[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
+                    for (int e = 0; e < 4; e++) {
+                        mine += v[e] >= 0;
+                        v[e] = v[e] >= 0 ? global_slot(a.bt, a.bt_cols, r, v[e], a.bc) : -1;
+                    }
+                    if (q < nq)
+                        d4[q] = make_int4(v[0], v[1], v[2], v[3]);
+                }
             }
         } else {
             for (long long j = threadIdx.x; j < K; j += blockDim.x) {

@@ -2,56 +2,82 @@
  * gather-workspace area budget (spec sparse_attention.md 7 [S12]),
  * bit-exact with ref/indices.c.
  *
- * ONE launch of ONE thread, on purpose: the plan is a sequential greedy
- * walk -- whether request i joins the open chunk depends on the running
- * maxima of every request before it in that chunk, and where the next
- * chunk starts depends on where this one stopped -- so there is no
- * parallel work but the per-request (compressed, gather) pairs, which cost
- * one multiply-add each.  vLLM runs it on the host over a handful of
- * prefills; on the device it only saves the round trip of the lengths. */
+ * ONE launch of one block, and the walk itself on ONE thread, on purpose:
+ * the plan is a sequential greedy walk -- whether request i joins the open
+ * chunk depends on the running maxima of every request before it in that
+ * chunk, and where the next chunk starts depends on where this one
+ * stopped -- so the only parallel work is the per-request (compressed,
+ * gather) pair.  The block computes those pairs into shared memory, a tile
+ * at a time, and thread 0 walks the tile; the walk then costs shared-memory
+ * reads instead of dependent global loads and 64-bit divisions.  vLLM runs
+ * this on the host over a handful of prefills; on the device it saves the
+ * round trip of the lengths. */
 #include "idx_common.h"
 
 namespace {
 
 const char *const variants[] = {"default", NULL};
+enum { THREADS = 256, TILE = 2048 };
 
 struct plan_args {
     long long n, ratio, chunk, W, max_model_len, max_tokens;
     int comp; /* has_compressed && c > 1 */
 };
 
-__global__ void __launch_bounds__(1)
+__global__ void __launch_bounds__(THREADS)
     plan_kernel(plan_args a, const int32_t *__restrict__ seq, const int32_t *__restrict__ qlen,
                 long long *__restrict__ plan, long long *__restrict__ num_chunks)
 {
+    __shared__ long long comp[TILE], gath[TILE];
     /* Budget: area = chunk_size * (Nc + W + max_num_batched_tokens), Nc =
      * ceil(max_model_len / c), or 0 if c <= 1 (spec 7 step 1). */
     const long long nc = a.comp ? (a.max_model_len + a.ratio - 1) / a.ratio : 0;
     const long long area = a.chunk * (nc + a.W + a.max_tokens);
-    long long n = 0;
-    for (long long start = 0; start < a.n; n++) {
-        long long mc = 0, mg = 0, end = start;
-        /* The first request always opens a chunk; extend while
-         * (count) * (max_comp + max_gather) <= area (spec 7 step 3). */
-        for (; end < a.n; end++) {
-            const long long S = seq[end], q = qlen[end], pre = S - q;
+    /* The open chunk [start, i) and its maxima; thread 0's registers. */
+    long long n = 0, start = 0, mc = 0, mg = 0;
+    for (long long base = 0; base < a.n; base += TILE) {
+        const long long m = a.n - base < TILE ? a.n - base : TILE;
+        for (long long k = threadIdx.x; k < m; k += blockDim.x) {
+            const long long S = seq[base + k], q = qlen[base + k], pre = S - q;
             /* gather = q_len + clamp(prefix, 0, W - 1); compressed = S // c (step 2) */
-            const long long g = q + (pre < 0 ? 0 : (pre > a.W - 1 ? a.W - 1 : pre));
-            const long long c = a.comp ? S / a.ratio : 0;
-            const long long cmc = c > mc ? c : mc, cmg = g > mg ? g : mg;
-            if (end > start && (end - start + 1) * (cmc + cmg) > area)
-                break;
-            mc = cmc;
-            mg = cmg;
+            gath[k] = q + (pre < 0 ? 0 : (pre > a.W - 1 ? a.W - 1 : pre));
+            comp[k] = a.comp ? S / a.ratio : 0;
         }
-        long long *row = plan + n * 4;
-        row[0] = start;
-        row[1] = end;
-        row[2] = mc;
-        row[3] = mc + mg;
-        start = end;
+        __syncthreads();
+        if (threadIdx.x == 0)
+            for (long long k = 0; k < m; k++) {
+                const long long i = base + k;
+                const long long cmc = comp[k] > mc ? comp[k] : mc, cmg = gath[k] > mg ? gath[k] : mg;
+                /* The first request always opens a chunk; extend while
+                 * (count) * (max_comp + max_gather) <= area (step 3).  On a
+                 * break request i opens the next chunk with its own pair
+                 * (both >= 0), as the reference's restart at end does. */
+                if (i > start && (i - start + 1) * (cmc + cmg) > area) {
+                    long long *row = plan + 4 * n++;
+                    row[0] = start;
+                    row[1] = i;
+                    row[2] = mc;
+                    row[3] = mc + mg;
+                    start = i;
+                    mc = comp[k];
+                    mg = gath[k];
+                } else {
+                    mc = cmc;
+                    mg = cmg;
+                }
+            }
+        __syncthreads();
     }
-    *num_chunks = n;
+    if (threadIdx.x == 0) {
+        if (a.n > 0) { /* the last open chunk */
+            long long *row = plan + 4 * n++;
+            row[0] = start;
+            row[1] = a.n;
+            row[2] = mc;
+            row[3] = mc + mg;
+        }
+        *num_chunks = n;
+    }
 }
 
 /* ---- host side ---- */
@@ -108,7 +134,7 @@ hipError_t plan_launch(const dsv4_hip_call *c, hipStream_t stream)
     /* c <= 1: zeros [S12]; has_compressed = 0: SWA-only layer (inferred). */
     const plan_args a{(long long)c->in[s.seq].shape[0], (long long)s.c, (long long)s.chunk, (long long)s.W,
                       (long long)s.mml, (long long)s.mnbt, s.has != 0 && s.c > 1};
-    hipLaunchKernelGGL(plan_kernel, dim3(1), dim3(1), 0, stream, a, (const int32_t *)c->din[s.seq],
+    hipLaunchKernelGGL(plan_kernel, dim3(1), dim3(THREADS), 0, stream, a, (const int32_t *)c->din[s.seq],
                        (const int32_t *)c->din[s.q], (long long *)c->dout[s.plan], (long long *)c->dout[s.nc]);
     return hipGetLastError();
 }
