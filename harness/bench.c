@@ -50,6 +50,37 @@ static const bench_case bench_table[] = {
      {"block_size=64", "compress_ratio=4", "topk=2048", "query_lens=[2048,2048,2048,2048]",
       "prefix_lens=[30000,30000,30000,30000]", NULL},
      NULL, 0},
+    /* Index/metadata builders (hip/): the C4A decode CSR of 64 MTP requests
+     * x 4 tokens after 30000 (K = 2048), and the same chain at 8192 tokens. */
+    {"global_topk_ragged_256x2048", "compute_global_topk_ragged_indices_and_indptr",
+     {"block_size=64", "compress_ratio=4", "topk=2048",
+      "query_lens=[4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4]",
+      "prefix_lens=[30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000]", NULL},
+     NULL, 0},
+    {"global_topk_ragged_8192x2048", "compute_global_topk_ragged_indices_and_indptr",
+     {"block_size=64", "compress_ratio=4", "topk=2048", "query_lens=[2048,2048,2048,2048]",
+      "prefix_lens=[30000,30000,30000,30000]", NULL},
+     NULL, 0},
+    /* Prefill top-k CSR of 4 x 2048 tokens after 30000 (Wk = 2048). */
+    {"prefill_topk_ragged_8192", "build_prefill_topk_ragged_indices",
+     {"block_size=64", "compress_ratio=4", "topk_width=2048", "query_lens=[2048,2048,2048,2048]",
+      "prefix_lens=[30000,30000,30000,30000]", NULL},
+     NULL, 0},
+    /* SWA paged indices (dense + CSR) of the same 8192 prefill tokens, W = 128. */
+    {"swa_indices_8192", "decode_swa_indices_and_lens",
+     {"window_size=128", "block_size=64", "token_offset=0", "num_out_rows=8192",
+      "query_lens=[2048,2048,2048,2048]", "prefix_lens=[30000,30000,30000,30000]", NULL},
+     NULL, 0},
+    /* CUDA-graph buffer copy of a 256-row decode step with K = 2048. */
+    {"graph_copy_256x2048", "copy_ragged_to_graph_buffers", {"num_rows=256", "max_entries_per_row=2048", NULL},
+     NULL, 0},
+    /* Chunk plan over 64 prefills (a latency number: one thread). */
+    {"chunk_plan_64", "get_prefill_chunk_plan",
+     {"compress_ratio=4", "prefill_chunk_size=4", "window_size=128", "max_model_len=65536",
+      "max_num_batched_tokens=8192",
+      "query_lens=[2048,512,100,1,2048,300,7,1024,2048,512,100,1,2048,300,7,1024,2048,512,100,1,2048,300,7,1024,2048,512,100,1,2048,300,7,1024,2048,512,100,1,2048,300,7,1024,2048,512,100,1,2048,300,7,1024,2048,512,100,1,2048,300,7,1024,2048,512,100,1,2048,300,7,1024]",
+      "prefix_lens=[30000,0,6000,9000,100,60000,5,2000,30000,0,6000,9000,100,60000,5,2000,30000,0,6000,9000,100,60000,5,2000,30000,0,6000,9000,100,60000,5,2000,30000,0,6000,9000,100,60000,5,2000,30000,0,6000,9000,100,60000,5,2000,30000,0,6000,9000,100,60000,5,2000,30000,0,6000,9000,100,60000,5,2000]", NULL},
+     NULL, 0},
     /* Quantization at production shapes: 4096 tokens x hidden 7168; the
      * fused norm at q_lora_rank 1536 + head_dim 512. */
     {"mxfp4_4096x7168", "mxfp4_quant", {"T=4096", "W=7168", NULL}, NULL, 0},

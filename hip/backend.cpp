@@ -11,9 +11,21 @@
 
 /* ---- the kernel table: one line per kernel (see kernels.h) ---- */
 extern dsv4_hip_kernel dsv4_hip_combine_topk_swa_indices;
+extern dsv4_hip_kernel dsv4_hip_compute_global_topk_indices_and_lens;
+extern dsv4_hip_kernel dsv4_hip_compute_global_topk_ragged_indices_and_indptr;
+extern dsv4_hip_kernel dsv4_hip_build_prefill_topk_ragged_indices;
+extern dsv4_hip_kernel dsv4_hip_decode_swa_indices_and_lens;
+extern dsv4_hip_kernel dsv4_hip_copy_ragged_to_graph_buffers;
+extern dsv4_hip_kernel dsv4_hip_get_prefill_chunk_plan;
 
 static const dsv4_hip_kernel *const kernel_table[] = {
     &dsv4_hip_combine_topk_swa_indices,
+    &dsv4_hip_compute_global_topk_indices_and_lens,
+    &dsv4_hip_compute_global_topk_ragged_indices_and_indptr,
+    &dsv4_hip_build_prefill_topk_ragged_indices,
+    &dsv4_hip_decode_swa_indices_and_lens,
+    &dsv4_hip_copy_ragged_to_graph_buffers,
+    &dsv4_hip_get_prefill_chunk_plan,
 };
 
 /* Guard regions: GUARD bytes of CANARY before and after every device

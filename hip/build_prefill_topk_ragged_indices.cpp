@@ -1,0 +1,234 @@
+/* build_prefill_topk_ragged_indices.cpp - causal-capped local top-k rows of
+ * the prefill tokens -> global compressed-cache slots as CSR (spec
+ * sparse_attention.md 5.9, inferred from [S29]), both variants, bit-exact
+ * with ref/indices.c.
+ *
+ * A chain with no host round trip (the lengths -> indptr cumsum of spec
+ * 5.8 between per-row work):
+ *   invalid=-1 (default): a row's length is valid ? cap : 0 with cap =
+ *     min((pos+1)//c, Wk) -- metadata only, so
+ *     1. one block: lengths computed and scanned into indptr;
+ *     2. one block per row: the first cap columns, -1 for rejected entries.
+ *   invalid=drop: the length counts the surviving entries, so
+ *     1. one block per row: its count into indptr[i + 1];
+ *     2. one block: in-place scan of indptr;
+ *     3. one block per row: survivors compacted (idx::block_compact). */
+#include "idx_common.h"
+
+namespace {
+
+using idx::global_slot;
+
+const char *const variants[] = {"default", "invalid=drop", NULL};
+enum { V_KEEP = 0, V_DROP = 1 };
+enum { ROW_THREADS = 256 };
+
+struct pf_dev {
+    const int32_t *topk;
+    long long Wk;
+    const int32_t *t2r;
+    const uint8_t *valid;
+    const int32_t *qsl, *seq;
+    const int32_t *bt;
+    long long bt_cols;
+    uint32_t bc;
+    long long c, N, token_offset, num_rows;
+
+    /* Columns read for row i: valid ? min((pos+1)//c, Wk) clamped at 0 : 0,
+     * pos = (S - L) + (t - qs) (spec 5.1, 5.9). */
+    __device__ long long cap(long long i) const
+    {
+        const long long t = i + token_offset;
+        if (!valid[t])
+            return 0; /* lens 0, as 5.6/5.7 treat invalid tokens (inferred) */
+        const long long r = t2r[t];
+        const long long pos = ((long long)seq[r] - ((long long)qsl[r + 1] - qsl[r])) + (t - qsl[r]);
+        long long n = idx::floor_div(pos + 1, c);
+        n = n > Wk ? Wk : n;
+        return n < 0 ? 0 : n;
+    }
+
+    /* Entry j of row i: the slot for 0 <= v < N, else -1; slots outside
+     * [0, num_rows) -> -1 when num_rows >= 0 (5.8 bound, inferred). */
+    __device__ int32_t entry(long long i, long long j) const
+    {
+        const int32_t v = topk[i * Wk + j];
+        long long slot = -1;
+        if (v >= 0 && v < N)
+            slot = global_slot(bt, bt_cols, t2r[i + token_offset], v, bc);
+        if (num_rows >= 0 && (slot < 0 || slot >= num_rows))
+            slot = -1;
+        return (int32_t)slot;
+    }
+};
+
+struct cap_len {
+    pf_dev a;
+    __device__ int operator()(long long i) const { return (int)a.cap(i); }
+};
+
+/* In-place lengths left in indptr[i + 1] by count_kernel. */
+struct shifted_len {
+    const int32_t *indptr;
+    __device__ int operator()(long long i) const { return indptr[i + 1]; }
+};
+
+/* invalid=-1: the first cap columns [S29], rejected entries kept as -1. */
+__global__ void __launch_bounds__(ROW_THREADS)
+    keep_kernel(pf_dev a, const int32_t *__restrict__ indptr, int32_t *__restrict__ flat)
+{
+    const long long i = blockIdx.x, n = indptr[i + 1] - indptr[i];
+    int32_t *dst = flat + indptr[i];
+    for (long long j = threadIdx.x; j < n; j += blockDim.x)
+        dst[j] = a.entry(i, j);
+}
+
+/* invalid=drop, step 1: the number of surviving entries of row i. */
+__global__ void __launch_bounds__(ROW_THREADS) count_kernel(pf_dev a, int32_t *__restrict__ indptr)
+{
+    const long long i = blockIdx.x, n = a.cap(i);
+    int mine = 0;
+    for (long long j = threadIdx.x; j < n; j += blockDim.x)
+        mine += a.entry(i, j) >= 0;
+    int total;
+    (void)idx::block_exclusive_scan(mine, &total);
+    if (threadIdx.x == 0)
+        indptr[i + 1] = total;
+}
+
+/* invalid=drop, step 3: survivors in column order from indptr[i]. */
+__global__ void __launch_bounds__(ROW_THREADS)
+    drop_kernel(pf_dev a, const int32_t *__restrict__ indptr, int32_t *__restrict__ flat)
+{
+    const long long i = blockIdx.x;
+    const pf_dev &aa = a;
+    (void)idx::block_compact(
+        [&](long long j, int32_t *out) {
+            *out = aa.entry(i, j);
+            return *out >= 0 ? 1 : 0;
+        },
+        a.cap(i), flat + indptr[i]);
+}
+
+/* ---- host side ---- */
+
+struct pf_shape {
+    int topk, t2r, valid, qsl, seq, bt, flat, indptr;
+    int64_t T_pf, Wk, T, R, bc, c, N, off, num_rows;
+    pf_dev dev;
+};
+
+int shape_of(const dsv4_hip_call *c, pf_shape *s, char *err, size_t errlen)
+{
+    int rc;
+    if ((rc = dsv4_hip_tensor(c, 0, "topk_indices", DSV4_PLUGIN_INT32, 2, &s->topk, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 0, "token_to_req_indices", DSV4_PLUGIN_INT32, 1, &s->t2r, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 0, "is_valid_token", DSV4_PLUGIN_UINT8, 1, &s->valid, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 0, "query_start_loc", DSV4_PLUGIN_INT32, 1, &s->qsl, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 0, "seq_lens", DSV4_PLUGIN_INT32, 1, &s->seq, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 0, "block_table", DSV4_PLUGIN_INT32, 2, &s->bt, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 1, "topk_ragged_indices", DSV4_PLUGIN_INT32, 1, &s->flat, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 1, "topk_ragged_indptr", DSV4_PLUGIN_INT32, 1, &s->indptr, err, errlen)) ||
+        (rc = dsv4_hip_int(c, "block_size", &s->bc, err, errlen)) ||
+        (rc = dsv4_hip_int(c, "compress_ratio", &s->c, err, errlen)) ||
+        (rc = dsv4_hip_int(c, "num_compressed", &s->N, err, errlen)) ||
+        (rc = dsv4_hip_int(c, "token_offset", &s->off, err, errlen)) ||
+        (rc = dsv4_hip_int(c, "num_rows", &s->num_rows, err, errlen)))
+        return rc;
+    s->T_pf = c->in[s->topk].shape[0];
+    s->Wk = c->in[s->topk].shape[1];
+    s->T = c->in[s->t2r].shape[0];
+    s->R = c->in[s->seq].shape[0];
+    const void *const *d = c->din;
+    s->dev = pf_dev{d ? (const int32_t *)d[s->topk] : NULL, (long long)s->Wk,
+                    d ? (const int32_t *)d[s->t2r] : NULL, d ? (const uint8_t *)d[s->valid] : NULL,
+                    d ? (const int32_t *)d[s->qsl] : NULL, d ? (const int32_t *)d[s->seq] : NULL,
+                    d ? (const int32_t *)d[s->bt] : NULL, (long long)c->in[s->bt].shape[1], (uint32_t)s->bc,
+                    (long long)s->c, (long long)s->N, (long long)s->off, (long long)s->num_rows};
+    return DSV4_PLUGIN_OK;
+}
+
+/* What the kernels rely on: dsv4_pftopk_check (ref/indices.c) -- each valid
+ * token inside its request's query range, every block-table read in range
+ * -- plus the shapes. */
+int pf_check(const dsv4_hip_call *c, char *err, size_t errlen)
+{
+    pf_shape s;
+    int rc = shape_of(c, &s, err, errlen);
+    if (rc)
+        return rc;
+    if (s.bc < 1 || s.bc > INT32_MAX || s.c < 1 || s.N < 0 || s.off < 0)
+        return IDX_FAIL("pftopk: block_size and compress_ratio must be >= 1, num_compressed, token_offset >= 0");
+    if (s.off + s.T_pf > s.T || c->in[s.valid].shape[0] != s.T || c->in[s.qsl].shape[0] != s.R + 1)
+        return IDX_FAIL("pftopk: token_offset + %lld rows exceed the %lld tokens, or inconsistent shapes",
+                        (long long)s.T_pf, (long long)s.T);
+    if (c->out[s.flat].shape[0] != s.T_pf * s.Wk || c->out[s.indptr].shape[0] != s.T_pf + 1)
+        return IDX_FAIL("pftopk: outputs must be [T_pf*Wk] and [T_pf+1]");
+    if (s.T_pf * s.Wk > INT32_MAX || s.T_pf > 0x7fffffff)
+        return IDX_FAIL("pftopk: T_pf*Wk = %lld exceeds int32 offsets", (long long)(s.T_pf * s.Wk));
+    const int32_t *q = (const int32_t *)c->in[s.qsl].data, *seq = (const int32_t *)c->in[s.seq].data;
+    const int32_t *t2r = (const int32_t *)c->in[s.t2r].data, *topk = (const int32_t *)c->in[s.topk].data;
+    const uint8_t *valid = (const uint8_t *)c->in[s.valid].data;
+    const int64_t rows = c->in[s.bt].shape[0], cols = c->in[s.bt].shape[1];
+    for (int64_t r = 0; r < s.R; r++)
+        if (q[r + 1] < q[r])
+            return IDX_FAIL("pftopk: query_start_loc[%lld] < query_start_loc[%lld]", (long long)r + 1, (long long)r);
+    if (s.R >= 0 && (q[0] < 0 || q[s.R] > s.T))
+        return IDX_FAIL("pftopk: query_start_loc spans [%d, %d): outside the %lld tokens", q[0], q[s.R], (long long)s.T);
+    for (int64_t i = 0; i < s.T_pf; i++) {
+        const int64_t t = i + s.off, r = t2r[t];
+        if (valid[t] > 1)
+            return IDX_FAIL("pftopk: is_valid_token[%lld] must be 0 or 1", (long long)t);
+        if (!valid[t])
+            continue;
+        if (r < 0 || r >= s.R || t < q[r] || t >= q[r + 1])
+            return IDX_FAIL("pftopk: token %lld (request %lld) is outside its query_start_loc range",
+                            (long long)t, (long long)r);
+        const int64_t pos = ((int64_t)seq[r] - ((int64_t)q[r + 1] - q[r])) + (t - q[r]);
+        int64_t cap = idx::floor_div(pos + 1, s.c);
+        cap = cap > s.Wk ? s.Wk : (cap < 0 ? 0 : cap);
+        for (int64_t j = 0; j < cap; j++) {
+            const int32_t v = topk[i * s.Wk + j];
+            if (v >= 0 && v < s.N && (r >= rows || v / s.bc >= cols))
+                return IDX_FAIL("pftopk: topk_indices[%lld, %lld] = %d: block_table [%lld, %lld] has no page",
+                                (long long)i, (long long)j, v, (long long)rows, (long long)cols);
+        }
+    }
+    return DSV4_PLUGIN_OK;
+}
+
+hipError_t pf_launch(const dsv4_hip_call *c, hipStream_t stream)
+{
+    pf_shape s;
+    char err[256];
+    if (shape_of(c, &s, err, sizeof err))
+        return hipErrorInvalidValue;
+    int32_t *flat = (int32_t *)c->dout[s.flat], *indptr = (int32_t *)c->dout[s.indptr];
+    const unsigned rows = (unsigned)s.T_pf;
+    hipError_t e;
+    if (c->variant == V_KEEP) {
+        hipLaunchKernelGGL(idx::lens_scan_kernel<cap_len>, dim3(1), dim3(idx::SCAN_THREADS), 0, stream,
+                           cap_len{s.dev}, (long long)s.T_pf, (int32_t *)NULL, indptr);
+        if ((e = hipGetLastError()) != hipSuccess || rows == 0)
+            return e;
+        hipLaunchKernelGGL(keep_kernel, dim3(rows), dim3(ROW_THREADS), 0, stream, s.dev, (const int32_t *)indptr,
+                           flat);
+        return hipGetLastError();
+    }
+    if (rows > 0) {
+        hipLaunchKernelGGL(count_kernel, dim3(rows), dim3(ROW_THREADS), 0, stream, s.dev, indptr);
+        if ((e = hipGetLastError()) != hipSuccess)
+            return e;
+    }
+    hipLaunchKernelGGL(idx::lens_scan_kernel<shifted_len>, dim3(1), dim3(idx::SCAN_THREADS), 0, stream,
+                       shifted_len{indptr}, (long long)s.T_pf, (int32_t *)NULL, indptr);
+    if ((e = hipGetLastError()) != hipSuccess || rows == 0)
+        return e;
+    hipLaunchKernelGGL(drop_kernel, dim3(rows), dim3(ROW_THREADS), 0, stream, s.dev, (const int32_t *)indptr, flat);
+    return hipGetLastError();
+}
+
+} // namespace
+
+dsv4_hip_kernel dsv4_hip_build_prefill_topk_ragged_indices = {"build_prefill_topk_ragged_indices", variants,
+                                                              pf_check, pf_launch};

@@ -1,0 +1,126 @@
+/* copy_ragged_to_graph_buffers.cpp - a step's CSR metadata copied into the
+ * persistent CUDA-graph buffers (_copy_ragged_to_graph_buffers, seed 000,
+ * vllm deepseek_v41/amd/rocm.py; spec sparse_attention.md 5.8), both
+ * variants, bit-exact with ref/indices.c.
+ *
+ * ONE launch: a grid-stride copy over both destination ranges (Torch's
+ * dst.copy_(src): equal sizes, or a one-element source broadcast), block 0
+ * also writing the two view lengths.  Every range follows from shapes and
+ * parameters alone, so the host sizes the launch without reading device
+ * data; what lies outside the copied ranges keeps its stale contents. */
+#include "idx_common.h"
+
+namespace {
+
+const char *const variants[] = {"default", "arch=gfx950", NULL};
+enum { V_DEFAULT = 0, V_GFX950 = 1 };
+enum { THREADS = 256 };
+
+struct gc_plan {
+    long long n_ip, nd, view0; /* indptr elements, indices elements, indices view numel */
+    long long ns_ip, ns;       /* source sizes (1: broadcast) */
+};
+
+__global__ void __launch_bounds__(THREADS)
+    copy_kernel(gc_plan p, const int32_t *__restrict__ src_ip, const int32_t *__restrict__ src,
+                int32_t *__restrict__ dst_ip, int32_t *__restrict__ dst, long long *__restrict__ view_lens)
+{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < p.n_ip + p.nd; k += stride) {
+        if (k < p.n_ip)
+            dst_ip[k] = src_ip[p.ns_ip == 1 ? 0 : k];
+        else
+            dst[k - p.n_ip] = src[p.ns == 1 ? 0 : k - p.n_ip];
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        view_lens[0] = p.view0;
+        view_lens[1] = p.n_ip;
+    }
+}
+
+/* ---- host side ---- */
+
+struct gc_shape {
+    int ri, rp, ob, op, vl;
+    int64_t rows, mepr;
+};
+
+int shape_of(const dsv4_hip_call *c, gc_shape *s, char *err, size_t errlen)
+{
+    int rc, sb, sp;
+    if ((rc = dsv4_hip_tensor(c, 0, "ragged_indices", DSV4_PLUGIN_INT32, 1, &s->ri, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 0, "ragged_indptr", DSV4_PLUGIN_INT32, 1, &s->rp, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 0, "stale_indices_buffer", DSV4_PLUGIN_INT32, 1, &sb, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 0, "stale_indptr_buffer", DSV4_PLUGIN_INT32, 1, &sp, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 1, "ragged_indices_buffer", DSV4_PLUGIN_INT32, 1, &s->ob, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 1, "ragged_indptr_buffer", DSV4_PLUGIN_INT32, 1, &s->op, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 1, "view_lens", DSV4_PLUGIN_INT64, 1, &s->vl, err, errlen)) ||
+        (rc = dsv4_hip_int(c, "num_rows", &s->rows, err, errlen)) ||
+        (rc = dsv4_hip_int(c, "max_entries_per_row", &s->mepr, err, errlen)))
+        return rc;
+    return DSV4_PLUGIN_OK;
+}
+
+/* The ranges of dsv4_ref_copy_ragged_to_graph_buffers; DSV4_PLUGIN_EINPUT
+ * where Torch's copy_ raises (sizes that do not broadcast). */
+int plan_of(const dsv4_hip_call *c, const gc_shape *s, gc_plan *p, char *err, size_t errlen)
+{
+    const int64_t E = c->in[s->ri].shape[0], L = c->in[s->rp].shape[0];
+    const int64_t cap = c->out[s->ob].shape[0], cap2 = c->out[s->op].shape[0];
+    if (s->rows < 0 || s->mepr < 0)
+        return IDX_FAIL("gcopy: num_rows and max_entries_per_row must be >= 0");
+    if (c->out[s->vl].shape[0] != 2)
+        return IDX_FAIL("gcopy: view_lens must be [2]");
+    /* indptr_out = buffer[:num_rows + 1]: Python slicing clamps to the buffer. */
+    p->n_ip = s->rows + 1 < cap2 ? s->rows + 1 : cap2;
+    if (L != p->n_ip && L != 1)
+        return IDX_FAIL("gcopy: ragged_indptr: copy_ of %lld elements into a view of %lld", (long long)L,
+                        (long long)p->n_ip);
+    /* max_entries = max(num_rows * max_entries_per_row, 1); ragged_out = buffer[:max_entries]. */
+    int64_t max_entries = s->rows * s->mepr;
+    max_entries = max_entries < 1 ? 1 : max_entries;
+    int64_t n_out = max_entries < cap ? max_entries : cap;
+    /* ragged_out[:source_entries].copy_(ragged_indices) when there are any. */
+    p->nd = E > 0 ? (E < n_out ? E : n_out) : 0;
+    if (E > 0 && E != p->nd && E != 1)
+        return IDX_FAIL("gcopy: ragged_indices: copy_ of %lld elements into a view of %lld", (long long)E,
+                        (long long)p->nd);
+    /* gfx950: trimmed to max(source_entries, 1), same base pointer. */
+    const int64_t trim = E > 1 ? E : 1;
+    if (c->variant == V_GFX950 && n_out > trim)
+        n_out = trim;
+    p->view0 = n_out;
+    p->ns_ip = L;
+    p->ns = E;
+    return DSV4_PLUGIN_OK;
+}
+
+int gc_check(const dsv4_hip_call *c, char *err, size_t errlen)
+{
+    gc_shape s;
+    gc_plan p;
+    int rc = shape_of(c, &s, err, errlen);
+    return rc ? rc : plan_of(c, &s, &p, err, errlen);
+}
+
+hipError_t gc_launch(const dsv4_hip_call *c, hipStream_t stream)
+{
+    gc_shape s;
+    gc_plan p;
+    char err[256];
+    if (shape_of(c, &s, err, sizeof err) || plan_of(c, &s, &p, err, sizeof err))
+        return hipErrorInvalidValue;
+    const long long n = p.n_ip + p.nd;
+    long long blocks = (n + THREADS - 1) / THREADS;
+    const long long most = (long long)c->prop->multiProcessorCount * 8;
+    blocks = blocks < 1 ? 1 : (blocks > most ? most : blocks);
+    hipLaunchKernelGGL(copy_kernel, dim3((unsigned)blocks), dim3(THREADS), 0, stream, p,
+                       (const int32_t *)c->din[s.rp], (const int32_t *)c->din[s.ri], (int32_t *)c->dout[s.op],
+                       (int32_t *)c->dout[s.ob], (long long *)c->dout[s.vl]);
+    return hipGetLastError();
+}
+
+} // namespace
+
+dsv4_hip_kernel dsv4_hip_copy_ragged_to_graph_buffers = {"copy_ragged_to_graph_buffers", variants, gc_check,
+                                                         gc_launch};

@@ -1,0 +1,163 @@
+/* idx_common.h - device helpers shared by the index/metadata builder kernels
+ * (hip/compute_global_topk.cpp, build_prefill_topk_ragged_indices.cpp,
+ * decode_swa_indices_and_lens.cpp): int32 wrap, the block-table slot, a
+ * block-wide exclusive scan on warp shuffles (warpSize read at run time),
+ * an order-preserving block compaction, and the single-block lengths ->
+ * indptr scan.  Semantics: ref/indices.c (spec sparse_attention.md 5). */
+#ifndef DSV4_HIP_IDX_COMMON_H
+#define DSV4_HIP_IDX_COMMON_H
+
+#include "kernels.h"
+
+namespace idx {
+
+/* Torch's .to(int32) wraps modulo 2^32 (ref/indices.c wrap_i32). */
+__device__ __host__ inline int32_t wrap_i32(long long v)
+{
+    return (int32_t)(uint32_t)(unsigned long long)v;
+}
+
+/* Torch integer // is floor division (spec 1 [S4]). */
+__device__ __host__ inline long long floor_div(long long a, long long b)
+{
+    long long q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0)))
+        q--;
+    return q;
+}
+
+/* block_table[r, v // Bc] * Bc + v % Bc in int32 arithmetic (spec 5.6
+ * [S1]); v >= 0 and Bc < 2^31, so 32-bit unsigned division is exact. */
+__device__ inline int32_t global_slot(const int32_t *__restrict__ bt, long long cols, long long r, int32_t v,
+                                      uint32_t bc)
+{
+    const uint32_t uv = (uint32_t)v, page = uv / bc;
+    return wrap_i32((long long)bt[r * cols + page] * bc + (uv - page * bc));
+}
+
+/* Shuffle up by d lanes; every lane of the warp takes part (gpu_compat.h
+ * rules: no shuffles in divergent branches). */
+__device__ inline int shfl_up_i32(int v, int d)
+{
+#if defined(__CUDACC__) && !defined(__HIP__)
+    return __shfl_up_sync(0xffffffffu, v, d);
+#else
+    return __shfl_up(v, d);
+#endif
+}
+
+/* Exclusive scan of one int per thread over the whole block; *total gets
+ * the block's sum.  Every thread calls it; blockDim.x is a multiple of
+ * warpSize (all launches here use 256 or 1024 threads).  Contains
+ * __syncthreads, and its shared scratch may be reused on return. */
+__device__ inline int block_exclusive_scan(int x, int *total)
+{
+    __shared__ int warp_sums[GPU_MAX_WARPS];
+    const int ws = warpSize, lane = (int)threadIdx.x % ws, warp = (int)threadIdx.x / ws;
+    const int nwarps = (int)blockDim.x / ws;
+    int inc = x;
+    for (int d = 1; d < ws; d <<= 1) {
+        const int y = shfl_up_i32(inc, d);
+        if (lane >= d)
+            inc += y;
+    }
+    if (lane == ws - 1)
+        warp_sums[warp] = inc;
+    __syncthreads();
+    if (warp == 0) { /* nwarps <= warpSize: 1024 / 32 = 32 */
+        int w = lane < nwarps ? warp_sums[lane] : 0;
+        for (int d = 1; d < ws; d <<= 1) {
+            const int y = shfl_up_i32(w, d);
+            if (lane >= d)
+                w += y;
+        }
+        if (lane < nwarps)
+            warp_sums[lane] = w; /* inclusive over warps */
+    }
+    __syncthreads();
+    const int before = warp == 0 ? 0 : warp_sums[warp - 1];
+    *total = warp_sums[nwarps - 1];
+    __syncthreads();
+    return before + inc - x;
+}
+
+/* Order-preserving compaction of entries [0, n) of one row by the whole
+ * block: f(j, &v) says whether entry j survives and its value; survivors
+ * go to dst[0 .. count) in column order.  Each pass covers 4 * blockDim
+ * columns, 4 consecutive ones per thread, so the kept entries of a pass
+ * are scanned once.  Returns the count (all threads). */
+template <class F> __device__ inline int block_compact(F f, long long n, int32_t *__restrict__ dst)
+{
+    int count = 0;
+    for (long long j0 = 0; j0 < n; j0 += 4LL * blockDim.x) {
+        const long long j = j0 + 4LL * threadIdx.x;
+        int32_t v[4];
+        int keep[4], mine = 0;
+        for (int e = 0; e < 4; e++) {
+            keep[e] = j + e < n ? f(j + e, &v[e]) : 0;
+            mine += keep[e];
+        }
+        int total;
+        int at = count + block_exclusive_scan(mine, &total);
+        for (int e = 0; e < 4; e++)
+            if (keep[e])
+                dst[at++] = v[e];
+        count += total;
+    }
+    return count;
+}
+
+/* The single-block lengths -> indptr scan (spec 5.7 step 2 / 5.8:
+ * exclusive cumsum, int32, length n + 1), for the lengths f(i), i < n.
+ * One block of SCAN_THREADS threads walks tiles of SCAN_THREADS *
+ * SCAN_ITEMS lengths: coalesced loads into shared memory, each thread
+ * sums SCAN_ITEMS consecutive lengths, one block scan, coalesced stores.
+ * lens_out (nullable) also receives f(i).  The host guarantees the total
+ * is < 2^31 (so the int32 cumsum never wraps).  indptr may alias the
+ * source of f when f(i) reads indptr[i + 1]: every tile reads all its
+ * lengths before it writes indptr[base .. base + tile), and a later tile
+ * reads only beyond that. */
+enum { SCAN_THREADS = 1024, SCAN_ITEMS = 8, SCAN_TILE = SCAN_THREADS * SCAN_ITEMS };
+
+template <class F>
+__global__ void __launch_bounds__(SCAN_THREADS)
+    lens_scan_kernel(F f, long long n, int32_t *__restrict__ lens_out, int32_t *indptr)
+{
+    /* +1 per SCAN_ITEMS row against shared-memory bank conflicts. */
+    __shared__ int tile[SCAN_THREADS * (SCAN_ITEMS + 1)];
+    const int t = (int)threadIdx.x;
+    int carry = 0;
+    for (long long base = 0; base < n; base += SCAN_TILE) {
+        for (int k = t; k < SCAN_TILE; k += SCAN_THREADS) {
+            const long long i = base + k;
+            const int v = i < n ? f(i) : 0;
+            tile[k + k / SCAN_ITEMS] = v;
+            if (lens_out && i < n)
+                lens_out[i] = v;
+        }
+        __syncthreads();
+        int *mine = tile + t * (SCAN_ITEMS + 1), sum = 0;
+        for (int e = 0; e < SCAN_ITEMS; e++)
+            sum += mine[e];
+        int total, run = carry + block_exclusive_scan(sum, &total);
+        for (int e = 0; e < SCAN_ITEMS; e++) {
+            const int v = mine[e];
+            mine[e] = run;
+            run += v;
+        }
+        __syncthreads();
+        for (int k = t; k < SCAN_TILE && base + k < n; k += SCAN_THREADS)
+            indptr[base + k] = tile[k + k / SCAN_ITEMS];
+        carry += total;
+        __syncthreads();
+    }
+    if (t == 0)
+        indptr[n] = carry;
+}
+
+/* Host side: lengths of a 1-D tensor, rank checks. */
+#define IDX_FAIL(...) (snprintf(err, errlen, __VA_ARGS__), DSV4_PLUGIN_EINPUT)
+
+} // namespace idx
+
+#endif
