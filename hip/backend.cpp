@@ -11,9 +11,14 @@
 
 /* ---- the kernel table: one line per kernel (see kernels.h) ---- */
 extern dsv4_hip_kernel dsv4_hip_combine_topk_swa_indices;
+extern dsv4_hip_kernel dsv4_hip_mxfp4_quant, dsv4_hip_mxfp8_quant, dsv4_hip_fp8_group_quant,
+    dsv4_hip_fused_qk_rmsnorm_group_quant, dsv4_hip_quantize_and_insert_k_cache,
+    dsv4_hip_dequantize_and_gather_k_cache;
 
 static const dsv4_hip_kernel *const kernel_table[] = {
     &dsv4_hip_combine_topk_swa_indices,
+    &dsv4_hip_mxfp4_quant, &dsv4_hip_mxfp8_quant, &dsv4_hip_fp8_group_quant, &dsv4_hip_fused_qk_rmsnorm_group_quant,
+    &dsv4_hip_quantize_and_insert_k_cache, &dsv4_hip_dequantize_and_gather_k_cache,
 };
 
 /* Guard regions: GUARD bytes of CANARY before and after every device
