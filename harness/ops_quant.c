@@ -769,11 +769,15 @@ static int fq_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *ou
     policy_mx(pol, codes ? "q_scale" : "q_out", 128, "");
     pol->scale_transposed = tr;
     pol->scale_tol = ceil(ry1 * ldexp(1.0, 24)) + 1;
-    pol->ulp = 1;
+    /* Codes within 1 step, measured with each side's own scale: a scale off
+     * by scale_tol ulps (relative <= scale_tol 2^-23) moves a value |q| <
+     * 17 ulp(q_expected) of e4m3 by < 17 scale_tol 2^-23 steps more. */
+    pol->ulp = 1 + 17.0 * pol->scale_tol * ldexp(1.0, -23);
     pol->budget = 2 * rq * 16;
     snprintf(pol->rule, sizeof pol->rule,
              "mx: fp32 y vs ideal (r_y = (n1/2 + 5) 2^-24 = %.3g): scales within %g fp32 ulp, codes "
-             "within 1 step, flips <= 32 (2 r_y + 2^-23) = %.3g of codes", ry1, pol->scale_tol, pol->budget);
+             "within 1 step (+ %.2g for the scale), flips <= 32 (2 r_y + 2^-23) = %.3g of codes", ry1,
+             pol->scale_tol, pol->ulp - 1, pol->budget);
     return DSV4_OK;
 }
 

@@ -17,6 +17,12 @@ extern dsv4_hip_kernel dsv4_hip_build_prefill_topk_ragged_indices;
 extern dsv4_hip_kernel dsv4_hip_decode_swa_indices_and_lens;
 extern dsv4_hip_kernel dsv4_hip_copy_ragged_to_graph_buffers;
 extern dsv4_hip_kernel dsv4_hip_get_prefill_chunk_plan;
+extern dsv4_hip_kernel dsv4_hip_mxfp4_quant;
+extern dsv4_hip_kernel dsv4_hip_mxfp8_quant;
+extern dsv4_hip_kernel dsv4_hip_fp8_group_quant;
+extern dsv4_hip_kernel dsv4_hip_fused_qk_rmsnorm_group_quant;
+extern dsv4_hip_kernel dsv4_hip_quantize_and_insert_k_cache;
+extern dsv4_hip_kernel dsv4_hip_dequantize_and_gather_k_cache;
 
 static const dsv4_hip_kernel *const kernel_table[] = {
     &dsv4_hip_combine_topk_swa_indices,
@@ -26,6 +32,12 @@ static const dsv4_hip_kernel *const kernel_table[] = {
     &dsv4_hip_decode_swa_indices_and_lens,
     &dsv4_hip_copy_ragged_to_graph_buffers,
     &dsv4_hip_get_prefill_chunk_plan,
+    &dsv4_hip_mxfp4_quant,
+    &dsv4_hip_mxfp8_quant,
+    &dsv4_hip_fp8_group_quant,
+    &dsv4_hip_fused_qk_rmsnorm_group_quant,
+    &dsv4_hip_quantize_and_insert_k_cache,
+    &dsv4_hip_dequantize_and_gather_k_cache,
 };
 
 /* Guard regions: GUARD bytes of CANARY before and after every device

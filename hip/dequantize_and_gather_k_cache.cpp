@@ -1,0 +1,144 @@
+/* dequantize_and_gather_k_cache.cpp - decode each request's last G cached
+ * tokens into bf16 workspace rows [offset, offset+G) (spec
+ * sparse_attention.md 4), bit-exact with ref/kvcache.c in the three
+ * variants (default: every read page valid, checked on the host;
+ * invalid_block=skip: such rows untouched; invalid_block=zero: zeroed).
+ *
+ * One launch, grid (rows, R), 64 threads per output row (4 rows per
+ * 256-thread block).  Lane l < 56 reads 8 fp8 bytes (one 8-byte load) and
+ * its block's scale byte, computes fl(fp8 * 2^(s-127)) in fp32 and rounds to
+ * bf16 (as the reference, x86 NaN results included, quant_rules.h); lanes
+ * 56..63 copy 16 bytes of RoPE bf16.  Every lane writes 16 bytes. */
+#include "quant_device.h"
+
+namespace {
+
+const char *const variants[] = {"default", "invalid_block=skip", "invalid_block=zero", NULL};
+enum { V_ERROR = 0, V_SKIP = 1, V_ZERO = 2 };
+
+__device__ inline uint16_t decode_bf16(uint8_t code, float s, int fnuz)
+{
+    return dsv4q_bf16(dsv4q_mul(dsv4q_fp8_decode(code, fnuz), s)); /* .to(tl.bfloat16): RNE [S1] */
+}
+
+__global__ void gather_kernel(const uint8_t *__restrict__ cache, long long B, long long nb,
+                              const int *__restrict__ seq_lens, const int *__restrict__ gather_lens,
+                              const int *__restrict__ block_table, long long maxb, long long Wout,
+                              long long offset, int fnuz, int variant, int4 *__restrict__ out)
+{
+    const long long i = (long long)blockIdx.x * (blockDim.x / 64) + threadIdx.x / 64;
+    const long long r = blockIdx.y;
+    const int l = (int)threadIdx.x % 64;
+    const long long S = seq_lens[r], G = gather_lens ? gather_lens[r] : S;
+    if (i >= G)
+        return;
+    const long long pos = S - G + i; /* start = S - G [S1] */
+    const long long page = block_table[r * maxb + pos / B];
+    int4 *dst = out + ((r * Wout + offset + i) * 512) / 8 + l;
+    if (page < 0 || page >= nb) { /* only the skip / zero variants get here (host check) */
+        if (variant == V_ZERO)
+            *dst = make_int4(0, 0, 0, 0); /* zeros [S8] */
+        return;                           /* skip: untouched [S7] */
+    }
+    const long long row = pos % B;
+    const uint8_t *pg = cache + page * B * 584;
+    if (l < 56) {
+        const uint2 w = *reinterpret_cast<const uint2 *>(pg + row * 576 + 8 * l);
+        const uint8_t sb = pg[B * 576 + row * 8 + l / 8];
+        /* fp32 2^(b-127): 2^-127 subnormal, 2^128 = +Inf (kvcache.c scale_f32) */
+        const float s = sb == 255 ? dsv4q_float(0x7F800000u) : dsv4q_pow2((int)sb - 127);
+        uint32_t u[4];
+        for (int k = 0; k < 4; k++) {
+            const uint32_t word = k < 2 ? w.x : w.y, sh = 16 * (k & 1);
+            u[k] = (uint32_t)decode_bf16((uint8_t)(word >> sh), s, fnuz) |
+                   ((uint32_t)decode_bf16((uint8_t)(word >> (sh + 8)), s, fnuz) << 16);
+        }
+        *dst = make_int4((int)u[0], (int)u[1], (int)u[2], (int)u[3]);
+    } else {
+        const uint2 *src = reinterpret_cast<const uint2 *>(pg + row * 576 + 448 + 16 * (l - 56));
+        const uint2 a = src[0], b = src[1]; /* bits copied, NaN payloads too [S1] */
+        *dst = make_int4((int)a.x, (int)a.y, (int)b.x, (int)b.y);
+    }
+}
+
+struct ga_shape {
+    int out, kc, seq, gat, bt;
+    int64_t B, offset, fnuz;
+    long long R, Wout, nb, maxb;
+};
+
+int shape_of(const dsv4_hip_call *c, ga_shape *s, char *err, size_t errlen)
+{
+    int rc;
+    if ((rc = dsv4_hip_tensor(c, 1, "out", DSV4_PLUGIN_BFLOAT16, 3, &s->out, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 0, "k_cache", DSV4_PLUGIN_UINT8, 3, &s->kc, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 0, "seq_lens", DSV4_PLUGIN_INT32, 1, &s->seq, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 0, "block_table", DSV4_PLUGIN_INT32, 2, &s->bt, err, errlen)) ||
+        (rc = dsv4_hip_int(c, "block_size", &s->B, err, errlen)) ||
+        (rc = dsv4_hip_int(c, "offset", &s->offset, err, errlen)) ||
+        (rc = dsv4_hip_int(c, "use_fnuz", &s->fnuz, err, errlen)))
+        return rc;
+    s->gat = dsv4_hip_input(c, "gather_lens"); /* absent: G = S */
+    s->R = c->in[s->seq].shape[0];
+    s->Wout = c->out[s->out].shape[1];
+    s->nb = c->in[s->kc].shape[0];
+    s->maxb = c->in[s->bt].shape[1];
+    return DSV4_PLUGIN_OK;
+}
+
+/* Memory safety: the contract of dsv4_gather_check (ref/kvcache.c). */
+int gather_check(const dsv4_hip_call *c, char *err, size_t errlen)
+{
+    ga_shape s;
+    int rc = shape_of(c, &s, err, errlen);
+    if (rc)
+        return rc;
+    const dsv4_plugin_tensor *o = &c->out[s.out], *kc = &c->in[s.kc];
+    if (s.B <= 0 || kc->shape[1] != s.B || kc->shape[2] != 584)
+        return QFAIL("dequantize_and_gather_k_cache: k_cache must be [num_blocks, %lld, 584]", (long long)s.B);
+    if (o->shape[0] != s.R || o->shape[2] != 512 || c->in[s.bt].shape[0] != s.R ||
+        (s.gat >= 0 && (c->in[s.gat].dtype != DSV4_PLUGIN_INT32 || c->in[s.gat].ndim != 1 ||
+                        c->in[s.gat].shape[0] != s.R)))
+        return QFAIL("dequantize_and_gather_k_cache: out [R, Wout, 512], block_table [R, maxb], gather_lens [R]");
+    if (s.offset < 0)
+        return QFAIL("dequantize_and_gather_k_cache: offset %lld < 0", (long long)s.offset);
+    if (s.R > 65535 || s.Wout > (long long)0x7fffffff * 4)
+        return QFAIL("dequantize_and_gather_k_cache: R or Wout too large for the grid");
+    const int32_t *seq = (const int32_t *)c->in[s.seq].data, *bt = (const int32_t *)c->in[s.bt].data;
+    const int32_t *gat = s.gat >= 0 ? (const int32_t *)c->in[s.gat].data : NULL;
+    for (long long r = 0; r < s.R; r++) {
+        const long long S = seq[r], G = gat ? gat[r] : S;
+        if (S < 0 || G < 0 || G > S || s.offset + G > s.Wout || (G > 0 && (S - 1) / s.B >= s.maxb))
+            return QFAIL("dequantize_and_gather_k_cache: request %lld: seq_lens %lld, gather_lens %lld do not "
+                         "fit out / block_table",
+                         r, S, G);
+        for (long long pos = S - G; c->variant == V_ERROR && pos < S; pos++) {
+            const long long p = bt[r * s.maxb + pos / s.B];
+            if (p < 0 || p >= s.nb)
+                return QFAIL("dequantize_and_gather_k_cache: block_table[%lld, %lld] = %lld is outside the cache",
+                             r, pos / s.B, p);
+        }
+    }
+    return DSV4_PLUGIN_OK;
+}
+
+hipError_t gather_launch(const dsv4_hip_call *c, hipStream_t stream)
+{
+    ga_shape s;
+    char err[8];
+    if (shape_of(c, &s, err, sizeof err))
+        return hipErrorInvalidValue;
+    const long long rows = s.Wout - s.offset; /* G <= Wout - offset (host check) */
+    if (s.R == 0 || rows <= 0)
+        return hipSuccess;
+    hipLaunchKernelGGL(gather_kernel, dim3(grid_for(rows, 4), (unsigned)s.R), dim3(256), 0, stream,
+                       (const uint8_t *)c->din[s.kc], s.B, s.nb, (const int *)c->din[s.seq],
+                       s.gat >= 0 ? (const int *)c->din[s.gat] : (const int *)NULL, (const int *)c->din[s.bt],
+                       s.maxb, s.Wout, s.offset, (int)(s.fnuz != 0), c->variant, (int4 *)c->dout[s.out]);
+    return hipGetLastError();
+}
+
+} // namespace
+
+dsv4_hip_kernel dsv4_hip_dequantize_and_gather_k_cache = {"dequantize_and_gather_k_cache", variants, gather_check,
+                                                          gather_launch};

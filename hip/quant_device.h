@@ -1,0 +1,85 @@
+/* quant_device.h - device helpers shared by the quantization and KV-cache
+ * kernels: 16-byte loads of 8 bf16 / fp32 elements, lane-group reductions. */
+#ifndef DSV4_HIP_QUANT_DEVICE_H
+#define DSV4_HIP_QUANT_DEVICE_H
+
+#include "kernels.h"
+#include "quant_rules.h"
+
+/* Eight consecutive elements from element index i (a multiple of 8): one
+ * 16-byte load for bf16 (bf16 -> fp32 is a shift), two for fp32. */
+__device__ inline void load8(const void *x, int is_bf16, long long i, float v[8])
+{
+    if (is_bf16) {
+        const int4 w = *reinterpret_cast<const int4 *>(static_cast<const uint16_t *>(x) + i);
+        const uint32_t u[4] = {(uint32_t)w.x, (uint32_t)w.y, (uint32_t)w.z, (uint32_t)w.w};
+        for (int k = 0; k < 4; k++) {
+            v[2 * k] = dsv4q_float(u[k] << 16);
+            v[2 * k + 1] = dsv4q_float(u[k] & 0xFFFF0000u);
+        }
+    } else {
+        const float4 a = *reinterpret_cast<const float4 *>(static_cast<const float *>(x) + i);
+        const float4 b = *reinterpret_cast<const float4 *>(static_cast<const float *>(x) + i + 4);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+        v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    }
+}
+
+/* 8 bf16 elements from a bf16 pointer at element i (16-byte aligned). */
+__device__ inline void load8_bf16(const uint16_t *x, long long i, float v[8])
+{
+    load8(x, 1, i, v);
+}
+
+/* amax over a group of g consecutive lanes (g a power of two <= 32, groups
+ * aligned in the warp); every lane of the warp must call it (CUDA's full-mask
+ * shuffle).  NaN-aware combine (dsv4q_amax_step). */
+__device__ inline float group_amax(float m, int g)
+{
+    for (int off = 1; off < g; off <<= 1)
+        m = dsv4q_amax_step(m, __shfl_xor(m, off));
+    return m;
+}
+
+/* Sum over the whole block (blockDim a multiple of warpSize); every thread
+ * gets the result.  The fp32 tree order differs from a sequential sum; the
+ * fused op's policy bounds the sequential error, which is the larger one. */
+__device__ inline float block_sum(float s)
+{
+    __shared__ float part[GPU_MAX_WARPS];
+    const int lane = (int)threadIdx.x % warpSize, warp = (int)threadIdx.x / warpSize;
+    const int nwarps = ((int)blockDim.x + warpSize - 1) / warpSize;
+    for (int off = warpSize / 2; off > 0; off >>= 1)
+        s += __shfl_xor(s, off);
+    __syncthreads(); /* part[] may still be read by an earlier call */
+    if (lane == 0)
+        part[warp] = s;
+    __syncthreads();
+    float t = lane < nwarps ? part[lane] : 0.0f;
+    for (int off = warpSize / 2; off > 0; off >>= 1)
+        t += __shfl_xor(t, off);
+    return t;
+}
+
+#define QFAIL(...) (snprintf(err, errlen, __VA_ARGS__), DSV4_PLUGIN_EINPUT)
+
+/* The 2-D bf16 / fp32 input "x" of the quant ops: index, element size. */
+static inline int quant_input_x(const dsv4_hip_call *c, int *xi, int *is_bf16, char *err, size_t errlen)
+{
+    *xi = dsv4_hip_input(c, "x");
+    if (*xi < 0)
+        return QFAIL("%s: input 'x' missing", c->op);
+    const dsv4_plugin_tensor *x = &c->in[*xi];
+    if ((x->dtype != DSV4_PLUGIN_BFLOAT16 && x->dtype != DSV4_PLUGIN_FLOAT32) || x->ndim != 2)
+        return QFAIL("%s: 'x' must be a 2-D bfloat16 or float32 tensor", c->op);
+    *is_bf16 = x->dtype == DSV4_PLUGIN_BFLOAT16;
+    return DSV4_PLUGIN_OK;
+}
+
+/* Blocks of `threads` covering n work items (host side). */
+static inline unsigned grid_for(long long n, int threads)
+{
+    return (unsigned)((n + threads - 1) / threads);
+}
+
+#endif

@@ -1,0 +1,409 @@
+/* quant_rules.h - the quantization codecs and scale rules of the hip
+ * quantization and KV-cache kernels, written once for the device and the
+ * host: integer / bit arithmetic only (no device log2, no fast-math), so that
+ * every kernel is bit-exact with ref/mx.c, ref/fp8quant.c and ref/kvcache.c.
+ * The file is also plain C11: tests/test_quant_rules.c compiles it on the
+ * host and checks every function against the reference (sweeps over all
+ * exponents, ties, NaN payloads and subnormals).
+ *
+ * x86-64 NaN results.  The reference runs on x86-64, where a product or
+ * quotient with one NaN operand returns that NaN quieted (sign and payload
+ * kept) and 0 * Inf gives the "default NaN" 0xFFC00000; GPUs return a
+ * canonical NaN instead.  The sign and payload of a NaN reach the output
+ * (the e2m1 bit method reads the payload, e4m3fn keeps the sign), so
+ * dsv4q_mul / dsv4q_div reproduce the x86 results. */
+#ifndef DSV4_HIP_QUANT_RULES_H
+#define DSV4_HIP_QUANT_RULES_H
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__CUDACC__) || defined(__HIP__)
+#define DSV4Q_FN static inline __host__ __device__
+#else
+#define DSV4Q_FN static inline
+#endif
+
+/* ---- bits ------------------------------------------------------------- */
+
+DSV4Q_FN uint32_t dsv4q_bits(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+}
+
+DSV4Q_FN float dsv4q_float(uint32_t b)
+{
+    float x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+DSV4Q_FN int dsv4q_isnan(float x) { return (dsv4q_bits(x) & 0x7FFFFFFFu) > 0x7F800000u; }
+DSV4Q_FN int dsv4q_isinf(float x) { return (dsv4q_bits(x) & 0x7FFFFFFFu) == 0x7F800000u; }
+
+/* 2^k as fp32 for k in [-149, 127] (2^-127 .. 2^-149 are subnormals, as
+ * ldexpf gives them in the reference). */
+DSV4Q_FN float dsv4q_pow2(int k)
+{
+    return k >= -126 ? dsv4q_float((uint32_t)(k + 127) << 23) : dsv4q_float(1u << (k + 149));
+}
+
+/* floor(log2 v) of an integer v > 0. */
+DSV4Q_FN int dsv4q_ilog2(uint32_t v)
+{
+    int n = 0;
+    while (v >>= 1)
+        n++;
+    return n;
+}
+
+/* x * m and x / d as x86-64 computes them (header comment). */
+DSV4Q_FN float dsv4q_x86_nan(float x, float y)
+{
+    if (dsv4q_isnan(x))
+        return dsv4q_float(dsv4q_bits(x) | 0x00400000u);
+    if (dsv4q_isnan(y))
+        return dsv4q_float(dsv4q_bits(y) | 0x00400000u);
+    return dsv4q_float(0xFFC00000u); /* invalid operation: 0*Inf, 0/0, Inf/Inf */
+}
+
+DSV4Q_FN float dsv4q_mul(float x, float m)
+{
+    const int inv = (x == 0.0f && dsv4q_isinf(m)) || (dsv4q_isinf(x) && m == 0.0f);
+    if (dsv4q_isnan(x) || dsv4q_isnan(m) || inv)
+        return dsv4q_x86_nan(x, m);
+    return x * m;
+}
+
+DSV4Q_FN float dsv4q_div(float x, float d)
+{
+    const int inv = (x == 0.0f && d == 0.0f) || (dsv4q_isinf(x) && dsv4q_isinf(d));
+    if (dsv4q_isnan(x) || dsv4q_isnan(d) || inv)
+        return dsv4q_x86_nan(x, d);
+    return x / d; /* IEEE division: nvcc -prec-div default, HIP correctly rounded default */
+}
+
+/* ---- codecs (mirrors of ref/numerics.c) --------------------------------- */
+
+/* bf16 RNE; NaN keeps its sign and becomes quiet (numerics.c dsv4_bf16_from_f32). */
+DSV4Q_FN uint16_t dsv4q_bf16(float x)
+{
+    uint32_t b = dsv4q_bits(x);
+    if ((b & 0x7FFFFFFFu) > 0x7F800000u)
+        return (uint16_t)((b >> 16) | 0x0040u);
+    b += 0x7FFFu + ((b >> 16) & 1u);
+    return (uint16_t)(b >> 16);
+}
+
+/* RNE of m / 2^s (m < 2^24, s >= 1), in integers. */
+DSV4Q_FN uint32_t dsv4q_rne_shift(uint32_t m, int s)
+{
+    if (s >= 26)
+        return 0; /* m / 2^s < 1/4 */
+    uint32_t q = m >> s, rem = m & ((1u << s) - 1u), half = 1u << (s - 1);
+    return q + (rem > half || (rem == half && (q & 1u)));
+}
+
+/* e4m3 magnitude code of finite x (numerics.c fp8_magnitude_code): the same
+ * bit rounding in the normal range; in the subnormal range the RNE of
+ * |x| * 2^(3-emin) computed in integers (exact; the reference's 2^23 trick
+ * gives the same RNE integer). */
+DSV4Q_FN uint32_t dsv4q_fp8_mag(float x, int emin)
+{
+    const uint32_t a = dsv4q_bits(x) & 0x7FFFFFFFu;
+    const int field = (int)(a >> 23);
+    const int e = field ? field - 127 : -126;
+    if (e >= emin)
+        return ((a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20) - ((uint32_t)(127 + emin - 1) << 3);
+    const uint32_t m = field ? (a & 0x7FFFFFu) | 0x800000u : (a & 0x7FFFFFu);
+    /* |x| = m * 2^(e-23); times 2^(3-emin): m * 2^(e-20-emin), shift 20+emin-e >= 21 */
+    return dsv4q_rne_shift(m, 20 + emin - e);
+}
+
+/* Saturating RNE e4m3fn (fnuz = 0) or e4m3fnuz (numerics.c dsv4_fp8_from_f32, saturate 1). */
+DSV4Q_FN uint8_t dsv4q_fp8(float x, int fnuz)
+{
+    const uint8_t sign = (dsv4q_bits(x) >> 31) ? 0x80 : 0x00;
+    const uint32_t max_code = fnuz ? 0x7F : 0x7E;
+    if (dsv4q_isnan(x))
+        return fnuz ? 0x80 : (uint8_t)(sign | 0x7F);
+    uint32_t code = dsv4q_isinf(x) ? max_code : dsv4q_fp8_mag(x, fnuz ? -7 : -6);
+    if (code > max_code)
+        code = max_code;
+    if (fnuz && code == 0)
+        return 0x00; /* no negative zero in fnuz */
+    return (uint8_t)(sign | code);
+}
+
+/* e4m3 decode: NaN as the reference's NAN (0x7FC00000). */
+DSV4Q_FN float dsv4q_fp8_decode(uint8_t b, int fnuz)
+{
+    if (fnuz ? b == 0x80 : (b & 0x7F) == 0x7F)
+        return dsv4q_float(0x7FC00000u);
+    const int field = (b >> 3) & 0xF, mant = b & 7, emin = fnuz ? -7 : -6;
+    const float v = field == 0 ? (float)mant * dsv4q_pow2(emin - 3)
+                               : (float)(8 + mant) * dsv4q_pow2(field + emin - 4);
+    return (b & 0x80) ? -v : v;
+}
+
+/* e2m1 RNE, the aiter bit method (numerics.c dsv4_e2m1_from_f32), NaN payload included. */
+DSV4Q_FN uint8_t dsv4q_e2m1_rne(float x)
+{
+    const uint32_t b = dsv4q_bits(x), abits = b & 0x7FFFFFFFu;
+    const uint8_t sign = (uint8_t)((b >> 31) << 3);
+    if (abits > 0x7F800000u) {
+        uint32_t code = (abits + ((uint32_t)(1 - 127) << 23) + 0x1FFFFFu + ((abits >> 22) & 1u)) >> 22;
+        return (uint8_t)(((code & 0xFFu) | sign) & 0xFu);
+    }
+    const float a = dsv4q_float(abits);
+    uint8_t c;
+    /* nearest of {0,.5,1,1.5,2,3,4,6}, ties to the even code, >= 6 -> 7 */
+    if (!(a < 6.0f))
+        c = 7;
+    else if (a < 0.25f || a == 0.25f)
+        c = 0;
+    else if (a < 0.75f)
+        c = 1;
+    else if (a <= 1.25f)
+        c = 2;
+    else if (a < 1.75f)
+        c = 3;
+    else if (a <= 2.5f)
+        c = 4;
+    else if (a < 3.5f)
+        c = 5;
+    else if (a <= 5.0f)
+        c = 6;
+    else
+        c = 7;
+    return (uint8_t)(sign | c);
+}
+
+/* Variant A's threshold method (numerics.c dsv4_e2m1_from_f32_threshold). */
+DSV4Q_FN uint8_t dsv4q_e2m1_threshold(float x)
+{
+    if (dsv4q_isnan(x))
+        return 0;
+    const float a = dsv4q_float(dsv4q_bits(x) & 0x7FFFFFFFu);
+    const uint8_t c = (uint8_t)((a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
+                                (a >= 3.5f) + (a > 5.0f));
+    return (uint8_t)(c | (x < 0.0f ? 8u : 0u));
+}
+
+/* Ties away from zero (mx.c dsv4_mx_e2m1_encode, DSV4_MX_ELEM_HALF_AWAY). */
+DSV4Q_FN uint8_t dsv4q_e2m1_half_away(float x)
+{
+    if (dsv4q_isnan(x))
+        return dsv4q_e2m1_rne(x);
+    const float a = dsv4q_float(dsv4q_bits(x) & 0x7FFFFFFFu);
+    const uint8_t c = (uint8_t)((a >= 0.25f) + (a >= 0.75f) + (a >= 1.25f) + (a >= 1.75f) + (a >= 2.5f) +
+                                (a >= 3.5f) + (a >= 5.0f));
+    return (uint8_t)(c | ((dsv4q_bits(x) >> 31) ? 8u : 0u));
+}
+
+/* ---- scale rules (mirrors of ref/mx.c, ref/kvcache.c) -------------------- */
+
+/* ceil(fl32(log2 r)) for finite r > 0, where fl32 is the correctly rounded
+ * fp32 log2 of mx.c dsv4_log2_f32, without a log2: r = (1 + f) 2^e with f =
+ * frac / 2^nbits.  f = 0: log2 r = e.  Else L = e + d, d = log2(1 + f) in
+ * (0, 1), and ceil(fl32(L)) = e exactly when fl32(L) rounds down onto e,
+ * i.e. d < 2^-p with 2^-p half the fp32 spacing next to e towards L (never
+ * a tie: d is irrational).  d < 2^-p <=> frac < (2^(2^-p) - 1) 2^nbits,
+ * whose value ln2 2^k (k = nbits - p <= 5 here; the next terms add < 2^-12)
+ * is never within 0.09 of an integer: so frac <= floor(ln2 2^k). */
+DSV4Q_FN int dsv4q_ceil_log2_f32(uint32_t rbits)
+{
+    const uint32_t field = (rbits >> 23) & 0xFFu;
+    uint32_t frac = rbits & 0x7FFFFFu;
+    int e, nbits;
+    if (field) {
+        e = (int)field - 127;
+        nbits = 23;
+    } else { /* subnormal: frac = 2^n + rest */
+        const int n = dsv4q_ilog2(frac);
+        e = n - 149;
+        nbits = n;
+        frac -= 1u << n;
+    }
+    if (frac == 0)
+        return e;
+    if (e == 0)
+        return 1; /* fl32(d) > 0 */
+    int p;
+    if (e > 0) {
+        p = 24 - dsv4q_ilog2((uint32_t)e); /* half ulp of e in fp32 */
+    } else {
+        const uint32_t n = (uint32_t)(-e);
+        const int l = dsv4q_ilog2(n);
+        p = (n & (n - 1u)) ? 24 - l : 25 - l; /* below a power of two the spacing halves */
+    }
+    const int k = nbits - p;
+    /* floor(ln2 2^k) for k = 1..6 (ln2 = 0.693147...); 0 for k <= 0 */
+    const uint32_t J = k <= 0 ? 0u : k == 1 ? 1u : k == 2 ? 2u : k == 3 ? 5u : k == 4 ? 11u : k == 5 ? 22u : 44u;
+    return frac <= J ? e : e + 1;
+}
+
+DSV4Q_FN int dsv4q_clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* MXFP4 variant A (mx.c dsv4_mx_fp4_scale_ceil_f32log2). */
+DSV4Q_FN uint8_t dsv4q_fp4_scale_ceil_f32log2(float amax)
+{
+    if (dsv4q_isnan(amax))
+        return 0xFF;
+    const float lo = dsv4q_float(0x01C00000u); /* 6 * 2^-126 */
+    const float a = amax > lo ? amax : lo;
+    const float ratio = a * dsv4q_float(0x3E2AAAABu); /* fl(1/6) */
+    if (dsv4q_isinf(ratio))
+        return 254;
+    return (uint8_t)(dsv4q_clampi(dsv4q_ceil_log2_f32(dsv4q_bits(ratio)), -127, 127) + 127);
+}
+
+/* MXFP4 SCALING_MODE 1 bit rule (mx.c dsv4_mx_fp4_scale_ceil). */
+DSV4Q_FN uint8_t dsv4q_fp4_scale_ceil(float amax)
+{
+    if (dsv4q_isnan(amax))
+        return 0xFF;
+    const float lo = dsv4q_float(0x01C00000u);
+    const float a = amax > lo ? amax : lo;
+    return (uint8_t)((dsv4q_bits(a * dsv4q_float(0x3E2AAAABu)) + 0x7FFFFFu) >> 23);
+}
+
+/* Mode 0's u (mx.c even_u). */
+DSV4Q_FN int dsv4q_even_u(float amax)
+{
+    const uint32_t r = (dsv4q_bits(amax) + 0x200000u) & 0xFF800000u;
+    if (r == 0)
+        return -127;
+    const int E = (int)(r >> 23);
+    if (E >= 255)
+        return 127;
+    return dsv4q_clampi(E - 127 - 2, -127, 127);
+}
+
+/* OCP's u, 128 for a NaN scale (mx.c ocp_u): floor(log2 amax) - 2 with 0 ->
+ * FLT_MIN; a subnormal amax has floor(log2) <= -127, so u < -127 -> -127. */
+DSV4Q_FN int dsv4q_ocp_u(float amax)
+{
+    if (dsv4q_isinf(amax))
+        return 128;
+    const int field = (int)((dsv4q_bits(amax) >> 23) & 0xFFu);
+    if (field == 0) /* 0 -> FLT_MIN: -128; subnormals: <= -129; clamped */
+        return -127;
+    const int u = field - 127 - 2;
+    return u < -127 ? -127 : u;
+}
+
+/* MXFP8 exact ceil rule (mx.c dsv4_mx_fp8_scale_ceil): a = (1+f) 2^E, a/448 =
+ * ((1+f)/1.75) 2^(E-8): ceil(log2) = E - 8 for 1+f <= 1.75, else E - 7.
+ * a = max(amax, FLT_MIN) is normal. */
+DSV4Q_FN uint8_t dsv4q_fp8_scale_ceil(float amax)
+{
+    if (dsv4q_isnan(amax))
+        return 0xFF;
+    if (dsv4q_isinf(amax))
+        return 254;
+    const uint32_t b = dsv4q_bits(amax >= dsv4q_float(0x00800000u) ? amax : dsv4q_float(0x00800000u));
+    const int E = (int)(b >> 23) - 127;
+    const int c = (b & 0x7FFFFFu) <= 0x600000u ? E - 8 : E - 7;
+    return (uint8_t)dsv4q_clampi(c + 127, 0, 254);
+}
+
+/* MXFP8 with the kernel's fp32 division and a correctly rounded fp32 log2
+ * (mx.c dsv4_mx_fp8_scale_ceil_f32log2). */
+DSV4Q_FN uint8_t dsv4q_fp8_scale_ceil_f32log2(float amax)
+{
+    if (dsv4q_isnan(amax))
+        return 0xFF;
+    const float a = amax >= dsv4q_float(0x00800000u) ? amax : dsv4q_float(0x00800000u);
+    const float r = a / 448.0f;
+    if (dsv4q_isinf(r))
+        return 254;
+    return (uint8_t)dsv4q_clampi(dsv4q_ceil_log2_f32(dsv4q_bits(r)) + 127, 0, 254);
+}
+
+/* MXFP8 floor rule (mx.c dsv4_mx_fp8_scale_floor): the exponent field of
+ * max(amax, FLT_MIN). */
+DSV4Q_FN uint8_t dsv4q_fp8_scale_floor(float amax)
+{
+    if (dsv4q_isnan(amax))
+        return 0xFF;
+    if (dsv4q_isinf(amax))
+        return 254;
+    const int field = (int)((dsv4q_bits(amax) >> 23) & 0xFFu);
+    return (uint8_t)(field < 1 ? 1 : field);
+}
+
+/* fp8_ds_mla scale byte (kvcache.c dsv4_kv_scale_byte): the smallest e with
+ * 2^e * fp8_max >= a, a = max(amax, 1e-4) normal; fp8_max = 1.75 * 2^F
+ * (448: F = 8, 224: F = 7), so e = E - F for 1+f <= 1.75, else E - F + 1;
+ * byte clamp(e + 127, 0, scale_max). */
+DSV4Q_FN uint8_t dsv4q_kv_scale_byte(float amax, int F, int scale_max)
+{
+    const float lo = 1e-4f;
+    const uint32_t b = dsv4q_bits(amax > lo ? amax : lo);
+    const int E = (int)(b >> 23) - 127;
+    const int e = (b & 0x7FFFFFu) <= 0x600000u ? E - F : E - F + 1;
+    return (uint8_t)dsv4q_clampi(e + 127, 0, scale_max);
+}
+
+/* MXFP4 rules and element encoders by the kernel's variant numbering. */
+enum { DSV4Q_FP4_CEIL_F32LOG2 = 0, DSV4Q_FP4_CEIL, DSV4Q_FP4_EVEN, DSV4Q_FP4_OCP };
+enum { DSV4Q_ELEM_RNE = 0, DSV4Q_ELEM_THRESHOLD, DSV4Q_ELEM_HALF_AWAY };
+
+DSV4Q_FN uint8_t dsv4q_e2m1(float q, int elem)
+{
+    return elem == DSV4Q_ELEM_THRESHOLD ? dsv4q_e2m1_threshold(q)
+           : elem == DSV4Q_ELEM_HALF_AWAY ? dsv4q_e2m1_half_away(q)
+                                          : dsv4q_e2m1_rne(q);
+}
+
+/* Scale byte and fp32 multiplier of an MXFP4 block (mx.c
+ * dsv4_mx_quant_block_fp4 / fp4_multiplier).  Returns 1 when the block is
+ * NaN-filled (amax NaN, or OCP's NaN scale). */
+DSV4Q_FN int dsv4q_fp4_block(float amax, int rule, uint8_t *byte, float *mult)
+{
+    uint8_t b;
+    switch (rule) {
+    case DSV4Q_FP4_CEIL: b = dsv4q_fp4_scale_ceil(amax); break;
+    case DSV4Q_FP4_EVEN: b = dsv4q_isnan(amax) ? 0xFF : (uint8_t)(dsv4q_even_u(amax) + 127); break;
+    case DSV4Q_FP4_OCP: {
+        const int u = dsv4q_isnan(amax) ? 128 : dsv4q_ocp_u(amax);
+        b = u > 127 ? 0xFF : (uint8_t)(u + 127);
+        break;
+    }
+    default: b = dsv4q_fp4_scale_ceil_f32log2(amax); break;
+    }
+    *byte = b;
+    if (dsv4q_isnan(amax) || (rule == DSV4Q_FP4_OCP && b == 0xFF)) {
+        *mult = 0.0f;
+        return 1;
+    }
+    switch (rule) {
+    case DSV4Q_FP4_CEIL: *mult = dsv4q_float((uint32_t)(254u - b) << 23); break; /* wraps for 255 */
+    case DSV4Q_FP4_EVEN: *mult = dsv4q_pow2(-dsv4q_even_u(amax)); break;
+    case DSV4Q_FP4_OCP: *mult = dsv4q_pow2(-dsv4q_ocp_u(amax)); break;
+    default: *mult = dsv4q_pow2(127 - (int)b); break;
+    }
+    return 0;
+}
+
+/* amax step over non-NaN elements (mx.c dsv4_mx_amax): m starts NaN ("none
+ * seen"), so a block of NaNs keeps NaN; also combines two partial amaxes. */
+DSV4Q_FN float dsv4q_amax_step(float m, float a)
+{
+    a = dsv4q_float(dsv4q_bits(a) & 0x7FFFFFFFu);
+    if (!dsv4q_isnan(a) && (dsv4q_isnan(m) || a > m))
+        m = a;
+    return m;
+}
+
+/* aiter mx_scale_shuffle_idx (mx.c dsv4_mx_scale_shuffle_idx). */
+DSV4Q_FN int64_t dsv4q_shuffle_idx(int64_t x, int64_t y, int64_t scaleN_pad)
+{
+    return (x / 32) * 32 * scaleN_pad + (y / 8) * 256 + (y % 4) * 64 + (x % 16) * 4 + ((y % 8) / 4) * 2 +
+           (x % 32) / 16;
+}
+
+#endif

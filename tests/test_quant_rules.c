@@ -1,0 +1,206 @@
+/* test_quant_rules.c - hip/quant_rules.h (the device codecs and scale rules
+ * of the hip quantization kernels, written in integer arithmetic) compiled
+ * on the host and checked against the reference (ref/mx.c, ref/numerics.c,
+ * ref/kvcache.c): every exponent with the first and last 300 mantissas and
+ * random ones, every bf16 value, NaN payloads and signs; plus hand-derived
+ * values of the log2 emulation. */
+#define _POSIX_C_SOURCE 200809L
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../hip/quant_rules.h"
+#include "../ref/fp8quant.h"
+#include "../ref/kvcache.h"
+#include "../ref/mx.h"
+#include "../ref/numerics.h"
+#include "testutil.h"
+
+/* Positive fp32 bit patterns of the sweep: every exponent field 0..254 with
+ * mantissas 0..299, 2^23-300..2^23-1 and 200 random ones; then +Inf. */
+static int sweep(uint32_t *out, int max)
+{
+    int n = 0;
+    uint32_t seed = 12345u;
+    for (uint32_t e = 0; e < 255; e++) {
+        for (uint32_t m = 0; m < 300 && n < max; m++)
+            out[n++] = (e << 23) | m;
+        for (uint32_t m = 0x800000u - 300u; m < 0x800000u && n < max; m++)
+            out[n++] = (e << 23) | m;
+        for (int k = 0; k < 200 && n < max; k++) {
+            seed = seed * 1664525u + 1013904223u;
+            out[n++] = (e << 23) | (seed >> 9);
+        }
+    }
+    if (n < max)
+        out[n++] = 0x7F800000u;
+    return n;
+}
+
+#define NSWEEP (255 * 800 + 1)
+
+START_TEST(scale_rules_match_reference)
+{
+    static uint32_t v[NSWEEP];
+    int n = sweep(v, NSWEEP);
+    for (int i = 0; i < n; i++) {
+        const float a = dsv4_f32_from_bits(v[i]);
+        ck_assert_msg(dsv4q_fp4_scale_ceil_f32log2(a) == dsv4_mx_fp4_scale_ceil_f32log2(a), "fp4 f32log2 %08x",
+                      v[i]);
+        ck_assert_msg(dsv4q_fp4_scale_ceil(a) == dsv4_mx_fp4_scale_ceil(a), "fp4 ceil %08x", v[i]);
+        uint8_t b;
+        float m;
+        dsv4q_fp4_block(a, DSV4Q_FP4_EVEN, &b, &m);
+        ck_assert_msg(b == dsv4_mx_fp4_scale_even(a), "fp4 even %08x", v[i]);
+        dsv4q_fp4_block(a, DSV4Q_FP4_OCP, &b, &m);
+        ck_assert_msg(b == dsv4_mx_fp4_scale_ocp(a), "fp4 ocp %08x", v[i]);
+        ck_assert_msg(dsv4q_fp8_scale_ceil(a) == dsv4_mx_fp8_scale_ceil(a), "fp8 ceil %08x", v[i]);
+        ck_assert_msg(dsv4q_fp8_scale_ceil_f32log2(a) == dsv4_mx_fp8_scale_ceil_f32log2(a), "fp8 f32log2 %08x",
+                      v[i]);
+        ck_assert_msg(dsv4q_fp8_scale_floor(a) == dsv4_mx_fp8_scale_floor(a), "fp8 floor %08x", v[i]);
+        if (isfinite(a)) {
+            for (int fz = 0; fz < 2; fz++) {
+                dsv4_kv_encode_opts o = dsv4_kv_encode_opts_default(fz);
+                ck_assert_msg(dsv4q_kv_scale_byte(a, fz ? 7 : 8, 255) == dsv4_kv_scale_byte(a, &o), "kv %08x",
+                              v[i]);
+            }
+        }
+    }
+    const float nan = NAN;
+    ck_assert_uint_eq(dsv4q_fp4_scale_ceil_f32log2(nan), 0xFF);
+    ck_assert_uint_eq(dsv4q_fp8_scale_ceil_f32log2(nan), 0xFF);
+}
+END_TEST
+
+/* Hand-derived: fl32(log2(1 + 2^-23)) = 1.7e-7 > 0 -> ceil 1; at e = 2
+ * (half spacing 2^-23), r = 4(1 + j 2^-23): log2 = 2 + 1.44 j 2^-23 never
+ * rounds back to 2 (j = 1 -> 3); at e = 4 (half spacing 2^-22) it does while
+ * 1.44 j < 2: j = 1 -> 4, j = 2 -> 5; at e = 100 (half spacing 2^-18):
+ * j <= floor(ln2 2^5) = 22 -> 100, j = 23 -> 101. */
+START_TEST(ceil_log2_by_hand)
+{
+    ck_assert_int_eq(dsv4q_ceil_log2_f32(0x3F800000u), 0);
+    ck_assert_int_eq(dsv4q_ceil_log2_f32(0x3F800001u), 1);
+    ck_assert_int_eq(dsv4q_ceil_log2_f32(0x40800001u), 3);
+    ck_assert_int_eq(dsv4q_ceil_log2_f32(0x41800001u), 4);
+    ck_assert_int_eq(dsv4q_ceil_log2_f32(0x41800002u), 5);
+    ck_assert_int_eq(dsv4q_ceil_log2_f32(((100u + 127u) << 23) | 22u), 100);
+    ck_assert_int_eq(dsv4q_ceil_log2_f32(((100u + 127u) << 23) | 23u), 101);
+    ck_assert_int_eq(dsv4q_ceil_log2_f32(0x00000001u), -149); /* 2^-149 exactly */
+}
+END_TEST
+
+/* Every bf16 value (and NaN payloads), times scales: codecs equal the reference. */
+START_TEST(codecs_match_reference)
+{
+    for (uint32_t h = 0; h < 0x10000u; h++) {
+        const float x = dsv4_bf16_to_f32((uint16_t)h);
+        for (int s = -12; s <= 12; s += 3) {
+            const float q = dsv4q_mul(x, dsv4q_pow2(s));
+            const float r = x * ldexpf(1.0f, s);
+            ck_assert_msg(dsv4_f32_bits(q) == dsv4_f32_bits(r) || (isnan(q) && isnan(r) &&
+                          dsv4_f32_bits(q) == dsv4_f32_bits(r)), "mul %04x %d", h, s);
+            ck_assert_msg(dsv4q_fp8(q, 0) == dsv4_fp8_from_f32(r, DSV4_FP8_E4M3FN, 1), "fn %08x",
+                          dsv4_f32_bits(r));
+            ck_assert_msg(dsv4q_fp8(q, 1) == dsv4_fp8_from_f32(r, DSV4_FP8_E4M3FNUZ, 1), "fnuz %08x",
+                          dsv4_f32_bits(r));
+            ck_assert_msg(dsv4q_e2m1_rne(q) == dsv4_e2m1_from_f32(r), "rne %08x", dsv4_f32_bits(r));
+            ck_assert_msg(dsv4q_e2m1_threshold(q) == dsv4_e2m1_from_f32_threshold(r), "thr %08x",
+                          dsv4_f32_bits(r));
+            ck_assert_msg(dsv4q_e2m1_half_away(q) == dsv4_mx_e2m1_encode(r, DSV4_MX_ELEM_HALF_AWAY), "away %08x",
+                          dsv4_f32_bits(r));
+            ck_assert_msg(dsv4q_bf16(q) == dsv4_bf16_from_f32(r), "bf16 %08x", dsv4_f32_bits(r));
+        }
+    }
+    /* fp32 subnormals and near-ties in the fp8 subnormal range */
+    for (uint32_t b = 0; b < 0x01000000u; b += 97) {
+        const float x = dsv4_f32_from_bits(b | 0x3A000000u) * 0.5f;
+        ck_assert_uint_eq(dsv4q_fp8(x, 0), dsv4_fp8_from_f32(x, DSV4_FP8_E4M3FN, 1));
+        ck_assert_uint_eq(dsv4q_fp8(-x, 1), dsv4_fp8_from_f32(-x, DSV4_FP8_E4M3FNUZ, 1));
+        const float y = dsv4_f32_from_bits(b);
+        ck_assert_uint_eq(dsv4q_fp8(y, 0), dsv4_fp8_from_f32(y, DSV4_FP8_E4M3FN, 1));
+    }
+    for (int b = 0; b < 256; b++)
+        for (int fz = 0; fz < 2; fz++) {
+            float d = dsv4q_fp8_decode((uint8_t)b, fz), r = dsv4_fp8_to_f32((uint8_t)b, fz ? DSV4_FP8_E4M3FNUZ
+                                                                                             : DSV4_FP8_E4M3FN);
+            ck_assert_uint_eq(dsv4_f32_bits(d), dsv4_f32_bits(r));
+        }
+}
+END_TEST
+
+/* The x86-64 NaN results the kernels reproduce, computed here by the host. */
+START_TEST(x86_nan_results)
+{
+    volatile float inf = INFINITY, zero = 0.0f, negnan = -NAN;
+    const float cases[][2] = {{0.0f, INFINITY}, {-0.0f, INFINITY}, {NAN, 2.0f}, {-NAN, 0.5f}, {1.0f, NAN}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        volatile float x = cases[i][0], m = cases[i][1];
+        ck_assert_uint_eq(dsv4_f32_bits(dsv4q_mul(x, m)), dsv4_f32_bits(x * m));
+    }
+    volatile float nq = dsv4_f32_from_bits(0xFF812345u); /* signalling, negative, payload */
+    ck_assert_uint_eq(dsv4_f32_bits(dsv4q_mul(nq, 3.0f)), dsv4_f32_bits(nq * 3.0f));
+    ck_assert_uint_eq(dsv4_f32_bits(dsv4q_div(nq, 3.0f)), dsv4_f32_bits(nq / 3.0f));
+    ck_assert_uint_eq(dsv4_f32_bits(dsv4q_div(zero, zero)), dsv4_f32_bits(zero / zero));
+    ck_assert_uint_eq(dsv4_f32_bits(dsv4q_div(inf, inf)), dsv4_f32_bits(inf / inf));
+    ck_assert_uint_eq(dsv4_f32_bits(dsv4q_div(negnan, 2.0f)), dsv4_f32_bits(negnan / 2.0f));
+}
+END_TEST
+
+/* Whole MXFP4 blocks of the kernel's formulation equal dsv4_mx_quant_block_fp4. */
+START_TEST(fp4_blocks_match_reference)
+{
+    const dsv4_mx_rule rr[4] = {DSV4_MX_FP4_CEIL_F32LOG2, DSV4_MX_FP4_CEIL, DSV4_MX_FP4_EVEN, DSV4_MX_FP4_OCP};
+    const dsv4_mx_elem re[3] = {DSV4_MX_ELEM_RNE, DSV4_MX_ELEM_THRESHOLD, DSV4_MX_ELEM_HALF_AWAY};
+    uint32_t seed = 99u;
+    for (int trial = 0; trial < 3000; trial++) {
+        float x[32];
+        const int sc = trial % 60 - 30;
+        for (int i = 0; i < 32; i++) {
+            seed = seed * 1664525u + 1013904223u;
+            x[i] = dsv4_round_bf16(ldexpf((float)((int)(seed >> 16) - 32768) / 4096.0f, sc));
+        }
+        if (trial % 7 == 1)
+            x[trial % 32] = NAN;
+        if (trial % 11 == 2)
+            x[3] = -INFINITY;
+        if (trial % 13 == 3)
+            for (int i = 0; i < 32; i++)
+                x[i] = (i & 1) ? -0.0f : 0.0f;
+        if (trial % 17 == 4)
+            for (int i = 0; i < 32; i++)
+                x[i] = NAN;
+        for (int r = 0; r < 4; r++)
+            for (int e = 0; e < 3; e++) {
+                uint8_t want[32], b, got;
+                float m, amax = dsv4q_float(0x7FC00000u);
+                got = dsv4_mx_quant_block_fp4(x, 32, rr[r], re[e], want);
+                for (int i = 0; i < 32; i++)
+                    amax = dsv4q_amax_step(amax, x[i]);
+                const int nanfill = dsv4q_fp4_block(amax, r, &b, &m);
+                ck_assert_uint_eq(b, got);
+                const int elem = e == 0 ? DSV4Q_ELEM_RNE : e == 1 ? DSV4Q_ELEM_THRESHOLD : DSV4Q_ELEM_HALF_AWAY;
+                for (int i = 0; i < 32; i++) {
+                    const float q = nanfill ? dsv4q_float(0x7FC00000u) : dsv4q_mul(x[i], m);
+                    ck_assert_msg(dsv4q_e2m1(q, elem) == want[i], "trial %d rule %d elem %d i %d", trial, r, e, i);
+                }
+            }
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("quant_rules");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, scale_rules_match_reference);
+    tcase_add_test(tc, ceil_log2_by_hand);
+    tcase_add_test(tc, codecs_match_reference);
+    tcase_add_test(tc, x86_nan_results);
+    tcase_add_test(tc, fp4_blocks_match_reference);
+    suite_add_tcase(s, tc);
+    return dsv4_test_run(s);
+}
