@@ -11,6 +11,14 @@ extern const dsv4_op dsv4_op_build_prefill_topk_ragged_indices;
 extern const dsv4_op dsv4_op_decode_swa_indices_and_lens;
 extern const dsv4_op dsv4_op_copy_ragged_to_graph_buffers;
 extern const dsv4_op dsv4_op_get_prefill_chunk_plan;
+extern const dsv4_op dsv4_op_rocm_sparse_attn_prefill;
+extern const dsv4_op dsv4_op_rocm_inverse_rope_rows;
+extern const dsv4_op dsv4_op_quantize_and_insert_k_cache;
+extern const dsv4_op dsv4_op_dequantize_and_gather_k_cache;
+extern const dsv4_op dsv4_op_mxfp4_quant;
+extern const dsv4_op dsv4_op_mxfp8_quant;
+extern const dsv4_op dsv4_op_fp8_group_quant;
+extern const dsv4_op dsv4_op_fused_qk_rmsnorm_group_quant;
 
 /* Shared helpers of the op files (harness/ops_common.c). */
 
