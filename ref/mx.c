@@ -9,7 +9,7 @@
 #include "numerics.h"
 
 #define INV6_BITS 0x3E2AAAABu       /* fl(1/6) (spec 1.1 mode 1 step 2) */
-#define SIX_MIN_NORMAL 0x01400000u  /* fl(6 * 2^-126), exact (spec 1.1 mode 1 step 1) */
+#define SIX_MIN_NORMAL 0x01C00000u  /* 6 * 2^-126 = 1.5 * 2^-124, exact (spec 1.1 mode 1 step 1) */
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
