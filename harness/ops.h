@@ -19,6 +19,10 @@ extern const dsv4_op dsv4_op_mxfp4_quant;
 extern const dsv4_op dsv4_op_mxfp8_quant;
 extern const dsv4_op dsv4_op_fp8_group_quant;
 extern const dsv4_op dsv4_op_fused_qk_rmsnorm_group_quant;
+extern const dsv4_op dsv4_op_gemm_a8w8_blockscale;
+extern const dsv4_op dsv4_op_shuffle_weight;
+extern const dsv4_op dsv4_op_rocm_inv_rope_einsum;
+extern const dsv4_op dsv4_op_rocm_mxfp8_wo_a_bmm;
 
 /* Shared helpers of the op files (harness/ops_common.c). */
 
