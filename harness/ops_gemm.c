@@ -350,12 +350,15 @@ static void gemm_locate(const dsv4_opctx *c, const dsv4_tensors *in, const char 
              m, n, n / 128, n / 16);
 }
 
-/* After a failure: does the output match the GEMM with WQ read through the
- * other layout (a shuffled weight fed as unshuffled, or the reverse)? */
+/* After a failure: is one side the GEMM with WQ read through the other
+ * layout?  actual = it: the implementation reads a plain weight as shuffled
+ * (or the reverse); expected = it: the case's WQ holds the other layout's
+ * bytes (e.g. bpreshuffled bytes under the plain variant), so the
+ * implementation, reading them as declared, permutes the weight. */
 static void gemm_hint(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, const dsv4_tensor *expected,
                       const dsv4_tensor *actual, dsv4_cmp_result *res)
 {
-    (void)output, (void)expected;
+    (void)output;
     dsv4_gemm_args a;
     dsv4_status st = {0};
     if (gemm_args_of(c, in, &a, &st) || a.N % 16 || a.K % 32 || dsv4_gemm_check(&a, &st))
@@ -363,19 +366,26 @@ static void gemm_hint(const dsv4_opctx *c, const dsv4_tensors *in, const char *o
     const int64_t n = a.M * a.N;
     double *alt = malloc((size_t)(n + 1) * sizeof *alt);
     double *g = malloc((size_t)(n + 1) * sizeof *g);
-    if (alt && g) {
-        a.w_shuffled = !a.w_shuffled; /* the other reading of the same WQ bytes */
-        if (!dsv4_ref_gemm_a8w8_blockscale_f64(&a, alt, &st) && !dsv4_gemm_abs_gauge(&a, g, &st)) {
-            const double gm = gamma32((double)a.K + 3.0 * (double)(a.K / 128)) * 2;
-            for (int64_t i = 0; i < n; i++)
-                g[i] = bf16_gemm_bound(alt[i], gm * g[i]);
-            dsv4_operand_perm_hint(actual, alt, g, a.w_shuffled
-                                       ? "WQ holds shuffle_weight(W, (16,16)) bytes but was read unshuffled: "
-                                         "run the bpreshuffle variant, or pass the unshuffled weight"
-                                       : "WQ holds an unshuffled weight but was read as shuffle_weight(16,16) "
-                                         "bytes (bpreshuffle on a plain weight)",
+    const int declared_shuffled = a.w_shuffled;
+    a.w_shuffled = !a.w_shuffled; /* the other reading of the same WQ bytes */
+    if (alt && g && !dsv4_ref_gemm_a8w8_blockscale_f64(&a, alt, &st) && !dsv4_gemm_abs_gauge(&a, g, &st)) {
+        const double gm = gamma32((double)a.K + 3.0 * (double)(a.K / 128)) * 2;
+        for (int64_t i = 0; i < n; i++)
+            g[i] = bf16_gemm_bound(alt[i], gm * g[i]);
+        if (!dsv4_operand_perm_hint(actual, alt, g,
+                                    declared_shuffled
+                                        ? "the implementation read the shuffle_weight(16,16) bytes of WQ as a plain "
+                                          "[N, K] weight (bpreshuffle layout ignored)"
+                                        : "the implementation read the plain WQ as shuffle_weight(16,16) bytes "
+                                          "(a bpreshuffle kernel on an unshuffled weight)",
+                                    res))
+            dsv4_operand_perm_hint(expected, alt, g,
+                                   declared_shuffled
+                                       ? "the expected output is WQ read as a plain weight: WQ is not bpreshuffled "
+                                         "(use the default variant, or pass shuffle_weight(W, (16,16)))"
+                                       : "the expected output is WQ read through shuffle_weight(16,16): WQ holds "
+                                         "bpreshuffled bytes but the variant is unshuffled (use bpreshuffle)",
                                    res);
-        }
     }
     free(alt), free(g);
 }
