@@ -19,6 +19,13 @@ typedef struct bench_case {
 
 /* The production shape of toolchain.md section 6: 4 requests x 2048 tokens
  * after a 30000-token prefix, window 128, ratio 4, topk 2048. */
+/* 2 M N K: the block-scaled GEMM's multiply-adds. */
+static double gemm_flops(const dsv4_params *ps, const dsv4_tensors *in)
+{
+    (void)in;
+    return 2.0 * (double)dsv4_params_int(ps, "M") * (double)dsv4_params_int(ps, "N") * (double)dsv4_params_int(ps, "K");
+}
+
 static const bench_case bench_table[] = {
     {"combine_prefill_8192", "combine_topk_swa_indices",
      {"window_size=128", "compress_ratio=4", "topk=2048", "query_lens=[2048,2048,2048,2048]",
@@ -35,6 +42,11 @@ static const bench_case bench_table[] = {
     {"mxfp8_4096x7168", "mxfp8_quant", {"T=4096", "W=7168", NULL}, NULL},
     {"fp8_group_4096x7168", "fp8_group_quant", {"M=4096", "K=7168", NULL}, NULL},
     {"fused_qk_norm_quant_4096", "fused_qk_rmsnorm_group_quant", {"m=4096", "n1=1536", "n2=512", NULL}, NULL},
+    /* The block-scaled GEMM at M 4096, N 7168 (hidden), K 1536 (q_lora_rank):
+     * the fp32 model (sgemm per K block) and the exact ideal (dgemm). */
+    {"gemm_a8w8_4096x7168x1536_f32", "gemm_a8w8_blockscale", {"M=4096", "N=7168", "K=1536", "ref_accum=f32", NULL},
+     gemm_flops},
+    {"gemm_a8w8_4096x7168x1536_f64", "gemm_a8w8_blockscale", {"M=4096", "N=7168", "K=1536", NULL}, gemm_flops},
 };
 
 static double seconds(void)
