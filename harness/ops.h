@@ -24,6 +24,7 @@ extern const dsv4_op dsv4_op_shuffle_weight;
 extern const dsv4_op dsv4_op_rocm_inv_rope_einsum;
 extern const dsv4_op dsv4_op_rocm_mxfp8_wo_a_bmm;
 extern const dsv4_op dsv4_op_fused_qnorm_rope_kv_insert;
+extern const dsv4_op dsv4_op_compressor;
 
 /* Shared helpers of the op files (harness/ops_common.c). */
 

@@ -33,6 +33,7 @@ static const dsv4_op *const op_table[] = {
     &dsv4_op_rocm_inv_rope_einsum,
     &dsv4_op_rocm_mxfp8_wo_a_bmm,
     &dsv4_op_fused_qnorm_rope_kv_insert,
+    &dsv4_op_compressor,
 };
 
 int dsv4_op_count(void) { return (int)(sizeof op_table / sizeof op_table[0]); }
