@@ -18,7 +18,9 @@
 #include "../harness/golden.h"
 #include "../harness/ops.h"
 #include "../harness/rng.h"
+#include "../ref/compressor.h"
 #include "../ref/gemm.h"
+#include "../ref/rope.h"
 #include "../ref/numerics.h"
 #include "testutil.h"
 
@@ -332,6 +334,185 @@ START_TEST(einsum_hand_answer)
 }
 END_TEST
 
+
+/* ---- fused_qnorm_rope_kv_insert ---------------------------------------------- */
+
+START_TEST(qnorm_insert_hand)
+{
+    /* q rows of 2.0: mean(x^2) = 4, y = 2 / sqrt(4 + eps) -> 1 (eps = 0).
+     * cos = 0, sin = 1: forward (e, o) -> (-o, e).  kv: NoPE 1.0, RoPE pairs
+     * (0.5, -3); the cache RoPE lanes must hold bf16 (3, 0.5). */
+    uint16_t q[2 * 512], kv[2 * 512];
+    for (int i = 0; i < 1024; i++)
+        q[i] = dsv4_bf16_from_f32(2.0f);
+    for (int t = 0; t < 2; t++)
+        for (int d = 0; d < 512; d++)
+            kv[t * 512 + d] = dsv4_bf16_from_f32(d < 448 ? 1.0f : (d % 2 ? -3.0f : 0.5f));
+    float cs[64];
+    for (int k = 0; k < 32; k++)
+        cs[k] = 0.0f, cs[32 + k] = 1.0f;
+    int64_t pos[2] = {0, 0}, slots[2] = {-1, 5};
+    dsv4_qnorm_insert_args a = {q, 2, 1, kv, slots, 2, pos, cs, 1, 0.0};
+    double out[1024], mag[1024];
+    ck_assert_int_eq(dsv4_ref_qnorm_rope(&a, out, mag, NULL), 0);
+    for (int d = 0; d < 448; d++)
+        ck_assert(out[d] == 1.0 && mag[d] == 1.0);
+    for (int k = 0; k < 32; k++)
+        ck_assert(out[448 + 2 * k] == -1.0 && out[449 + 2 * k] == 1.0);
+    const int64_t B = 4;
+    uint8_t cache[2 * 4 * 584];
+    memset(cache, 0xAB, sizeof cache);
+    dsv4_kv_layout L = {B, 2, 0};
+    dsv4_kv_encode_opts o = dsv4_kv_encode_opts_default(0);
+    ck_assert_int_eq(dsv4_ref_kv_rope_insert(&a, cache, &L, &o, NULL), 0);
+    /* slot 5 = page 1, row 1: RoPE lanes at 576 + 448 */
+    const uint8_t *page = cache + B * 584;
+    for (int k = 0; k < 32; k++) {
+        uint16_t e, od;
+        memcpy(&e, page + 576 + 448 + 4 * k, 2);
+        memcpy(&od, page + 576 + 448 + 4 * k + 2, 2);
+        ck_assert_msg(dsv4_bf16_to_f32(e) == 3.0f && dsv4_bf16_to_f32(od) == 0.5f, "pair %d: %g %g", k,
+                      dsv4_bf16_to_f32(e), dsv4_bf16_to_f32(od));
+    }
+    /* NoPE 1.0 in every block: amax 1 -> e = ceil(log2(1/448)) = -8, byte 119, code of 256 = 0x78 */
+    ck_assert_int_eq(page[576], 0x78);
+    ck_assert_int_eq(page[B * 576 + 8], 119);
+    for (size_t i = 0; i < B * 584; i++) /* page 0 untouched (slot -1 skipped) */
+        ck_assert_int_eq(cache[i], 0xAB);
+}
+END_TEST
+
+/* ---- compressor -------------------------------------------------------------- */
+
+/* An independent formulation straight from kv_score (no state cache):
+ * window rows p = pos - coff c + 1 .. pos, row u uses dims off = 512 [u >= c]
+ * (C4), score = fl(score + ape[p % c]), softmax per dim, RMSNorm * w. */
+static void naive_latent(int64_t ratio, const float *ks, const float *ape, const float *w, double eps, int64_t pos,
+                         double *n)
+{
+    const int coff = ratio == 4 ? 2 : 1;
+    const int64_t half = coff * 512, W2 = 2 * half, nu = coff * ratio;
+    double ss = 0;
+    for (int d = 0; d < 512; d++) {
+        double m = -INFINITY, z = 0, s = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (int64_t u = 0; u < nu; u++) {
+                const int64_t p = pos - nu + 1 + u, off = (coff == 2 && u >= ratio) ? 512 : 0;
+                if (p < 0)
+                    continue;
+                const float sc = ks[p * W2 + half + off + d] + ape[(p % ratio) * half + off + d];
+                if (pass == 0)
+                    m = fmax(m, sc);
+                else
+                    z += exp(sc - m), s += exp(sc - m) * ks[p * W2 + off + d];
+            }
+        n[d] = s / z;
+        ss += n[d] * n[d];
+    }
+    for (int d = 0; d < 512; d++)
+        n[d] = n[d] / sqrt(ss / 512 + eps) * w[d];
+}
+
+static void compressor_vs_naive(int64_t ratio, int64_t T)
+{
+    const int coff = ratio == 4 ? 2 : 1;
+    const int64_t half = coff * 512, W2 = 2 * half, Bs = ratio == 4 ? 4 : 8, nsb = (T + Bs - 1) / Bs;
+    const int64_t B = 256 / ratio, nb = ((T + ratio - 1) / ratio + B - 1) / B;
+    dsv4_rng r;
+    dsv4_rng_init(&r, 77, "comp");
+    float *ks = malloc(sizeof(float) * T * W2), *ape = malloc(sizeof(float) * ratio * half), w[512];
+    float *state = calloc((size_t)(nsb * Bs * W2), sizeof(float)), cs[64 * 256];
+    uint8_t *cache = calloc((size_t)(nb * B * 584), 1);
+    int64_t *pos = malloc(sizeof(int64_t) * T), *ssm = malloc(sizeof(int64_t) * T);
+    int32_t qsl[2] = {0, (int32_t)T}, sbt[64], bt[4];
+    for (int64_t i = 0; i < T * W2; i++)
+        ks[i] = (float)(dsv4_rng_normal(&r) * 2);
+    for (int64_t i = 0; i < ratio * half; i++)
+        ape[i] = (float)dsv4_rng_normal(&r);
+    for (int d = 0; d < 512; d++)
+        w[d] = (float)(1 + 0.1 * dsv4_rng_normal(&r));
+    for (int i = 0; i < 64 * 256; i++)
+        cs[i] = (float)(dsv4_rng_uniform(&r) * 2 - 1);
+    for (int64_t j = 0; j < nsb; j++) /* pages in reverse order */
+        sbt[j] = (int32_t)(nsb - 1 - j);
+    for (int64_t j = 0; j < nb; j++)
+        bt[j] = (int32_t)(nb - 1 - j);
+    for (int64_t t = 0; t < T; t++)
+        pos[t] = t, ssm[t] = sbt[t / Bs] * Bs + t % Bs;
+    dsv4_compressor_args a = {ratio, T, 1, ks, pos, qsl, ape, state, nsb, ssm, sbt, nsb, w, 1e-6, cs, 256,
+                              cache, nb, bt, nb};
+    double *lat = malloc(sizeof(double) * T * 512), n[512];
+    ck_assert_int_eq(dsv4_ref_compressor_step(&a, lat, NULL), 0);
+    int emitted = 0;
+    for (int64_t t = 0; t < T; t++) {
+        if ((t + 1) % ratio) {
+            ck_assert(isnan(lat[t * 512]));
+            continue;
+        }
+        emitted++;
+        naive_latent(ratio, ks, ape, w, 1e-6, t, n);
+        float dec[512];
+        const int64_t cidx = t / ratio;
+        dsv4_kv_decode_token_f32(cache + bt[cidx / B] * B * 584, B, cidx % B, DSV4_FP8_E4M3FN, dec);
+        double rot[64];
+        for (int d = 0; d < 64; d++)
+            rot[d] = n[448 + d];
+        dsv4_rope_gptj_f64(rot, cs + (t / ratio * ratio) * 64, 64, DSV4_ROPE_FORWARD);
+        for (int d = 0; d < 512; d++) {
+            ck_assert_msg(fabs(lat[t * 512 + d] - n[d]) <= 1e-12 * (1 + fabs(n[d])), "t %ld d %d", (long)t, d);
+            /* NoPE: fp8 of bf16(n) within half an e4m3 step at the block top
+             * (2^-4 of 448 * 2^e >= amax) plus the bf16 rounding; RoPE: bf16. */
+            double amax = 0;
+            for (int j = d / 64 * 64; d < 448 && j < d / 64 * 64 + 64; j++)
+                amax = fmax(amax, fabs(n[j]));
+            const double want = d < 448 ? n[d] : rot[d - 448];
+            const double tol = d < 448 ? amax * 2 * 0x1p-4 + dsv4_ulp(DSV4_BF16, want) : dsv4_ulp(DSV4_BF16, want);
+            ck_assert_msg(fabs(dec[d] - want) <= tol, "t %ld d %d: %g vs %g", (long)t, d, dec[d], want);
+        }
+    }
+    ck_assert_int_eq(emitted, (int)(T / ratio));
+    /* the state rows hold [kv | fl(score + ape)] */
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < half; j++) {
+            const float *row = state + ssm[t] * W2;
+            ck_assert(row[j] == ks[t * W2 + j]);
+            ck_assert(row[half + j] == ks[t * W2 + half + j] + ape[(t % ratio) * half + j]);
+        }
+    free(ks), free(ape), free(state), free(cache), free(pos), free(ssm), free(lat);
+}
+
+START_TEST(compressor_c4_matches_naive)
+{
+    compressor_vs_naive(4, 14);
+}
+END_TEST
+
+START_TEST(compressor_c128_matches_naive)
+{
+    compressor_vs_naive(128, 256);
+}
+END_TEST
+
+START_TEST(compressor_rejects_bad_tables)
+{
+    float ks[2048] = {0}, ape[4 * 1024] = {0}, w[512], state[4 * 2048], cs[64] = {0};
+    uint8_t cache[64 * 584];
+    int64_t pos[1] = {3}, ssm[1] = {3};
+    int32_t qsl[2] = {0, 1}, sbt[1] = {0}, bt[1] = {7};
+    for (int d = 0; d < 512; d++)
+        w[d] = 1;
+    dsv4_compressor_args a = {4, 1, 1, ks, pos, qsl, ape, state, 1, ssm, sbt, 1, w, 1e-6, cs, 1, cache, 1, bt, 1};
+    dsv4_status st = {0};
+    ck_assert_int_eq(dsv4_compressor_check(&a, &st), DSV4_EINPUT);
+    ck_assert_msg(strstr(st.msg, "block_table[0, 0] = 7") != NULL, "%s", st.msg);
+    bt[0] = 0;
+    ks[5] = NAN;
+    dsv4_status_clear(&st);
+    ck_assert_int_eq(dsv4_compressor_check(&a, &st), DSV4_EINPUT);
+    ck_assert_ptr_nonnull(strstr(st.msg, "kv_score"));
+}
+END_TEST
+
 /* ---- hints ----------------------------------------------------------------- */
 
 START_TEST(generic_permutation_hint)
@@ -472,6 +653,10 @@ int main(void)
     tcase_add_test(tc, bmm_hand_answer);
     tcase_add_test(tc, einsum_hand_answer);
     tcase_add_test(tc, generic_permutation_hint);
+    tcase_add_test(tc, qnorm_insert_hand);
+    tcase_add_test(tc, compressor_c4_matches_naive);
+    tcase_add_test(tc, compressor_c128_matches_naive);
+    tcase_add_test(tc, compressor_rejects_bad_tables);
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("cli");
     tcase_set_timeout(te, 60);
