@@ -287,7 +287,9 @@ static int gemm_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tens
         if (!f)
             return oom(st);
         rc = dsv4_ref_gemm_a8w8_blockscale_f32(&a, f, st);
-        for (int64_t i = 0; !rc && i < n; i++)
+        for (int64_t i = 0; !rc && y->dtype == DSV4_F64 && i < n; i++)
+            ((double *)y->data)[i] = f[i];
+        for (int64_t i = 0; !rc && y->dtype != DSV4_F64 && i < n; i++)
             dsv4_tensor_set(y, i, f[i]);
         free(f);
         return rc;
