@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../ref/numerics.h"
+#include "perm_hint.h"
 
 const char *dsv4_verdict_name(dsv4_verdict v)
 {
@@ -253,6 +254,8 @@ int dsv4_compare(const dsv4_tensor *expected, const dsv4_tensor *actual, const d
         compare_float(expected, actual, pol, mask, locate, locate_ctx, aux ? aux->elem_bound : NULL, res);
         if (res->bad)
             hint_float(expected, actual, mask, res);
+        if (res->bad)
+            dsv4_perm_hint(expected, actual, mask, pol, res);
         break;
     case DSV4_CMP_MX: /* sets its own verdict and message */
         return dsv4_compare_mx(expected, actual, pol, mask, aux, res, st);

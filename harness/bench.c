@@ -38,6 +38,13 @@ static double attn_flops(const dsv4_params *ps, const dsv4_tensors *in)
     return keys * 4.0 * (double)q->shape[1] * 512.0;
 }
 
+/* 2 M N K: the block-scaled GEMM's multiply-adds. */
+static double gemm_flops(const dsv4_params *ps, const dsv4_tensors *in)
+{
+    (void)in;
+    return 2.0 * (double)dsv4_params_int(ps, "M") * (double)dsv4_params_int(ps, "N") * (double)dsv4_params_int(ps, "K");
+}
+
 /* The production shape of toolchain.md section 6: 4 requests x 2048 tokens
  * after a 30000-token prefix, window 128, ratio 4, topk 2048. */
 static const bench_case bench_table[] = {
@@ -105,6 +112,11 @@ static const bench_case bench_table[] = {
       "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]",
       "prefix_lens=[9000]", "nan_unused=0", NULL},
      attn_flops, 1},
+    /* The block-scaled GEMM at M 4096, N 7168 (hidden), K 1536 (q_lora_rank):
+     * the fp32 model (sgemm per K block) and the exact ideal (dgemm). */
+    {"gemm_a8w8_4096x7168x1536_f32", "gemm_a8w8_blockscale", {"M=4096", "N=7168", "K=1536", "ref_accum=f32", NULL},
+     gemm_flops, 0},
+    {"gemm_a8w8_4096x7168x1536_f64", "gemm_a8w8_blockscale", {"M=4096", "N=7168", "K=1536", NULL}, gemm_flops, 1},
 };
 
 static double seconds(void)

@@ -23,6 +23,12 @@ extern const dsv4_op dsv4_op_fp8_group_quant;
 extern const dsv4_op dsv4_op_fused_qk_rmsnorm_group_quant;
 extern const dsv4_op dsv4_op_quantize_and_insert_k_cache;
 extern const dsv4_op dsv4_op_dequantize_and_gather_k_cache;
+extern const dsv4_op dsv4_op_gemm_a8w8_blockscale;
+extern const dsv4_op dsv4_op_shuffle_weight;
+extern const dsv4_op dsv4_op_rocm_inv_rope_einsum;
+extern const dsv4_op dsv4_op_rocm_mxfp8_wo_a_bmm;
+extern const dsv4_op dsv4_op_fused_qnorm_rope_kv_insert;
+extern const dsv4_op dsv4_op_compressor;
 
 /* Shared helpers of the op files (harness/ops_common.c). */
 

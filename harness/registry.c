@@ -32,6 +32,12 @@ static const dsv4_op *const op_table[] = {
     &dsv4_op_fused_qk_rmsnorm_group_quant,
     &dsv4_op_quantize_and_insert_k_cache,
     &dsv4_op_dequantize_and_gather_k_cache,
+    &dsv4_op_gemm_a8w8_blockscale,
+    &dsv4_op_shuffle_weight,
+    &dsv4_op_rocm_inv_rope_einsum,
+    &dsv4_op_rocm_mxfp8_wo_a_bmm,
+    &dsv4_op_fused_qnorm_rope_kv_insert,
+    &dsv4_op_compressor,
 };
 
 int dsv4_op_count(void) { return (int)(sizeof op_table / sizeof op_table[0]); }

@@ -1,0 +1,366 @@
+/* gemm.c - block-scaled FP8 GEMM, shuffle_weight, wo_a; see gemm.h.
+ * "spec" is ../shared/spec/quant_and_indexer.md unless named otherwise. */
+#include "gemm.h"
+
+#include <cblas.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rope.h"
+
+#define BLK DSV4_GEMM_BLOCK
+#define MTILE 256 /* rows per tile: keeps the [MTILE, N] block product in cache */
+
+/* ------------------------------------------------------------------ */
+/* shuffle_weight                                                      */
+
+int64_t dsv4_shuffle_index(int64_t n, int64_t k, int64_t K, int elem_size)
+{
+    /* aiter shuffle.py: IN = IK = 16, BK = 2*IK = 32, K_pack = 16 / elem_size;
+     * view (N/IN, IN, K/BK, BK/Kp, Kp) permuted to (N/IN, K/BK, BK/Kp, IN, Kp)
+     * (spec 7, ROCm/aiter:aiter/ops/shuffle.py@e4048607). */
+    const int64_t Kp = 16 / elem_size;
+    return ((((n / 16) * (K / 32) + k / 32) * (32 / Kp) + (k % 32) / Kp) * 16 + n % 16) * Kp + k % Kp;
+}
+
+int dsv4_shuffle_check(int64_t N, int64_t K, int elem_size, dsv4_status *st)
+{
+    if (elem_size != 1 && elem_size != 2)
+        return dsv4_fail(st, DSV4_EINPUT, "shuffle_weight: element size %d (1: fp8, 2: bf16/fp16)", elem_size);
+    if (N < 0 || K < 0 || N % 16 || K % 32)
+        return dsv4_fail(st, DSV4_EINPUT,
+                         "shuffle_weight: [N = %" PRId64 ", K = %" PRId64 "] needs N %% 16 == 0 and K %% 32 == 0",
+                         N, K);
+    return DSV4_OK;
+}
+
+int dsv4_ref_shuffle_weight(const uint8_t *in, uint8_t *out, int64_t batch, int64_t N, int64_t K,
+                            int elem_size, int inverse, dsv4_status *st)
+{
+    int rc = dsv4_shuffle_check(N, K, elem_size, st);
+    if (rc)
+        return rc;
+    const size_t es = (size_t)elem_size;
+    for (int64_t b = 0; b < batch; b++) {
+        const uint8_t *src = in + (size_t)(b * N * K) * es;
+        uint8_t *dst = out + (size_t)(b * N * K) * es;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t k = 0; k < K; k++) {
+                const int64_t plain = n * K + k, sh = dsv4_shuffle_index(n, k, K, elem_size);
+                if (inverse)
+                    memcpy(dst + (size_t)plain * es, src + (size_t)sh * es, es);
+                else
+                    memcpy(dst + (size_t)sh * es, src + (size_t)plain * es, es);
+            }
+    }
+    return DSV4_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* gemm_a8w8_blockscale                                                */
+
+static int fp8_is_nan(uint8_t b, dsv4_fp8_kind kind)
+{
+    return kind == DSV4_FP8_E4M3FN ? (b & 0x7F) == 0x7F : b == 0x80;
+}
+
+static int64_t kblocks(const dsv4_gemm_args *a) { return a->K / BLK; }
+
+static float xscale(const dsv4_gemm_args *a, int64_t m, int64_t kb)
+{
+    /* bpreshuffle: memory [K/128][M], logical [M, K/128] (spec 7) */
+    return a->x_scale_transposed ? a->x_scale[kb * a->M + m] : a->x_scale[m * kblocks(a) + kb];
+}
+
+static float wscale(const dsv4_gemm_args *a, int64_t n, int64_t kb)
+{
+    return a->w_scale[(n / BLK) * kblocks(a) + kb]; /* per 128x128 block [ceil(N/128), K/128] */
+}
+
+int dsv4_gemm_check(const dsv4_gemm_args *a, dsv4_status *st)
+{
+    if (a->M < 0 || a->N < 0 || a->K < 0)
+        return dsv4_fail(st, DSV4_EINPUT, "gemm: negative shape");
+    if (a->K % BLK)
+        return dsv4_fail(st, DSV4_EINPUT,
+                         "gemm: K = %" PRId64 " is not a multiple of 128 (1x128 / 128x128 block scales; "
+                         "prepare_attn_preshuffle requires K %% 128 == 0)", a->K);
+    if (a->w_shuffled && a->N % 16)
+        return dsv4_fail(st, DSV4_EINPUT, "gemm: N = %" PRId64 " is not a multiple of 16 (shuffle_weight)", a->N);
+    const int64_t KB = kblocks(a), NB = (a->N + BLK - 1) / BLK;
+    for (int64_t i = 0; i < a->M * a->K; i++)
+        if (fp8_is_nan(a->xq[i], a->kind))
+            return dsv4_fail(st, DSV4_EINPUT, "XQ[%" PRId64 ", %" PRId64 "] is a NaN code 0x%02X", i / a->K,
+                             i % a->K, a->xq[i]);
+    for (int64_t i = 0; i < a->N * a->K; i++)
+        if (fp8_is_nan(a->wq[i], a->kind))
+            return dsv4_fail(st, DSV4_EINPUT, "WQ flat element %" PRId64 " is a NaN code 0x%02X", i, a->wq[i]);
+    for (int64_t i = 0; i < a->M * KB; i++)
+        if (!isfinite(a->x_scale[i]))
+            return dsv4_fail(st, DSV4_EINPUT, "x_scale flat element %" PRId64 " is not finite", i);
+    for (int64_t i = 0; i < NB * KB; i++)
+        if (!isfinite(a->w_scale[i]))
+            return dsv4_fail(st, DSV4_EINPUT, "w_scale[%" PRId64 ", %" PRId64 "] is not finite", i / KB, i % KB);
+    return DSV4_OK;
+}
+
+/* The fp8 operands decoded (exactly) into double or float, B unshuffled. */
+static void decode_lut(dsv4_fp8_kind kind, double *lut)
+{
+    for (int b = 0; b < 256; b++)
+        lut[b] = dsv4_fp8_to_f32((uint8_t)b, kind);
+}
+
+static int decode_operands(const dsv4_gemm_args *a, double **A, double **B, int absolute, int scaled,
+                           dsv4_status *st)
+{
+    double lut[256];
+    decode_lut(a->kind, lut);
+    const int64_t M = a->M, N = a->N, K = a->K;
+    *A = malloc((size_t)(M * K + 1) * sizeof(double));
+    *B = malloc((size_t)(N * K + 1) * sizeof(double));
+    if (!*A || !*B) {
+        free(*A), free(*B);
+        *A = *B = NULL;
+        return dsv4_fail(st, DSV4_ERUNTIME, "gemm: out of memory");
+    }
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t k = 0; k < K; k++) {
+            double v = lut[a->xq[m * K + k]];
+            v = absolute ? fabs(v) : v;
+            (*A)[m * K + k] = scaled ? v * fabs((double)xscale(a, m, k / BLK)) : v;
+        }
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++) {
+            int64_t src = a->w_shuffled ? dsv4_shuffle_index(n, k, K, 1) : n * K + k;
+            double v = lut[a->wq[src]];
+            v = absolute ? fabs(v) : v;
+            (*B)[n * K + k] = scaled ? v * fabs((double)wscale(a, n, k / BLK)) : v;
+        }
+    return DSV4_OK;
+}
+
+int dsv4_ref_gemm_a8w8_blockscale_f64(const dsv4_gemm_args *a, double *y, dsv4_status *st)
+{
+    int rc = dsv4_gemm_check(a, st);
+    if (rc)
+        return rc;
+    const int64_t M = a->M, N = a->N, K = a->K, KB = kblocks(a);
+    memset(y, 0, (size_t)(M * N) * sizeof *y);
+    if (M == 0 || N == 0 || K == 0)
+        return DSV4_OK;
+    double *A, *B;
+    if ((rc = decode_operands(a, &A, &B, 0, 0, st)))
+        return rc;
+    double *P = malloc((size_t)(MTILE * N) * sizeof *P);
+    if (!P) {
+        free(A), free(B);
+        return dsv4_fail(st, DSV4_ERUNTIME, "gemm: out of memory");
+    }
+    for (int64_t m0 = 0; m0 < M; m0 += MTILE) {
+        const int64_t mt = M - m0 < MTILE ? M - m0 : MTILE;
+        for (int64_t kb = 0; kb < KB; kb++) {
+            /* P = A[m0:m0+mt, kb-block] . B[:, kb-block]^T: exact (gemm.h) */
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mt, (int)N, BLK, 1.0, A + m0 * K + kb * BLK,
+                        (int)K, B + kb * BLK, (int)K, 0.0, P, (int)N);
+            for (int64_t i = 0; i < mt; i++) {
+                const double xs = xscale(a, m0 + i, kb);
+                double *yr = y + (m0 + i) * N;
+                const double *pr = P + i * N;
+                for (int64_t n = 0; n < N; n++) /* xs*ws exact in double (24 + 24 bits) */
+                    yr[n] += pr[n] * (xs * (double)wscale(a, n, kb));
+            }
+        }
+    }
+    free(A), free(B), free(P);
+    return DSV4_OK;
+}
+
+int dsv4_ref_gemm_a8w8_blockscale_f32(const dsv4_gemm_args *a, float *y, dsv4_status *st)
+{
+    int rc = dsv4_gemm_check(a, st);
+    if (rc)
+        return rc;
+    const int64_t M = a->M, N = a->N, K = a->K, KB = kblocks(a);
+    memset(y, 0, (size_t)(M * N) * sizeof *y);
+    if (M == 0 || N == 0 || K == 0)
+        return DSV4_OK;
+    double lut[256];
+    decode_lut(a->kind, lut);
+    float *A = malloc((size_t)(M * K) * sizeof *A), *B = malloc((size_t)(N * K) * sizeof *B);
+    float *P = malloc((size_t)(MTILE * N) * sizeof *P);
+    if (!A || !B || !P) {
+        free(A), free(B), free(P);
+        return dsv4_fail(st, DSV4_ERUNTIME, "gemm: out of memory");
+    }
+    for (int64_t i = 0; i < M * K; i++)
+        A[i] = (float)lut[a->xq[i]];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++)
+            B[n * K + k] = (float)lut[a->wq[a->w_shuffled ? dsv4_shuffle_index(n, k, K, 1) : n * K + k]];
+    for (int64_t m0 = 0; m0 < M; m0 += MTILE) {
+        const int64_t mt = M - m0 < MTILE ? M - m0 : MTILE;
+        for (int64_t kb = 0; kb < KB; kb++) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mt, (int)N, BLK, 1.0f, A + m0 * K + kb * BLK,
+                        (int)K, B + kb * BLK, (int)K, 0.0f, P, (int)N);
+            for (int64_t i = 0; i < mt; i++) {
+                const float xs = xscale(a, m0 + i, kb);
+                float *yr = y + (m0 + i) * N;
+                const float *pr = P + i * N;
+                for (int64_t n = 0; n < N; n++) {
+                    float px = pr[n] * xs;            /* fl(P * xs) (spec 7, Triton) */
+                    yr[n] = yr[n] + px * wscale(a, n, kb); /* acc += fl(.)*ws, unfused */
+                }
+            }
+        }
+    }
+    free(A), free(B), free(P);
+    return DSV4_OK;
+}
+
+int dsv4_gemm_abs_gauge(const dsv4_gemm_args *a, double *g, dsv4_status *st)
+{
+    int rc = dsv4_gemm_check(a, st);
+    if (rc)
+        return rc;
+    const int64_t M = a->M, N = a->N, K = a->K;
+    memset(g, 0, (size_t)(M * N) * sizeof *g);
+    if (M == 0 || N == 0 || K == 0)
+        return DSV4_OK;
+    double *A, *B;
+    if ((rc = decode_operands(a, &A, &B, 1, 1, st)))
+        return rc;
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0, A, (int)K, B, (int)K, 0.0, g,
+                (int)N);
+    free(A), free(B);
+    return DSV4_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* rocm_inv_rope_einsum (sparse_attention.md 10.2 [S9])                */
+
+/* Head row o[t, h, :] as double, inverse-rotated when asked; err (may be
+ * NULL) gets each lane's kernel-vs-ideal error bound (0 for NoPE lanes). */
+static int einsum_row(const dsv4_einsum_args *a, int64_t t, int64_t h, double *x, double *err, dsv4_status *st)
+{
+    const uint16_t *src = a->o + (t * a->H + h) * DSV4_HEAD_DIM;
+    for (int d = 0; d < DSV4_HEAD_DIM; d++) {
+        x[d] = dsv4_bf16_to_f32(src[d]);
+        if (err)
+            err[d] = 0;
+    }
+    if (!a->inverse_rope) /* o is already rotated and bf16 (spec 10.2 step 1) */
+        return DSV4_OK;
+    const float *row;
+    char what[48];
+    snprintf(what, sizeof what, "positions[%" PRId64 "]", t);
+    int rc = dsv4_rope_row(a->cos_sin_cache, a->num_pos, a->rope_dim, a->positions[t], what, &row, st);
+    if (rc)
+        return rc;
+    double *lanes = x + DSV4_HEAD_DIM - a->rope_dim;
+    double orig[DSV4_HEAD_DIM];
+    memcpy(orig, lanes, (size_t)a->rope_dim * sizeof *orig);
+    dsv4_rope_gptj_f64(lanes, row, a->rope_dim, DSV4_ROPE_INVERSE); /* spec 9.1: e c + o s, o c - e s */
+    if (err)
+        for (int k = 0; k < a->rope_dim / 2; k++) {
+            const double c = row[k], s = row[a->rope_dim / 2 + k];
+            const double delta = 3 * 0x1p-24 * (fabs(orig[2 * k] * c) + fabs(orig[2 * k + 1] * s) +
+                                                fabs(orig[2 * k + 1] * c) + fabs(orig[2 * k] * s));
+            /* the kernel stores bf16(fp32 rotation): 1 ulp_bf16 covers the
+             * 0.5-ulp rounding of a value up to delta away */
+            err[DSV4_HEAD_DIM - a->rope_dim + 2 * k] = dsv4_ulp(DSV4_BF16, fabs(lanes[2 * k]) + delta) + delta;
+            err[DSV4_HEAD_DIM - a->rope_dim + 2 * k + 1] =
+                dsv4_ulp(DSV4_BF16, fabs(lanes[2 * k + 1]) + delta) + delta;
+        }
+    return DSV4_OK;
+}
+
+int dsv4_ref_inv_rope_einsum(const dsv4_einsum_args *a, double *out, double *gauge, double *rope_err,
+                             dsv4_status *st)
+{
+    if (a->G < 1 || a->H < 1 || (a->H * DSV4_HEAD_DIM) % a->G || a->R < 0 || a->T < 0)
+        return dsv4_fail(st, DSV4_EINPUT,
+                         "einsum: H*512 = %" PRId64 " must split into G = %" PRId64 " groups (R >= 0)",
+                         a->H * DSV4_HEAD_DIM, a->G);
+    if (a->inverse_rope && (a->rope_dim < 2 || a->rope_dim > DSV4_HEAD_DIM || a->rope_dim % 2))
+        return dsv4_fail(st, DSV4_EINPUT, "einsum: rope_dim %d", a->rope_dim);
+    const int64_t Dg = a->H * DSV4_HEAD_DIM / a->G, W = a->H * DSV4_HEAD_DIM;
+    double *x = malloc((size_t)W * sizeof *x), *err = malloc((size_t)W * sizeof *err);
+    if (!x || !err) {
+        free(x), free(err);
+        return dsv4_fail(st, DSV4_ERUNTIME, "einsum: out of memory");
+    }
+    int rc = DSV4_OK;
+    for (int64_t t = 0; t < a->T && !rc; t++) {
+        for (int64_t h = 0; h < a->H && !rc; h++)
+            rc = einsum_row(a, t, h, x + h * DSV4_HEAD_DIM, err + h * DSV4_HEAD_DIM, st);
+        for (int64_t g = 0; g < a->G && !rc; g++)
+            for (int64_t r = 0; r < a->R; r++) {
+                const uint16_t *wr = a->w + (g * a->R + r) * Dg; /* W[g, r, :] */
+                const double *xg = x + g * Dg, *eg = err + g * Dg;
+                double s = 0, sa = 0, se = 0;
+                for (int64_t d = 0; d < Dg; d++) { /* "tgd,grd->tgr", fixed order */
+                    const double w = dsv4_bf16_to_f32(wr[d]);
+                    s += xg[d] * w;
+                    sa += fabs(xg[d] * w);
+                    se += eg[d] * fabs(w);
+                }
+                const int64_t i = (t * a->G + g) * a->R + r;
+                out[i] = s;
+                if (gauge)
+                    gauge[i] = sa;
+                if (rope_err)
+                    rope_err[i] = se;
+            }
+    }
+    free(x), free(err);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* rocm_mxfp8_wo_a_bmm (sparse_attention.md 10.3 [S9])                 */
+
+int dsv4_ref_mxfp8_wo_a_bmm(const dsv4_wo_a_bmm_args *a, double *out, double *gauge, dsv4_status *st)
+{
+    const int64_t T = a->T, G = a->G, R = a->R, K = a->K, KB = K / 32;
+    if (T < 0 || G < 1 || R < 0 || K < 0 || K % 32)
+        return dsv4_fail(st, DSV4_EINPUT, "wo_a bmm: K = %" PRId64 " must be a multiple of 32 (MXFP8 blocks)", K);
+    for (int64_t i = 0; i < T * G * K; i++)
+        if (fp8_is_nan(a->a[i], DSV4_FP8_E4M3FN))
+            return dsv4_fail(st, DSV4_EINPUT, "a[%" PRId64 ", %" PRId64 "] is a NaN code", i / (G * K), i % (G * K));
+    for (int64_t i = 0; i < G * R * K; i++)
+        if (fp8_is_nan(a->w[i], DSV4_FP8_E4M3FN))
+            return dsv4_fail(st, DSV4_EINPUT, "wo_a[%" PRId64 ", %" PRId64 "] is a NaN code", i / K, i % K);
+    for (int64_t i = 0; i < T * G * KB; i++)
+        if (a->a_scale[i] == 0xFF)
+            return dsv4_fail(st, DSV4_EINPUT, "a_scale flat element %" PRId64 " is the e8m0 NaN 0xFF", i);
+    for (int64_t i = 0; i < G * R * KB; i++)
+        if (a->w_scale[i] == 0xFF)
+            return dsv4_fail(st, DSV4_EINPUT, "wo_a scale flat element %" PRId64 " is the e8m0 NaN 0xFF", i);
+    double lut[256];
+    decode_lut(DSV4_FP8_E4M3FN, lut);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t g = 0; g < G; g++)
+            for (int64_t r = 0; r < R; r++) {
+                const uint8_t *ar = a->a + t * G * K + g * K, *wr = a->w + (g * R + r) * K;
+                const uint8_t *as = a->a_scale + t * G * KB + g * KB, *ws = a->w_scale + (g * R + r) * KB;
+                double s = 0, sa = 0;
+                for (int64_t kb = 0; kb < KB; kb++) { /* tiles never cross groups (spec 10.3) */
+                    double p = 0, pa = 0;             /* exact: 32 fp8 products */
+                    for (int k = 0; k < 32; k++) {
+                        p += lut[ar[kb * 32 + k]] * lut[wr[kb * 32 + k]];
+                        pa += fabs(lut[ar[kb * 32 + k]] * lut[wr[kb * 32 + k]]);
+                    }
+                    const double sc = dsv4_e8m0_to_f64(as[kb]) * dsv4_e8m0_to_f64(ws[kb]); /* 2^(sa+sw-254) */
+                    s += p * sc;
+                    sa += pa * sc;
+                }
+                out[t * G * R + g * R + r] = s;
+                if (gauge)
+                    gauge[t * G * R + g * R + r] = sa;
+            }
+    return DSV4_OK;
+}
