@@ -750,16 +750,17 @@ const dsv4_op dsv4_op_rocm_inverse_rope_rows = {
  *  - NoPE lanes are bf16 values copied to fp32 exactly, so their blocks
  *    (0..13 of every head: 448 = 14 * 32) quantize identically on any
  *    correct kernel: 0 steps, scale exact.
- *  - A RoPE lane is fl(a c) +- fl(b s) here; a kernel may contract to an FMA
- *    or order the sum differently.  Each fp32 formulation is within
- *    2 * 2^-24 (|a c| + |b s|) of the exact a c +- b s (two roundings of
- *    terms bounded by |a c| + |b s|), so kernel and golden differ by at most
- *    Delta = 4 * 2^-24 (|a c| + |b s|); we allow 6 * 2^-24 (...) + 2^-23 |x|
- *    (slack, and the double -> fp32 step of the test below).  Scaled by the
- *    block's 2^(127-code), Delta <= 6 * 2^-24 * sqrt(2) * 448 ~ 1.6e-4, far
- *    below the smallest e4m3 step (2^-9), so a lane moves by at most one
- *    code, and only when [x - Delta, x + Delta] * 2^(127-code) straddles an
- *    e4m3 rounding boundary: such a lane is "at risk" and may be 1 step off;
+ *  - A RoPE lane is fl(fl(a c) +- fl(b s)) here; a kernel may contract to
+ *    an FMA or order the sum differently.  With r the exact a c +- b s and
+ *    E_p the two products' rounding errors, any such fp32 formulation is
+ *    within E_p + 2^-24 (|a c| + |b s| + E_p) of r (E_p <= 2^-24 (|a c| +
+ *    |b s|)), and exactly r when the products and r are fp32 numbers (cos 1,
+ *    sin 0); so kernel and golden x differ by at most Delta = |x - r| + that
+ *    (rmx_delta), <= 4 * 2^-24 (|a c| + |b s|).  Scaled by the block's
+ *    2^(127-code), Delta <= 4 * 2^-24 * sqrt(2) * 448 ~ 1.5e-4, far below
+ *    the smallest e4m3 step (2^-9), so a lane moves by at most one code, and
+ *    only when [x - Delta, x + Delta] * 2^(127-code) straddles an e4m3
+ *    rounding boundary: such a lane is "at risk" and may be 1 step off;
  *    every other lane must be exact.  Likewise a block whose
  *    [amax - Delta, amax + Delta] straddles a scale boundary may come back
  *    one binade off, and then all its 32 lanes are at risk.
@@ -936,9 +937,38 @@ static int rmx_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tenso
                                             dsv4_tensors_find(out, "scale")->data, st);
 }
 
+/* The largest distance, for any fp32 formulation of one rotated lane (a c
+ * + b s or b c - a s: products rounded then summed, or an FMA), between a
+ * kernel's value and the golden's x: |x - r| + E_p + 2^-24 (|a c| + |b s|
+ * + E_p), with r the exact value and E_p the two products' rounding errors
+ * (all exact in double: 8 x 24-bit products); 0 when both products and r
+ * are exact in fp32 (e.g. cos 1, sin 0: every formulation is exact). */
+static double rmx_delta(double a, double b, double c, double s, int odd, float x)
+{
+    const double p1 = odd ? b * c : a * c, p2 = odd ? a * s : b * s; /* inverse: a c + b s, b c - a s */
+    const double ep = fabs((double)(float)p1 - p1) + fabs((double)(float)p2 - p2);
+    const double r = odd ? p1 - p2 : p1 + p2;
+    if (ep == 0 && (double)(float)r == r)
+        return fabs((double)x - r);
+    return fabs((double)x - r) + ep + 0x1p-24 * (fabs(p1) + fabs(p2) + ep);
+}
+
+/* y rounded to fp32 away from the interval's inside: down (dir < 0) or up. */
+static float rmx_out(double y, int dir)
+{
+    float f = (float)y;
+    if (dir < 0 && (double)f > y)
+        f = nextafterf(f, -INFINITY);
+    if (dir > 0 && (double)f < y)
+        f = nextafterf(f, INFINITY);
+    return f;
+}
+
 /* The lanes at risk (see the derivation above): risk[i] = 1 where a correct
  * fp32 kernel may return a code one step from the golden's (NULL: count
- * only); *lanes and *blocks count lanes and blocks at risk. */
+ * only); *lanes and *blocks count lanes and blocks at risk.  E4m3 RNE and
+ * the scale rules are monotone, so a code can change within [x - Delta,
+ * x + Delta] iff the endpoints' codes differ. */
 static int rmx_risk(const dsv4_opctx *c, const dsv4_tensors *in, uint8_t *risk, int64_t *lanes, int64_t *blocks,
                     dsv4_status *st)
 {
@@ -961,20 +991,22 @@ static int rmx_risk(const dsv4_opctx *c, const dsv4_tensors *in, uint8_t *risk, 
                 for (int i = 0; i < DSV4_MX_BLOCK; i++) {
                     const int k = (j * DSV4_MX_BLOCK + i - (D - r.rd)) / 2, odd = i & 1;
                     const int64_t p = b0 + i - odd; /* the pair's even lane */
-                    const double a = dsv4_bf16_to_f32(o[p]), b = dsv4_bf16_to_f32(o[p + 1]);
                     const double xi = fabs((double)x[b0 + i]);
-                    delta[i] = 6.0 * 0x1p-24 * (fabs(a * row[k]) + fabs(b * row[half + k])) + 0x1p-23 * xi;
+                    delta[i] = rmx_delta(dsv4_bf16_to_f32(o[p]), dsv4_bf16_to_f32(o[p + 1]), row[k], row[half + k],
+                                         odd, x[b0 + i]);
                     lo = fmax(lo, xi - delta[i]);
                     hi = fmax(hi, xi + delta[i]);
                 }
                 const uint8_t code = dsv4_mx_scale_byte(rule, dsv4_mx_amax(x + b0, DSV4_MX_BLOCK));
-                const int scale_risk = dsv4_mx_scale_byte(rule, (float)lo) != dsv4_mx_scale_byte(rule, (float)hi);
+                const int scale_risk = dsv4_mx_scale_byte(rule, rmx_out(lo, -1)) !=
+                                       dsv4_mx_scale_byte(rule, rmx_out(hi, 1));
                 const double m = ldexp(1.0, 127 - (int)code);
                 *blocks += scale_risk;
                 for (int i = 0; i < DSV4_MX_BLOCK; i++) {
                     const double v = x[b0 + i];
-                    int at = scale_risk || dsv4_fp8_from_f32((float)((v - delta[i]) * m), DSV4_FP8_E4M3FN, 1) !=
-                                               dsv4_fp8_from_f32((float)((v + delta[i]) * m), DSV4_FP8_E4M3FN, 1);
+                    const int at = scale_risk ||
+                                   dsv4_fp8_from_f32(rmx_out((v - delta[i]) * m, -1), DSV4_FP8_E4M3FN, 1) !=
+                                       dsv4_fp8_from_f32(rmx_out((v + delta[i]) * m, 1), DSV4_FP8_E4M3FN, 1);
                     *lanes += at;
                     if (risk)
                         risk[b0 + i] = (uint8_t)at;
@@ -1005,8 +1037,8 @@ static int rmx_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *o
     pol->scale_tol = blocks > 0;
     pol->budget = n > 0 ? (codes ? (double)lanes / n : (double)blocks / (n / DSV4_MX_BLOCK)) : 0;
     snprintf(pol->rule, sizeof pol->rule,
-             "mx: NoPE lanes exact; RoPE lanes exact unless +-Delta = 6*2^-24(|ac|+|bs|) straddles an e4m3 "
-             "(or scale) boundary: then 1 step; %" PRId64 " lanes, %" PRId64 " blocks at risk = budget",
+             "mx: NoPE lanes exact; a RoPE lane exact unless x +- Delta (fp32 rotation error, <= 4*2^-24(|ac|+|bs|)) "
+             "straddles an e4m3 or scale boundary: then 1 step; %" PRId64 " lanes, %" PRId64 " blocks at risk = budget",
              lanes, blocks);
     return DSV4_OK;
 }
