@@ -8,8 +8,10 @@
  *   ULPs; pol->scale_tol allowed); then every element is dequantized with its
  *   own side's scale (expected codes x expected scale, actual x actual) and
  *   the difference is measured in quantization steps: the spacing of the
- *   element grid at the expected code, times the expected scale.  A "flip" is
- *   an element whose code differs.
+ *   element grid at the expected code, times the expected scale; allowed:
+ *   pol->ulp steps plus aux->elem_bound[element] where the op gives a
+ *   per-element bound in steps (op->bound).  A "flip" is an element whose
+ *   code differs.
  * - scales (float8_e8m0fnu, uint8 e8m0 bytes, float32): each scale is one
  *   block, compared as above and reported by block.
  * Verdict: FAIL if a scale differs by more than scale_tol, an element is more
@@ -229,14 +231,15 @@ int dsv4_compare_mx(const dsv4_tensor *e, const dsv4_tensor *a, const dsv4_polic
                     res->max_ulp = err;
                 if (fabs(da - de) > res->max_abs || isnan(err))
                     res->max_abs = isinf(err) ? INFINITY : fabs(da - de);
-                if (!(err > pol->ulp))
+                const double tol = pol->ulp + (aux->elem_bound ? aux->elem_bound[flat] : 0);
+                if (!(err > tol))
                     continue;
                 elem_bad++;
                 snprintf(where, sizeof where,
                          "block [%" PRId64 ", %" PRId64 "] element %d (value %" PRId64 " of row %" PRId64
                          "): code 0x%02X, expected 0x%02X; %.3g steps",
                          r, j, i, j * g.block + i, r, ca, ce, err);
-                add_mismatch(res, e, flat, de, da, err, step, pol->ulp, where);
+                add_mismatch(res, e, flat, de, da, err, step, tol, where);
             }
         }
     finish(res, pol, scale_bad, scale_diff - scale_bad, g.rows * g.nb, flips, elem_bad,

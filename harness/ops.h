@@ -13,6 +13,7 @@ extern const dsv4_op dsv4_op_copy_ragged_to_graph_buffers;
 extern const dsv4_op dsv4_op_get_prefill_chunk_plan;
 extern const dsv4_op dsv4_op_rocm_sparse_attn_prefill;
 extern const dsv4_op dsv4_op_rocm_inverse_rope_rows;
+extern const dsv4_op dsv4_op_rocm_inverse_rope_mxfp8_rows;
 extern const dsv4_op dsv4_op_rocm_sparse_attn_decode;
 extern const dsv4_op dsv4_op_sparse_mla_fwd;
 extern const dsv4_op dsv4_op_quantize_and_insert_k_cache;

@@ -22,6 +22,7 @@ static const dsv4_op *const op_table[] = {
     &dsv4_op_get_prefill_chunk_plan,
     &dsv4_op_rocm_sparse_attn_prefill,
     &dsv4_op_rocm_inverse_rope_rows,
+    &dsv4_op_rocm_inverse_rope_mxfp8_rows,
     &dsv4_op_rocm_sparse_attn_decode,
     &dsv4_op_sparse_mla_fwd,
     &dsv4_op_quantize_and_insert_k_cache,

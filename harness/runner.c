@@ -219,7 +219,7 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
         }
         locate_ctx lc = {op, c, in, a->name};
         dsv4_cmp_aux aux = {NULL, NULL, NULL};
-        if (op->bound && out->pol.kind == DSV4_CMP_FLOAT) {
+        if (op->bound && (out->pol.kind == DSV4_CMP_FLOAT || out->pol.kind == DSV4_CMP_MX)) {
             free(ebound);
             if (!(ebound = calloc(n ? (size_t)n : 1, sizeof *ebound))) {
                 dsv4_fail(&st, DSV4_ERUNTIME, "out of memory");

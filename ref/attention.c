@@ -396,3 +396,42 @@ int dsv4_ref_inverse_rope_rows_f64(const uint16_t *o, int64_t T, int64_t H, cons
                                cos_sin_cache + positions[t] * rope_dim, rope_dim, DSV4_ROPE_INVERSE);
     return DSV4_OK;
 }
+
+int dsv4_ref_inverse_rope_rows_f32(const uint16_t *o, int64_t T, int64_t H, const int64_t *positions,
+                                   const float *cos_sin_cache, int64_t num_pos, int rope_dim, float *out,
+                                   dsv4_status *st)
+{
+    int rc = rope_check(T, H, positions, num_pos, rope_dim, 0, st);
+    if (rc)
+        return rc;
+    for (int64_t i = 0; i < T * H * D; i++) {
+        if ((o[i] & 0x7F80u) == 0x7F80u) /* bf16 exponent all ones: Inf or NaN */
+            return dsv4_fail(st, DSV4_EINPUT, "o[%" PRId64 ", %" PRId64 ", %" PRId64 "] is not finite",
+                             i / (H * D), i / D % H, i % D);
+        out[i] = dsv4_bf16_to_f32(o[i]); /* step 1: x = fp32(o) (spec 9.3 [S9]) */
+    }
+    /* Step 2: the pairs of lanes 448.. rotate; NoPE pairs (cos 1, sin 0) keep their bits. */
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < H; h++)
+            dsv4_rope_gptj_f32(out + (t * H + h) * D + (D - rope_dim), cos_sin_cache + positions[t] * rope_dim,
+                               rope_dim, DSV4_ROPE_INVERSE);
+    return DSV4_OK;
+}
+
+int dsv4_ref_inverse_rope_mxfp8_rows(const uint16_t *o, int64_t T, int64_t H, const int64_t *positions,
+                                     const float *cos_sin_cache, int64_t num_pos, int rope_dim,
+                                     dsv4_mx_rule rule, uint8_t *data, uint8_t *scales, dsv4_status *st)
+{
+    if (T < 0 || H < 0)
+        return dsv4_fail(st, DSV4_EINPUT, "inverse rope mxfp8: negative shape");
+    float *x = malloc((size_t)(T * H * D + 1) * sizeof *x);
+    if (!x)
+        return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
+    int rc = dsv4_ref_inverse_rope_rows_f32(o, T, H, positions, cos_sin_cache, num_pos, rope_dim, x, st);
+    /* Step 3: MXFP8 per 512-lane head row; [T*H, 512] rows are exactly the
+     * [T, H*512] / [T, H*16] layouts (spec 9.3 [S9], quant 2 "Layouts"). */
+    if (!rc)
+        rc = dsv4_mx_quant_rows_fp8(x, T * H, D, rule, data, scales, st);
+    free(x);
+    return rc;
+}

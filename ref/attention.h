@@ -28,6 +28,7 @@
 
 #include <stdint.h>
 
+#include "mx.h"
 #include "rope.h"
 #include "status.h"
 
@@ -111,5 +112,27 @@ int dsv4_ref_inverse_rope_rows(uint16_t *o, int64_t T, int64_t H, const int64_t 
 int dsv4_ref_inverse_rope_rows_f64(const uint16_t *o, int64_t T, int64_t H, const int64_t *positions,
                                    const float *cos_sin_cache, int64_t num_pos, int rope_dim,
                                    int64_t rotated, double *out, dsv4_status *st);
+
+/* The fp32 rows rocm_inverse_rope_mxfp8_rows quantizes (spec 9.3 steps 1-2
+ * [S9]): x = fp32(o[t,h,:]) of bf16 o [T, H, 512], lanes 448..511 rotated
+ * inversely in fp32 at positions[t] (dsv4_rope_gptj_f32: products rounded,
+ * then the sum), NoPE lanes copied bit for bit (spec 9.1: "NoPE lanes are
+ * unchanged (bit-exact)"; a literal cos = 1, sin = 0 pass would map a -0
+ * lane with a positive partner to +0, we keep -0).  out [T, H, 512] fp32. */
+int dsv4_ref_inverse_rope_rows_f32(const uint16_t *o, int64_t T, int64_t H, const int64_t *positions,
+                                   const float *cos_sin_cache, int64_t num_pos, int rope_dim, float *out,
+                                   dsv4_status *st);
+
+/* rocm_inverse_rope_mxfp8_rows(o, positions, cos_sin_cache, rope_dim,
+ * out_data, out_scale) (spec 9.3 [S9], quant 2 "Inverse RoPE before wo_a"):
+ * the rows of dsv4_ref_inverse_rope_rows_f32, then MXFP8 of every 512-lane
+ * head row by `rule` (an MXFP8 rule of mx.h; the ROCm kernels' is
+ * DSV4_MX_FP8_CEIL) through dsv4_mx_quant_rows_fp8.  data [T, H*512]
+ * e4m3fn (head h at columns h*512), scales [T, H*16] uint8 (scale (t, h*16+g)
+ * covers lanes 32g..32g+31 of head h).  Non-finite o is DSV4_EINPUT (the
+ * kernels' NaN behaviour is open, quant spec 9 q. 5). */
+int dsv4_ref_inverse_rope_mxfp8_rows(const uint16_t *o, int64_t T, int64_t H, const int64_t *positions,
+                                     const float *cos_sin_cache, int64_t num_pos, int rope_dim,
+                                     dsv4_mx_rule rule, uint8_t *data, uint8_t *scales, dsv4_status *st);
 
 #endif

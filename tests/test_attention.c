@@ -13,6 +13,7 @@
 
 #include "../compare/attn_hints.h"
 #include "../harness/golden.h"
+#include "../harness/op.h"
 #include "../harness/rng.h"
 #include "../ref/attention.h"
 #include "../ref/numerics.h"
@@ -468,6 +469,223 @@ START_TEST(test_sink_hints)
 }
 END_TEST
 
+/* ---- rocm_inverse_rope_mxfp8_rows (spec 9.3) ---- */
+
+/* Hand-derived bytes.  Position 0: cos 1, sin 0 (pairs unchanged); position
+ * 1: cos 0, sin 1, so (a, b) -> (a*0 + b*1, b*0 - a*1) = (b, -a).
+ * e4m3fn = s|eeee (bias 7)|mmm: 448 = 1.75*2^8 -> 0x7E, 1 -> 0x38, 2 -> 0x40,
+ * 0.5 -> 0x30, 0.25 -> 0x28, 256 -> 0x78, 128 -> 0x70, 192 = 1.5*2^7 ->
+ * 0x74, 64 -> 0x68, 384 = 1.5*2^8 -> 0x7C; sign bit 0x80.  Scale bytes
+ * ceil(log2(amax/448)) + 127: amax 448 -> 127, 1 -> ceil(-8.81) + 127 = 119,
+ * 3 -> ceil(-7.22) + 127 = 120, all zero -> clamp(-7) = 0. */
+START_TEST(test_inverse_rope_mxfp8_hand)
+{
+    float cs[2 * 64];
+    for (int k = 0; k < 32; k++)
+        cs[k] = 1, cs[32 + k] = 0, cs[64 + k] = 0, cs[96 + k] = 1;
+    uint16_t o[2 * D];
+    memset(o, 0, sizeof o);
+    for (int t = 0; t < 2; t++) {
+        uint16_t *r = o + t * D;
+        r[0] = bf(3.0);
+        r[33] = 0x8000; /* -0 in a NoPE lane: kept (0x80) */
+        for (int d = 448; d < 480; d++)
+            r[d] = bf(0.25);
+        r[448] = bf(448), r[449] = bf(1), r[450] = bf(-2), r[451] = bf(0.5);
+        r[480] = bf(1), r[481] = bf(0.5), r[482] = bf(-0.75), r[483] = bf(0.25);
+    }
+    int64_t pos[2] = {0, 1};
+    uint8_t data[2 * D], sc[2 * 16];
+    dsv4_status st = {0};
+    ck_assert_int_eq(dsv4_ref_inverse_rope_mxfp8_rows(o, 2, 1, pos, cs, 2, 64, DSV4_MX_FP8_CEIL, data, sc, &st), 0);
+    static const uint8_t want_sc[16] = {120, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 127, 119};
+    ck_assert(memcmp(sc, want_sc, 16) == 0 && memcmp(sc + 16, want_sc, 16) == 0);
+    for (int t = 0; t < 2; t++) {
+        const uint8_t *r = data + t * D;
+        ck_assert_uint_eq(r[0], 0x7C);
+        ck_assert_uint_eq(r[33], 0x80);
+        for (int d = 1; d < 448; d++)
+            if (d != 33)
+                ck_assert_uint_eq(r[d], 0x00);
+    }
+    static const uint8_t id[8] = {0x7E, 0x38, 0xC0, 0x30, 0x78, 0x70, 0xF4, 0x68};
+    static const uint8_t sw[8] = {0x38, 0xFE, 0x30, 0x40, 0x70, 0xF8, 0x68, 0x74};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_uint_eq(data[448 + i], id[i]);
+        ck_assert_uint_eq(data[480 + i], id[4 + i]);
+        ck_assert_uint_eq(data[D + 448 + i], sw[i]);
+        ck_assert_uint_eq(data[D + 480 + i], sw[4 + i]);
+    }
+    for (int d = 452; d < 480; d++) { /* (0.25, 0.25) -> same, or (0.25, -0.25) */
+        ck_assert_uint_eq(data[d], 0x28);
+        ck_assert_uint_eq(data[D + d], d % 2 ? 0xA8 : 0x28);
+    }
+    for (int d = 484; d < D; d++) /* (0, 0) -> (+0, +0) under either rotation */
+        ck_assert(data[d] == 0 && data[D + d] == 0);
+    /* bad input named */
+    o[D + 7] = 0x7FC0;
+    ck_assert_int_eq(dsv4_ref_inverse_rope_mxfp8_rows(o, 2, 1, pos, cs, 2, 64, DSV4_MX_FP8_CEIL, data, sc, &st),
+                     DSV4_EINPUT);
+    ck_assert_msg(strstr(st.msg, "o[1, 0, 7]") != NULL, "%s", st.msg);
+    pos[1] = 2;
+    ck_assert_int_eq(dsv4_ref_inverse_rope_mxfp8_rows(o, 2, 1, pos, cs, 2, 64, DSV4_MX_FP8_CEIL, data, sc, &st),
+                     DSV4_EINPUT);
+}
+END_TEST
+
+/* A second formulation written here: the rotation with explicit fp32
+ * temporaries, the exact ceil(log2) from frexp, and e4m3 by a nearest search
+ * over all 126 positive finite codes (ties to the even code). */
+static uint8_t e4m3_nearest(float q)
+{
+    float a = fabsf(q);
+    int best = 0;
+    for (int c = 1; c < 0x7F; c++) {
+        float v = dsv4_fp8_to_f32((uint8_t)c, DSV4_FP8_E4M3FN), bv = dsv4_fp8_to_f32((uint8_t)best, DSV4_FP8_E4M3FN);
+        if (fabsf(v - a) < fabsf(bv - a) || (fabsf(v - a) == fabsf(bv - a) && (c & 1) == 0))
+            best = c;
+    }
+    return (uint8_t)(best | (signbit(q) ? 0x80 : 0));
+}
+
+START_TEST(test_inverse_rope_mxfp8_second_formulation)
+{
+    enum { T = 3, H = 2, P = 5 };
+    float cs[P * 64];
+    dsv4_rng rng;
+    dsv4_rng_init(&rng, 11, "cs");
+    for (int i = 0; i < P * 32; i++) {
+        double ang = dsv4_rng_uniform(&rng) * 6.283185307179586;
+        cs[i / 32 * 64 + i % 32] = (float)cos(ang), cs[i / 32 * 64 + 32 + i % 32] = (float)sin(ang);
+    }
+    uint16_t o[T * H * D];
+    for (int i = 0; i < T * H * D; i++)
+        o[i] = bf(dsv4_rng_normal(&rng) * ldexp(1.0, (int)(i / D) * 3 - 6));
+    int64_t pos[T] = {4, 1, 3};
+    uint8_t data[T * H * D], sc[T * H * 16];
+    dsv4_status st = {0};
+    ck_assert_int_eq(dsv4_ref_inverse_rope_mxfp8_rows(o, T, H, pos, cs, P, 64, DSV4_MX_FP8_CEIL, data, sc, &st), 0);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++) {
+            float x[D];
+            const uint16_t *r = o + (t * H + h) * D;
+            for (int d = 0; d < D; d++)
+                x[d] = dsv4_bf16_to_f32(r[d]);
+            for (int k = 0; k < 32; k++) {
+                const float c = cs[pos[t] * 64 + k], s = cs[pos[t] * 64 + 32 + k];
+                const float a = x[448 + 2 * k], b = x[449 + 2 * k];
+                const float ac = a * c, bs = b * s, bc = b * c, as = a * s;
+                x[448 + 2 * k] = ac + bs, x[449 + 2 * k] = bc - as;
+            }
+            for (int g = 0; g < 16; g++) {
+                double amax = 0x1p-126;
+                for (int i = 0; i < 32; i++)
+                    amax = fmax(amax, fabs(x[g * 32 + i]));
+                int e;
+                double f = frexp(amax / 448.0, &e); /* amax/448 = f 2^e, f in [0.5, 1) */
+                int code = (f > 0.5 ? e : e - 1) + 127;
+                code = code < 0 ? 0 : code > 254 ? 254 : code;
+                ck_assert_int_eq(sc[(t * H + h) * 16 + g], code);
+                for (int i = 0; i < 32; i++) {
+                    const int d = g * 32 + i;
+                    ck_assert_uint_eq(data[(t * H + h) * D + d], e4m3_nearest(ldexpf(x[d], 127 - code)));
+                }
+            }
+        }
+}
+END_TEST
+
+/* The policy: a RoPE lane whose golden value is an e4m3 tie reached through
+ * an inexact product is at risk (a one-code flip passes); a flip anywhere
+ * else, or two codes off, fails. */
+static int rmx_compare(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in, const dsv4_tensors *e,
+                       const dsv4_tensors *a, int64_t *at_risk)
+{
+    dsv4_status st = {0};
+    dsv4_policy pol;
+    ck_assert_int_eq(op->policy(c, in, "data", &pol, &st), 0);
+    const dsv4_tensor *de = dsv4_tensors_get(e, "data");
+    const int64_t n = dsv4_tensor_numel(de);
+    double *bound = calloc((size_t)n, sizeof *bound);
+    ck_assert_int_eq(op->bound(c, in, "data", bound, n, &st), 0);
+    *at_risk = 0;
+    for (int64_t i = 0; i < n; i++)
+        *at_risk += bound[i] > 0;
+    dsv4_cmp_aux aux = {dsv4_tensors_get(e, "scale"), dsv4_tensors_get(a, "scale"), bound};
+    dsv4_cmp_result res;
+    memset(&res, 0, sizeof res);
+    ck_assert_int_eq(dsv4_compare(de, dsv4_tensors_get(a, "data"), &pol, NULL, NULL, NULL, &aux, &res, &st), 0);
+    free(bound);
+    return res.verdict;
+}
+
+START_TEST(test_inverse_rope_mxfp8_policy)
+{
+    const dsv4_op *op = dsv4_op_find("rocm_inverse_rope_mxfp8_rows");
+    ck_assert_ptr_nonnull(op);
+    dsv4_params ps;
+    memset(&ps, 0, sizeof ps);
+    dsv4_status st = {0};
+    ck_assert_int_eq(dsv4_params_set_int(&ps, "num_tokens", 2, &st), 0);
+    ck_assert_int_eq(dsv4_params_set_int(&ps, "num_heads", 2, &st), 0);
+    ck_assert_int_eq(dsv4_params_set_int(&ps, "max_position", 4, &st), 0);
+    ck_assert_int_eq(dsv4_op_complete_params(op, &ps, "test", &st), 0);
+    dsv4_opctx c = {&ps, 0, 3};
+    dsv4_tensors in, e, a;
+    memset(&in, 0, sizeof in), memset(&e, 0, sizeof e), memset(&a, 0, sizeof a);
+    ck_assert_int_eq(op->generate(&c, &in, &st), 0);
+    /* Token 1 at position 1, head 0: lane 448 = 448 (k = 0: cos 1, sin 0)
+     * pins scale 127; pair k = 1 has b = 0 and c = fl(1.0625 / 3) nudged
+     * until fl(3 c) = 1.0625 (the tie of 1 and 1.125) while 3 c is not. */
+    float *cs = dsv4_tensors_find(&in, "cos_sin_cache")->data;
+    ((int64_t *)dsv4_tensors_find(&in, "positions")->data)[1] = 1;
+    float cc = (float)(1.0625 / 3.0);
+    for (int i = 0; i < 64 && !(3.0f * cc == 1.0625f && 3.0 * cc != 1.0625); i++)
+        cc = nextafterf(cc, i % 2 ? 1.0f : 0.0f);
+    ck_assert(3.0f * cc == 1.0625f && 3.0 * cc != 1.0625);
+    for (int k = 0; k < 32; k++) /* position 1: cos 1, sin 0 but for pair 1 */
+        cs[64 + k] = k == 1 ? cc : 1, cs[96 + k] = 0;
+    uint16_t *o = dsv4_tensors_find(&in, "o")->data;
+    uint16_t *r = o + 2 * D; /* token 1, head 0 */
+    for (int d = 448; d < 480; d++)
+        r[d] = bf(0.5);
+    r[448] = bf(448), r[449] = 0, r[450] = bf(3), r[451] = 0;
+    ck_assert_int_eq(op->validate(&c, &in, &st), 0);
+    ck_assert_int_eq(op->alloc_outputs(&c, &in, &e, &st), 0);
+    ck_assert_int_eq(op->reference(&c, &in, &e, &st), 0);
+    uint8_t *de = dsv4_tensors_find(&e, "data")->data;
+    const int64_t tie = 2 * D + 450;
+    ck_assert_uint_eq(de[tie], 0x38); /* RNE: 1.0625 -> 1.0 (even) */
+    ck_assert_uint_eq(((uint8_t *)dsv4_tensors_find(&e, "scale")->data)[2 * 16 + 14], 127);
+    for (int i = 0; i < e.n; i++) {
+        dsv4_tensor *t;
+        ck_assert_int_eq(dsv4_tensors_add(&a, e.t[i].name, e.t[i].dtype, e.t[i].ndim, e.t[i].shape, &t, &st), 0);
+    }
+    uint8_t *da = dsv4_tensors_find(&a, "data")->data;
+    const size_t nb = dsv4_tensors_find(&e, "data")->nbytes;
+    memcpy(dsv4_tensors_find(&a, "scale")->data, dsv4_tensors_find(&e, "scale")->data,
+           dsv4_tensors_find(&e, "scale")->nbytes);
+    int64_t risk;
+    memcpy(da, de, nb);
+    ck_assert_int_eq(rmx_compare(op, &c, &in, &e, &a, &risk), DSV4_PASS);
+    ck_assert_int_ge(risk, 1);
+    da[tie] = 0x39; /* the other side of the tie: allowed */
+    ck_assert_int_eq(rmx_compare(op, &c, &in, &e, &a, &risk), DSV4_PASS);
+    da[tie] = 0x3A; /* two codes off */
+    ck_assert_int_eq(rmx_compare(op, &c, &in, &e, &a, &risk), DSV4_FAIL);
+    memcpy(da, de, nb);
+    da[2 * D + 5] ^= 1; /* a NoPE lane one code off */
+    ck_assert_int_eq(rmx_compare(op, &c, &in, &e, &a, &risk), DSV4_FAIL);
+    memcpy(da, de, nb);
+    da[2 * D + 452] ^= 1; /* 0.5 rotated at cos 1, sin 0: exact, not at risk */
+    ck_assert_int_eq(rmx_compare(op, &c, &in, &e, &a, &risk), DSV4_FAIL);
+    memcpy(da, de, nb);
+    da[3 * D + 497] ^= 1; /* another RoPE lane (token 1, head 1): not at risk */
+    ck_assert_int_eq(rmx_compare(op, &c, &in, &e, &a, &risk), DSV4_FAIL);
+    dsv4_tensors_free(&in), dsv4_tensors_free(&e), dsv4_tensors_free(&a);
+}
+END_TEST
+
 /* ---- end to end: build/dsv4check check on doctored goldens ---- */
 
 static char cli_out[1 << 16];
@@ -566,6 +784,9 @@ static Suite *suite(void)
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_inverse_rope_rows_rotated);
     tcase_add_test(tc, test_sink_hints);
+    tcase_add_test(tc, test_inverse_rope_mxfp8_hand);
+    tcase_add_test(tc, test_inverse_rope_mxfp8_second_formulation);
+    tcase_add_test(tc, test_inverse_rope_mxfp8_policy);
     tcase_add_test(tc, test_e2e_head_scaled);
     suite_add_tcase(s, tc);
     return s;
