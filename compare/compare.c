@@ -224,7 +224,6 @@ int dsv4_compare(const dsv4_tensor *expected, const dsv4_tensor *actual, const d
                  const uint8_t *mask, dsv4_locate_fn locate, const void *locate_ctx,
                  const dsv4_cmp_aux *aux, dsv4_cmp_result *res, dsv4_status *st)
 {
-    (void)aux; /* read by the kinds that have a companion (mx, index_set) */
     memset(res, 0, sizeof *res);
     snprintf(res->output, sizeof res->output, "%s", expected->name);
     res->count = dsv4_tensor_numel(expected);
@@ -255,6 +254,8 @@ int dsv4_compare(const dsv4_tensor *expected, const dsv4_tensor *actual, const d
         if (res->bad)
             hint_float(expected, actual, mask, res);
         break;
+    case DSV4_CMP_MX: /* sets its own verdict and message */
+        return dsv4_compare_mx(expected, actual, pol, mask, aux, res, st);
     default:
         return dsv4_fail(st, DSV4_EINPUT, "output '%s': comparison kind %s is handled elsewhere",
                          expected->name, dsv4_cmp_kind_name(pol->kind));

@@ -45,6 +45,11 @@ typedef struct dsv4_policy {
     char companion[DSV4_NAME_MAX];
     int block;
     char rule[256];     /* provenance: the formula or override that gave this */
+    /* mx: allowed scale difference (e8m0 scales: binades; fp32: ULPs of fp32),
+     * 0 = exact; and the scale layout: 0 [rows, W/block] row-major,
+     * 1 transposed [W/block, rows] (transpose_scale).  See compare/mx.c. */
+    double scale_tol;
+    int scale_transposed;
 } dsv4_policy;
 
 #define DSV4_CMP_FIRST_N 8
@@ -90,6 +95,11 @@ int dsv4_compare(const dsv4_tensor *expected, const dsv4_tensor *actual,
                  const dsv4_policy *pol, const uint8_t *mask,
                  dsv4_locate_fn locate, const void *locate_ctx, const dsv4_cmp_aux *aux,
                  dsv4_cmp_result *res, dsv4_status *st);
+
+/* The mx kind (compare/mx.c); dsv4_compare dispatches to it. */
+int dsv4_compare_mx(const dsv4_tensor *expected, const dsv4_tensor *actual,
+                    const dsv4_policy *pol, const uint8_t *mask, const dsv4_cmp_aux *aux,
+                    dsv4_cmp_result *res, dsv4_status *st);
 
 const char *dsv4_verdict_name(dsv4_verdict v);
 const char *dsv4_cmp_kind_name(dsv4_cmp_kind k);

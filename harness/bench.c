@@ -29,6 +29,12 @@ static const bench_case bench_table[] = {
      {"block_size=64", "compress_ratio=4", "topk=2048", "query_lens=[2048,2048,2048,2048]",
       "prefix_lens=[30000,30000,30000,30000]", NULL},
      NULL},
+    /* Quantization at production shapes: 4096 tokens x hidden 7168; the
+     * fused norm at q_lora_rank 1536 + head_dim 512. */
+    {"mxfp4_4096x7168", "mxfp4_quant", {"T=4096", "W=7168", NULL}, NULL},
+    {"mxfp8_4096x7168", "mxfp8_quant", {"T=4096", "W=7168", NULL}, NULL},
+    {"fp8_group_4096x7168", "fp8_group_quant", {"M=4096", "K=7168", NULL}, NULL},
+    {"fused_qk_norm_quant_4096", "fused_qk_rmsnorm_group_quant", {"m=4096", "n1=1536", "n2=512", NULL}, NULL},
 };
 
 static double seconds(void)

@@ -11,6 +11,10 @@ extern const dsv4_op dsv4_op_build_prefill_topk_ragged_indices;
 extern const dsv4_op dsv4_op_decode_swa_indices_and_lens;
 extern const dsv4_op dsv4_op_copy_ragged_to_graph_buffers;
 extern const dsv4_op dsv4_op_get_prefill_chunk_plan;
+extern const dsv4_op dsv4_op_mxfp4_quant;
+extern const dsv4_op dsv4_op_mxfp8_quant;
+extern const dsv4_op dsv4_op_fp8_group_quant;
+extern const dsv4_op dsv4_op_fused_qk_rmsnorm_group_quant;
 
 /* Shared helpers of the op files (harness/ops_common.c). */
 

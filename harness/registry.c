@@ -20,6 +20,10 @@ static const dsv4_op *const op_table[] = {
     &dsv4_op_decode_swa_indices_and_lens,
     &dsv4_op_copy_ragged_to_graph_buffers,
     &dsv4_op_get_prefill_chunk_plan,
+    &dsv4_op_mxfp4_quant,
+    &dsv4_op_mxfp8_quant,
+    &dsv4_op_fp8_group_quant,
+    &dsv4_op_fused_qk_rmsnorm_group_quant,
 };
 
 int dsv4_op_count(void) { return (int)(sizeof op_table / sizeof op_table[0]); }

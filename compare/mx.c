@@ -1,0 +1,242 @@
+/* mx.c - the `mx` comparison kind (design.md section 5): MX-aware
+ * comparison of block-quantized outputs.
+ *
+ * Two uses, told apart by the compared tensor's dtype:
+ * - codes (float4_e2m1fn_x2, float8_e4m3fn, float8_e4m3fnuz) with the scales
+ *   as companion (pol->companion, pol->block values per scale): every block's
+ *   scale is compared first (e8m0 bytes in binades, fp32 scales in fp32
+ *   ULPs; pol->scale_tol allowed); then every element is dequantized with its
+ *   own side's scale (expected codes x expected scale, actual x actual) and
+ *   the difference is measured in quantization steps: the spacing of the
+ *   element grid at the expected code, times the expected scale.  A "flip" is
+ *   an element whose code differs.
+ * - scales (float8_e8m0fnu, uint8 e8m0 bytes, float32): each scale is one
+ *   block, compared as above and reported by block.
+ * Verdict: FAIL if a scale differs by more than scale_tol, an element is more
+ * than pol->ulp steps off, or flips (or scale differences) exceed
+ * pol->budget as a fraction of elements (blocks); WARN if e8m0 scales differ
+ * within scale_tol and budget; else PASS (flips within budget are the op's
+ * expected rounding and are counted in the message). */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../ref/numerics.h"
+#include "compare.h"
+
+static int is_code_dtype(dsv4_dtype d)
+{
+    return d == DSV4_F4E2M1X2 || d == DSV4_F8E4M3FN || d == DSV4_F8E4M3FNUZ;
+}
+
+static int is_scale_dtype(dsv4_dtype d) { return d == DSV4_F8E8M0 || d == DSV4_U8 || d == DSV4_F32; }
+
+static double scale_value(const dsv4_tensor *s, int64_t i)
+{
+    if (s->dtype == DSV4_F32)
+        return (double)((const float *)s->data)[i];
+    return dsv4_e8m0_to_f64(((const uint8_t *)s->data)[i]);
+}
+
+/* Distance of two scales: binades for e8m0 bytes, fp32 ULPs for fp32 (NaN
+ * against a number: infinite). */
+static double scale_dist(const dsv4_tensor *e, const dsv4_tensor *a, int64_t i)
+{
+    if (e->dtype != DSV4_F32) {
+        int be = ((const uint8_t *)e->data)[i], ba = ((const uint8_t *)a->data)[i];
+        if ((be == 0xFF) != (ba == 0xFF))
+            return INFINITY;
+        return fabs((double)(be - ba));
+    }
+    double ve = scale_value(e, i), va = scale_value(a, i);
+    if (isnan(ve) || isnan(va))
+        return isnan(ve) && isnan(va) ? 0 : INFINITY;
+    return ve == va ? 0 : fabs(va - ve) / dsv4_ulp(DSV4_F32, ve);
+}
+
+static const char *scale_unit(const dsv4_tensor *s) { return s->dtype == DSV4_F32 ? "fp32 ulp" : "binade"; }
+
+typedef struct mx_geom {
+    int64_t rows, W, nb; /* rows, values per row, blocks per row */
+    int block, transposed;
+} mx_geom;
+
+static int64_t scale_index(const mx_geom *g, int64_t r, int64_t j)
+{
+    return g->transposed ? j * g->rows + r : r * g->nb + j;
+}
+
+static void add_mismatch(dsv4_cmp_result *res, const dsv4_tensor *t, int64_t flat, double e,
+                         double a, double err, double unit, double tol, const char *where)
+{
+    dsv4_mismatch m;
+    memset(&m, 0, sizeof m);
+    m.flat = flat;
+    dsv4_index_str(t, flat, m.index, sizeof m.index);
+    m.expected = e;
+    m.actual = a;
+    m.abs_err = isnan(e - a) ? INFINITY : fabs(a - e);
+    m.rel_err = e != 0 ? m.abs_err / fabs(e) : (m.abs_err == 0 ? 0 : INFINITY);
+    m.ulp_err = err;
+    m.tol = tol * unit;
+    snprintf(m.where, sizeof m.where, "%s", where);
+    if (res->n_first < DSV4_CMP_FIRST_N)
+        res->first[res->n_first++] = m;
+    if (!res->has_worst || err > res->worst.ulp_err) {
+        res->worst = m;
+        res->has_worst = 1;
+    }
+}
+
+static void finish(dsv4_cmp_result *res, const dsv4_policy *pol, int64_t scale_bad,
+                   int64_t scale_diff, int64_t blocks, int64_t flips, int64_t elem_bad, int e8m0)
+{
+    const double budget = pol->budget;
+    int fail = scale_bad > 0 || elem_bad > 0 || (double)flips > budget * (double)res->compared ||
+               (double)scale_diff > budget * (double)blocks;
+    res->verdict = fail ? DSV4_FAIL : (scale_diff > 0 && e8m0) ? DSV4_WARN : DSV4_PASS;
+    int flips_over = (double)flips > budget * (double)res->compared;
+    res->bad = scale_bad + elem_bad + (flips_over ? flips : 0);
+    if (scale_diff || flips || elem_bad)
+        snprintf(res->message, sizeof res->message,
+                 "%" PRId64 " of %" PRId64 " blocks' scales differ (%" PRId64 " beyond %g), %" PRId64
+                 " code flips (budget %.3g of %" PRId64 "), %" PRId64 " elements beyond %g steps",
+                 scale_diff, blocks, scale_bad, pol->scale_tol, flips,
+                 budget * (double)res->compared, res->compared, elem_bad, pol->ulp);
+    if (scale_diff && !res->hint[0])
+        snprintf(res->hint, sizeof res->hint,
+                 "scales differ by whole binades: a different scale rule (ceil / floor / even, "
+                 "fp32 log2 near a power of two) or an off-by-one exponent");
+}
+
+/* Scales only: one element per block. */
+static int compare_scales(const dsv4_tensor *e, const dsv4_tensor *a, const dsv4_policy *pol,
+                          dsv4_cmp_result *res, dsv4_status *st)
+{
+    if (e->dtype != a->dtype && !(e->dtype != DSV4_F32 && a->dtype != DSV4_F32))
+        return dsv4_fail(st, DSV4_EINPUT, "output '%s': scale dtype %s, expected %s", e->name,
+                         dsv4_dtype_name(a->dtype), dsv4_dtype_name(e->dtype));
+    const int64_t n = dsv4_tensor_numel(e);
+    const int64_t last = e->ndim ? e->shape[e->ndim - 1] : 1;
+    int64_t bad = 0, diff = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = scale_dist(e, a, i);
+        res->compared++;
+        if (d > res->max_ulp)
+            res->max_ulp = d;
+        if (d == 0)
+            continue;
+        diff++;
+        bad += d > pol->scale_tol;
+        /* Row-major [rows, nb]: block (i / nb, i % nb); transposed [nb, rows]: swapped. */
+        int64_t r = pol->scale_transposed ? i % last : i / last;
+        int64_t j = pol->scale_transposed ? i / last : i % last;
+        char where[160];
+        snprintf(where, sizeof where, "block [%" PRId64 ", %" PRId64 "]: values [%" PRId64 ", %" PRId64
+                 ") of row %" PRId64 "; %g %s", r, j, j * pol->block, (j + 1) * pol->block, r, d,
+                 scale_unit(e));
+        add_mismatch(res, e, i, scale_value(e, i), scale_value(a, i), d, 1.0, pol->scale_tol, where);
+    }
+    res->count = n;
+    finish(res, pol, bad, diff - bad, n, 0, 0, e->dtype != DSV4_F32);
+    res->bad = bad + (res->verdict == DSV4_FAIL ? diff - bad : 0);
+    return DSV4_OK;
+}
+
+static uint8_t code_at(const dsv4_tensor *t, int64_t v)
+{
+    const uint8_t *p = t->data;
+    if (t->dtype != DSV4_F4E2M1X2)
+        return p[v];
+    return (v & 1) ? dsv4_e2m1_hi(p[v / 2]) : dsv4_e2m1_lo(p[v / 2]);
+}
+
+static double code_value(dsv4_dtype dt, uint8_t c)
+{
+    if (dt == DSV4_F4E2M1X2)
+        return dsv4_e2m1_to_f32(c);
+    return dsv4_fp8_to_f32(c, dt == DSV4_F8E4M3FN ? DSV4_FP8_E4M3FN : DSV4_FP8_E4M3FNUZ);
+}
+
+int dsv4_compare_mx(const dsv4_tensor *e, const dsv4_tensor *a, const dsv4_policy *pol,
+                    const uint8_t *mask, const dsv4_cmp_aux *aux, dsv4_cmp_result *res,
+                    dsv4_status *st)
+{
+    if (pol->block <= 0)
+        return dsv4_fail(st, DSV4_EINPUT, "output '%s': mx policy needs block > 0", e->name);
+    if (is_scale_dtype(e->dtype))
+        return compare_scales(e, a, pol, res, st);
+    if (!is_code_dtype(e->dtype) || a->dtype != e->dtype)
+        return dsv4_fail(st, DSV4_EINPUT, "output '%s': mx comparison of %s against %s", e->name,
+                         dsv4_dtype_name(a->dtype), dsv4_dtype_name(e->dtype));
+    const dsv4_tensor *se = aux ? aux->expected : NULL, *sa = aux ? aux->actual : NULL;
+    if (!se || !sa)
+        return dsv4_fail(st, DSV4_EINPUT, "output '%s': mx comparison needs scales '%s' on both sides",
+                         e->name, pol->companion);
+    const int fp4 = e->dtype == DSV4_F4E2M1X2;
+    mx_geom g = {0, 0, 0, pol->block, pol->scale_transposed};
+    const int64_t last = e->ndim ? e->shape[e->ndim - 1] : 1;
+    g.rows = last ? dsv4_tensor_numel(e) / last : 0;
+    g.W = last * (fp4 ? 2 : 1);
+    g.nb = g.W / g.block;
+    if (g.W % g.block != 0 || dsv4_tensor_numel(se) != g.rows * g.nb ||
+        dsv4_tensor_numel(sa) != g.rows * g.nb || se->dtype != sa->dtype)
+        return dsv4_fail(st, DSV4_EINPUT,
+                         "output '%s': scales '%s' (%" PRId64 " and %" PRId64 " elements, %s/%s) do not "
+                         "cover %" PRId64 " rows x %" PRId64 " blocks of %d",
+                         e->name, pol->companion, dsv4_tensor_numel(se), dsv4_tensor_numel(sa),
+                         dsv4_dtype_name(se->dtype), dsv4_dtype_name(sa->dtype), g.rows, g.nb, g.block);
+    int64_t scale_bad = 0, scale_diff = 0, flips = 0, elem_bad = 0;
+    for (int64_t r = 0; r < g.rows; r++)
+        for (int64_t j = 0; j < g.nb; j++) {
+            int64_t si = scale_index(&g, r, j);
+            double sd = scale_dist(se, sa, si), sve = scale_value(se, si), sva = scale_value(sa, si);
+            char where[160];
+            if (sd > 0) {
+                scale_diff++;
+                if (sd > pol->scale_tol) {
+                    scale_bad++;
+                    snprintf(where, sizeof where, "block [%" PRId64 ", %" PRId64 "] scale %.9g, expected %.9g (%g %s)",
+                             r, j, sva, sve, sd, scale_unit(se));
+                    int64_t v0 = r * g.W + j * g.block;
+                    add_mismatch(res, e, fp4 ? v0 / 2 : v0, sve, sva, INFINITY, 1.0, pol->scale_tol, where);
+                }
+            }
+            for (int i = 0; i < g.block; i++) {
+                int64_t v = r * g.W + j * g.block + i, flat = fp4 ? v / 2 : v;
+                if (mask && !mask[flat])
+                    continue;
+                res->compared++;
+                uint8_t ce = code_at(e, v), ca = code_at(a, v);
+                double qe = code_value(e->dtype, ce), qa = code_value(e->dtype, ca);
+                double de = qe * sve, da = qa * sva;
+                if ((ce != ca) && !(isnan(qe) && isnan(qa)))
+                    flips++;
+                res->nan_expected += isnan(de) != 0;
+                res->nan_actual += isnan(da) != 0;
+                res->zero_expected += de == 0;
+                res->zero_actual += da == 0;
+                if ((isnan(de) && isnan(da)) || de == da)
+                    continue;
+                double step = dsv4_ulp(e->dtype, qe) * sve;
+                double err = isnan(de) || isnan(da) ? INFINITY : fabs(da - de) / step;
+                if (err > res->max_ulp)
+                    res->max_ulp = err;
+                if (fabs(da - de) > res->max_abs || isnan(err))
+                    res->max_abs = isinf(err) ? INFINITY : fabs(da - de);
+                if (!(err > pol->ulp))
+                    continue;
+                elem_bad++;
+                snprintf(where, sizeof where,
+                         "block [%" PRId64 ", %" PRId64 "] element %d (value %" PRId64 " of row %" PRId64
+                         "): code 0x%02X, expected 0x%02X; %.3g steps",
+                         r, j, i, j * g.block + i, r, ca, ce, err);
+                add_mismatch(res, e, flat, de, da, err, step, pol->ulp, where);
+            }
+        }
+    finish(res, pol, scale_bad, scale_diff - scale_bad, g.rows * g.nb, flips, elem_bad,
+           se->dtype != DSV4_F32);
+    return DSV4_OK;
+}

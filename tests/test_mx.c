@@ -1,0 +1,321 @@
+/* test_mx.c - MXFP4 / MXFP8 / FP8 group quant: scale bytes derived by hand,
+ * exhaustive bf16 sweeps of the element encoders and scale rules against
+ * second formulations written here, the mx comparator, and an end-to-end
+ * check that a golden with one scale byte off fails naming the block. */
+#define _POSIX_C_SOURCE 200809L
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../compare/compare.h"
+#include "../harness/golden.h"
+#include "../ref/fp8quant.h"
+#include "../ref/mx.h"
+#include "../ref/numerics.h"
+#include "testutil.h"
+
+/* ---- hand-derived scale bytes ------------------------------------------ */
+
+START_TEST(fp4_scale_bytes_by_hand)
+{
+    /* amax 6: ceil(log2(1)) = 0 -> 127 (ceil rules); even: 6 = 1.5*4, s < 1.75
+     * -> u = 2-2 = 0 -> 127; ocp: floor(log2 6) - 2 = 0 -> 127. */
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil(6.0f), 127);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil_f32log2(6.0f), 127);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(6.0f), 127);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_ocp(6.0f), 127);
+    /* amax 7 = 1.75*4: ceil(log2(7/6)) = 1 -> 128; even rounds up at 1.75: 8 -> u = 1 -> 128;
+     * ocp: floor(log2 7) - 2 = 0 -> 127 (7 clips to 6). */
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil(7.0f), 128);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(7.0f), 128);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_ocp(7.0f), 127);
+    /* amax 6.5 = 1.625*4: ceil -> 128 (s > 1.5), even -> 127 (s < 1.75). */
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil(6.5f), 128);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(6.5f), 127);
+    /* Zero block: ceil rules byte 1 (6*2^-126 floor), even 0, ocp 0 (spec 1.4 item 2). */
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil(0.0f), 1);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil_f32log2(0.0f), 1);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(0.0f), 0);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_ocp(0.0f), 0);
+    /* Inf: mode 1 255, variant A 254 (clamp), even 254, ocp NaN scale 0xFF. */
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil(INFINITY), 255);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil_f32log2(INFINITY), 254);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(INFINITY), 254);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_ocp(INFINITY), 255);
+    /* even: every amax >= 1.75*2^127 gives 254 (spec 1.1 correction). */
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(ldexpf(1.75f, 127)), 254);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(FLT_MAX), 254);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(NAN), 255);
+}
+END_TEST
+
+START_TEST(fp8_scale_bytes_by_hand)
+{
+    /* 448 -> ceil(log2 1) = 0 -> 127; 450 -> 128; 224 -> -1 -> 126; zero -> 0. */
+    ck_assert_uint_eq(dsv4_mx_fp8_scale_ceil(448.0f), 127);
+    ck_assert_uint_eq(dsv4_mx_fp8_scale_ceil(450.0f), 128);
+    ck_assert_uint_eq(dsv4_mx_fp8_scale_ceil(224.0f), 126);
+    ck_assert_uint_eq(dsv4_mx_fp8_scale_ceil(0.0f), 0);
+    ck_assert_uint_eq(dsv4_mx_fp8_scale_ceil(INFINITY), 254);
+    /* floor rule: floor(log2 450) = 8 -> 135; 1 -> 127; 0 -> FLT_MIN -> 1. */
+    ck_assert_uint_eq(dsv4_mx_fp8_scale_floor(450.0f), 135);
+    ck_assert_uint_eq(dsv4_mx_fp8_scale_floor(1.0f), 127);
+    ck_assert_uint_eq(dsv4_mx_fp8_scale_floor(0.0f), 1);
+    /* fp32 log2 one binade low: amax/448 one fp32 ulp above 2^4, where the
+     * correctly rounded fp32 log2 is exactly 4 (spec 4.3). */
+    float amax = nextafterf(448.0f * 16.0f, INFINITY);
+    ck_assert_uint_eq(dsv4_mx_fp8_scale_ceil(amax), 127 + 5);
+    ck_assert_uint_eq(dsv4_mx_fp8_scale_ceil_f32log2(amax), 127 + 4);
+}
+END_TEST
+
+/* ---- exhaustive sweeps against second formulations ---------------------- */
+
+/* e2m1 by search: the nearest grid value, ties to the even code, |x| > 6 -> 6. */
+static uint8_t e2m1_by_search(float x)
+{
+    static const double g[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+    double a = fabs((double)x);
+    int best = 0;
+    if (a > 6)
+        return (uint8_t)(7 | (signbit(x) ? 8 : 0));
+    for (int c = 1; c < 8; c++) {
+        double d = fabs(a - g[c]), db = fabs(a - g[best]);
+        if (d < db || (d == db && (c & 1) == 0))
+            best = c;
+    }
+    return (uint8_t)(best | (signbit(x) ? 8 : 0));
+}
+
+/* e4m3fn by search over all 127 non-negative finite codes, ties to the even
+ * code, saturating at 448. */
+static uint8_t e4m3_by_search(float x)
+{
+    double a = fabs((double)x);
+    int best = 0;
+    if (a > 448)
+        return (uint8_t)(0x7E | (signbit(x) ? 0x80 : 0));
+    for (int c = 1; c <= 0x7E; c++) {
+        double v = ldexp((c & 7) + ((c >> 3) ? 8 : 0), ((c >> 3) ? (c >> 3) : 1) - 10);
+        double vb = ldexp((best & 7) + ((best >> 3) ? 8 : 0), ((best >> 3) ? (best >> 3) : 1) - 10);
+        double d = fabs(a - v), db = fabs(a - vb);
+        if (d < db || (d == db && (c & 1) == 0))
+            best = c;
+    }
+    return (uint8_t)(best | (signbit(x) ? 0x80 : 0));
+}
+
+START_TEST(all_bf16_through_encoders)
+{
+    for (uint32_t h = 0; h < 65536; h++) {
+        float x = dsv4_bf16_to_f32((uint16_t)h);
+        if (isnan(x))
+            continue;
+        ck_assert_msg(dsv4_mx_e2m1_encode(x, DSV4_MX_ELEM_RNE) == e2m1_by_search(x), "e2m1 %a", x);
+        uint8_t th = dsv4_mx_e2m1_encode(x, DSV4_MX_ELEM_THRESHOLD);
+        ck_assert_msg(th == (x == 0 && signbit(x) ? 0 : e2m1_by_search(x)), "threshold %a", x);
+        ck_assert_msg(dsv4_fp8_from_f32(x, DSV4_FP8_E4M3FN, 1) == e4m3_by_search(x), "e4m3 %a", x);
+    }
+    /* Half away from zero differs from RNE exactly at the ties that RNE sends down. */
+    ck_assert_uint_eq(dsv4_mx_e2m1_encode(0.25f, DSV4_MX_ELEM_HALF_AWAY), 1);
+    ck_assert_uint_eq(dsv4_mx_e2m1_encode(0.25f, DSV4_MX_ELEM_RNE), 0);
+    ck_assert_uint_eq(dsv4_mx_e2m1_encode(-5.0f, DSV4_MX_ELEM_HALF_AWAY), 0xF);
+    ck_assert_uint_eq(dsv4_mx_e2m1_encode(-5.0f, DSV4_MX_ELEM_RNE), 0xE);
+    ck_assert_uint_eq(dsv4_mx_e2m1_encode(2.5f, DSV4_MX_ELEM_HALF_AWAY), 5);
+    ck_assert_uint_eq(dsv4_mx_e2m1_encode(0.75f, DSV4_MX_ELEM_HALF_AWAY), 2);
+}
+END_TEST
+
+/* Scale rules on every non-negative finite bf16 amax against formulas in
+ * long double (exact for these: ceil/floor of log2 of a ratio). */
+static int ceil_log2_ref(long double r)
+{
+    int k = -200;
+    while (ldexpl(1.0L, k) < r)
+        k++;
+    return k;
+}
+
+START_TEST(all_bf16_amax_through_scale_rules)
+{
+    for (uint32_t h = 0; h < 0x7F80; h++) {
+        float a = dsv4_bf16_to_f32((uint16_t)h);
+        long double a6 = fmaxl((long double)a, ldexpl(6.0L, -126));
+        int c1 = ceil_log2_ref(a6 / 6.0L) + 127;
+        ck_assert_msg(dsv4_mx_fp4_scale_ceil(a) == c1, "ceil %a", a);
+        /* bf16 amax: a/6 is never a few fp32 ulps above 2^k, so variant A agrees. */
+        ck_assert_msg(dsv4_mx_fp4_scale_ceil_f32log2(a) == c1, "A %a", a);
+        long double a8 = fmaxl((long double)a, (long double)FLT_MIN);
+        int c8 = ceil_log2_ref(a8 / 448.0L) + 127;
+        c8 = c8 < 0 ? 0 : c8 > 254 ? 254 : c8;
+        ck_assert_msg(dsv4_mx_fp8_scale_ceil(a) == c8, "fp8 %a", a);
+        /* even: closed form u = e-2 (s < 1.75) or e-1 for normal amax below 2^127. */
+        if (h >= 0x80 && a < ldexpf(1.0f, 126)) {
+            int e;
+            float m = frexpf(a, &e); /* a = m 2^e, m in [0.5, 1): s = 2m, exponent e-1 */
+            int u = (2 * m >= 1.75f) ? e - 1 - 1 : e - 1 - 2;
+            u = u < -127 ? -127 : u;
+            ck_assert_msg(dsv4_mx_fp4_scale_even(a) == u + 127, "even %a", a);
+        }
+    }
+}
+END_TEST
+
+START_TEST(block_codes_by_hand)
+{
+    /* Codes and ties times 4 under the ceil rule: amax 24 -> scale byte 129
+     * (2^2), the scaled block is the grid itself. */
+    float x[32];
+    static const float v[16] = {0, 0.25f, 0.5f, 0.75f, 1, 1.25f, 1.5f, 1.75f, 2, 2.5f, 3, 3.5f, 4, 5, 6, 6};
+    static const uint8_t rne[16] = {0, 0, 1, 2, 2, 2, 3, 4, 4, 4, 5, 6, 6, 6, 7, 7};
+    for (int i = 0; i < 16; i++) {
+        x[i] = 4 * v[i];
+        x[16 + i] = -4 * v[i];
+    }
+    uint8_t codes[32], packed[16], scale;
+    ck_assert_uint_eq(dsv4_mx_quant_block_fp4(x, 32, DSV4_MX_FP4_CEIL, DSV4_MX_ELEM_RNE, codes), 129);
+    for (int i = 0; i < 16; i++) {
+        ck_assert_uint_eq(codes[i], rne[i]);
+        ck_assert_uint_eq(codes[16 + i], rne[i] | 8);
+    }
+    dsv4_status st = {0};
+    ck_assert_int_eq(dsv4_mx_quant_rows_fp4(x, 1, 32, DSV4_MX_FP4_CEIL, DSV4_MX_ELEM_RNE, packed, &scale, &st), 0);
+    ck_assert_uint_eq(packed[1], 0x21);  /* x[2] = 2 -> 0.5 code 1 (low); x[3] = 3 -> 0.75 tie -> code 2 */
+    ck_assert_uint_eq(packed[0], 0x00);  /* 0 and 1 (0.25*4 -> tie -> 0) */
+    ck_assert_uint_eq(packed[8], 0x88);  /* -0, -1 */
+    ck_assert_uint_eq(scale, 129);
+    /* MXFP8: 448 and 1 -> scale 127, codes 0x7E and 0x38; -0 keeps its sign. */
+    float y[32] = {448.0f, 1.0f, -0.0f};
+    uint8_t d[32];
+    ck_assert_uint_eq(dsv4_mx_quant_block_fp8(y, 32, DSV4_MX_FP8_CEIL, d), 127);
+    ck_assert_uint_eq(d[0], 0x7E);
+    ck_assert_uint_eq(d[1], 0x38);
+    ck_assert_uint_eq(d[2], 0x80);
+    /* FP8 group, aiter HIP: amax 448 -> scale fl(448 * fl(1/448)); codes of 448 and 1. */
+    float g[128] = {448.0f, 1.0f};
+    uint8_t q[128];
+    dsv4_fp8q_cfg cfg = {DSV4_FP8Q_AITER_HIP, DSV4_FP8_E4M3FN, 448.0f, 128, 0};
+    float s = dsv4_fp8q_group(g, 128, &cfg, q);
+    ck_assert_uint_eq(dsv4_f32_bits(s), dsv4_f32_bits(448.0f * dsv4_f32_from_bits(0x3B124925u)));
+    ck_assert_uint_eq(q[0], 0x7E);
+}
+END_TEST
+
+START_TEST(dequant_and_shuffle)
+{
+    uint8_t packed[16] = {0x71}, scales[1] = {126}; /* codes 1 (0.5) and 7 (6), scale 0.5 */
+    double out[32];
+    dsv4_mx_dequant_rows_fp4(packed, scales, 1, 32, out);
+    ck_assert(out[0] == 0.25 && out[1] == 3.0 && out[2] == 0.0);
+    /* Shuffled index by the formula: (33, 9) with 8 padded columns. */
+    ck_assert_int_eq(dsv4_mx_scale_shuffle_idx(33, 9, 16), 1 * 32 * 16 + 1 * 256 + 1 * 64 + 1 * 4 + 0 + 0);
+    int64_t r, c;
+    dsv4_mx_shuffled_scale_shape(40, 512, &r, &c);
+    ck_assert(r == 256 && c == 16);
+}
+END_TEST
+
+/* ---- the mx comparator ---------------------------------------------------- */
+
+START_TEST(mx_compare_reports_block_and_element)
+{
+    dsv4_status st = {0};
+    dsv4_tensor ce = {0}, ca = {0}, se = {0}, sa = {0};
+    int64_t cs[2] = {2, 64}, ss[2] = {2, 2};
+    ck_assert_int_eq(dsv4_tensor_alloc(&ce, "data", DSV4_F8E4M3FN, 2, cs, &st), 0);
+    ck_assert_int_eq(dsv4_tensor_alloc(&ca, "data", DSV4_F8E4M3FN, 2, cs, &st), 0);
+    ck_assert_int_eq(dsv4_tensor_alloc(&se, "scale", DSV4_U8, 2, ss, &st), 0);
+    ck_assert_int_eq(dsv4_tensor_alloc(&sa, "scale", DSV4_U8, 2, ss, &st), 0);
+    for (int i = 0; i < 128; i++)
+        ((uint8_t *)ce.data)[i] = ((uint8_t *)ca.data)[i] = (uint8_t)(0x30 + i % 8);
+    memset(se.data, 127, 4);
+    memset(sa.data, 127, 4);
+    dsv4_policy pol = {0};
+    pol.kind = DSV4_CMP_MX;
+    pol.block = 32;
+    snprintf(pol.companion, sizeof pol.companion, "scale");
+    dsv4_cmp_aux aux = {&se, &sa};
+    dsv4_cmp_result res;
+    ck_assert_int_eq(dsv4_compare(&ce, &ca, &pol, NULL, NULL, NULL, &aux, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, DSV4_PASS);
+    ((uint8_t *)sa.data)[3] = 128; /* row 1, block 1: one binade high */
+    ck_assert_int_eq(dsv4_compare(&ce, &ca, &pol, NULL, NULL, NULL, &aux, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, DSV4_FAIL);
+    ck_assert_ptr_nonnull(strstr(res.first[0].where, "block [1, 1]"));
+    /* Within one binade under a budget: warn. */
+    pol.scale_tol = 1;
+    pol.ulp = 1e9;
+    pol.budget = 0.5;
+    ck_assert_int_eq(dsv4_compare(&ce, &ca, &pol, NULL, NULL, NULL, &aux, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, DSV4_WARN);
+    /* A code flip of one step: exact fails, 1 step with a budget passes. */
+    ((uint8_t *)sa.data)[3] = 127;
+    ((uint8_t *)ca.data)[5] ^= 1;
+    pol.scale_tol = 0, pol.ulp = 0, pol.budget = 0;
+    ck_assert_int_eq(dsv4_compare(&ce, &ca, &pol, NULL, NULL, NULL, &aux, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, DSV4_FAIL);
+    ck_assert_ptr_nonnull(strstr(res.first[0].where, "block [0, 0] element 5"));
+    pol.ulp = 1, pol.budget = 0.01;
+    ck_assert_int_eq(dsv4_compare(&ce, &ca, &pol, NULL, NULL, NULL, &aux, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, DSV4_PASS);
+    dsv4_tensor_free(&ce);
+    dsv4_tensor_free(&ca);
+    dsv4_tensor_free(&se);
+    dsv4_tensor_free(&sa);
+}
+END_TEST
+
+/* ---- end to end: one scale byte off in a golden ----------------------------- */
+
+START_TEST(golden_scale_byte_off_by_one_fails_naming_block)
+{
+    char dir[64] = "/tmp/dsv4mx.XXXXXX", path[128], cmd[512], outbuf[1 << 15];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/changed.h5", dir);
+    dsv4_golden g;
+    dsv4_status st = {0};
+    memset(&g, 0, sizeof g);
+    ck_assert_msg(dsv4_golden_read("data/ci/mxfp8_heads_f32.h5", &g, &st) == 0, "%s", st.msg);
+    dsv4_tensor *s = dsv4_tensors_find(&g.outputs, "scale");
+    ck_assert_ptr_nonnull(s);
+    ((uint8_t *)s->data)[s->shape[1] + 5] += 1; /* row 1, block 5 */
+    ck_assert_msg(dsv4_golden_write(path, &g, 0, &st) == 0, "%s", st.msg);
+    dsv4_golden_free(&g);
+    const char *cli = getenv("DSV4CHECK");
+    snprintf(cmd, sizeof cmd, "%s check %s --impl ref 2>&1", cli && *cli ? cli : "build/dsv4check", path);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(outbuf, 1, sizeof outbuf - 1, p);
+    outbuf[n] = '\0';
+    int status = pclose(p);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d:\n%s", status, outbuf);
+    ck_assert_msg(strstr(outbuf, "block [1, 5]") != NULL, "no block named:\n%s", outbuf);
+    ck_assert_msg(strstr(outbuf, "mx:") != NULL, "not an mx report:\n%s", outbuf);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("mx");
+    TCase *tc = tcase_create("mx");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, fp4_scale_bytes_by_hand);
+    tcase_add_test(tc, fp8_scale_bytes_by_hand);
+    tcase_add_test(tc, all_bf16_through_encoders);
+    tcase_add_test(tc, all_bf16_amax_through_scale_rules);
+    tcase_add_test(tc, block_codes_by_hand);
+    tcase_add_test(tc, dequant_and_shuffle);
+    tcase_add_test(tc, mx_compare_reports_block_and_element);
+    tcase_add_test(tc, golden_scale_byte_off_by_one_fails_naming_block);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return dsv4_test_run(suite()); }
