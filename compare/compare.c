@@ -101,7 +101,7 @@ static double element_bound(const dsv4_policy *pol, double e)
 
 static void compare_float(const dsv4_tensor *exp, const dsv4_tensor *act, const dsv4_policy *pol,
                           const uint8_t *mask, dsv4_locate_fn locate, const void *ctx,
-                          dsv4_cmp_result *res)
+                          const double *elem_bound, dsv4_cmp_result *res)
 {
     const int64_t n = dsv4_tensor_numel(exp);
     const dsv4_dtype unit = pol->output_dtype != DSV4_DT_NONE ? pol->output_dtype : act->dtype;
@@ -114,7 +114,7 @@ static void compare_float(const dsv4_tensor *exp, const dsv4_tensor *act, const 
         if (isnan(e) && pol->nan == DSV4_NAN_IGNORE)
             continue;
         res->compared++;
-        double bound = element_bound(pol, e), ulp = dsv4_ulp(unit, e);
+        double bound = element_bound(pol, e) + (elem_bound ? elem_bound[i] : 0), ulp = dsv4_ulp(unit, e);
         if (isnan(e) || isnan(a) || isinf(e) || isinf(a)) {
             /* NaN where a finite value is expected fails, and vice versa;
              * infinities must match exactly. */
@@ -250,7 +250,7 @@ int dsv4_compare(const dsv4_tensor *expected, const dsv4_tensor *actual, const d
             hint_exact(expected, actual, mask, res);
         break;
     case DSV4_CMP_FLOAT:
-        compare_float(expected, actual, pol, mask, locate, locate_ctx, res);
+        compare_float(expected, actual, pol, mask, locate, locate_ctx, aux ? aux->elem_bound : NULL, res);
         if (res->bad)
             hint_float(expected, actual, mask, res);
         break;

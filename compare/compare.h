@@ -85,6 +85,7 @@ typedef void (*dsv4_locate_fn)(const void *ctx, int64_t flat, char *buf, size_t 
 typedef struct dsv4_cmp_aux {
     const dsv4_tensor *expected; /* the companion on the expected side (golden / reference) */
     const dsv4_tensor *actual;   /* the companion the implementation produced, if an output */
+    const double *elem_bound;    /* float: per-element absolute term added to the bound, or NULL */
 } dsv4_cmp_aux;
 
 /* Compare actual against expected.  mask (may be NULL) has one byte per

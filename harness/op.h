@@ -75,6 +75,16 @@ typedef struct dsv4_op {
     /* Optional: names a flat element's location for reports. */
     void (*locate)(const dsv4_opctx *c, const dsv4_tensors *in, const char *output,
                    int64_t flat, char *buf, size_t len);
+    /* Optional: a per-element absolute bound of one float output, added to
+     * the policy's atol/rtol/ulp terms (bound[] starts zeroed; leave it so
+     * for outputs without one).  For bounds that depend on the data, e.g.
+     * attention's sum_i w_i |V_i| term. */
+    int (*bound)(const dsv4_opctx *c, const dsv4_tensors *in, const char *output,
+                 double *bound, int64_t n, dsv4_status *st);
+    /* Optional: after a comparison with mismatches, an op-specific hint
+     * (may overwrite res->hint with something more precise). */
+    void (*hint)(const dsv4_opctx *c, const dsv4_tensors *in, const char *output,
+                 const dsv4_tensor *expected, const dsv4_tensor *actual, dsv4_cmp_result *res);
 } dsv4_op;
 
 /* The registry. */

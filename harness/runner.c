@@ -159,6 +159,7 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
     dsv4_status st = {0};
     dsv4_tensors act = {0};
     uint8_t *mask = NULL;
+    double *ebound = NULL;
     int rc;
     if ((rc = op->validate(c, in, &st))) {
         dsv4_status_prefix(&st, "inputs");
@@ -217,7 +218,20 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
             }
         }
         locate_ctx lc = {op, c, in, a->name};
-        dsv4_cmp_aux aux = {NULL, NULL};
+        dsv4_cmp_aux aux = {NULL, NULL, NULL};
+        if (op->bound && o->pol.kind == DSV4_CMP_FLOAT) {
+            free(ebound);
+            if (!(ebound = calloc(n ? (size_t)n : 1, sizeof *ebound))) {
+                dsv4_fail(&st, DSV4_ERUNTIME, "out of memory");
+                set_error(r, DSV4_ERUNTIME, &st);
+                goto out;
+            }
+            if ((rc = op->bound(c, in, a->name, ebound, n, &st))) {
+                set_error(r, rc, &st);
+                goto out;
+            }
+            aux.elem_bound = ebound;
+        }
         if (o->pol.companion[0]) {
             aux.expected = dsv4_tensors_get(expected, o->pol.companion);
             aux.actual = dsv4_tensors_get(&act, o->pol.companion);
@@ -229,6 +243,8 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
             set_error(r, rc, &st);
             goto out;
         }
+        if (op->hint && o->cmp.bad)
+            op->hint(c, in, a->name, e, a, &o->cmp);
         r->n_outputs++;
         if (o->cmp.verdict > r->verdict)
             r->verdict = o->cmp.verdict;
@@ -237,6 +253,7 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
         r->status = DSV4_EFAIL;
 out:
     free(mask);
+    free(ebound);
     dsv4_tensors_free(&act);
 }
 

@@ -1,0 +1,398 @@
+/* attention.c - sparse attention with sink and its epilogues; see
+ * attention.h.  Every rule cites ../shared/spec/sparse_attention.md. */
+#include "attention.h"
+
+#include <cblas.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "numerics.h"
+
+#define D DSV4_HEAD_DIM
+
+/* Running max initial value of the Triton kernels (spec 8.3 [S9]). */
+#define KERNEL_NEG_INIT (-3.4028234663852886e38f)
+
+/* The entries of token t in segment s. */
+static const int32_t *seg_entries(const dsv4_attn_segment *s, int64_t t, int64_t *n)
+{
+    if (s->indptr) {
+        *n = (int64_t)s->indptr[t + 1] - s->indptr[t];
+        return s->indices + s->indptr[t];
+    }
+    /* Dense rows: len = clamp(lens[t], 0, width), only those columns read
+     * (build_ragged_indices_from_dense, spec 5.8 / 8.2 [S9]). */
+    int64_t len = s->lens[t];
+    *n = len < 0 ? 0 : (len > s->width ? s->width : len);
+    return s->indices + t * s->width;
+}
+
+static int entry_valid(const dsv4_attn_segment *s, int32_t v)
+{
+    return v >= 0 && v < s->num_rows; /* -1 and out-of-range skipped [S9] */
+}
+
+int64_t dsv4_attn_count_valid(const dsv4_attn_args *a, int64_t t)
+{
+    int64_t total = 0;
+    for (int k = 0; k < a->nseg; k++) {
+        int64_t n;
+        const int32_t *e = seg_entries(&a->seg[k], t, &n);
+        for (int64_t j = 0; j < n; j++)
+            total += entry_valid(&a->seg[k], e[j]);
+    }
+    return total;
+}
+
+/* Row v of segment s as floats, NaN lanes scrubbed where the segment does. */
+static int fetch_row(const dsv4_attn_segment *s, int64_t v, float *row, dsv4_status *st)
+{
+    if (s->bf16_rows) {
+        const uint16_t *src = s->bf16_rows + v * D;
+        for (int d = 0; d < D; d++)
+            row[d] = dsv4_bf16_to_f32(src[d]);
+    } else {
+        int rc = s->fetch(s->fetch_ctx, v, row, st);
+        if (rc)
+            return rc;
+    }
+    if (s->scrub_nan) /* "NaNs in K become 0" (spec 8.4 [S9]) */
+        for (int d = 0; d < D; d++)
+            if (isnan(row[d]))
+                row[d] = 0.0f;
+    return DSV4_OK;
+}
+
+static int check_segment(const dsv4_attn_args *a, const dsv4_attn_segment *s, dsv4_status *st)
+{
+    if (s->num_rows < 0 || (!s->bf16_rows && !s->fetch) || (!s->indptr && (!s->lens || s->width < 0)))
+        return dsv4_fail(st, DSV4_EINPUT, "%s: incomplete key segment", s->name);
+    if (s->indptr) {
+        if (s->indptr[0] < 0)
+            return dsv4_fail(st, DSV4_EINPUT, "%s indptr[0] = %d: must be >= 0", s->name, s->indptr[0]);
+        for (int64_t t = 0; t < a->T; t++)
+            if (s->indptr[t + 1] < s->indptr[t] || s->indptr[t + 1] > s->num_indices)
+                return dsv4_fail(st, DSV4_EINPUT,
+                                 "%s indptr[%" PRId64 "] = %d: must be in [indptr[%" PRId64
+                                 "] = %d, %" PRId64 "] (non-decreasing, within the indices)",
+                                 s->name, t + 1, s->indptr[t + 1], t, s->indptr[t], s->num_indices);
+    }
+    float row[D];
+    for (int64_t t = 0; t < a->T; t++) {
+        int64_t n;
+        const int32_t *e = seg_entries(s, t, &n);
+        for (int64_t j = 0; j < n; j++) {
+            if (!entry_valid(s, e[j]))
+                continue;
+            int rc = fetch_row(s, e[j], row, st);
+            if (rc)
+                return rc;
+            for (int d = 0; d < D; d++)
+                if (!isfinite(row[d]))
+                    return dsv4_fail(st, DSV4_EINPUT,
+                                     "%s row %d lane %d is %g (token %" PRId64 ", entry %" PRId64
+                                     "): a referenced key must be finite%s",
+                                     s->name, e[j], d, (double)row[d], t, j,
+                                     s->scrub_nan ? " (NaN is scrubbed to 0, Inf is not)"
+                                                  : " (prefill does not scrub NaN, spec 8.3)");
+        }
+    }
+    return DSV4_OK;
+}
+
+int dsv4_attn_check(const dsv4_attn_args *a, dsv4_status *st)
+{
+    if (a->T < 0 || a->H < 1 || !a->q || a->nseg < 1 || a->nseg > DSV4_ATTN_MAX_SEGMENTS)
+        return dsv4_fail(st, DSV4_EINPUT, "attention: need T >= 0, H >= 1, q and 1..2 key segments");
+    if (!(a->scale > 0) || !isfinite(a->scale))
+        return dsv4_fail(st, DSV4_EINPUT, "scale = %g: must be finite and > 0", a->scale);
+    for (int64_t h = 0; a->attn_sink && h < a->H; h++)
+        if (isnan(a->attn_sink[h]) || a->attn_sink[h] == INFINITY)
+            return dsv4_fail(st, DSV4_EINPUT, "attn_sink[%" PRId64 "] = %g: must not be NaN or +Inf",
+                             h, (double)a->attn_sink[h]);
+    for (int64_t i = 0; i < a->T * a->H * D; i++)
+        if (!isfinite(dsv4_bf16_to_f32(a->q[i])))
+            return dsv4_fail(st, DSV4_EINPUT, "q[%" PRId64 ", %" PRId64 ", %" PRId64 "] is not finite",
+                             i / (a->H * D), i / D % a->H, i % D);
+    for (int k = 0; k < a->nseg; k++) {
+        int rc = check_segment(a, &a->seg[k], st);
+        if (rc)
+            return rc;
+    }
+    return DSV4_OK;
+}
+
+/* Scratch for one token: the gathered rows and the score block. */
+typedef struct attn_work {
+    int64_t cap;      /* rows */
+    double *kd, *kabs, *sd, *qd, *od;
+    float *kf, *sf, *qf, *of, *ml; /* ml: per-head (m, l) of the faithful softmax */
+    float row[D];
+} attn_work;
+
+static void work_free(attn_work *w)
+{
+    free(w->kd), free(w->kabs), free(w->sd), free(w->qd), free(w->od);
+    free(w->kf), free(w->sf), free(w->qf), free(w->of), free(w->ml);
+    memset(w, 0, sizeof *w);
+}
+
+static int work_alloc(attn_work *w, int64_t cap, int64_t H, dsv4_attn_mode mode, int want_abs,
+                      dsv4_status *st)
+{
+    memset(w, 0, sizeof *w);
+    w->cap = cap < 1 ? 1 : cap;
+    size_t rows = (size_t)w->cap * D, scores = (size_t)w->cap * (size_t)H, qs = (size_t)H * D;
+    if (mode == DSV4_ATTN_IDEAL) {
+        w->kd = malloc(rows * sizeof(double));
+        w->sd = malloc(scores * sizeof(double));
+        w->qd = malloc(qs * sizeof(double));
+        w->od = malloc(qs * sizeof(double));
+        if (want_abs)
+            w->kabs = malloc(rows * sizeof(double));
+        if (!w->kd || !w->sd || !w->qd || !w->od || (want_abs && !w->kabs))
+            goto oom;
+    } else {
+        w->kf = malloc(rows * sizeof(float));
+        w->sf = malloc(scores * sizeof(float));
+        w->qf = malloc(qs * sizeof(float));
+        w->of = malloc(qs * sizeof(float));
+        w->ml = malloc((size_t)(2 * H) * sizeof(float));
+        if (!w->kf || !w->sf || !w->qf || !w->of || !w->ml)
+            goto oom;
+    }
+    return DSV4_OK;
+oom:
+    work_free(w);
+    return dsv4_fail(st, DSV4_ERUNTIME, "attention: out of memory for %" PRId64 " key rows", cap);
+}
+
+/* Gathers token t's valid rows (every segment, in order; duplicates twice)
+ * into the mode's buffer.  Returns the row count in *n. */
+static int gather(const dsv4_attn_args *a, int64_t t, attn_work *w, dsv4_attn_mode mode,
+                  double *max_norm, int64_t *n, dsv4_status *st)
+{
+    int64_t k = 0;
+    *max_norm = 0;
+    for (int s = 0; s < a->nseg; s++) {
+        const dsv4_attn_segment *seg = &a->seg[s];
+        int64_t ne;
+        const int32_t *e = seg_entries(seg, t, &ne);
+        for (int64_t j = 0; j < ne; j++) {
+            if (!entry_valid(seg, e[j]))
+                continue;
+            int rc = fetch_row(seg, e[j], w->row, st);
+            if (rc)
+                return rc;
+            double nrm = 0;
+            for (int d = 0; d < D; d++) {
+                if (!isfinite(w->row[d]))
+                    return dsv4_fail(st, DSV4_EINPUT, "%s row %d lane %d is not finite (token %" PRId64 ")",
+                                     seg->name, e[j], d, t);
+                nrm += (double)w->row[d] * w->row[d];
+            }
+            if (sqrt(nrm) > *max_norm)
+                *max_norm = sqrt(nrm);
+            if (mode == DSV4_ATTN_IDEAL) {
+                for (int d = 0; d < D; d++)
+                    w->kd[k * D + d] = w->row[d];
+                if (w->kabs)
+                    for (int d = 0; d < D; d++)
+                        w->kabs[k * D + d] = fabs((double)w->row[d]);
+            } else {
+                memcpy(w->kf + k * D, w->row, sizeof w->row);
+            }
+            k++;
+        }
+    }
+    *n = k;
+    return DSV4_OK;
+}
+
+static double sink_of(const dsv4_attn_args *a, int64_t h)
+{
+    return a->attn_sink ? (double)a->attn_sink[h] : -INFINITY;
+}
+
+/* Ideal: S = scale * Q K^T, softmax with the sink in the denominator only,
+ * O = W K (spec 8.1). */
+static void token_ideal(const dsv4_attn_args *a, int64_t t, int64_t n, double max_norm,
+                        attn_work *w, double *out, dsv4_attn_diag *dg)
+{
+    const int64_t H = a->H;
+    const uint16_t *q = a->q + t * H * D;
+    for (int64_t i = 0; i < H * D; i++)
+        w->qd[i] = dsv4_bf16_to_f32(q[i]);
+    if (dg && dg->score_mag)
+        for (int64_t h = 0; h < H; h++) {
+            double qn = 0;
+            for (int d = 0; d < D; d++)
+                qn += w->qd[h * D + d] * w->qd[h * D + d];
+            dg->score_mag[t * H + h] = n ? a->scale * sqrt(qn) * max_norm : 0;
+        }
+    if (n == 0) { /* no valid key: exactly 0 [S9, S11, S23] */
+        memset(out + t * H * D, 0, (size_t)(H * D) * sizeof(double));
+        for (int64_t h = 0; dg && h < H; h++) {
+            if (dg->sink_w)
+                dg->sink_w[t * H + h] = sink_of(a, h) > -INFINITY ? 1.0 : 0.0;
+            if (dg->abs_out)
+                memset(dg->abs_out + (t * H + h) * D, 0, D * sizeof(double));
+        }
+        return;
+    }
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)H, (int)n, D, a->scale, w->qd, D,
+                w->kd, D, 0.0, w->sd, (int)n);
+    for (int64_t h = 0; h < H; h++) {
+        double *s = w->sd + h * n, sink = sink_of(a, h), m = sink;
+        for (int64_t i = 0; i < n; i++)
+            m = s[i] > m ? s[i] : m;
+        double l = 0;
+        for (int64_t i = 0; i < n; i++)
+            l += (s[i] = exp(s[i] - m));
+        double es = exp(sink - m); /* the sink: denominator only [S23] */
+        l += es;
+        for (int64_t i = 0; i < n; i++)
+            s[i] /= l;
+        if (dg && dg->sink_w)
+            dg->sink_w[t * H + h] = es / l;
+    }
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)H, D, (int)n, 1.0, w->sd, (int)n, w->kd,
+                D, 0.0, out + t * H * D, D);
+    if (dg && dg->abs_out)
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)H, D, (int)n, 1.0, w->sd, (int)n,
+                    w->kabs, D, 0.0, dg->abs_out + t * H * D, D);
+}
+
+/* Faithful: the Triton kernels' fp32 steps (spec 8.3 [S9]). */
+static void token_faithful(const dsv4_attn_args *a, int64_t t, int64_t n, attn_work *w, double *out)
+{
+    const int64_t H = a->H;
+    const uint16_t *q = a->q + t * H * D;
+    for (int64_t i = 0; i < H * D; i++)
+        w->qf[i] = dsv4_bf16_to_f32(q[i]);
+    if (n > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)H, (int)n, D, 1.0f, w->qf, D, w->kf,
+                    D, 0.0f, w->sf, (int)n);
+    float *ml = w->ml;
+    for (int64_t h = 0; h < H; h++) {
+        float *s = w->sf + h * n, m = KERNEL_NEG_INIT, l = 0.0f;
+        const float scale = (float)a->scale;
+        for (int64_t i = 0; i < n; i++) {
+            s[i] = s[i] * scale; /* tl.dot(q, K^T) in fp32, then x scale */
+            m = s[i] > m ? s[i] : m;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            float p = expf(s[i] - m);
+            l += p;                    /* l sums the unrounded p */
+            s[i] = dsv4_round_bf16(p); /* p cast to bf16 before P.V */
+        }
+        ml[2 * h] = m;
+        ml[2 * h + 1] = l;
+    }
+    if (n > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)H, D, (int)n, 1.0f, w->sf, (int)n,
+                    w->kf, D, 0.0f, w->of, D);
+    else
+        memset(w->of, 0, (size_t)(H * D) * sizeof(float));
+    for (int64_t h = 0; h < H; h++) {
+        const float m = ml[2 * h], l = ml[2 * h + 1], sink = (float)sink_of(a, h);
+        const float mf = m > sink ? m : sink;
+        const float alpha = expf(m - mf);
+        const float lf = l * alpha + expf(sink - mf);
+        for (int d = 0; d < D; d++) {
+            float acc = w->of[h * D + d] * alpha;
+            out[(t * H + h) * D + d] = lf > 0.0f ? (double)(acc / (lf > 1e-30f ? lf : 1e-30f)) : 0.0;
+        }
+    }
+}
+
+int dsv4_ref_sparse_attn(const dsv4_attn_args *a, dsv4_attn_mode mode, double *out,
+                         dsv4_attn_diag *diag, dsv4_status *st)
+{
+    if (a->T < 0 || a->H < 1 || a->nseg < 1 || a->nseg > DSV4_ATTN_MAX_SEGMENTS)
+        return dsv4_fail(st, DSV4_EINPUT, "attention: need T >= 0, H >= 1 and 1..2 key segments");
+    if (a->H > INT32_MAX / D)
+        return dsv4_fail(st, DSV4_EINPUT, "attention: H = %" PRId64 " too large", a->H);
+    int64_t cap = 0;
+    for (int64_t t = 0; t < a->T; t++) {
+        int64_t n = dsv4_attn_count_valid(a, t);
+        if (diag && diag->nvalid)
+            diag->nvalid[t] = n;
+        cap = n > cap ? n : cap;
+    }
+    if (cap > INT32_MAX / D)
+        return dsv4_fail(st, DSV4_EINPUT, "attention: %" PRId64 " keys for one token: too many", cap);
+    attn_work w;
+    int rc = work_alloc(&w, cap, a->H, mode, mode == DSV4_ATTN_IDEAL && diag && diag->abs_out, st);
+    for (int64_t t = 0; !rc && t < a->T; t++) {
+        int64_t n = 0;
+        double max_norm = 0;
+        if ((rc = gather(a, t, &w, mode, &max_norm, &n, st)))
+            break;
+        if (mode == DSV4_ATTN_IDEAL)
+            token_ideal(a, t, n, max_norm, &w, out, diag);
+        else
+            token_faithful(a, t, n, &w, out);
+    }
+    work_free(&w);
+    return rc;
+}
+
+double dsv4_attn_rho(int64_t nvalid, double score_mag)
+{
+    const double u32 = 0x1p-24, delta = 513.0 * u32 * score_mag;
+    return 0x1p-9 + expm1(2.0 * delta) + (2.0 * (double)nvalid + 16.0) * u32;
+}
+
+/* ---- epilogues (spec 9) ---- */
+
+static int rope_check(int64_t T, int64_t H, const int64_t *positions, int64_t num_pos, int rope_dim,
+                      int64_t rotated, dsv4_status *st)
+{
+    if (T < 0 || H < 0)
+        return dsv4_fail(st, DSV4_EINPUT, "inverse rope: negative shape");
+    if (rope_dim <= 0 || rope_dim > D || rope_dim % 2)
+        return dsv4_fail(st, DSV4_EINPUT, "rope_dim = %d: must be even and in (0, 512]", rope_dim);
+    if (rotated < 0 || rotated > T)
+        return dsv4_fail(st, DSV4_EINPUT, "rotated = %" PRId64 ": must be in [0, T = %" PRId64 "]",
+                         rotated, T);
+    for (int64_t t = rotated; t < T; t++)
+        if (positions[t] < 0 || positions[t] >= num_pos)
+            return dsv4_fail(st, DSV4_EINPUT,
+                             "positions[%" PRId64 "] = %" PRId64 ": outside the cos_sin_cache rows [0, %" PRId64 ")",
+                             t, positions[t], num_pos);
+    return DSV4_OK;
+}
+
+int dsv4_ref_inverse_rope_rows(uint16_t *o, int64_t T, int64_t H, const int64_t *positions,
+                               const float *cos_sin_cache, int64_t num_pos, int rope_dim,
+                               int64_t rotated, dsv4_status *st)
+{
+    int rc = rope_check(T, H, positions, num_pos, rope_dim, rotated, st);
+    if (rc)
+        return rc;
+    /* Only rows past `rotated`: the decode reduce already rotated the
+     * leading ones (seed forward_mqa: output[rotated:], positions[rotated:]). */
+    for (int64_t t = rotated; t < T; t++)
+        dsv4_rope_rows_bf16(o + t * H * D, H, D, cos_sin_cache + positions[t] * rope_dim, rope_dim,
+                            DSV4_ROPE_INVERSE);
+    return DSV4_OK;
+}
+
+int dsv4_ref_inverse_rope_rows_f64(const uint16_t *o, int64_t T, int64_t H, const int64_t *positions,
+                                   const float *cos_sin_cache, int64_t num_pos, int rope_dim,
+                                   int64_t rotated, double *out, dsv4_status *st)
+{
+    int rc = rope_check(T, H, positions, num_pos, rope_dim, rotated, st);
+    if (rc)
+        return rc;
+    for (int64_t i = 0; i < T * H * D; i++)
+        out[i] = dsv4_bf16_to_f32(o[i]);
+    for (int64_t t = rotated; t < T; t++)
+        for (int64_t h = 0; h < H; h++)
+            dsv4_rope_gptj_f64(out + (t * H + h) * D + (D - rope_dim),
+                               cos_sin_cache + positions[t] * rope_dim, rope_dim, DSV4_ROPE_INVERSE);
+    return DSV4_OK;
+}

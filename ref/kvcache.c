@@ -1,0 +1,242 @@
+/* kvcache.c - the V4 fp8_ds_mla cache (spec sparse_attention.md 2, 4). */
+#include "kvcache.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+dsv4_kv_encode_opts dsv4_kv_encode_opts_default(int use_fnuz)
+{
+    dsv4_kv_encode_opts o;
+    /* FP8MAX = torch.finfo(e4m3fn).max = 448, or get_fp8_min_max()'s 224
+     * for FNUZ (vllm cache_utils.py@03dc5649 quantize_and_insert_k_cache) [S1]. */
+    o.kind = use_fnuz ? DSV4_FP8_E4M3FNUZ : DSV4_FP8_E4M3FN;
+    o.fp8_max = use_fnuz ? 224.0f : 448.0f;
+    o.scale_max = 255; /* clamp(e + 127, 0, 255) [S1] */
+    return o;
+}
+
+int64_t dsv4_kv_page_stride(const dsv4_kv_layout *L)
+{
+    return L->page_stride > 0 ? L->page_stride : L->block_size * DSV4_KV_TOKEN_BYTES;
+}
+
+int dsv4_kv_scale_exponent(float amax, float fp8_max)
+{
+    /* a = max(amax, 1e-4) (spec 2.2 [S1, S15]); smallest e with
+     * 2^e * FP8MAX >= a, the exact form of ceil(log2(a / FP8MAX)) (spec 2.2
+     * log2 note).  All products below are exact in double. */
+    double a = amax > DSV4_KV_AMAX_FLOOR ? (double)amax : (double)DSV4_KV_AMAX_FLOOR;
+    int ea, em;
+    frexp(a, &ea);
+    frexp((double)fp8_max, &em);
+    int e = ea - em; /* within one of the answer */
+    while (ldexp((double)fp8_max, e) < a)
+        e++;
+    while (ldexp((double)fp8_max, e - 1) >= a)
+        e--;
+    return e;
+}
+
+uint8_t dsv4_kv_scale_byte(float amax, const dsv4_kv_encode_opts *o)
+{
+    int b = dsv4_kv_scale_exponent(amax, o->fp8_max) + 127;
+    /* clamp(e + 127, 0, 255) [S1]; 254 cap of the gfx950 compressor [S19]. */
+    return (uint8_t)(b < 0 ? 0 : b > o->scale_max ? o->scale_max : b);
+}
+
+int dsv4_kv_encode_token(uint8_t *page, int64_t B, int64_t row, const float *x,
+                         const dsv4_kv_encode_opts *o, dsv4_status *st)
+{
+    float v[DSV4_KV_HEAD_DIM];
+    for (int d = 0; d < DSV4_KV_HEAD_DIM; d++) {
+        if (!isfinite(x[d]))
+            return dsv4_fail(st, DSV4_EINPUT, "token value at dim %d is %g: must be finite", d,
+                             (double)x[d]);
+        v[d] = dsv4_round_bf16(x[d]); /* bf16 input [S1] / bf16(n) [S19] */
+    }
+    uint8_t *vals = page + dsv4_kv_value_offset(row);
+    uint8_t *scales = page + dsv4_kv_scale_offset(B, row);
+    for (int k = 0; k < DSV4_KV_NQBLOCKS; k++) {
+        const float *blk = v + k * DSV4_KV_QBLOCK;
+        float amax = 0;
+        for (int i = 0; i < DSV4_KV_QBLOCK; i++)
+            amax = fabsf(blk[i]) > amax ? fabsf(blk[i]) : amax;
+        uint8_t sb = dsv4_kv_scale_byte(amax, o);
+        scales[k] = sb;
+        /* x * 2^-e is exact in fp32 (a power-of-two scale; results stay
+         * normal for bf16 inputs with e >= -22); then clamp to +-FP8MAX and
+         * RNE to e4m3 [S1]. */
+        int e = (int)sb - 127;
+        for (int i = 0; i < DSV4_KV_QBLOCK; i++) {
+            float q = (float)ldexp((double)blk[i], -e);
+            q = q > o->fp8_max ? o->fp8_max : q < -o->fp8_max ? -o->fp8_max : q;
+            vals[k * DSV4_KV_QBLOCK + i] = dsv4_fp8_from_f32(q, o->kind, 1);
+        }
+    }
+    scales[7] = 0; /* pad byte [S1] */
+    uint8_t *rope = page + dsv4_kv_rope_offset(row);
+    for (int j = 0; j < DSV4_KV_ROPE_DIM; j++) { /* bf16 little-endian [S1] */
+        uint16_t h = dsv4_bf16_from_f32(v[DSV4_KV_NOPE_DIM + j]);
+        rope[2 * j] = (uint8_t)(h & 0xFF);
+        rope[2 * j + 1] = (uint8_t)(h >> 8);
+    }
+    return DSV4_OK;
+}
+
+/* fp32 2^(b - 127) as Triton's exp2 builds it: 2^-127 is an fp32
+ * subnormal, 2^128 overflows to +Inf (spec 1, 4). */
+static float scale_f32(uint8_t b)
+{
+    int e = (int)b - 127;
+    return e > 127 ? INFINITY : (float)ldexp(1.0, e);
+}
+
+void dsv4_kv_decode_token_f32(const uint8_t *page, int64_t B, int64_t row, dsv4_fp8_kind kind,
+                              float *out)
+{
+    const uint8_t *vals = page + dsv4_kv_value_offset(row);
+    const uint8_t *scales = page + dsv4_kv_scale_offset(B, row);
+    for (int d = 0; d < DSV4_KV_NOPE_DIM; d++) /* fp32 product, as the kernel [S1] */
+        out[d] = dsv4_fp8_to_f32(vals[d], kind) * scale_f32(scales[d / DSV4_KV_QBLOCK]);
+    const uint8_t *rope = page + dsv4_kv_rope_offset(row);
+    for (int j = 0; j < DSV4_KV_ROPE_DIM; j++)
+        out[DSV4_KV_NOPE_DIM + j] =
+            dsv4_bf16_to_f32((uint16_t)(rope[2 * j] | (uint16_t)(rope[2 * j + 1] << 8)));
+}
+
+void dsv4_kv_decode_token_bf16(const uint8_t *page, int64_t B, int64_t row, dsv4_fp8_kind kind,
+                               uint16_t *out)
+{
+    float f[DSV4_KV_HEAD_DIM];
+    dsv4_kv_decode_token_f32(page, B, row, kind, f);
+    for (int d = 0; d < DSV4_KV_NOPE_DIM; d++)
+        out[d] = dsv4_bf16_from_f32(f[d]); /* .to(tl.bfloat16): RNE [S1] */
+    const uint8_t *rope = page + dsv4_kv_rope_offset(row);
+    for (int j = 0; j < DSV4_KV_ROPE_DIM; j++) /* bits copied, NaN payloads too [S1] */
+        out[DSV4_KV_NOPE_DIM + j] = (uint16_t)(rope[2 * j] | (uint16_t)(rope[2 * j + 1] << 8));
+}
+
+int dsv4_kv_slot(int64_t slot, const dsv4_kv_layout *L, int64_t *page, int64_t *row)
+{
+    if (slot < 0)
+        return 0;
+    if (L->block_size <= 0 || slot / L->block_size >= L->num_blocks)
+        return -1;
+    *page = slot / L->block_size; /* slot // B, slot % B [S1] */
+    *row = slot % L->block_size;
+    return 1;
+}
+
+static int check_layout(const dsv4_kv_layout *L, dsv4_status *st)
+{
+    if (L->block_size <= 0 || L->num_blocks < 0)
+        return dsv4_fail(st, DSV4_EINPUT, "block_size %" PRId64 " / num_blocks %" PRId64 " invalid",
+                         L->block_size, L->num_blocks);
+    if (L->page_stride != 0 && L->page_stride < L->block_size * DSV4_KV_TOKEN_BYTES)
+        return dsv4_fail(st, DSV4_EINPUT, "page stride %" PRId64 " < B*584 = %" PRId64, L->page_stride,
+                         L->block_size * DSV4_KV_TOKEN_BYTES);
+    return DSV4_OK;
+}
+
+int dsv4_ref_quantize_and_insert_k_cache(const uint16_t *k, int64_t T, const int64_t *slots64,
+                                         const int32_t *slots32, uint8_t *k_cache,
+                                         const dsv4_kv_layout *L, const dsv4_kv_encode_opts *o,
+                                         dsv4_status *st)
+{
+    int rc = check_layout(L, st);
+    if (rc)
+        return rc;
+    const int64_t stride = dsv4_kv_page_stride(L), nslots = L->num_blocks * L->block_size;
+    /* Validate everything first so that bad input never half-writes. */
+    for (int64_t t = 0; t < T; t++) {
+        int64_t s = slots64 ? slots64[t] : slots32[t], page, row;
+        int r = dsv4_kv_slot(s, L, &page, &row);
+        if (r < 0)
+            return dsv4_fail(st, DSV4_EINPUT, "slot_mapping[%" PRId64 "] = %" PRId64
+                             " is outside the cache (%" PRId64 " slots)", t, s, nslots);
+        for (int d = 0; r && d < DSV4_KV_HEAD_DIM; d++)
+            if (!isfinite(dsv4_bf16_to_f32(k[t * DSV4_KV_HEAD_DIM + d])))
+                return dsv4_fail(st, DSV4_EINPUT, "k[%" PRId64 ", %d] is not finite", t, d);
+    }
+    for (int64_t t = 0; t < T; t++) {
+        int64_t s = slots64 ? slots64[t] : slots32[t], page, row;
+        if (dsv4_kv_slot(s, L, &page, &row) != 1)
+            continue; /* slot -1: padding token, skipped [S1, S15] */
+        float x[DSV4_KV_HEAD_DIM];
+        for (int d = 0; d < DSV4_KV_HEAD_DIM; d++)
+            x[d] = dsv4_bf16_to_f32(k[t * DSV4_KV_HEAD_DIM + d]);
+        if ((rc = dsv4_kv_encode_token(k_cache + page * stride, L->block_size, row, x, o, st)))
+            return rc;
+    }
+    return DSV4_OK;
+}
+
+/* The physical page gathered row i of request r reads, via its block table. */
+static int64_t gather_page(const dsv4_gather_args *a, int64_t r, int64_t pos)
+{
+    return a->block_table[r * a->maxb + pos / a->L.block_size];
+}
+
+int dsv4_gather_check(const dsv4_gather_args *a, dsv4_gather_invalid inv, dsv4_status *st)
+{
+    int rc = check_layout(&a->L, st);
+    if (rc)
+        return rc;
+    if (a->offset < 0)
+        return dsv4_fail(st, DSV4_EINPUT, "offset %" PRId64 " < 0", a->offset);
+    for (int64_t r = 0; r < a->R; r++) {
+        int64_t S = a->seq_lens[r], G = a->gather_lens ? a->gather_lens[r] : S;
+        if (S < 0 || G < 0 || G > S)
+            return dsv4_fail(st, DSV4_EINPUT,
+                             "request %" PRId64 ": seq_lens %" PRId64 ", gather_lens %" PRId64
+                             ": need 0 <= gather_lens <= seq_lens",
+                             r, S, G);
+        if (a->offset + G > a->Wout)
+            return dsv4_fail(st, DSV4_EINPUT,
+                             "request %" PRId64 ": offset %" PRId64 " + gather_lens %" PRId64
+                             " exceeds out's %" PRId64 " rows",
+                             r, a->offset, G, a->Wout);
+        if (G > 0 && (S - 1) / a->L.block_size >= a->maxb)
+            return dsv4_fail(st, DSV4_EINPUT,
+                             "request %" PRId64 ": position %" PRId64 " needs block_table column %" PRId64
+                             ", table has %" PRId64,
+                             r, S - 1, (S - 1) / a->L.block_size, a->maxb);
+        for (int64_t pos = S - G; inv == DSV4_GATHER_INVALID_ERROR && pos < S; pos++) {
+            int64_t p = gather_page(a, r, pos);
+            /* The Triton kernel reads any page id unchecked [S1]: outside
+             * the cache it is undefined, so such input is bad here. */
+            if (p < 0 || p >= a->L.num_blocks)
+                return dsv4_fail(st, DSV4_EINPUT,
+                                 "block_table[%" PRId64 ", %" PRId64 "] = %" PRId64
+                                 " is outside the cache (%" PRId64 " pages) and position %" PRId64
+                                 " reads it (the Triton gather does not check)",
+                                 r, pos / a->L.block_size, p, a->L.num_blocks, pos);
+        }
+    }
+    return DSV4_OK;
+}
+
+int dsv4_ref_dequantize_and_gather_k_cache(const dsv4_gather_args *a, dsv4_gather_invalid inv,
+                                           dsv4_status *st)
+{
+    int rc = dsv4_gather_check(a, inv, st);
+    if (rc)
+        return rc;
+    const int64_t B = a->L.block_size, stride = dsv4_kv_page_stride(&a->L);
+    const dsv4_fp8_kind kind = a->use_fnuz ? DSV4_FP8_E4M3FNUZ : DSV4_FP8_E4M3FN;
+    for (int64_t r = 0; r < a->R; r++) {
+        int64_t S = a->seq_lens[r], G = a->gather_lens ? a->gather_lens[r] : S;
+        for (int64_t i = 0; i < G; i++) {
+            int64_t pos = S - G + i, page = gather_page(a, r, pos); /* start = S - G [S1] */
+            uint16_t *dst = a->out + (r * a->Wout + a->offset + i) * DSV4_KV_HEAD_DIM;
+            if (page < 0 || page >= a->L.num_blocks) {
+                if (inv == DSV4_GATHER_INVALID_ZERO) /* zeros [S8] */
+                    memset(dst, 0, DSV4_KV_HEAD_DIM * sizeof *dst);
+                continue; /* SKIP: untouched [S7] */
+            }
+            dsv4_kv_decode_token_bf16(a->k_cache + page * stride, B, pos % B, kind, dst);
+        }
+    }
+    return DSV4_OK;
+}
