@@ -19,6 +19,11 @@ extern const dsv4_op dsv4_op_mxfp4_quant;
 extern const dsv4_op dsv4_op_mxfp8_quant;
 extern const dsv4_op dsv4_op_fp8_group_quant;
 extern const dsv4_op dsv4_op_fused_qk_rmsnorm_group_quant;
+extern const dsv4_op dsv4_op_rocm_mxfp4_indexer_k_store;
+extern const dsv4_op dsv4_op_rocm_mxfp4_indexer_q_quant;
+extern const dsv4_op dsv4_op_paged_mxfp4_mqa_logits;
+extern const dsv4_op dsv4_op_rocm_mxfp4_sparse_attn_indexer;
+extern const dsv4_op dsv4_op_rocm_mxfp4_sparse_mqa_indexer;
 
 /* Shared helpers of the op files (harness/ops_common.c). */
 
