@@ -761,33 +761,42 @@ static void policy_logits(const dsv4_opctx *c, int H, int faithful, dsv4_policy 
              faithful ? "model of the per-MFMA rounding and head fold: 2u" : "(128 + H + 2) u: fp32 dot of 128 in any order, relu*w, H-term head sum");
 }
 
-/* The largest element bound of the logits: two scores closer than it may
- * swap order in the kernel, so top-k sets may differ there (index_set). */
-static int max_logits_bound(const dsv4_opctx *c, const lg_in *g, double *maxb, dsv4_status *st)
+/* The tie tolerance of the top-k sets: two scores closer than the logits
+ * error bound may be ordered either way by the kernel.  Per row that bound
+ * is at most rtol * max|score of the row| with rtol = the largest, over the
+ * rows, of (the row's largest element bound / its largest |score|). */
+static int tie_rtol(const dsv4_opctx *c, const lg_in *g, double *rtol, dsv4_status *st)
 {
     double *lg = NULL, *bd = NULL;
     int rc = run_logits(g, DSV4_IDX_IDEAL, &lg, &bd, st);
-    *maxb = 0;
-    for (int64_t i = 0; !rc && i < g->a.rows * g->a.width; i++)
-        if (isfinite(bd[i]) && bd[i] > *maxb)
-            *maxb = bd[i];
-    *maxb *= lg_bound_factor(c, g->a.H, 0);
+    const double f = lg_bound_factor(c, g->a.H, 0);
+    *rtol = 0;
+    for (int64_t r = 0; !rc && r < g->a.rows; r++) {
+        double mb = 0, ms = 0;
+        for (int64_t j = 0; j < g->a.width; j++) {
+            const double b = bd[r * g->a.width + j] * f, v = fabs(lg[r * g->a.width + j]);
+            mb = isfinite(b) && b > mb ? b : mb;
+            ms = isfinite(v) && v > ms ? v : ms;
+        }
+        if (ms > 0 && mb / ms > *rtol)
+            *rtol = mb / ms;
+    }
     free(lg);
     free(bd);
     return rc;
 }
 
-static void policy_index_set(dsv4_policy *pol, const char *companion, double atol, const char *what)
+static void policy_index_set(dsv4_policy *pol, const char *companion, double rtol, const char *what)
 {
     memset(pol, 0, sizeof *pol);
     pol->kind = DSV4_CMP_INDEX_SET;
     pol->output_dtype = DSV4_DT_NONE;
-    pol->atol = atol;
+    pol->rtol = rtol;
     snprintf(pol->companion, sizeof pol->companion, "%s", companion);
     snprintf(pol->rule, sizeof pol->rule,
-             "index_set: %s as sets, -1 padding apart; a difference is forgiven within %.3g of the row's k-th %s "
-             "score (the largest logits error bound: the kernel may order such scores either way)",
-             what, atol, companion);
+             "index_set: %s as sets, -1 padding apart; a difference is forgiven within %.3g x max|%s| of the row "
+             "of its k-th score (the logits error bound: the kernel may order such scores either way)",
+             what, rtol, companion);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1037,7 +1046,7 @@ static int sa_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *ou
         return DSV4_OK;
     }
     double tol;
-    if ((rc = max_logits_bound(c, &g, &tol, st)))
+    if ((rc = tie_rtol(c, &g, &tol, st)))
         return rc;
     if (strcmp(output, "topk_indices") == 0)
         policy_index_set(pol, "logits", tol, "top-k positions of each row");
@@ -1295,7 +1304,7 @@ static int mq_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *ou
         return DSV4_OK;
     }
     double tol;
-    if ((rc = max_logits_bound(c, &g, &tol, st)))
+    if ((rc = tie_rtol(c, &g, &tol, st)))
         return rc;
     policy_index_set(pol, "logits", tol, "top-k positions among the candidates");
     return DSV4_OK;
