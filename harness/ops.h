@@ -25,6 +25,10 @@ extern const dsv4_op dsv4_op_paged_mxfp4_mqa_logits;
 extern const dsv4_op dsv4_op_rocm_mxfp4_sparse_attn_indexer;
 extern const dsv4_op dsv4_op_rocm_mxfp4_sparse_mqa_indexer;
 
+/* Floating-point operations of paged_mxfp4_mqa_logits: 2 * H * 128 per
+ * (row, key below the row end) (harness/ops_indexer.c; bench). */
+double dsv4_indexer_logits_flops(const dsv4_params *ps, const dsv4_tensors *in);
+
 /* Shared helpers of the op files (harness/ops_common.c). */
 
 /* A policy for bit-exact outputs. */

@@ -903,6 +903,15 @@ static void lgop_locate(const dsv4_opctx *c, const dsv4_tensors *in, const char 
     lg_locate_elem(c, in, flat, buf, len);
 }
 
+double dsv4_indexer_logits_flops(const dsv4_params *ps, const dsv4_tensors *in)
+{
+    const dsv4_tensor *re = dsv4_tensors_get(in, "row_ends");
+    double keys = 0;
+    for (int64_t r = 0; re && r < re->shape[0]; r++)
+        keys += ((const int32_t *)re->data)[r];
+    return 2.0 * (double)dsv4_params_int(ps, "heads") * DSV4_IDX_HEAD_DIM * keys;
+}
+
 const dsv4_op dsv4_op_paged_mxfp4_mqa_logits = {
     .name = "paged_mxfp4_mqa_logits",
     .summary = "logits[r, j] = sum_h relu(q_h . k_j) w_h over the paged MXFP4 cache, below each row's end",

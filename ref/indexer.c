@@ -6,8 +6,10 @@
 #include <cblas.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "numerics.h"
 #include "rope.h"
@@ -447,8 +449,9 @@ static int load_keys(const dsv4_idx_logits_args *a, int64_t b, int64_t nk, req_k
 
 /* Row-block x key-chunk tiles of the GEMM (sized for the L2/L3 caches). */
 #define ROWS_PER_TILE 512
-#define KEYS_PER_TILE 2048
+#define KEYS_PER_TILE 1024
 
+struct tile_ctx;
 typedef struct tile_ctx {
     const dsv4_idx_logits_args *a;
     const req_keys *k;
@@ -458,28 +461,46 @@ typedef struct tile_ctx {
     int64_t r0, rb, j0, nc;
     const int64_t *ends;
     float *C0, *C1;         /* GEMM tiles [rb*H, nc] */
-    double *acc;
+    double *acc;            /* [nthreads, KEYS_PER_TILE] */
+    int nthreads;
 } tile_ctx;
 
-static void tile_ideal(const tile_ctx *t, double *logits)
+/* acc[j] += relu(c[j]) * w for an exact row-head (no NaN, no Inf): relu by
+ * clearing negative bit patterns, branch-free so that GCC vectorizes it;
+ * the order over heads stays fixed, so the result does not depend on it. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("tree-vectorize")))
+#endif
+static void accum_relu(double *restrict acc, const float *restrict c, double w, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) {
+        uint32_t b;
+        float f;
+        memcpy(&b, c + j, sizeof b);
+        b &= ~(0u - (b >> 31)); /* negative (incl. -0) -> +0 */
+        memcpy(&f, &b, sizeof f);
+        acc[j] += (double)f * w;
+    }
+}
+
+/* Rows ri0, ri0 + step, ... of a tile; acc is this thread's [nc]. */
+static void tile_ideal(const tile_ctx *t, double *logits, int64_t ri0, int64_t step, double *acc)
 {
     const dsv4_idx_logits_args *a = t->a;
     const int H = a->H, D = a->D;
-    for (int64_t ri = 0; ri < t->rb; ri++) {
+    for (int64_t ri = ri0; ri < t->rb; ri += step) {
         const int64_t r = t->r0 + ri;
         int64_t n = t->ends[ri] - t->j0;
         if (n <= 0)
             continue;
         n = n < t->nc ? n : t->nc;
-        double *acc = t->acc;
         memset(acc, 0, (size_t)n * sizeof *acc);
         for (int h = 0; h < H; h++) {
             const int64_t rh = ri * H + h;
             const double w = a->weights[r * H + h];
             const float *c = t->C0 + rh * t->nc;
             if (t->row_exact[rh]) {
-                for (int64_t j = 0; j < n; j++) /* fixed head order: deterministic */
-                    acc[j] += (c[j] > 0 ? (double)c[j] : 0.0) * w;
+                accum_relu(acc, c, w, n);
                 continue;
             }
             for (int64_t j = 0; j < n; j++) {
@@ -493,6 +514,42 @@ static void tile_ideal(const tile_ctx *t, double *logits)
         }
         memcpy(logits + r * a->width + t->j0, acc, (size_t)n * sizeof *acc);
     }
+}
+
+typedef struct ideal_job {
+    const struct tile_ctx *t;
+    double *logits, *acc;
+    int64_t ri0, step;
+} ideal_job;
+
+static void *ideal_thread(void *p)
+{
+    ideal_job *j = p;
+    tile_ideal(j->t, j->logits, j->ri0, j->step, j->acc);
+    return NULL;
+}
+
+#define MAX_THREADS 16
+
+/* The head reduction of a tile, rows split over threads (each row is
+ * reduced by one thread in the fixed order: thread-count independent). */
+static void tile_ideal_parallel(const tile_ctx *t, double *logits, double *accs, int nthreads)
+{
+    pthread_t th[MAX_THREADS];
+    ideal_job jobs[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    const int n = (int)(t->rb < nthreads ? t->rb : nthreads);
+    for (int i = 0; i < n; i++) {
+        jobs[i] = (ideal_job){t, logits, accs + (int64_t)i * t->nc, i, n};
+        started[i] = i > 0 && pthread_create(&th[i], NULL, ideal_thread, &jobs[i]) == 0;
+        if (i > 0 && !started[i]) /* no thread: do its rows here */
+            tile_ideal(t, logits, i, n, jobs[i].acc);
+    }
+    if (n > 0)
+        tile_ideal(t, logits, 0, n, accs);
+    for (int i = 1; i < n; i++)
+        if (started[i])
+            pthread_join(th[i], NULL);
 }
 
 static void tile_faithful(const tile_ctx *t, double *logits)
@@ -568,7 +625,7 @@ static void abs_copy(const float *x, float *y, int64_t n)
 
 /* One block of rows of request b against its keys. */
 static void run_rows(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, const req_keys *k, row_block *rbk,
-                     float *C0, float *C1, double *acc, double *logits, double *bound)
+                     float *C0, float *C1, double *acc, int nthreads, double *logits, double *bound)
 {
     const int H = a->H, D = a->D;
     const int64_t M = rbk->rb * H;
@@ -588,12 +645,12 @@ static void run_rows(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, const re
     for (int64_t j0 = 0; j0 < rbk->maxend; j0 += KEYS_PER_TILE) {
         const int64_t nc = rbk->maxend - j0 < KEYS_PER_TILE ? rbk->maxend - j0 : KEYS_PER_TILE;
         tile_ctx t = {a, k, rbk->qv, rbk->qs, rbk->qst, rbk->row_exact, rbk->r0, rbk->rb, j0, nc, rbk->ends,
-                      C0, C1, acc};
+                      C0, C1, acc, nthreads};
         const float *kd = k->kd + j0 * D;
         if (mode == DSV4_IDX_IDEAL) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nc, D, 1.0f, rbk->qd, D, kd, D,
                         0.0f, C0, (int)nc);
-            tile_ideal(&t, logits);
+            tile_ideal_parallel(&t, logits, acc, nthreads);
         } else {
             /* The two K = 64 halves (spec 6.2 step 1: two chained MFMAs). */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nc, D / 2, 1.0f, rbk->qd, D, kd,
@@ -631,7 +688,9 @@ int dsv4_ref_mqa_logits(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, doubl
     row_block rbk = {0};
     float *C0 = malloc((size_t)M * KEYS_PER_TILE * sizeof(float));
     float *C1 = malloc((size_t)M * KEYS_PER_TILE * sizeof(float));
-    double *acc = malloc(KEYS_PER_TILE * sizeof(double));
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    const int nthreads = ncpu < 1 ? 1 : ncpu > MAX_THREADS ? MAX_THREADS : (int)ncpu;
+    double *acc = malloc((size_t)nthreads * KEYS_PER_TILE * sizeof(double));
     rbk.qv = malloc((size_t)M * (D / 2));
     rbk.qs = malloc((size_t)M * (D / 32));
     rbk.qd = malloc((size_t)M * D * sizeof(float));
@@ -663,7 +722,7 @@ int dsv4_ref_mqa_logits(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, doubl
                 rbk.ends[ri] = dsv4_idx_row_end(a, r0 + ri);
                 rbk.maxend = rbk.ends[ri] > rbk.maxend ? rbk.ends[ri] : rbk.maxend;
             }
-            run_rows(a, mode, &k, &rbk, C0, C1, acc, logits, bound);
+            run_rows(a, mode, &k, &rbk, C0, C1, acc, nthreads, logits, bound);
         }
         req_keys_free(&k);
     }
