@@ -257,6 +257,8 @@ int dsv4_compare(const dsv4_tensor *expected, const dsv4_tensor *actual, const d
         if (res->bad)
             dsv4_perm_hint(expected, actual, mask, pol, res);
         break;
+    case DSV4_CMP_INDEX_SET: /* sets its own verdict and message */
+        return dsv4_compare_index_set(expected, actual, pol, mask, aux, res, st);
     case DSV4_CMP_MX: /* sets its own verdict and message */
         return dsv4_compare_mx(expected, actual, pol, mask, aux, res, st);
     default:
@@ -296,7 +298,7 @@ static void print_mismatch(FILE *f, const char *label, const dsv4_mismatch *m, i
 
 void dsv4_cmp_print(FILE *f, const dsv4_cmp_result *res, const dsv4_policy *pol)
 {
-    const int exact = pol->kind == DSV4_CMP_EXACT;
+    const int exact = pol->kind == DSV4_CMP_EXACT || pol->kind == DSV4_CMP_INDEX_SET;
     fprintf(f, "    %s %s: %s\n", dsv4_verdict_name(res->verdict), res->output,
             res->message[0] ? res->message : "ok");
     fprintf(f, "      policy: %s\n", pol->rule);

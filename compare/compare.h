@@ -103,6 +103,11 @@ int dsv4_compare_mx(const dsv4_tensor *expected, const dsv4_tensor *actual,
                     const dsv4_policy *pol, const uint8_t *mask, const dsv4_cmp_aux *aux,
                     dsv4_cmp_result *res, dsv4_status *st);
 
+/* The index_set kind (compare/index_set.c); dsv4_compare dispatches to it. */
+int dsv4_compare_index_set(const dsv4_tensor *expected, const dsv4_tensor *actual,
+                           const dsv4_policy *pol, const uint8_t *mask, const dsv4_cmp_aux *aux,
+                           dsv4_cmp_result *res, dsv4_status *st);
+
 const char *dsv4_verdict_name(dsv4_verdict v);
 const char *dsv4_cmp_kind_name(dsv4_cmp_kind k);
 int dsv4_cmp_kind_parse(const char *s, dsv4_cmp_kind *k);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ops.h"
 #include "runner.h"
 
 typedef struct bench_case {
@@ -209,7 +210,13 @@ static int time_reference(const dsv4_op *op, const dsv4_opctx *c, const dsv4_ten
                           dsv4_status *st)
 {
     dsv4_tensors out = {0};
+    double t0 = seconds();
     int rc = dsv4_reference_outputs(op, c, in, &out, st);
+    *best = seconds() - t0;
+    if (*best > 5.0) { /* a long case (the indexer's 2 TFLOP prefill) runs once */
+        dsv4_tensors_free(&out);
+        return rc;
+    }
     *best = 1e30;
     double start = seconds();
     for (int k = 0; !rc && (k < 3 || seconds() - start < 0.5) && k < 50; k++) {

@@ -30,6 +30,15 @@ extern const dsv4_op dsv4_op_rocm_inv_rope_einsum;
 extern const dsv4_op dsv4_op_rocm_mxfp8_wo_a_bmm;
 extern const dsv4_op dsv4_op_fused_qnorm_rope_kv_insert;
 extern const dsv4_op dsv4_op_compressor;
+extern const dsv4_op dsv4_op_rocm_mxfp4_indexer_k_store;
+extern const dsv4_op dsv4_op_rocm_mxfp4_indexer_q_quant;
+extern const dsv4_op dsv4_op_paged_mxfp4_mqa_logits;
+extern const dsv4_op dsv4_op_rocm_mxfp4_sparse_attn_indexer;
+extern const dsv4_op dsv4_op_rocm_mxfp4_sparse_mqa_indexer;
+
+/* Floating-point operations of paged_mxfp4_mqa_logits: 2 * H * 128 per
+ * (row, key below the row end) (harness/ops_indexer.c; bench). */
+double dsv4_indexer_logits_flops(const dsv4_params *ps, const dsv4_tensors *in);
 
 /* Shared helpers of the op files (harness/ops_common.c). */
 

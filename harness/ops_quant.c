@@ -172,13 +172,15 @@ static void policy_mx(dsv4_policy *pol, const char *companion, int block, const 
 /* mxfp4_quant                                                          */
 
 static const char *const mxfp4_variants[] = {
-    "default", "scale_rule=ceil", "scale_rule=even", "scale_rule=ocp",
+    "default", "scale_rule=ceil_log2_f32,e2m1=threshold", "scale_rule=even", "scale_rule=ocp",
     "scale_rule=ocp,round=half_away", "scale_rule=even,scale_layout=shuffled", NULL};
 static const char *const mxfp4_variant_docs[] = {
-    "the seeds' indexer K store / Q quant (aiter pa_mqa_logits_mxfp4_cache.py@034adb58, spec 4.1 "
-    "variant A): ceil(log2_f32(max(amax, 6*2^-126)/6)) scale, threshold e2m1 (-0 -> 0x0)",
-    "aiter _mxfp4_quant_op SCALING_MODE 1 (spec 1.1): exact ceil bit rule, zero block -> byte 1, "
+    "the seeds' indexer K store / Q quant: the seed imports aiter fusions/k_norm_rope_mxfp4_cache "
+    "and rope/q_rope_mxfp4_quant (shared/seeds/000 _aiter_indexer_cache_ops; spec 4 variant B), "
+    "i.e. _mxfp4_quant_op SCALING_MODE 1 (spec 1.1): exact ceil bit rule, zero block -> byte 1, "
     "RNE e2m1 bit method",
+    "spec 4.1 variant A (aiter pa_mqa_logits_mxfp4_cache.py@034adb58): "
+    "ceil(log2_f32(max(amax, 6*2^-126)/6)) scale, threshold e2m1 (-0 -> 0x0)",
     "aiter SCALING_MODE 0 / fp4_utils.dynamic_mxfp4_quant (spec 1.1): round amax up at 1.75, "
     "floor(log2) - 2, clamp; RNE e2m1",
     "OCP MX v1.0 (microxcaling, spec 1.4): floor(log2 amax) - 2, zero -> byte 0, Inf -> NaN scale; RNE e2m1",
@@ -187,10 +189,10 @@ static const char *const mxfp4_variant_docs[] = {
     "[ceil(M/256)*256, ceil(N/256)*8] in the mx_scale_shuffle_idx order, padding 0",
 };
 
-static const dsv4_mx_rule mxfp4_rule[] = {DSV4_MX_FP4_CEIL_F32LOG2, DSV4_MX_FP4_CEIL,
+static const dsv4_mx_rule mxfp4_rule[] = {DSV4_MX_FP4_CEIL, DSV4_MX_FP4_CEIL_F32LOG2,
                                           DSV4_MX_FP4_EVEN, DSV4_MX_FP4_OCP, DSV4_MX_FP4_OCP,
                                           DSV4_MX_FP4_EVEN};
-static const dsv4_mx_elem mxfp4_elem[] = {DSV4_MX_ELEM_THRESHOLD, DSV4_MX_ELEM_RNE,
+static const dsv4_mx_elem mxfp4_elem[] = {DSV4_MX_ELEM_RNE, DSV4_MX_ELEM_THRESHOLD,
                                           DSV4_MX_ELEM_RNE, DSV4_MX_ELEM_RNE,
                                           DSV4_MX_ELEM_HALF_AWAY, DSV4_MX_ELEM_RNE};
 #define MXFP4_SHUFFLED 5

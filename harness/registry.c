@@ -39,6 +39,11 @@ static const dsv4_op *const op_table[] = {
     &dsv4_op_rocm_mxfp8_wo_a_bmm,
     &dsv4_op_fused_qnorm_rope_kv_insert,
     &dsv4_op_compressor,
+    &dsv4_op_rocm_mxfp4_indexer_k_store,
+    &dsv4_op_rocm_mxfp4_indexer_q_quant,
+    &dsv4_op_paged_mxfp4_mqa_logits,
+    &dsv4_op_rocm_mxfp4_sparse_attn_indexer,
+    &dsv4_op_rocm_mxfp4_sparse_mqa_indexer,
 };
 
 int dsv4_op_count(void) { return (int)(sizeof op_table / sizeof op_table[0]); }

@@ -12,16 +12,16 @@
 namespace {
 
 const char *const variants[] = {"default",
-                                "scale_rule=ceil",
+                                "scale_rule=ceil_log2_f32,e2m1=threshold",
                                 "scale_rule=even",
                                 "scale_rule=ocp",
                                 "scale_rule=ocp,round=half_away",
                                 "scale_rule=even,scale_layout=shuffled",
                                 NULL};
 /* Rule and element encoder per variant (ops_quant.c mxfp4_rule / mxfp4_elem). */
-const int var_rule[] = {DSV4Q_FP4_CEIL_F32LOG2, DSV4Q_FP4_CEIL, DSV4Q_FP4_EVEN,
+const int var_rule[] = {DSV4Q_FP4_CEIL, DSV4Q_FP4_CEIL_F32LOG2, DSV4Q_FP4_EVEN,
                         DSV4Q_FP4_OCP,          DSV4Q_FP4_OCP,  DSV4Q_FP4_EVEN};
-const int var_elem[] = {DSV4Q_ELEM_THRESHOLD, DSV4Q_ELEM_RNE,       DSV4Q_ELEM_RNE,
+const int var_elem[] = {DSV4Q_ELEM_RNE,       DSV4Q_ELEM_THRESHOLD, DSV4Q_ELEM_RNE,
                         DSV4Q_ELEM_RNE,       DSV4Q_ELEM_HALF_AWAY, DSV4Q_ELEM_RNE};
 enum { V_SHUFFLED = 5 };
 
