@@ -11,9 +11,13 @@
 
 /* ---- the kernel table: one line per kernel (see kernels.h) ---- */
 extern dsv4_hip_kernel dsv4_hip_combine_topk_swa_indices;
+extern dsv4_hip_kernel dsv4_hip_rocm_sparse_attn_prefill, dsv4_hip_rocm_sparse_attn_decode, dsv4_hip_sparse_mla_fwd,
+    dsv4_hip_rocm_inverse_rope_rows;
 
 static const dsv4_hip_kernel *const kernel_table[] = {
     &dsv4_hip_combine_topk_swa_indices,
+    &dsv4_hip_rocm_sparse_attn_prefill, &dsv4_hip_rocm_sparse_attn_decode, &dsv4_hip_sparse_mla_fwd,
+    &dsv4_hip_rocm_inverse_rope_rows,
 };
 
 /* Guard regions: GUARD bytes of CANARY before and after every device
