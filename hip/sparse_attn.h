@@ -138,28 +138,28 @@ struct paged_src {
 
     __device__ long long count(long long t) const
     {
-        long long n = 0;
-        for (int k = 0; k < nseg; k++)
-            n += (long long)seg[k].ptr[t + 1] - seg[k].ptr[t];
+        long long n = (long long)seg[0].ptr[t + 1] - seg[0].ptr[t];
+        if (nseg > 1)
+            n += (long long)seg[1].ptr[t + 1] - seg[1].ptr[t];
         return n;
     }
     __device__ void entry(long long t, long long j, smem_t &sm, int slot) const
     {
         const long long n0 = (long long)seg[0].ptr[t + 1] - seg[0].ptr[t];
-        const paged_seg &g = j < n0 || nseg < 2 ? seg[0] : seg[1];
-        const long long e = j < n0 ? seg[0].ptr[t] + j : seg[1].ptr[t] + (j - n0);
-        const long long v = g.idx[e];
-        if (v < 0 || v >= g.rows) { /* -1 / out of range skipped [S9] */
+        const bool main = j < n0;
+        const long long v = main ? seg[0].idx[seg[0].ptr[t] + j] : seg[1].idx[seg[1].ptr[t] + (j - n0)];
+        const long long B = main ? seg[0].B : seg[1].B, rows = main ? seg[0].rows : seg[1].rows;
+        if (v < 0 || v >= rows) { /* -1 / out of range skipped [S9] */
             sm.row[slot] = nullptr;
             return;
         }
         /* slot -> (slot // B, slot % B); page stride B*584; record at row*576,
          * scale bytes at B*576 + row*8 (spec 2.1) */
-        const long long page = v / g.B, r = v % g.B;
-        const uint8_t *base = g.cache + page * g.B * 584;
+        const long long page = v / B, r = v % B;
+        const uint8_t *base = (main ? seg[0].cache : seg[1].cache) + page * B * 584;
         sm.row[slot] = base + r * 576;
-        sm.scl[slot] = base + g.B * 576 + r * 8;
-        sm.fnuz[slot] = g.fnuz;
+        sm.scl[slot] = base + B * 576 + r * 8;
+        sm.fnuz[slot] = main ? seg[0].fnuz : seg[1].fnuz;
     }
     /* Per key 56 chunks of 8 fp8 NoPE bytes and 16 chunks of 4 RoPE bf16;
      * 8-byte loads (the page stride B*584 is a multiple of 8).  NoPE lane =
@@ -200,7 +200,7 @@ struct paged_src {
 
 /* Grid: T * ceil(H / HG) blocks of NT threads. */
 template <typename Src>
-__global__ void __launch_bounds__(NT) attn_kernel(Src src, const uint16_t *__restrict__ q,
+__global__ void __launch_bounds__(NT, 3) attn_kernel(Src src, const uint16_t *__restrict__ q,
                                                  const float *__restrict__ sink, long long H, int groups,
                                                  float scale, uint16_t *__restrict__ out)
 {
@@ -226,6 +226,7 @@ __global__ void __launch_bounds__(NT) attn_kernel(Src src, const uint16_t *__res
     float m_run = NEG_INIT, l_run = 0.0f;
     /* P.V mapping: lanes 2 tid, 2 tid + 1 of every head */
     float acc[HG][2];
+#pragma unroll
     for (int h = 0; h < HG; h++)
         acc[h][0] = acc[h][1] = 0.0f;
 
@@ -291,6 +292,7 @@ __global__ void __launch_bounds__(NT) attn_kernel(Src src, const uint16_t *__res
 
         /* P.V */
         {
+#pragma unroll
             for (int h = 0; h < HG; h++) {
                 acc[h][0] *= sm.alpha[h];
                 acc[h][1] *= sm.alpha[h];
@@ -299,6 +301,7 @@ __global__ void __launch_bounds__(NT) attn_kernel(Src src, const uint16_t *__res
                 const uint32_t kw = *reinterpret_cast<const uint32_t *>(&sm.k[k][2 * tid]);
                 const float v0 = bf16_lo(kw), v1 = bf16_hi(kw);
                 const float4 *pk = reinterpret_cast<const float4 *>(sm.p[k]);
+#pragma unroll
                 for (int g = 0; g < HG / 4; g++) {
                     const float4 p4 = pk[g];
                     const float pp[4] = {p4.x, p4.y, p4.z, p4.w};
@@ -317,7 +320,10 @@ __global__ void __launch_bounds__(NT) attn_kernel(Src src, const uint16_t *__res
     }
     __syncthreads();
     /* sink merge: the sink is in the denominator only (spec 8.1, 8.3 [S9, S23]) */
-    for (int h = 0; h < nh; h++) {
+#pragma unroll
+    for (int h = 0; h < HG; h++) { /* constant trip count: acc stays in registers */
+        if (h >= nh)
+            break;
         const float m = sm.m[h], l = sm.l[h], sg = sink[h0 + h];
         const float mf = fmaxf(m, sg);
         const float alpha = expf(m - mf);
