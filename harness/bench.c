@@ -39,6 +39,24 @@ static double attn_flops(const dsv4_params *ps, const dsv4_tensors *in)
     return keys * 4.0 * (double)q->shape[1] * 512.0;
 }
 
+/* The same count over the ragged lists of the paged decode form. */
+static double paged_attn_flops(const dsv4_params *ps, const dsv4_tensors *in)
+{
+    const char *cn[2] = {"swa_k_cache", "kv_cache"}, *xn[2] = {"swa_ragged_indices", "topk_ragged_indices"};
+    const dsv4_tensor *q = dsv4_tensors_get(in, "q");
+    double keys = 0;
+    for (int k = 0; q && k < (dsv4_params_int(ps, "swa_only") ? 1 : 2); k++) {
+        const dsv4_tensor *c = dsv4_tensors_get(in, cn[k]), *x = dsv4_tensors_get(in, xn[k]);
+        if (!c || !x)
+            return 0;
+        for (int64_t j = 0; j < x->shape[0]; j++) {
+            int32_t v = ((const int32_t *)x->data)[j];
+            keys += v >= 0 && v < c->shape[0] * c->shape[1];
+        }
+    }
+    return q ? keys * 4.0 * (double)q->shape[1] * 512.0 : 0;
+}
+
 /* 2 M N K: the block-scaled GEMM's multiply-adds. */
 static double gemm_flops(const dsv4_params *ps, const dsv4_tensors *in)
 {
@@ -113,6 +131,14 @@ static const bench_case bench_table[] = {
       "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]",
       "prefix_lens=[9000]", "nan_unused=0", NULL},
      attn_flops, 1},
+    /* The same 64 decode tokens straight off the paged fp8_ds_mla caches
+     * (128 SWA + 2048 top-k keys each); bytes count the whole caches. */
+    {"attn_decode_paged_64tok_H64", "rocm_sparse_attn_decode",
+     {"num_heads=64", "compress_ratio=4", "topk=2048", "window_size=128",
+      "query_lens=[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
+      "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]",
+      "prefix_lens=[9000]", NULL},
+     paged_attn_flops, 1},
     /* The block-scaled GEMM at M 4096, N 7168 (hidden), K 1536 (q_lora_rank):
      * the fp32 model (sgemm per K block) and the exact ideal (dgemm). */
     {"gemm_a8w8_4096x7168x1536_f32", "gemm_a8w8_blockscale", {"M=4096", "N=7168", "K=1536", "ref_accum=f32", NULL},

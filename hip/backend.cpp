@@ -23,6 +23,10 @@ extern dsv4_hip_kernel dsv4_hip_fp8_group_quant;
 extern dsv4_hip_kernel dsv4_hip_fused_qk_rmsnorm_group_quant;
 extern dsv4_hip_kernel dsv4_hip_quantize_and_insert_k_cache;
 extern dsv4_hip_kernel dsv4_hip_dequantize_and_gather_k_cache;
+extern dsv4_hip_kernel dsv4_hip_rocm_sparse_attn_prefill;
+extern dsv4_hip_kernel dsv4_hip_rocm_sparse_attn_decode;
+extern dsv4_hip_kernel dsv4_hip_sparse_mla_fwd;
+extern dsv4_hip_kernel dsv4_hip_rocm_inverse_rope_rows;
 
 static const dsv4_hip_kernel *const kernel_table[] = {
     &dsv4_hip_combine_topk_swa_indices,
@@ -38,6 +42,10 @@ static const dsv4_hip_kernel *const kernel_table[] = {
     &dsv4_hip_fused_qk_rmsnorm_group_quant,
     &dsv4_hip_quantize_and_insert_k_cache,
     &dsv4_hip_dequantize_and_gather_k_cache,
+    &dsv4_hip_rocm_sparse_attn_prefill,
+    &dsv4_hip_rocm_sparse_attn_decode,
+    &dsv4_hip_sparse_mla_fwd,
+    &dsv4_hip_rocm_inverse_rope_rows,
 };
 
 /* Guard regions: GUARD bytes of CANARY before and after every device

@@ -1,0 +1,114 @@
+/* paged_attn.h - host side shared by rocm_sparse_attn_decode and
+ * sparse_mla_fwd: the same math over the same two paged fp8_ds_mla caches
+ * (spec 8.4, 8.5), told apart only by their input names. */
+#ifndef DSV4_HIP_PAGED_ATTN_H
+#define DSV4_HIP_PAGED_ATTN_H
+
+#include "sparse_attn.h"
+
+namespace pattn {
+
+/* variant 1 = fp8=fnuz: the main (SWA) cache is FNUZ on gfx942
+ * (is_fnuz_main = platform); the compressed cache is always OCP (spec 2.3
+ * [S1, S4, S9]). */
+static const char *const variants[] = {"default", "fp8=fnuz", NULL};
+
+struct names {
+    const char *main_cache, *main_idx, *main_ptr, *extra_cache, *extra_idx, *extra_ptr;
+};
+
+struct shape {
+    int q, sink, out, cache[2], idx[2], ptr[2], nseg;
+    int64_t T, H;
+    double scale;
+};
+
+#define PFAIL(...) (snprintf(err, errlen, __VA_ARGS__), DSV4_PLUGIN_EINPUT)
+
+static int shape_of(const names &nm, const dsv4_hip_call *c, shape *s, char *err, size_t errlen)
+{
+    int rc;
+    int64_t swa_only;
+    if ((rc = dsv4_hip_tensor(c, 0, "q", DSV4_PLUGIN_BFLOAT16, 3, &s->q, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 0, "attn_sink", DSV4_PLUGIN_FLOAT32, 1, &s->sink, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 1, "output", DSV4_PLUGIN_BFLOAT16, 3, &s->out, err, errlen)) ||
+        (rc = dsv4_hip_int(c, "swa_only", &swa_only, err, errlen)))
+        return rc;
+    const dsv4_plugin_param *sc = dsv4_hip_param(c, "scale");
+    if (!sc || sc->kind != DSV4_PLUGIN_FLOAT)
+        return PFAIL("%s: float parameter 'scale' missing", c->op);
+    s->scale = sc->f;
+    s->nseg = swa_only ? 1 : 2; /* SWA-only layers: no extra segment (spec 8.4) */
+    const char *cn[2] = {nm.main_cache, nm.extra_cache}, *in[2] = {nm.main_idx, nm.extra_idx},
+               *pn[2] = {nm.main_ptr, nm.extra_ptr};
+    for (int k = 0; k < s->nseg; k++)
+        if ((rc = dsv4_hip_tensor(c, 0, cn[k], DSV4_PLUGIN_UINT8, 3, &s->cache[k], err, errlen)) ||
+            (rc = dsv4_hip_tensor(c, 0, in[k], DSV4_PLUGIN_INT32, 1, &s->idx[k], err, errlen)) ||
+            (rc = dsv4_hip_tensor(c, 0, pn[k], DSV4_PLUGIN_INT32, 1, &s->ptr[k], err, errlen)))
+            return rc;
+    s->T = c->in[s->q].shape[0];
+    s->H = c->in[s->q].shape[1];
+    return DSV4_PLUGIN_OK;
+}
+
+/* What the launch relies on for memory safety: shapes, and every indptr
+ * non-decreasing inside its indices (dsv4_attn_check's ragged rule). */
+static int check(const names &nm, const dsv4_hip_call *c, char *err, size_t errlen)
+{
+    shape s;
+    int rc = shape_of(nm, c, &s, err, errlen);
+    if (rc)
+        return rc;
+    const int64_t *os = c->out[s.out].shape;
+    if (c->in[s.q].shape[2] != sattn::D || os[0] != s.T || os[1] != s.H || os[2] != sattn::D)
+        return PFAIL("%s: q and output must be [T, H, 512]", c->op);
+    if (c->in[s.sink].shape[0] < s.H)
+        return PFAIL("%s: attn_sink has fewer than H = %lld entries", c->op, (long long)s.H);
+    if (!(s.scale > 0))
+        return PFAIL("%s: scale = %g must be > 0", c->op, s.scale);
+    const char *pn[2] = {nm.main_ptr, nm.extra_ptr};
+    for (int k = 0; k < s.nseg; k++) {
+        const dsv4_plugin_tensor *cache = &c->in[s.cache[k]], *ptr = &c->in[s.ptr[k]];
+        if (cache->shape[2] != 584 || cache->shape[1] < 1)
+            return PFAIL("%s: %s must be [pages, B >= 1, 584]", c->op, cache->name);
+        if (ptr->shape[0] != s.T + 1)
+            return PFAIL("%s: %s must be [T + 1 = %lld]", c->op, pn[k], (long long)s.T + 1);
+        const int32_t *p = (const int32_t *)ptr->data;
+        const int64_t ni = c->in[s.idx[k]].shape[0];
+        if (s.T >= 0 && p[0] < 0)
+            return PFAIL("%s: %s[0] = %d must be >= 0", c->op, pn[k], p[0]);
+        for (int64_t t = 0; t < s.T; t++)
+            if (p[t + 1] < p[t] || p[t + 1] > ni)
+                return PFAIL("%s: %s[%lld] = %d must be in [%s[%lld] = %d, %lld]", c->op, pn[k],
+                             (long long)t + 1, p[t + 1], pn[k], (long long)t, p[t], (long long)ni);
+    }
+    if (s.T * ((s.H + sattn::HG - 1) / sattn::HG) > 0x7fffffff)
+        return PFAIL("%s: T x head groups exceeds the grid", c->op);
+    return DSV4_PLUGIN_OK;
+}
+
+static hipError_t launch(const names &nm, const dsv4_hip_call *c, hipStream_t stream)
+{
+    shape s;
+    char err[8];
+    if (shape_of(nm, c, &s, err, sizeof err))
+        return hipErrorInvalidValue;
+    sattn::paged_src src;
+    memset(&src, 0, sizeof src);
+    src.nseg = s.nseg;
+    for (int k = 0; k < s.nseg; k++) {
+        const dsv4_plugin_tensor *cache = &c->in[s.cache[k]];
+        sattn::paged_seg &g = src.seg[k];
+        g.cache = (const uint8_t *)c->din[s.cache[k]];
+        g.B = cache->shape[1];
+        g.rows = cache->shape[0] * cache->shape[1]; /* num_rows = shape[0] * shape[1] (spec 8.2) */
+        g.idx = (const int32_t *)c->din[s.idx[k]];
+        g.ptr = (const int32_t *)c->din[s.ptr[k]];
+        g.fnuz = k == 0 && c->variant == 1;
+    }
+    return sattn::attn_launch(src, c->din[s.q], c->din[s.sink], s.T, s.H, s.scale, c->dout[s.out], stream);
+}
+
+} // namespace pattn
+
+#endif

@@ -1,0 +1,27 @@
+/* rocm_sparse_attn_decode.cpp - sparse MLA decode with sink over the paged
+ * fp8_ds_mla caches: ragged SWA (main) + top-k compressed (extra) lists,
+ * the 584-byte records decoded inside the kernel (spec sparse_attention.md
+ * 2.1, 4, 8.4 [S9]).  One launch, single pass over main then extra (the
+ * non-gfx942/950 form of spec 8.4); kernel and host side in sparse_attn.h
+ * and paged_attn.h. */
+#include "paged_attn.h"
+
+namespace {
+
+const pattn::names decode_names = {"swa_k_cache", "swa_ragged_indices", "swa_ragged_indptr",
+                                   "kv_cache",    "topk_ragged_indices", "topk_ragged_indptr"};
+
+int decode_check(const dsv4_hip_call *c, char *err, size_t errlen)
+{
+    return pattn::check(decode_names, c, err, errlen);
+}
+
+hipError_t decode_launch(const dsv4_hip_call *c, hipStream_t stream)
+{
+    return pattn::launch(decode_names, c, stream);
+}
+
+} // namespace
+
+dsv4_hip_kernel dsv4_hip_rocm_sparse_attn_decode = {"rocm_sparse_attn_decode", pattn::variants, decode_check,
+                                                    decode_launch};

@@ -1,0 +1,355 @@
+/* sparse_attn.h - the sparse MLA attention with sink kernel shared by
+ * rocm_sparse_attn_prefill (dense rows over the gathered bf16 workspace),
+ * rocm_sparse_attn_decode and sparse_mla_fwd (ragged lists over the paged
+ * fp8_ds_mla caches).  Semantics: ref/attention.c, spec
+ * sparse_attention.md 8.1-8.5; the rounding points are the ROCm Triton
+ * kernels' (spec 8.3 [S9]): fp32 scores x scale, online softmax in fp32
+ * from a running max initialised to -3.4028e38, p rounded to bf16 before
+ * P.V while l sums the fp32 p, then the sink merge
+ *   m_f = max(m, sink), alpha = e^{m - m_f}, l_f = l alpha + e^{sink - m_f},
+ *   out = acc alpha / max(l_f, 1e-30), or 0 if l_f <= 0.
+ *
+ * One 256-thread block per (token, group of HG = 16 heads) (BLOCK_H = 16,
+ * spec 8.4).  The block walks the token's entries in tiles of KT = 16 keys:
+ * every valid key row is loaded ONCE into shared memory as bf16 (K = V =
+ * the whole 512-lane row [S9, S24, S23]) and used for the scores of all 16
+ * heads and for their P.V.  Invalid entries (-1, out of range) get a zero
+ * row and score -inf, so they add nothing (spec 8.2).  Accumulation fp32,
+ * output bf16 RNE. */
+#ifndef DSV4_HIP_SPARSE_ATTN_H
+#define DSV4_HIP_SPARSE_ATTN_H
+
+#include "kernels.h"
+
+namespace sattn {
+
+constexpr int D = 512;       /* head dim: 448 NoPE + 64 RoPE (spec 1 [S14]) */
+constexpr int NOPE = 448;
+constexpr int HG = 16;       /* heads per block (BLOCK_H = 16, spec 8.4) */
+constexpr int KT = 16;       /* keys per shared tile */
+constexpr int NT = 256;      /* threads per block: the mappings below assume it */
+constexpr int ROW = D + 8;   /* shared row stride in bf16: 4 banks of skew per row, 16-byte aligned */
+constexpr float NEG_INIT = -3.4028234663852886e38f; /* Triton running-max init (spec 8.3 [S9]) */
+
+static_assert(NT == HG * KT, "softmax mapping: one thread per (head, key)");
+static_assert(NT * 2 == D, "P.V mapping: two lanes per thread");
+static_assert((HG / 2) * (KT / 4) * 8 == NT, "score mapping: 2x4 tiles x 8 lane slices");
+
+__device__ inline float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ inline float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
+
+/* fp32 -> bf16 round to nearest even (ref/numerics.h dsv4_bf16_from_f32),
+ * NaN -> the quiet NaN 0x7FC0. */
+__device__ inline uint32_t bf16_rne(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+        return 0x7FC0u;
+    return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+}
+
+/* The value p takes in the P.V dot: bf16(p) (spec 8.3 [S9]). */
+__device__ inline float round_bf16(float f) { return __uint_as_float(bf16_rne(f) << 16); }
+
+struct __align__(16) smem_t {
+    uint16_t q[HG][ROW];     /* the head group's queries, bf16 */
+    uint16_t k[KT][ROW];     /* the key tile, bf16 (zero rows for invalid entries) */
+    float s[HG][KT];         /* scores x scale, -inf for invalid entries */
+    float p[KT][HG];         /* bf16-rounded probabilities, key-major for float4 reads */
+    float alpha[HG];         /* rescale of the running accumulators */
+    float m[HG], l[HG];      /* final running max and sum */
+    const uint8_t *row[KT];  /* the tile's key rows (NULL: invalid entry) */
+    const uint8_t *scl[KT];  /* paged: the rows' scale bytes */
+    int fnuz[KT];            /* paged: the row's cache is FNUZ */
+};
+
+/* Source of key rows, dense prefill form: entry j < clamp(len[t], 0, P) of
+ * indices [T, 1, P]; valid iff 0 <= v < rows (spec 8.2, 5.8 [S9]). */
+struct dense_src {
+    const uint16_t *kv; /* [rows, 512] bf16 */
+    long long rows;
+    const int32_t *idx;
+    const int32_t *len;
+    long long P;
+
+    __device__ long long count(long long t) const
+    {
+        long long n = len[t];
+        return n < 0 ? 0 : n > P ? P : n; /* clamp(topk_length, 0, P) (spec 5.8) */
+    }
+    __device__ void entry(long long t, long long j, smem_t &sm, int slot) const
+    {
+        const int32_t v = idx[t * P + j];
+        const bool ok = v >= 0 && (long long)v < rows; /* -1 / out of range skipped [S9] */
+        sm.row[slot] = ok ? reinterpret_cast<const uint8_t *>(kv + (long long)v * D) : nullptr;
+        sm.scl[slot] = nullptr;
+        sm.fnuz[slot] = 0;
+    }
+    /* 16 keys x 64 chunks of 16 bytes; no NaN scrubbing (spec 8.3). */
+    __device__ void load(smem_t &sm) const
+    {
+        for (int c = threadIdx.x; c < KT * (D / 8); c += NT) {
+            const int key = c / (D / 8), ch = c % (D / 8);
+            uint4 w = make_uint4(0, 0, 0, 0);
+            if (sm.row[key])
+                w = reinterpret_cast<const uint4 *>(sm.row[key])[ch];
+            *reinterpret_cast<uint4 *>(&sm.k[key][ch * 8]) = w;
+        }
+    }
+};
+
+/* One fp8 byte as fp32: e4m3fn (bias 7, 0x7F/0xFF NaN) or e4m3fnuz
+ * (bias 8, 0x80 NaN, no -0) (spec 2.3; the codecs of ref/numerics.c). */
+__device__ inline float fp8_to_f32(uint32_t b, int fnuz)
+{
+    const uint32_t sign = (b & 0x80u) << 24, e = (b >> 3) & 15u, m = b & 7u;
+    if (fnuz ? b == 0x80u : (b & 0x7Fu) == 0x7Fu)
+        return __uint_as_float(0x7FC00000u);
+    const int bias = fnuz ? 8 : 7;
+    float mag = e ? __uint_as_float((e + 127u - bias) << 23 | m << 20) /* (1 + m/8) 2^(e-bias) */
+                  : (float)m * __uint_as_float((uint32_t)(127 - bias - 2) << 23); /* m/8 2^(1-bias) */
+    return __uint_as_float(__float_as_uint(mag) | sign);
+}
+
+/* 2^(b - 127) in fp32 as Triton's exp2 builds it: b = 0 is the subnormal
+ * 2^-127, b = 255 is +Inf (ref/kvcache.c scale_f32, spec 4). */
+__device__ inline float e8m0_to_f32(uint32_t b)
+{
+    return b == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(b << 23);
+}
+
+/* A decoded lane as the key row holds it: NaN -> 0 ("NaNs in K become 0",
+ * spec 8.4 [S9]); other values are bf16 already. */
+__device__ inline uint32_t scrub(uint32_t h) { return (h & 0x7FFFu) > 0x7F80u ? 0u : h; }
+
+/* Source of key rows, ragged form over one or two paged fp8_ds_mla caches
+ * (main, extra): entries indices[indptr[t] .. indptr[t+1]) of main then of
+ * extra; slot valid iff 0 <= slot < pages * B (spec 8.2 [S9]). */
+struct paged_seg {
+    const uint8_t *cache;
+    long long B, rows; /* tokens per page, pages * B */
+    const int32_t *idx, *ptr;
+    int fnuz;
+};
+
+struct paged_src {
+    paged_seg seg[2];
+    int nseg;
+
+    __device__ long long count(long long t) const
+    {
+        long long n = (long long)seg[0].ptr[t + 1] - seg[0].ptr[t];
+        if (nseg > 1)
+            n += (long long)seg[1].ptr[t + 1] - seg[1].ptr[t];
+        return n;
+    }
+    __device__ void entry(long long t, long long j, smem_t &sm, int slot) const
+    {
+        const long long n0 = (long long)seg[0].ptr[t + 1] - seg[0].ptr[t];
+        const bool main = j < n0;
+        const long long v = main ? seg[0].idx[seg[0].ptr[t] + j] : seg[1].idx[seg[1].ptr[t] + (j - n0)];
+        const long long B = main ? seg[0].B : seg[1].B, rows = main ? seg[0].rows : seg[1].rows;
+        if (v < 0 || v >= rows) { /* -1 / out of range skipped [S9] */
+            sm.row[slot] = nullptr;
+            return;
+        }
+        /* slot -> (slot // B, slot % B); page stride B*584; record at row*576,
+         * scale bytes at B*576 + row*8 (spec 2.1) */
+        const long long page = v / B, r = v % B;
+        const uint8_t *base = (main ? seg[0].cache : seg[1].cache) + page * B * 584;
+        sm.row[slot] = base + r * 576;
+        sm.scl[slot] = base + B * 576 + r * 8;
+        sm.fnuz[slot] = main ? seg[0].fnuz : seg[1].fnuz;
+    }
+    /* Per key 56 chunks of 8 fp8 NoPE bytes and 16 chunks of 4 RoPE bf16;
+     * 8-byte loads (the page stride B*584 is a multiple of 8).  NoPE lane =
+     * bf16(fp32(fp8) * 2^(b-127)) (spec 4, 8.4), RoPE the stored bf16. */
+    __device__ void load(smem_t &sm) const
+    {
+        constexpr int NOPE_CH = NOPE / 8, CH = NOPE_CH + (D - NOPE) / 4;
+        for (int c = threadIdx.x; c < KT * CH; c += NT) {
+            const int key = c / CH, ch = c % CH;
+            const uint8_t *row = sm.row[key];
+            if (ch < NOPE_CH) {
+                uint4 o = make_uint4(0, 0, 0, 0);
+                if (row) {
+                    const uint2 w = reinterpret_cast<const uint2 *>(row)[ch];
+                    const float sc = e8m0_to_f32(sm.scl[key][ch / 8]); /* block of dims 8ch.. = 64 * (ch/8).. */
+                    const int fz = sm.fnuz[key];
+                    uint32_t h[8];
+                    for (int i = 0; i < 8; i++) {
+                        const uint32_t byte = ((i < 4 ? w.x : w.y) >> (8 * (i & 3))) & 0xFFu;
+                        h[i] = scrub(bf16_rne(fp8_to_f32(byte, fz) * sc));
+                    }
+                    o = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+                }
+                *reinterpret_cast<uint4 *>(&sm.k[key][ch * 8]) = o;
+            } else {
+                const int r = ch - NOPE_CH;
+                uint2 o = make_uint2(0, 0);
+                if (row) {
+                    const uint2 w = reinterpret_cast<const uint2 *>(row + NOPE)[r];
+                    o.x = scrub(w.x & 0xFFFFu) | scrub(w.x >> 16) << 16;
+                    o.y = scrub(w.y & 0xFFFFu) | scrub(w.y >> 16) << 16;
+                }
+                *reinterpret_cast<uint2 *>(&sm.k[key][NOPE + r * 4]) = o;
+            }
+        }
+    }
+};
+
+/* Grid: T * ceil(H / HG) blocks of NT threads. */
+template <typename Src>
+__global__ void __launch_bounds__(NT, 3) attn_kernel(Src src, const uint16_t *__restrict__ q,
+                                                 const float *__restrict__ sink, long long H, int groups,
+                                                 float scale, uint16_t *__restrict__ out)
+{
+    __shared__ smem_t sm;
+    const int tid = threadIdx.x;
+    const long long t = blockIdx.x / groups;
+    const long long h0 = (long long)(blockIdx.x % groups) * HG;
+    const int nh = H - h0 < HG ? (int)(H - h0) : HG;
+
+    /* the group's q rows; heads past H read as 0 and are never stored */
+    for (int c = tid; c < HG * (D / 8); c += NT) {
+        const int h = c / (D / 8), ch = c % (D / 8);
+        uint4 w = make_uint4(0, 0, 0, 0);
+        if (h < nh)
+            w = reinterpret_cast<const uint4 *>(q + (t * H + h0 + h) * D)[ch];
+        *reinterpret_cast<uint4 *>(&sm.q[h][ch * 8]) = w;
+    }
+
+    /* score mapping: lane slice sl (8 per 2x4 tile), heads 2hp, 2hp+1, keys 4kq..4kq+3 */
+    const int sl = tid & 7, tile = tid >> 3, hp = tile & 7, kq = tile >> 3;
+    /* softmax mapping: head sh, key sk; m and l live in registers, replicated over the head's 16 lanes */
+    const int sh = tid / KT, sk = tid % KT;
+    float m_run = NEG_INIT, l_run = 0.0f;
+    /* P.V mapping: lanes 2 tid, 2 tid + 1 of every head */
+    float acc[HG][2];
+#pragma unroll
+    for (int h = 0; h < HG; h++)
+        acc[h][0] = acc[h][1] = 0.0f;
+
+    const long long n = src.count(t);
+    for (long long j0 = 0; j0 < n; j0 += KT) {
+        __syncthreads(); /* the previous tile is consumed */
+        if (tid < KT) {
+            if (j0 + tid < n)
+                src.entry(t, j0 + tid, sm, tid);
+            else
+                sm.row[tid] = nullptr;
+        }
+        __syncthreads();
+        src.load(sm);
+        __syncthreads();
+
+        /* scores: 8 dot products of 64 lane pairs per thread, reduced over the 8 slices */
+        {
+            float d8[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+            for (int i = 0; i < D / 16; i++) {
+                const int c = 2 * (8 * i + sl);
+                const uint32_t qa = *reinterpret_cast<const uint32_t *>(&sm.q[2 * hp][c]);
+                const uint32_t qb = *reinterpret_cast<const uint32_t *>(&sm.q[2 * hp + 1][c]);
+                const float qa0 = bf16_lo(qa), qa1 = bf16_hi(qa), qb0 = bf16_lo(qb), qb1 = bf16_hi(qb);
+                for (int b = 0; b < 4; b++) {
+                    const uint32_t kw = *reinterpret_cast<const uint32_t *>(&sm.k[4 * kq + b][c]);
+                    const float k0 = bf16_lo(kw), k1 = bf16_hi(kw);
+                    d8[0][b] = fmaf(qa1, k1, fmaf(qa0, k0, d8[0][b]));
+                    d8[1][b] = fmaf(qb1, k1, fmaf(qb0, k0, d8[1][b]));
+                }
+            }
+            for (int a = 0; a < 2; a++)
+                for (int b = 0; b < 4; b++)
+                    for (int off = 4; off; off >>= 1)
+                        d8[a][b] += __shfl_xor(d8[a][b], off);
+            if (sl == 0)
+                for (int a = 0; a < 2; a++)
+                    for (int b = 0; b < 4; b++)
+                        /* tl.dot in fp32, then x scale (spec 8.3 [S9]) */
+                        sm.s[2 * hp + a][4 * kq + b] = sm.row[4 * kq + b] ? d8[a][b] * scale : -INFINITY;
+        }
+        __syncthreads();
+
+        /* online softmax of head sh over the tile's 16 keys */
+        {
+            const float s = sm.s[sh][sk];
+            float mx = s;
+            for (int off = KT / 2; off; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor(mx, off));
+            const float m_new = fmaxf(m_run, mx);
+            const float p = expf(s - m_new); /* invalid: e^-inf = 0 */
+            float ps = p;
+            for (int off = KT / 2; off; off >>= 1)
+                ps += __shfl_xor(ps, off);
+            const float alpha = expf(m_run - m_new);
+            l_run = l_run * alpha + ps; /* l sums the unrounded p [S9] */
+            m_run = m_new;
+            sm.p[sk][sh] = round_bf16(p); /* p cast to bf16 before P.V [S9] */
+            if (sk == 0)
+                sm.alpha[sh] = alpha;
+        }
+        __syncthreads();
+
+        /* P.V */
+        {
+#pragma unroll
+            for (int h = 0; h < HG; h++) {
+                acc[h][0] *= sm.alpha[h];
+                acc[h][1] *= sm.alpha[h];
+            }
+            for (int k = 0; k < KT; k++) {
+                const uint32_t kw = *reinterpret_cast<const uint32_t *>(&sm.k[k][2 * tid]);
+                const float v0 = bf16_lo(kw), v1 = bf16_hi(kw);
+                const float4 *pk = reinterpret_cast<const float4 *>(sm.p[k]);
+#pragma unroll
+                for (int g = 0; g < HG / 4; g++) {
+                    const float4 p4 = pk[g];
+                    const float pp[4] = {p4.x, p4.y, p4.z, p4.w};
+                    for (int e = 0; e < 4; e++) {
+                        acc[4 * g + e][0] = fmaf(pp[e], v0, acc[4 * g + e][0]);
+                        acc[4 * g + e][1] = fmaf(pp[e], v1, acc[4 * g + e][1]);
+                    }
+                }
+            }
+        }
+    }
+
+    if (sk == 0) {
+        sm.m[sh] = m_run;
+        sm.l[sh] = l_run;
+    }
+    __syncthreads();
+    /* sink merge: the sink is in the denominator only (spec 8.1, 8.3 [S9, S23]) */
+#pragma unroll
+    for (int h = 0; h < HG; h++) { /* constant trip count: acc stays in registers */
+        if (h >= nh)
+            break;
+        const float m = sm.m[h], l = sm.l[h], sg = sink[h0 + h];
+        const float mf = fmaxf(m, sg);
+        const float alpha = expf(m - mf);
+        const float lf = l * alpha + expf(sg - mf);
+        float o0 = 0.0f, o1 = 0.0f; /* l_f <= 0: no key and no sink -> 0 (spec 8.1) */
+        if (lf > 0.0f) {
+            const float den = fmaxf(lf, 1e-30f);
+            o0 = acc[h][0] * alpha / den;
+            o1 = acc[h][1] * alpha / den;
+        }
+        reinterpret_cast<uint32_t *>(out + (t * H + h0 + h) * D)[tid] = bf16_rne(o0) | bf16_rne(o1) << 16;
+    }
+}
+
+template <typename Src>
+inline hipError_t attn_launch(const Src &src, const void *q, const void *sink, long long T, long long H, double scale,
+                              void *out, hipStream_t stream)
+{
+    const long long groups = (H + HG - 1) / HG;
+    if (T == 0 || H == 0)
+        return hipSuccess;
+    hipLaunchKernelGGL(attn_kernel<Src>, dim3((unsigned)(T * groups)), dim3(NT), 0, stream, src,
+                       (const uint16_t *)q, (const float *)sink, H, (int)groups, (float)scale, (uint16_t *)out);
+    return hipGetLastError();
+}
+
+} // namespace sattn
+
+#endif

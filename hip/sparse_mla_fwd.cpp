@@ -1,0 +1,24 @@
+/* sparse_mla_fwd.cpp - aiter's sparse_mla_fwd as the seed calls it: main
+ * (SWA) + extra (compressed) paged fp8_dsv4_mla caches, sink in the
+ * denominator; the decode contract under aiter's argument names (spec
+ * sparse_attention.md 8.5 [S24]).  Same kernel as rocm_sparse_attn_decode. */
+#include "paged_attn.h"
+
+namespace {
+
+const pattn::names aiter_names = {"kv_buffer",       "kv_indices",       "kv_indptr",
+                                  "extra_kv_buffer", "extra_kv_indices", "extra_kv_indptr"};
+
+int aiter_check(const dsv4_hip_call *c, char *err, size_t errlen)
+{
+    return pattn::check(aiter_names, c, err, errlen);
+}
+
+hipError_t aiter_launch(const dsv4_hip_call *c, hipStream_t stream)
+{
+    return pattn::launch(aiter_names, c, stream);
+}
+
+} // namespace
+
+dsv4_hip_kernel dsv4_hip_sparse_mla_fwd = {"sparse_mla_fwd", pattn::variants, aiter_check, aiter_launch};
