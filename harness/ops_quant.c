@@ -335,17 +335,18 @@ const dsv4_op dsv4_op_mxfp4_quant = {
 /* ------------------------------------------------------------------ */
 /* mxfp8_quant                                                          */
 
-static const char *const mxfp8_variants[] = {"default", "log2=f32", "scale_rule=floor", NULL};
+static const char *const mxfp8_variants[] = {"default", "log2=exact", "scale_rule=floor", NULL};
 static const char *const mxfp8_variant_docs[] = {
-    "vLLM ROCm _mxfp8_scale_bits / _mxfp8_quantize_rows, exact rule (spec quant 2, "
-    "vllm rocm_aiter_mla_sparse.py@002ef941): clamp(ceil(log2(max(amax, FLT_MIN)/448)) + 127, 0, 254), "
-    "q = x * 2^(127-code), RNE e4m3fn",
-    "the same with the kernel's fp32 division and a correctly rounded fp32 log2 (spec 2, 4.3, 10): "
-    "one binade lower where amax/448 is a few ulps above 2^k; v_log_f32 itself may differ (spec 9 q. 2)",
+    "vLLM ROCm _mxfp8_scale_bits / _mxfp8_quantize_rows (vllm rocm_aiter_mla_sparse.py@002ef941, "
+    "spec quant 2): clamp(ceil(log2_f32(fl(max(amax, FLT_MIN)/448))) + 127, 0, 254) with the kernel's "
+    "fp32 division and a correctly rounded fp32 log2 (the default for bit-exactness with the kernels, "
+    "spec quant 10), q = x * 2^(127-code), RNE e4m3fn; v_log_f32 itself may differ (spec 9 q. 2)",
+    "the exact rule ceil(log2(max(amax, FLT_MIN)/448)) (spec quant 2, 10: one binade higher where "
+    "amax/448 is a few ulps above 2^k)",
     "vLLM mxfp8_utils@00134422 (sparse_attention.md 9.2 [S30]): clamp(floor(log2 amax) + 127, 0, 254), "
     "x / 2^(code-127)",
 };
-static const dsv4_mx_rule mxfp8_rule[] = {DSV4_MX_FP8_CEIL, DSV4_MX_FP8_CEIL_F32LOG2,
+static const dsv4_mx_rule mxfp8_rule[] = {DSV4_MX_FP8_CEIL_F32LOG2, DSV4_MX_FP8_CEIL,
                                           DSV4_MX_FP8_FLOOR};
 
 static const dsv4_io_spec mxfp8_outputs[] = {

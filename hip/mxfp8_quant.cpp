@@ -1,8 +1,8 @@
 /* mxfp8_quant.cpp - MXFP8 rows (spec quant_and_indexer.md 2, sparse_attention
  * 9.2), the three variants of harness/ops_quant.c, bit-exact with ref/mx.c:
- * default (exact ceil rule), log2=f32 (fl(a/448) and the correctly rounded
- * fp32 log2, emulated in integers by dsv4q_ceil_log2_f32, not the device
- * log2) and scale_rule=floor.
+ * default (fl(a/448) and the correctly rounded fp32 log2, emulated in
+ * integers by dsv4q_ceil_log2_f32, not the device log2), log2=exact (the
+ * exact ceil rule) and scale_rule=floor.
  *
  * One launch over [T, W]: 8 elements per thread (16-byte bf16 load), 4 lanes
  * per 32-block, xor-shuffle amax, one 8-byte store of codes per thread, the
@@ -11,8 +11,8 @@
 
 namespace {
 
-const char *const variants[] = {"default", "log2=f32", "scale_rule=floor", NULL};
-enum { V_CEIL = 0, V_CEIL_F32LOG2 = 1, V_FLOOR = 2 };
+const char *const variants[] = {"default", "log2=exact", "scale_rule=floor", NULL};
+enum { V_CEIL_F32LOG2 = 0, V_CEIL = 1, V_FLOOR = 2 };
 
 __global__ void mxfp8_kernel(const void *__restrict__ x, int is_bf16, long long nchunks, int variant,
                              uint2 *__restrict__ data, uint8_t *__restrict__ scales)

@@ -323,7 +323,7 @@ __global__ void __launch_bounds__(NT, 3) attn_kernel(Src src, const uint16_t *__
 #pragma unroll
     for (int h = 0; h < HG; h++) { /* constant trip count: acc stays in registers */
         if (h >= nh)
-            break;
+            continue; /* not break: a loop with an exit cannot be fully unrolled (hipcc) */
         const float m = sm.m[h], l = sm.l[h], sg = sink[h0 + h];
         const float mf = fmaxf(m, sg);
         const float alpha = expf(m - mf);
