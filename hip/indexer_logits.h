@@ -117,6 +117,8 @@ __device__ inline long long slot_col(const lg_args &a, long long r, long long t,
 {
     if (!a.cand)
         return t < end ? t : -1;
+    if (t >= a.ncand * a.C) /* the last tile's tail */
+        return -1;
     const long long id = a.cand[r * a.ncand + t / a.C], col = id * a.C + t % a.C;
     return id >= 0 && id < (end + a.C - 1) / a.C && col < end ? col : -1;
 }
