@@ -27,6 +27,11 @@ extern dsv4_hip_kernel dsv4_hip_rocm_sparse_attn_prefill;
 extern dsv4_hip_kernel dsv4_hip_rocm_sparse_attn_decode;
 extern dsv4_hip_kernel dsv4_hip_sparse_mla_fwd;
 extern dsv4_hip_kernel dsv4_hip_rocm_inverse_rope_rows;
+extern dsv4_hip_kernel dsv4_hip_rocm_mxfp4_indexer_k_store;
+extern dsv4_hip_kernel dsv4_hip_rocm_mxfp4_indexer_q_quant;
+extern dsv4_hip_kernel dsv4_hip_paged_mxfp4_mqa_logits;
+extern dsv4_hip_kernel dsv4_hip_rocm_mxfp4_sparse_attn_indexer;
+extern dsv4_hip_kernel dsv4_hip_rocm_mxfp4_sparse_mqa_indexer;
 
 static const dsv4_hip_kernel *const kernel_table[] = {
     &dsv4_hip_combine_topk_swa_indices,
@@ -46,6 +51,11 @@ static const dsv4_hip_kernel *const kernel_table[] = {
     &dsv4_hip_rocm_sparse_attn_decode,
     &dsv4_hip_sparse_mla_fwd,
     &dsv4_hip_rocm_inverse_rope_rows,
+    &dsv4_hip_rocm_mxfp4_indexer_k_store,
+    &dsv4_hip_rocm_mxfp4_indexer_q_quant,
+    &dsv4_hip_paged_mxfp4_mqa_logits,
+    &dsv4_hip_rocm_mxfp4_sparse_attn_indexer,
+    &dsv4_hip_rocm_mxfp4_sparse_mqa_indexer,
 };
 
 /* Guard regions: GUARD bytes of CANARY before and after every device

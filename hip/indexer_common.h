@@ -1,0 +1,120 @@
+/* indexer_common.h - what the paged MXFP4 indexer kernels share
+ * (hip/rocm_mxfp4_indexer_*.cpp, paged_mxfp4_mqa_logits.cpp,
+ * rocm_mxfp4_sparse_*_indexer.cpp): the page layout of ref/indexer.c (spec
+ * quant_and_indexer.md 4.1 step 5, 5.1) for host and device, and the
+ * row quantizer of the K store / Q quant (32 lanes per 128-dim row, 4 dims
+ * per lane), bit-exact with ref/mx.c through quant_rules.h. */
+#ifndef DSV4_HIP_INDEXER_COMMON_H
+#define DSV4_HIP_INDEXER_COMMON_H
+
+#include "quant_device.h"
+
+namespace idxr {
+
+enum { D = 128, ROPE = 64, NB = D / 32, TB = D / 2, ENTRY = TB + NB };
+
+#define IFAIL(...) (snprintf(err, errlen, __VA_ARGS__), DSV4_PLUGIN_EINPUT)
+
+/* ref/indexer.c dsv4_idx_layout_make (spec 5.1): n_per_tile 32 if
+ * head_dim <= 64 or num_heads >= 32 else 16; d_per_tile 16; scale_lanes
+ * 64 / n_per_tile; s_hi = (D/32) / scale_lanes. */
+struct layout {
+    long long P; /* page_entries */
+    int shuffled, N, L, s_hi;
+};
+
+static inline int layout_make(int heads, long long P, int shuffled, layout *l, char *err, size_t errlen)
+{
+    l->P = P;
+    l->shuffled = shuffled;
+    l->N = heads >= 32 ? 32 : 16; /* head_dim 128 > 64 */
+    l->L = 64 / l->N;
+    l->s_hi = NB / l->L;
+    if (P <= 0 || heads <= 0)
+        return IFAIL("indexer: page_entries %lld and heads %d must be positive", P, heads);
+    if (shuffled && P % l->N)
+        return IFAIL("indexer: page_entries %lld must be a multiple of n_per_tile %d (spec 5.1)", P, l->N);
+    return DSV4_PLUGIN_OK;
+}
+
+/* Offset inside a page of value byte b (spec 4.1 step 5): natural p*D/2 + b;
+ * preshuffled grp*N*(D/2) + (b/16)*N*16 + lane*16 + b%16.  A 16-byte chunk
+ * (one MX block) is contiguous in both. */
+__host__ __device__ inline long long value_off(const layout &l, long long p, int b)
+{
+    if (!l.shuffled)
+        return p * TB + b;
+    const long long grp = p / l.N, lane = p % l.N;
+    return grp * l.N * TB + (long long)(b / 16) * l.N * 16 + lane * 16 + b % 16;
+}
+
+/* Scale s of entry p: natural P*D/2 + p*NB + s; preshuffled
+ * P*D/2 + grp*N*NB + (s%L)*N*S_HI + lane*S_HI + s/L (spec 4.1 step 5). */
+__host__ __device__ inline long long scale_off(const layout &l, long long p, int s)
+{
+    const long long base = l.P * TB;
+    if (!l.shuffled)
+        return base + p * NB + s;
+    const long long grp = p / l.N, lane = p % l.N;
+    return base + grp * l.N * NB + (long long)(s % l.L) * l.N * l.s_hi + lane * l.s_hi + s / l.L;
+}
+
+__device__ inline float round_bf16(float x)
+{
+    return dsv4q_float((uint32_t)dsv4q_bf16(x) << 16);
+}
+
+/* GPT-J RoPE of the pairs (x0, x1), (x2, x3) with cache row cs (cos |
+ * sin, 64 wide), pair index k0, k0 + 1: products and the sum in fp32
+ * without contraction (ref/rope.c dsv4_rope_gptj_f32), each lane rounded to
+ * bf16 (ref/indexer.c rope_bf16, spec 4.1 step 3). */
+__device__ inline void rope4(float x[4], const float *__restrict__ cs, int k0)
+{
+    for (int i = 0; i < 2; i++) {
+        const float c = cs[k0 + i], s = cs[ROPE / 2 + k0 + i];
+        const float e = x[2 * i], o = x[2 * i + 1];
+        x[2 * i] = round_bf16(__fsub_rn(__fmul_rn(e, c), __fmul_rn(o, s)));
+        x[2 * i + 1] = round_bf16(__fadd_rn(__fmul_rn(e, s), __fmul_rn(o, c)));
+    }
+}
+
+/* MXFP4 of 4 dims per lane, 8 lanes per 32-block (every lane of the warp
+ * calls it: the amax is a full-mask xor shuffle).  rule / elem: quant_rules.h
+ * numbering.  Returns the 4 codes as a 16-bit word (even dim low) and the
+ * block's scale byte (all 8 lanes get it). */
+__device__ inline uint32_t quant4(const float x[4], int rule, int elem, uint8_t *scale)
+{
+    float m = dsv4q_float(0x7FC00000u); /* "none seen" (dsv4q_amax_step) */
+    for (int i = 0; i < 4; i++)
+        m = dsv4q_amax_step(m, x[i]);
+    m = group_amax(m, 8);
+    float mult;
+    const int nanfill = dsv4q_fp4_block(m, rule, scale, &mult);
+    uint32_t w = 0;
+    for (int i = 0; i < 4; i++) {
+        /* mx.c dsv4_mx_quant_block_fp4: q = fl(x * m); a NaN block encodes NAN */
+        const float q = nanfill ? dsv4q_float(0x7FC00000u) : dsv4q_mul(x[i], mult);
+        w |= (uint32_t)dsv4q_e2m1(q, elem) << (4 * i);
+    }
+    return w;
+}
+
+/* The two quantization variants of ops_indexer.c quant_variants (spec 4):
+ * default = B (SCALING_MODE 1 bit rule, RNE e2m1), 1 = A (ceil log2_f32,
+ * threshold e2m1). */
+static const char *const quant_variants[] = {"default", "quant=cache_a", NULL};
+static inline int quant_rule(int variant) { return variant == 1 ? DSV4Q_FP4_CEIL_F32LOG2 : DSV4Q_FP4_CEIL; }
+static inline int quant_elem(int variant) { return variant == 1 ? DSV4Q_ELEM_THRESHOLD : DSV4Q_ELEM_RNE; }
+
+static inline int float_param(const dsv4_hip_call *c, const char *name, double *v, char *err, size_t errlen)
+{
+    const dsv4_plugin_param *p = dsv4_hip_param(c, name);
+    if (!p || p->kind != DSV4_PLUGIN_FLOAT)
+        return IFAIL("%s: float parameter '%s' missing", c->op, name);
+    *v = p->f;
+    return DSV4_PLUGIN_OK;
+}
+
+} // namespace idxr
+
+#endif
