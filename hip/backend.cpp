@@ -27,6 +27,13 @@ extern dsv4_hip_kernel dsv4_hip_rocm_sparse_attn_prefill;
 extern dsv4_hip_kernel dsv4_hip_rocm_sparse_attn_decode;
 extern dsv4_hip_kernel dsv4_hip_sparse_mla_fwd;
 extern dsv4_hip_kernel dsv4_hip_rocm_inverse_rope_rows;
+extern dsv4_hip_kernel dsv4_hip_gemm_a8w8_blockscale;
+extern dsv4_hip_kernel dsv4_hip_shuffle_weight;
+extern dsv4_hip_kernel dsv4_hip_rocm_inv_rope_einsum;
+extern dsv4_hip_kernel dsv4_hip_rocm_mxfp8_wo_a_bmm;
+extern dsv4_hip_kernel dsv4_hip_fused_qnorm_rope_kv_insert;
+extern dsv4_hip_kernel dsv4_hip_compressor;
+extern dsv4_hip_kernel dsv4_hip_rocm_inverse_rope_mxfp8_rows;
 
 static const dsv4_hip_kernel *const kernel_table[] = {
     &dsv4_hip_combine_topk_swa_indices,
@@ -46,6 +53,13 @@ static const dsv4_hip_kernel *const kernel_table[] = {
     &dsv4_hip_rocm_sparse_attn_decode,
     &dsv4_hip_sparse_mla_fwd,
     &dsv4_hip_rocm_inverse_rope_rows,
+    &dsv4_hip_gemm_a8w8_blockscale,
+    &dsv4_hip_shuffle_weight,
+    &dsv4_hip_rocm_inv_rope_einsum,
+    &dsv4_hip_rocm_mxfp8_wo_a_bmm,
+    &dsv4_hip_fused_qnorm_rope_kv_insert,
+    &dsv4_hip_compressor,
+    &dsv4_hip_rocm_inverse_rope_mxfp8_rows,
 };
 
 /* Guard regions: GUARD bytes of CANARY before and after every device
