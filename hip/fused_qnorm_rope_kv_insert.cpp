@@ -24,7 +24,7 @@ constexpr int D = 512, RD = 64, NOPE_LANES = 56;
 
 __global__ void __launch_bounds__(64)
 qi_kernel(const uint16_t *__restrict__ q, long long T, long long H, const uint16_t *__restrict__ kv,
-          const int64_t *__restrict__ slots, long long Ts, const int64_t *__restrict__ positions,
+          const int64_t *__restrict__ slots, const int64_t *__restrict__ positions,
           const float *__restrict__ cs, float eps, long long B, int fnuz, uint16_t *__restrict__ q_out,
           uint8_t *__restrict__ cache)
 {
@@ -132,7 +132,7 @@ hipError_t qi_launch(const dsv4_hip_call *c, hipStream_t stream)
     if (n == 0)
         return hipSuccess;
     hipLaunchKernelGGL(qi_kernel, dim3((unsigned)n), dim3(64), 0, stream, (const uint16_t *)c->din[s.q], s.T, s.H,
-                       (const uint16_t *)c->din[s.kv], (const int64_t *)c->din[s.sm], s.Ts,
+                       (const uint16_t *)c->din[s.kv], (const int64_t *)c->din[s.sm],
                        (const int64_t *)c->din[s.pos], (const float *)c->din[s.cs], (float)s.eps, (long long)s.B,
                        (int)(c->variant == 1), (uint16_t *)c->dout[s.qo], (uint8_t *)c->dout[s.co]);
     return hipGetLastError();
