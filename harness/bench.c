@@ -64,6 +64,14 @@ static double gemm_flops(const dsv4_params *ps, const dsv4_tensors *in)
     return 2.0 * (double)dsv4_params_int(ps, "M") * (double)dsv4_params_int(ps, "N") * (double)dsv4_params_int(ps, "K");
 }
 
+/* 2 T G R K: the MXFP8 wo_a bmm's multiply-adds. */
+static double bmm_flops(const dsv4_params *ps, const dsv4_tensors *in)
+{
+    (void)in;
+    return 2.0 * (double)dsv4_params_int(ps, "num_tokens") * (double)dsv4_params_int(ps, "n_local_groups") *
+           (double)dsv4_params_int(ps, "o_lora_rank") * (double)dsv4_params_int(ps, "K");
+}
+
 /* The production shape of toolchain.md section 6: 4 requests x 2048 tokens
  * after a 30000-token prefix, window 128, ratio 4, topk 2048. */
 static const bench_case bench_table[] = {
@@ -160,6 +168,13 @@ static const bench_case bench_table[] = {
     {"gemm_a8w8_4096x7168x1536_f32", "gemm_a8w8_blockscale", {"M=4096", "N=7168", "K=1536", "ref_accum=f32", NULL},
      gemm_flops, 0},
     {"gemm_a8w8_4096x7168x1536_f64", "gemm_a8w8_blockscale", {"M=4096", "N=7168", "K=1536", NULL}, gemm_flops, 1},
+    /* Input-side ops at production widths: weight layout, q prep + SWA insert, wo_a. */
+    {"shuffle_7168x1536", "shuffle_weight", {"N=7168", "K=1536", NULL}, NULL, 0},
+    {"qnorm_insert_1024_H16", "fused_qnorm_rope_kv_insert", {"num_tokens=1024", "num_heads=16", "num_blocks=16", NULL},
+     NULL, 0},
+    {"inv_rope_mxfp8_4096_H16", "rocm_inverse_rope_mxfp8_rows", {"num_tokens=4096", "num_heads=16", NULL}, NULL, 0},
+    {"wo_a_bmm_16tok_g8_r1024_k4096", "rocm_mxfp8_wo_a_bmm",
+     {"num_tokens=16", "n_local_groups=8", "o_lora_rank=1024", "K=4096", NULL}, bmm_flops, 0},
 };
 
 static double seconds(void)

@@ -32,6 +32,13 @@ extern dsv4_hip_kernel dsv4_hip_rocm_mxfp4_indexer_q_quant;
 extern dsv4_hip_kernel dsv4_hip_paged_mxfp4_mqa_logits;
 extern dsv4_hip_kernel dsv4_hip_rocm_mxfp4_sparse_attn_indexer;
 extern dsv4_hip_kernel dsv4_hip_rocm_mxfp4_sparse_mqa_indexer;
+extern dsv4_hip_kernel dsv4_hip_gemm_a8w8_blockscale;
+extern dsv4_hip_kernel dsv4_hip_shuffle_weight;
+extern dsv4_hip_kernel dsv4_hip_rocm_inv_rope_einsum;
+extern dsv4_hip_kernel dsv4_hip_rocm_mxfp8_wo_a_bmm;
+extern dsv4_hip_kernel dsv4_hip_fused_qnorm_rope_kv_insert;
+extern dsv4_hip_kernel dsv4_hip_compressor;
+extern dsv4_hip_kernel dsv4_hip_rocm_inverse_rope_mxfp8_rows;
 
 static const dsv4_hip_kernel *const kernel_table[] = {
     &dsv4_hip_combine_topk_swa_indices,
@@ -56,6 +63,13 @@ static const dsv4_hip_kernel *const kernel_table[] = {
     &dsv4_hip_paged_mxfp4_mqa_logits,
     &dsv4_hip_rocm_mxfp4_sparse_attn_indexer,
     &dsv4_hip_rocm_mxfp4_sparse_mqa_indexer,
+    &dsv4_hip_gemm_a8w8_blockscale,
+    &dsv4_hip_shuffle_weight,
+    &dsv4_hip_rocm_inv_rope_einsum,
+    &dsv4_hip_rocm_mxfp8_wo_a_bmm,
+    &dsv4_hip_fused_qnorm_rope_kv_insert,
+    &dsv4_hip_compressor,
+    &dsv4_hip_rocm_inverse_rope_mxfp8_rows,
 };
 
 /* Guard regions: GUARD bytes of CANARY before and after every device

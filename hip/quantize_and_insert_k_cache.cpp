@@ -4,12 +4,9 @@
  *
  * One launch, 64 threads per token (4 tokens per 256-thread block; a token
  * is whole warps / one wave64, so a skipped slot returns whole warps).  Lane
- * l loads dims 8l..8l+7 (one 16-byte load).  Lanes 0..55 quantize NoPE: a
- * 64-block is 8 aligned lanes (xor-shuffle amax), scale byte by the exact
- * integer rule (dsv4q_kv_scale_byte), 8 codes in one 8-byte store; lane 8k
- * stores scale byte k, lane 56 the pad byte.  Lanes 56..63 copy the 64 RoPE
- * bf16 (16 bytes each, two 8-byte stores: records are 8-byte aligned). */
-#include "quant_device.h"
+ * l loads dims 8l..8l+7 (one 16-byte load) and encodes them with the shared
+ * record encoder (kv_encode.h). */
+#include "kv_encode.h"
 
 namespace {
 
@@ -26,39 +23,9 @@ __global__ void insert_kernel(const uint16_t *__restrict__ k, const void *__rest
     if (slot < 0)
         return; /* slot -1: padding token, skipped [S1] */
     const long long page = slot / B, row = slot % B; /* slot // B, slot % B [S1] */
-    uint8_t *pg = cache + page * B * 584;
     float v[8];
-    load8_bf16(k, t * 512 + 8 * l, v);
-    float m = 0.0f;
-    for (int i = 0; i < 8; i++)
-        m = dsv4q_amax_step(m, v[i]); /* finite (validated) */
-    m = group_amax(m, 8); /* every lane, RoPE lanes included (full-mask shuffle) */
-    if (l < 56) {
-        /* FP8MAX 448 = 1.75*2^8, or 224 = 1.75*2^7 with use_fnuz [S1]; bytes clamped to [0, 255] */
-        const uint8_t sb = dsv4q_kv_scale_byte(m, fnuz ? 7 : 8, 255);
-        const float inv = dsv4q_pow2(127 - (int)sb), mx = fnuz ? 224.0f : 448.0f;
-        uint32_t lo = 0, hi = 0;
-        for (int i = 0; i < 8; i++) {
-            float q = v[i] * inv; /* one rounding at most, as x / 2^e (kvcache.c) */
-            q = q > mx ? mx : q < -mx ? -mx : q;
-            const uint32_t code = dsv4q_fp8(q, fnuz);
-            if (i < 4)
-                lo |= code << (8 * i);
-            else
-                hi |= code << (8 * (i - 4));
-        }
-        *reinterpret_cast<uint2 *>(pg + row * 576 + 8 * l) = make_uint2(lo, hi);
-        if ((l & 7) == 0)
-            pg[B * 576 + row * 8 + l / 8] = sb;
-    } else {
-        const int j = l - 56; /* RoPE lanes: the bf16 bits, little-endian [S1] */
-        const uint2 *src = reinterpret_cast<const uint2 *>(k + t * 512 + 8 * l);
-        uint2 *dst = reinterpret_cast<uint2 *>(pg + row * 576 + 448 + 16 * j);
-        dst[0] = src[0];
-        dst[1] = src[1];
-        if (j == 0)
-            pg[B * 576 + row * 8 + 7] = 0; /* pad byte [S1] */
-    }
+    load8_bf16(k, t * 512 + 8 * l, v); /* bf16 values pass the encoder unchanged */
+    kv_encode_lane(cache + page * B * 584, B, row, l, v, kv_enc_default(fnuz)); /* kv_encode.h */
 }
 
 struct ins_shape {

@@ -1,0 +1,143 @@
+/* fused_qnorm_rope_kv_insert.cpp - _fused_qnorm_rope_kv_insert (spec
+ * sparse_attention.md 3 [S15, S16]; ref/compressor.c), both variants:
+ * default (OCP e4m3fn, FP8MAX 448) and fp8=fnuz (clamp to +-448, then
+ * e4m3fnuz codes, saturating: spec 2.3 open question 3).
+ *
+ * Q branch (within the op's float policy): per (t, h) x = fp32(q), y = x *
+ * 1/sqrt(mean(x^2) + eps) in fp32 (no weight, spec 3 Q 2-3), forward GPT-J
+ * RoPE of lanes 448..511 at positions[t] in fp32 (Q 4), bf16 RNE store.
+ * KV branch (bit-exact): y = fp32(kv[t]), forward RoPE of lanes 448..511 in
+ * fp32 with unfused products (KV 2), RoPE lanes to bf16 (KV 3), the
+ * 584-byte record at slot_mapping[t] (kv_encode.h, KV 4); slot -1 skipped.
+ *
+ * One launch of 64-thread blocks: blocks [0, T*H) are q rows, blocks
+ * [T*H, T*H + Ts) kv tokens.  Lane l holds lanes 8l..8l+7 (one 16-byte
+ * load); lanes 56..63 hold the 64 RoPE lanes (4 pairs each). */
+#include "kv_encode.h"
+#include "rope_device.h"
+
+namespace {
+
+const char *const variants[] = {"default", "fp8=fnuz", NULL};
+
+constexpr int D = 512, RD = 64, NOPE_LANES = 56;
+
+__global__ void __launch_bounds__(64)
+qi_kernel(const uint16_t *__restrict__ q, long long T, long long H, const uint16_t *__restrict__ kv,
+          const int64_t *__restrict__ slots, const int64_t *__restrict__ positions,
+          const float *__restrict__ cs, float eps, long long B, int fnuz, uint16_t *__restrict__ q_out,
+          uint8_t *__restrict__ cache)
+{
+    const long long b = blockIdx.x;
+    const int l = (int)threadIdx.x;
+    float v[8];
+    if (b < T * H) {
+        const long long t = b / H;
+        load8_bf16(q, b * D + 8 * l, v);
+        float ss = 0.0f;
+        for (int i = 0; i < 8; i++)
+            ss = fmaf(v[i], v[i], ss);
+        ss = block_sum(ss); /* the 64 threads of the row */
+        const float r = 1.0f / sqrtf(ss / (float)D + eps); /* rsqrt(mean(x^2) + eps) (spec 3 Q 2-3) */
+        for (int i = 0; i < 8; i++)
+            v[i] *= r;
+        if (l >= NOPE_LANES) /* forward GPT-J at positions[t] (Q 4) */
+            rope4(v, cs + positions[t] * RD, RD / 2, 4 * (l - NOPE_LANES), 1);
+        uint32_t w[4];
+        for (int i = 0; i < 4; i++)
+            w[i] = (uint32_t)dsv4q_bf16(v[2 * i]) | (uint32_t)dsv4q_bf16(v[2 * i + 1]) << 16;
+        *reinterpret_cast<uint4 *>(q_out + b * D + 8 * l) = make_uint4(w[0], w[1], w[2], w[3]);
+        return;
+    }
+    const long long t = b - T * H;
+    const long long slot = slots[t];
+    if (slot < 0)
+        return; /* skipped: never encoded (spec 3 KV) */
+    load8_bf16(kv, t * D + 8 * l, v); /* KV 1: fp32(kv), no norm */
+    if (l >= NOPE_LANES) {
+        rope4(v, cs + positions[t] * RD, RD / 2, 4 * (l - NOPE_LANES), 1); /* KV 2, fp32 */
+        for (int i = 0; i < 8; i++)
+            v[i] = kv_round_bf16(v[i]); /* KV 3: bf16 */
+    }
+    /* KV 4 (spec 2.2): default OCP 448; fnuz: the encoder still clamps at 448 (spec 2.3 [S15]) */
+    kv_enc_opts o = kv_enc_default(0);
+    o.fnuz = fnuz;
+    kv_encode_lane(cache + (slot / B) * B * 584, B, slot % B, l, v, o);
+}
+
+struct qi_shape {
+    int q, kv, sm, pos, cs, qo, co;
+    int64_t B;
+    double eps;
+    long long T, H, Ts, nb, P;
+};
+
+int shape_of(const dsv4_hip_call *c, qi_shape *s, char *err, size_t errlen)
+{
+    int rc;
+    if ((rc = dsv4_hip_tensor(c, 0, "q", DSV4_PLUGIN_BFLOAT16, 3, &s->q, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 0, "kv", DSV4_PLUGIN_BFLOAT16, 2, &s->kv, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 0, "slot_mapping", DSV4_PLUGIN_INT64, 1, &s->sm, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 0, "positions", DSV4_PLUGIN_INT64, 1, &s->pos, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 0, "cos_sin_cache", DSV4_PLUGIN_FLOAT32, 2, &s->cs, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 1, "q", DSV4_PLUGIN_BFLOAT16, 3, &s->qo, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 1, "swa_cache", DSV4_PLUGIN_UINT8, 3, &s->co, err, errlen)) ||
+        (rc = dsv4_hip_int(c, "block_size", &s->B, err, errlen)))
+        return rc;
+    const dsv4_plugin_param *e = dsv4_hip_param(c, "eps");
+    if (!e || e->kind != DSV4_PLUGIN_FLOAT)
+        return QFAIL("fused_qnorm_rope_kv_insert: float parameter 'eps' missing");
+    s->eps = e->f;
+    s->T = c->in[s->q].shape[0];
+    s->H = c->in[s->q].shape[1];
+    s->Ts = c->in[s->sm].shape[0];
+    s->nb = c->out[s->co].shape[0];
+    s->P = c->in[s->cs].shape[0];
+    return DSV4_PLUGIN_OK;
+}
+
+/* qi_args_of's shapes; positions of all T rows inside the table; slots -1
+ * or inside the cache. */
+int qi_check(const dsv4_hip_call *c, char *err, size_t errlen)
+{
+    qi_shape s;
+    int rc = shape_of(c, &s, err, errlen);
+    if (rc)
+        return rc;
+    const int64_t *cs = c->in[s.cs].shape, *kv = c->in[s.kv].shape, *co = c->out[s.co].shape, *qo = c->out[s.qo].shape;
+    if (c->in[s.q].shape[2] != D || kv[1] != D || kv[0] != s.T || c->in[s.pos].shape[0] != s.T || s.Ts > s.T ||
+        cs[1] != RD || s.B < 1 || co[1] != s.B || co[2] != 584 || qo[0] != s.T || qo[1] != s.H || qo[2] != D)
+        return QFAIL("fused_qnorm_rope_kv_insert: q [T, H, 512], kv [T, 512], positions [T], slot_mapping [Ts <= T], "
+                     "cos_sin_cache [P, 64], swa_cache [nb, block_size = %lld, 584]", (long long)s.B);
+    if (s.T * s.H + s.Ts > 0x7fffffffLL)
+        return QFAIL("fused_qnorm_rope_kv_insert: too many rows for the grid");
+    const int64_t *p = (const int64_t *)c->in[s.pos].data, *sl = (const int64_t *)c->in[s.sm].data;
+    for (long long t = 0; t < s.T; t++)
+        if (p[t] < 0 || p[t] >= s.P)
+            return QFAIL("fused_qnorm_rope_kv_insert: positions[%lld] = %lld outside [0, %lld)", t, (long long)p[t], s.P);
+    for (long long t = 0; t < s.Ts; t++)
+        if (sl[t] < -1 || sl[t] >= s.nb * s.B)
+            return QFAIL("fused_qnorm_rope_kv_insert: slot_mapping[%lld] = %lld is neither -1 nor in [0, %lld)", t,
+                         (long long)sl[t], s.nb * s.B);
+    return DSV4_PLUGIN_OK;
+}
+
+hipError_t qi_launch(const dsv4_hip_call *c, hipStream_t stream)
+{
+    qi_shape s;
+    char err[8];
+    if (shape_of(c, &s, err, sizeof err))
+        return hipErrorInvalidValue;
+    const long long n = s.T * s.H + s.Ts;
+    if (n == 0)
+        return hipSuccess;
+    hipLaunchKernelGGL(qi_kernel, dim3((unsigned)n), dim3(64), 0, stream, (const uint16_t *)c->din[s.q], s.T, s.H,
+                       (const uint16_t *)c->din[s.kv], (const int64_t *)c->din[s.sm],
+                       (const int64_t *)c->din[s.pos], (const float *)c->din[s.cs], (float)s.eps, (long long)s.B,
+                       (int)(c->variant == 1), (uint16_t *)c->dout[s.qo], (uint8_t *)c->dout[s.co]);
+    return hipGetLastError();
+}
+
+} // namespace
+
+dsv4_hip_kernel dsv4_hip_fused_qnorm_rope_kv_insert = {"fused_qnorm_rope_kv_insert", variants, qi_check, qi_launch};

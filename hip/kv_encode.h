@@ -1,0 +1,77 @@
+/* kv_encode.h - the 584-byte fp8_ds_mla record encoder (spec
+ * sparse_attention.md 2.1-2.3), shared by quantize_and_insert_k_cache,
+ * fused_qnorm_rope_kv_insert and compressor; bit-exact with
+ * ref/kvcache.c dsv4_kv_encode_token.
+ *
+ * 64 threads per token: lane l holds dims 8l..8l+7 as fp32 values that are
+ * already bf16 numbers (finite).  Lanes 0..55 quantize NoPE: a 64-block is
+ * 8 aligned lanes (xor-shuffle amax), scale byte by the exact integer rule
+ * (dsv4q_kv_scale_byte), 8 codes in one 8-byte store, lane 8k stores scale
+ * byte k.  Lanes 56..63 store the 64 RoPE bf16 (16 bytes each, two 8-byte
+ * stores: records are 8-byte aligned); lane 56 the pad byte.  Every lane of
+ * the warp must call it (full-mask shuffle). */
+#ifndef DSV4_HIP_KV_ENCODE_H
+#define DSV4_HIP_KV_ENCODE_H
+
+#include "quant_device.h"
+
+/* Encoder options (kvcache.h dsv4_kv_encode_opts): scale exponent F with
+ * FP8MAX = 1.75 * 2^F (448: 8, 224: 7), clamp mx, and the code kind. */
+struct kv_enc_opts {
+    int F;
+    float mx;
+    int fnuz;
+};
+
+/* OCP 448 (default), or vLLM's use_fnuz 224 (spec 2.3 [S1]). */
+__host__ __device__ inline kv_enc_opts kv_enc_default(int use_fnuz)
+{
+    kv_enc_opts o = {use_fnuz ? 7 : 8, use_fnuz ? 224.0f : 448.0f, use_fnuz};
+    return o;
+}
+
+/* A bf16 number as fp32 (RNE; the values are finite). */
+__device__ inline float kv_round_bf16(float x)
+{
+    return dsv4q_float((uint32_t)dsv4q_bf16(x) << 16);
+}
+
+/* Lane l's part of the record of `row` in page pg (B tokens per page). */
+__device__ inline void kv_encode_lane(uint8_t *pg, long long B, long long row, int l, const float v[8],
+                                      kv_enc_opts o)
+{
+    float m = 0.0f;
+    for (int i = 0; i < 8; i++)
+        m = dsv4q_amax_step(m, v[i]);
+    m = group_amax(m, 8); /* every lane, RoPE lanes included (full-mask shuffle) */
+    if (l < 56) {
+        /* smallest e with 2^e FP8MAX >= max(amax, 1e-4); byte clamp(e + 127, 0, 255) [S1] */
+        const uint8_t sb = dsv4q_kv_scale_byte(m, o.F, 255);
+        const float inv = dsv4q_pow2(127 - (int)sb);
+        uint32_t lo = 0, hi = 0;
+        for (int i = 0; i < 8; i++) {
+            float q = v[i] * inv; /* one rounding at most, as x / 2^e (kvcache.c) */
+            q = q > o.mx ? o.mx : q < -o.mx ? -o.mx : q;
+            const uint32_t code = dsv4q_fp8(q, o.fnuz);
+            if (i < 4)
+                lo |= code << (8 * i);
+            else
+                hi |= code << (8 * (i - 4));
+        }
+        *reinterpret_cast<uint2 *>(pg + row * 576 + 8 * l) = make_uint2(lo, hi);
+        if ((l & 7) == 0)
+            pg[B * 576 + row * 8 + l / 8] = sb;
+    } else {
+        const int j = l - 56; /* RoPE lanes: the bf16 bits, little-endian [S1] */
+        uint32_t w[4];
+        for (int i = 0; i < 4; i++)
+            w[i] = (uint32_t)dsv4q_bf16(v[2 * i]) | (uint32_t)dsv4q_bf16(v[2 * i + 1]) << 16;
+        uint2 *dst = reinterpret_cast<uint2 *>(pg + row * 576 + 448 + 16 * j);
+        dst[0] = make_uint2(w[0], w[1]);
+        dst[1] = make_uint2(w[2], w[3]);
+        if (j == 0)
+            pg[B * 576 + row * 8 + 7] = 0; /* pad byte [S1] */
+    }
+}
+
+#endif

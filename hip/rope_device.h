@@ -1,0 +1,23 @@
+/* rope_device.h - GPT-J RoPE of 4 pairs held by one lane (8 consecutive
+ * lanes, pairs (2k, 2k+1) [S14]), fp32 with every product rounded and then
+ * the sum (no contraction), as ref/rope.c dsv4_rope_gptj_f32. */
+#ifndef DSV4_HIP_ROPE_DEVICE_H
+#define DSV4_HIP_ROPE_DEVICE_H
+
+#include "kernels.h"
+
+/* v[0..7] are lanes 2k0 .. 2k0+7 of the rope part; cs_row = cos | sin of
+ * rope_dim lanes (half = rope_dim / 2) [S15].  forward: e c - o s, e s + o c;
+ * inverse: e c + o s, o c - e s (spec 9.1). */
+__device__ inline void rope4(float v[8], const float *cs_row, int half, int k0, int forward)
+{
+    for (int i = 0; i < 4; i++) {
+        const float c = cs_row[k0 + i], s = cs_row[half + k0 + i];
+        const float e = v[2 * i], o = v[2 * i + 1];
+        const float ec = __fmul_rn(e, c), os = __fmul_rn(o, s), es = __fmul_rn(e, s), oc = __fmul_rn(o, c);
+        v[2 * i] = forward ? __fsub_rn(ec, os) : __fadd_rn(ec, os);
+        v[2 * i + 1] = forward ? __fadd_rn(es, oc) : __fsub_rn(oc, es);
+    }
+}
+
+#endif

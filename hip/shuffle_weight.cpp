@@ -1,0 +1,83 @@
+/* shuffle_weight.cpp - aiter shuffle_weight(x, layout=(16,16)) of an fp8
+ * [N, K] weight and its inverse (spec quant_and_indexer.md 7; ref/gemm.c),
+ * bit-exact: a byte permutation.
+ *
+ * With IN = IK = 16, BK = 32 and Kp = 16 (1-byte elements) the 16 bytes
+ * W[n, k0..k0+15] (k0 % 16 == 0) stay together: they land at the 16-byte
+ * chunk ((((n/16)*(K/32) + k0/32)*2 + (k0%32)/16)*16 + n%16).  One launch,
+ * one thread per chunk: one 16-byte load and one 16-byte store; default
+ * gathers plain -> shuffled, inverse shuffled -> plain. */
+#include "kernels.h"
+
+namespace {
+
+const char *const variants[] = {"default", "inverse", NULL};
+
+__global__ void shuffle_kernel(const uint4 *__restrict__ in, uint4 *__restrict__ out, long long N, long long K,
+                               int inverse)
+{
+    const long long nchunks = N * (K / 16);
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < nchunks; c += stride) {
+        /* c = the plain chunk (n, k0 = 16 * (c % (K/16))) */
+        const long long n = c / (K / 16), k0 = 16 * (c % (K / 16));
+        const long long sh = (((n / 16) * (K / 32) + k0 / 32) * 2 + (k0 % 32) / 16) * 16 + n % 16;
+        if (inverse)
+            out[c] = in[sh];
+        else
+            out[sh] = in[c];
+    }
+}
+
+struct sh_shape {
+    int x, o;
+    long long N, K;
+};
+
+int shape_of(const dsv4_hip_call *c, sh_shape *s, char *err, size_t errlen)
+{
+    int rc;
+    if ((rc = dsv4_hip_tensor(c, 0, "x", DSV4_PLUGIN_FLOAT8_E4M3FN, 2, &s->x, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 1, "out", DSV4_PLUGIN_FLOAT8_E4M3FN, 2, &s->o, err, errlen)))
+        return rc;
+    s->N = c->in[s->x].shape[0];
+    s->K = c->in[s->x].shape[1];
+    return DSV4_PLUGIN_OK;
+}
+
+#define FAIL(...) (snprintf(err, errlen, __VA_ARGS__), DSV4_PLUGIN_EINPUT)
+
+/* dsv4_shuffle_check (ref/gemm.c): N % 16 == 0, K % 32 == 0; out as x. */
+int shuffle_check(const dsv4_hip_call *c, char *err, size_t errlen)
+{
+    sh_shape s;
+    int rc = shape_of(c, &s, err, errlen);
+    if (rc)
+        return rc;
+    if (s.N < 0 || s.K < 0 || s.N % 16 || s.K % 32)
+        return FAIL("shuffle_weight: [N = %lld, K = %lld] needs N %% 16 == 0 and K %% 32 == 0", s.N, s.K);
+    if (c->out[s.o].shape[0] != s.N || c->out[s.o].shape[1] != s.K)
+        return FAIL("shuffle_weight: out must be [%lld, %lld]", s.N, s.K);
+    return DSV4_PLUGIN_OK;
+}
+
+hipError_t shuffle_launch(const dsv4_hip_call *c, hipStream_t stream)
+{
+    sh_shape s;
+    char err[8];
+    if (shape_of(c, &s, err, sizeof err))
+        return hipErrorInvalidValue;
+    const long long nchunks = s.N * (s.K / 16);
+    if (nchunks == 0)
+        return hipSuccess;
+    long long blocks = (nchunks + 255) / 256;
+    const long long cap = (long long)c->prop->multiProcessorCount * 64;
+    blocks = blocks < cap ? blocks : cap;
+    hipLaunchKernelGGL(shuffle_kernel, dim3((unsigned)blocks), dim3(256), 0, stream, (const uint4 *)c->din[s.x],
+                       (uint4 *)c->dout[s.o], s.N, s.K, (int)(c->variant == 1));
+    return hipGetLastError();
+}
+
+} // namespace
+
+dsv4_hip_kernel dsv4_hip_shuffle_weight = {"shuffle_weight", variants, shuffle_check, shuffle_launch};

@@ -1,0 +1,26 @@
+/* wo_a_common.h - what the two wo_a kernels share (rocm_inv_rope_einsum,
+ * rocm_mxfp8_wo_a_bmm): one warp / wave per output element, lanes stride
+ * over the reduction, an xor-shuffle warp sum (warpSize read at run time). */
+#ifndef DSV4_HIP_WO_A_COMMON_H
+#define DSV4_HIP_WO_A_COMMON_H
+
+#include "quant_device.h"
+
+/* The warp's sum, in every lane (xor tree; the ops' bounds gamma_n G hold
+ * for any summation order). */
+__device__ inline float warp_sum(float s)
+{
+    for (int off = warpSize / 2; off > 0; off >>= 1)
+        s += __shfl_xor(s, off);
+    return s;
+}
+
+/* Blocks of 256 threads covering n outputs at one warp each (host side;
+ * the warp width of the device). */
+static inline unsigned warp_grid(long long n, const hipDeviceProp_t *prop)
+{
+    const long long per = 256 / prop->warpSize;
+    return (unsigned)((n + per - 1) / per);
+}
+
+#endif
