@@ -772,17 +772,19 @@ const dsv4_op dsv4_op_rocm_inverse_rope_rows = {
  *    [S11]); ours is much tighter and still admits every correct fp32
  *    rotation. */
 
-static const char *const rmx_variants[] = {"default", "log2=f32", "scale_rule=floor", NULL};
+static const char *const rmx_variants[] = {"default", "log2=exact", "scale_rule=floor", NULL};
 static const char *const rmx_variant_docs[] = {
     "fp32 inverse GPT-J rotation of lanes 448..511 (NoPE lanes bit-unchanged), then the vLLM ROCm "
-    "_mxfp8_scale_bits rule clamp(ceil(log2(max(amax, FLT_MIN)/448)) + 127, 0, 254), q = x * 2^(127-code), "
-    "RNE e4m3fn (vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98)",
-    "the same with the kernel's fp32 division and fp32 log2 (spec quant 2 'Edge cases', 10): one binade lower "
+    "_mxfp8_scale_bits rule clamp(ceil(log2_f32(fl(max(amax, FLT_MIN)/448))) + 127, 0, 254) with the kernel's fp32 "
+    "division and fp32 log2 (the default for bit-exactness with the kernels, spec quant 2 'Edge cases', 10), "
+    "q = x * 2^(127-code), RNE e4m3fn (vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98)",
+    "the exact rule ceil(log2(max(amax, FLT_MIN)/448)) (spec quant 2, 10): one binade higher where amax/448 is a "
+    "few ulps above 2^k",
     "where amax/448 is a few ulps above 2^k",
     "the older _mxfp8_e4m3_quantize_torch helper (vllm mxfp8_utils.py@00134422, spec 9.2 [S30]): "
     "clamp(floor(log2 amax) + 127, 0, 254), x / 2^(code-127)",
 };
-static const dsv4_mx_rule rmx_rule[] = {DSV4_MX_FP8_CEIL, DSV4_MX_FP8_CEIL_F32LOG2, DSV4_MX_FP8_FLOOR};
+static const dsv4_mx_rule rmx_rule[] = {DSV4_MX_FP8_CEIL_F32LOG2, DSV4_MX_FP8_CEIL, DSV4_MX_FP8_FLOOR};
 
 static const dsv4_param_spec rmx_params[] = {
     {"rope_head_dim", DSV4_P_INT, "64", "RoPE lanes at the end of each 512-lane head row", 0},

@@ -1,8 +1,8 @@
 /* rocm_inverse_rope_mxfp8_rows.cpp - rocm_inverse_rope_mxfp8_rows (spec
  * sparse_attention.md 9.3 [S9], quant 2 "Inverse RoPE before wo_a";
  * ref/attention.c dsv4_ref_inverse_rope_mxfp8_rows), all three variants:
- * default (exact ceil rule), log2=f32 (fl(a/448) and the correctly rounded
- * fp32 log2, emulated in integers) and scale_rule=floor (x / 2^(byte-127)).
+ * default (fl(a/448) and the correctly rounded fp32 log2, emulated in
+ * integers), log2=exact (the exact ceil rule) and scale_rule=floor (x / 2^(byte-127)).
  *
  * x = fp32(o); the pairs of the last rope_head_dim lanes of every head get
  * the inverse GPT-J rotation at positions[t] in fp32 (products rounded,
@@ -18,8 +18,8 @@
 
 namespace {
 
-const char *const variants[] = {"default", "log2=f32", "scale_rule=floor", NULL};
-enum { V_CEIL = 0, V_CEIL_F32LOG2 = 1, V_FLOOR = 2 };
+const char *const variants[] = {"default", "log2=exact", "scale_rule=floor", NULL};
+enum { V_CEIL_F32LOG2 = 0, V_CEIL = 1, V_FLOOR = 2 };
 
 constexpr int D = 512;
 
