@@ -39,7 +39,7 @@ HEADERS := $(wildcard ref/*.h compare/*.h harness/*.h)
 
 PREFIX ?= /usr/local
 
-.PHONY: all setup run check unit-tests test-asan bench clean install goldens verify-goldens valgrind
+.PHONY: all setup run check unit-tests test-asan bench clean install goldens verify-goldens valgrind fuzz fuzz-build
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/dsv4check $(BUILD)/libdsv4.a $(BUILD)/libdsv4.so
@@ -114,4 +114,43 @@ install: all
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dsv4check.pc
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
+
+# make fuzz FUZZ_SECONDS=N: libFuzzer targets (clang, ASan+UBSan) for the
+# YAML loader and the HDF5 golden reader, each run N seconds on a copy of its
+# seed corpus (tests/fuzz/corpus/); crashes land in build-fuzz/.  See
+# tests/fuzz/README.md.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_BUILD := build-fuzz
+FUZZ_FLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+              -fno-sanitize-recover=undefined
+FUZZ_CFLAGS := -std=c11 -Wall -Wextra -Werror $(PKG_CFLAGS) \
+               -DDSV4_VERSION='"$(VERSION)"' -DDSV4_GIT_REV='"$(GIT_REV)$(GIT_DIRTY)"'
+FUZZ_OBJS := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
+FUZZ_TARGETS := cases golden
+FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+
+$(FUZZ_BUILD)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $<")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_FLAGS) -c $< -o $@
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS)
+	@$(if $(Q),echo "  FUZZLD  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -g -O1 -fno-omit-frame-pointer \
+	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  -o $@ $< $(FUZZ_OBJS) $(PKG_LIBS) -ldl -lm
+
+.SECONDARY: $(FUZZ_OBJS)
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	@for t in $(FUZZ_TARGETS); do \
+	  rm -rf $(FUZZ_BUILD)/corpus-$$t && mkdir -p $(FUZZ_BUILD)/corpus-$$t && \
+	  cp tests/fuzz/corpus/$$t/* $(FUZZ_BUILD)/corpus-$$t/ && \
+	  echo "== fuzz_$$t for $(FUZZ_SECONDS) s" && \
+	  (cd $(FUZZ_BUILD) && LSAN_OPTIONS=print_suppressions=0 ./fuzz_$$t \
+	     -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=25 -print_final_stats=1 \
+	     -dict=../tests/fuzz/$$t.dict corpus-$$t </dev/null) || exit 1; \
+	  done

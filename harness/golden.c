@@ -1009,14 +1009,16 @@ static int read_all(const reader *r, dsv4_golden *g)
     return rc;
 }
 
-int dsv4_golden_read(const char *path, dsv4_golden *g, dsv4_status *st)
+/* Opens path with fapl (H5P_DEFAULT: a plain file, prechecked; or the core
+ * driver holding an image) and reads it. */
+static int read_with(const char *path, hid_t fapl, dsv4_golden *g, dsv4_status *st)
 {
     dsv4_h5_quiet();
     memset(g, 0, sizeof *g);
     dsv4_status loc = {0, ""};
-    int rc = precheck(path, &loc);
+    int rc = fapl == H5P_DEFAULT ? precheck(path, &loc) : DSV4_OK;
     if (!rc) {
-        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
         if (f < 0) {
             char eb[160];
             rc = dsv4_fail(&loc, DSV4_EINPUT, "%s: cannot open as HDF5, truncated or corrupt "
@@ -1033,6 +1035,33 @@ int dsv4_golden_read(const char *path, dsv4_golden *g, dsv4_status *st)
         memset(g, 0, sizeof *g);
         dsv4_fail(st, rc, "%s", loc.msg);
     }
+    return rc;
+}
+
+int dsv4_golden_read(const char *path, dsv4_golden *g, dsv4_status *st)
+{
+    return read_with(path, H5P_DEFAULT, g, st);
+}
+
+/* The fuzzer's entry: the same reader on an in-memory file image (the core
+ * driver, no backing store), so no temporary file is written per input. */
+int dsv4_golden_read_image(const char *name, const void *buf, size_t len, dsv4_golden *g,
+                           dsv4_status *st)
+{
+    dsv4_h5_quiet();
+    if (len == 0) {
+        memset(g, 0, sizeof *g);
+        return dsv4_fail(st, DSV4_EINPUT, "%s: empty file, not an HDF5 file", name);
+    }
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0 || H5Pset_fapl_core(fapl, 1 << 16, 0) < 0 ||
+        H5Pset_file_image(fapl, (void *)buf, len) < 0) {
+        close_id(fapl, H5Pclose);
+        memset(g, 0, sizeof *g);
+        return dsv4_fail(st, DSV4_ERUNTIME, "%s: cannot set up an in-memory HDF5 file", name);
+    }
+    int rc = read_with(name, fapl, g, st);
+    H5Pclose(fapl);
     return rc;
 }
 
