@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <yaml.h>
 
 /* A dsv4_case is ~95 KB (its params hold int lists), so 1024 cases already
@@ -754,6 +755,9 @@ int dsv4_suite_load(const char *path, dsv4_suite *suite, dsv4_status *st)
     int rc = path_fits(path, suite, st);
     if (rc)
         return rc;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return dsv4_fail(st, DSV4_EINPUT, "%s: is a directory, not a suite file", path);
     FILE *f = fopen(path, "rb");
     if (!f)
         return dsv4_fail(st, DSV4_EINPUT, "%s: cannot open: %s", path, strerror(errno));
