@@ -85,11 +85,15 @@ unit-tests: all $(TEST_BINS)
 	  echo "== $$t"; DSV4CHECK=$(BUILD)/dsv4check $$t || fail=1; done; \
 	  exit $$fail
 
-# make check: the unit and end-to-end tests in a normal build, then again
-# under ASan+UBSan.
+# make check: the unit and end-to-end tests (the bad-input matrix, the
+# determinism test and the fuzz-crash replays among them) in a normal build,
+# then again under ASan+UBSan; the committed goldens regenerated and compared;
+# the CLI on the ci suite under valgrind.
 check: setup
 	@$(MAKE) --no-print-directory unit-tests
 	@$(MAKE) --no-print-directory SAN=1 unit-tests
+	@$(MAKE) --no-print-directory verify-goldens
+	@$(MAKE) --no-print-directory valgrind
 
 bench: all
 	$(BUILD)/dsv4check bench
@@ -97,9 +101,29 @@ bench: all
 goldens: all
 	$(BUILD)/dsv4check gen cases/ci.yaml --force
 
+$(BUILD)/golden_same: tests/golden_same.c tests/golden_eq.h $(BUILD)/libdsv4.a
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDFLAGS) $(LDLIBS)
+
+# Regenerate every committed golden of the ci suite into a temporary folder
+# and check each is identical to the committed one except for the provenance
+# attributes (generator, created), and that the two sets of files agree.
+verify-goldens: all $(BUILD)/golden_same
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	 OPENBLAS_NUM_THREADS=1 $(BUILD)/dsv4check gen cases/ci.yaml -o "$$tmp" >/dev/null && \
+	 (cd data/ci && ls *.h5) > "$$tmp/committed.lst" && (cd "$$tmp" && ls *.h5) > "$$tmp/fresh.lst" && \
+	 if ! cmp -s "$$tmp/committed.lst" "$$tmp/fresh.lst"; then \
+	   echo "verify-goldens: committed and regenerated file sets differ:"; \
+	   diff "$$tmp/committed.lst" "$$tmp/fresh.lst"; exit 1; fi && \
+	 set -- && for f in $$(cat "$$tmp/committed.lst"); do set -- "$$@" "data/ci/$$f" "$$tmp/$$f"; done && \
+	 $(BUILD)/golden_same "$$@" && echo "verify-goldens: $$(wc -l < "$$tmp/committed.lst") goldens identical"
+
+# The CLI on the ci suite and on the committed goldens: no memory error and
+# no definite leak (exit 3 otherwise).
+VALGRIND := valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=3
 valgrind: all
-	valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=3 \
-	  $(BUILD)/dsv4check run cases/ci.yaml --impl ref
+	$(VALGRIND) $(BUILD)/dsv4check run cases/ci.yaml --impl ref >/dev/null
+	$(VALGRIND) $(BUILD)/dsv4check check data/ci/*.h5 --impl ref >/dev/null
+	@echo "valgrind: clean"
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \

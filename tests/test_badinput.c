@@ -27,7 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../harness/golden.h"
+#include "golden_eq.h"
 #include "testutil.h"
 
 static char tmpdir[256];
@@ -509,23 +509,6 @@ END_TEST
  * changed parameter makes the reference disagree: a loud failure), or 0 only
  * when the flipped copy still reads back with the same tensors, params and
  * attributes (the byte was unused space).  Never a crash. */
-static int same_golden(const dsv4_golden *a, const dsv4_golden *b)
-{
-    if (strcmp(a->op, b->op) || strcmp(a->variant, b->variant) || a->seed != b->seed ||
-        a->inputs.n != b->inputs.n || a->outputs.n != b->outputs.n ||
-        a->params.n != b->params.n || memcmp(&a->params, &b->params, sizeof a->params))
-        return 0;
-    for (int g = 0; g < 2; g++) {
-        const dsv4_tensors *x = g ? &a->outputs : &a->inputs, *y = g ? &b->outputs : &b->inputs;
-        for (int k = 0; k < x->n; k++)
-            if (strcmp(x->t[k].name, y->t[k].name) || x->t[k].dtype != y->t[k].dtype ||
-                x->t[k].nbytes != y->t[k].nbytes || !dsv4_tensor_same_shape(&x->t[k], &y->t[k]) ||
-                memcmp(x->t[k].data, y->t[k].data, x->t[k].nbytes))
-                return 0;
-    }
-    return 1;
-}
-
 START_TEST(flipped_bytes_never_pass_silently)
 {
     const char *src = "data/ci/combine_decode_only_c4.h5";
@@ -553,7 +536,9 @@ START_TEST(flipped_bytes_never_pass_silently)
         if (rc == 0) {
             dsv4_golden g;
             ck_assert_msg(dsv4_golden_read(path, &g, &st) == 0, "offset %zu", off);
-            ck_assert_msg(same_golden(&ref, &g), "offset %zu: exit 0 with different contents", off);
+            char why[256] = "";
+            ck_assert_msg(dsv4_golden_same(&ref, &g, why, sizeof why),
+                          "offset %zu: exit 0 with different contents: %s", off, why);
             dsv4_golden_free(&g);
         }
     }
