@@ -919,6 +919,13 @@ static int read_dataset_body(dset_ctx *c, const char *name, dsv4_tensors *ts)
     for (int k = 0; k < ndim; k++)
         numel = shape[k] && numel > UINT64_MAX / (uint64_t)shape[k] ? UINT64_MAX
                                                                      : numel * (uint64_t)shape[k];
+    /* Refuse a claimed shape over the memory limit before walking its chunk
+     * grid or allocating (dsv4_tensors_add checks again, with the running total). */
+    size_t esize = dsv4_dtype_size(dt);
+    if (numel > dsv4_memory_limit() / (esize ? esize : 1))
+        return dsv4_fail(r->st, DSV4_EINPUT, "%s:%s: %" PRIu64 " elements of %s: over the memory "
+                         "limit of %" PRIu64 " bytes (--mem-limit)", r->path, c->where, numel,
+                         dsv4_dtype_name(dt), dsv4_memory_limit());
     if ((rc = check_layout(c, ndim, shape, numel > INT64_MAX ? INT64_MAX : (int64_t)numel)))
         return rc;
     dsv4_tensor *t = NULL;

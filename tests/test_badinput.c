@@ -205,6 +205,29 @@ static void s_negative_ratio(void)
 {
     yaml_case("    op: combine_topk_swa_indices\n    params: {compress_ratio: 0, query_lens: [4]}\n");
 }
+/* Over the documented limits (README.md "Limits"). */
+static void s_long_name(void)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "suite: bad\ncases:\n  - name: %0200d\n    op: combine_topk_swa_indices\n"
+             "    params: {query_lens: [1]}\n", 7);
+    write_text("bad.yaml", text);
+}
+static void s_long_list(void)
+{
+    char text[4096];
+    int n = snprintf(text, sizeof text, "%s    op: combine_topk_swa_indices\n    params: {query_lens: [",
+                     case_head);
+    for (int i = 0; i < 257; i++)
+        n += snprintf(text + n, sizeof text - (size_t)n, "%s1", i ? ", " : "");
+    snprintf(text + n, sizeof text - (size_t)n, "]}\n");
+    write_text("bad.yaml", text);
+}
+static void s_many_tags(void)
+{
+    yaml_case("    op: combine_topk_swa_indices\n    params: {query_lens: [1]}\n"
+              "    tags: [a, b, c, d, e, f, g, h, i]\n");
+}
 static void s_unknown_op(void) { yaml_case("    op: frobnicate\n"); }
 static void s_unknown_variant(void)
 {
@@ -425,6 +448,9 @@ static const row rows[] = {
     {"nan_param", s_nan_param, RUN_BAD, 2, {"@/bad.yaml:3:5", "invalid_frac = nan", NULL}},
     {"inf_param", s_inf_param, RUN_BAD, 2, {"@/bad.yaml:3:5", "oob_frac = -inf", NULL}},
     {"nan_tolerance", s_nan_tolerance, RUN_BAD, 2, {"@/bad.yaml:6:", "atol", NULL}},
+    {"name_too_long", s_long_name, RUN_BAD, 2, {"@/bad.yaml:3:", "longer than 191", NULL}},
+    {"list_too_long", s_long_list, RUN_BAD, 2, {"@/bad.yaml:5:", "at most 256", NULL}},
+    {"too_many_tags", s_many_tags, RUN_BAD, 2, {"@/bad.yaml:6:", "more than 8 tags", NULL}},
     {"missing_yaml", NULL, "run @/none.yaml", 2, {"@/none.yaml: cannot open", NULL, NULL}},
     {"yaml_is_directory", s_yaml_dir, "run @/dir.yaml", 2, {"@/dir.yaml", "directory", NULL}},
     {"path_too_long", s_long_path,
@@ -451,7 +477,7 @@ static const row rows[] = {
     {"h5_unknown_op", s_h5_unknown_op, "check @/bad.h5", 2, {"@/bad.h5", "unknown op 'frobnicate'", NULL}},
     {"h5_unknown_variant", s_h5_unknown_variant, "check @/bad.h5", 2, {"@/bad.h5", "nope", NULL}},
     {"h5_huge_shape", s_h5_huge_shape, "check @/bad.h5 --mem-limit 64M", 2,
-     {"@/bad.h5:/inputs/seq_lens", NULL, NULL}},
+     {"@/bad.h5:/inputs/seq_lens", "over the memory limit", NULL}},
     /* unwritable outputs */
     {"gen_out_under_file", s_out_file, "gen cases/ci.yaml --filter '^combine_decode_only_c4$' -o @/afile/sub",
      2, {"@/afile/sub", NULL, NULL}},
