@@ -24,6 +24,11 @@ static const bench_case bench_table[] = {
      {"window_size=128", "compress_ratio=4", "topk=2048", "query_lens=[2048,2048,2048,2048]",
       "prefix_lens=[30000,30000,30000,30000]", NULL},
      NULL},
+    /* The same 8192 tokens, K = 2048, C4 (Bc = 64). */
+    {"global_topk_8192x2048", "compute_global_topk_indices_and_lens",
+     {"block_size=64", "compress_ratio=4", "topk=2048", "query_lens=[2048,2048,2048,2048]",
+      "prefix_lens=[30000,30000,30000,30000]", NULL},
+     NULL},
 };
 
 static double seconds(void)

@@ -5,6 +5,12 @@
 #include "op.h"
 
 extern const dsv4_op dsv4_op_combine_topk_swa_indices;
+extern const dsv4_op dsv4_op_compute_global_topk_indices_and_lens;
+extern const dsv4_op dsv4_op_compute_global_topk_ragged_indices_and_indptr;
+extern const dsv4_op dsv4_op_build_prefill_topk_ragged_indices;
+extern const dsv4_op dsv4_op_decode_swa_indices_and_lens;
+extern const dsv4_op dsv4_op_copy_ragged_to_graph_buffers;
+extern const dsv4_op dsv4_op_get_prefill_chunk_plan;
 
 /* Shared helpers of the op files (harness/ops_common.c). */
 

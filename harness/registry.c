@@ -14,6 +14,12 @@
 /* The table: one line per op, in the order `dsv4check list` prints them. */
 static const dsv4_op *const op_table[] = {
     &dsv4_op_combine_topk_swa_indices,
+    &dsv4_op_compute_global_topk_indices_and_lens,
+    &dsv4_op_compute_global_topk_ragged_indices_and_indptr,
+    &dsv4_op_build_prefill_topk_ragged_indices,
+    &dsv4_op_decode_swa_indices_and_lens,
+    &dsv4_op_copy_ragged_to_graph_buffers,
+    &dsv4_op_get_prefill_chunk_plan,
 };
 
 int dsv4_op_count(void) { return (int)(sizeof op_table / sizeof op_table[0]); }

@@ -123,3 +123,394 @@ int dsv4_ref_combine_topk_swa_indices(const dsv4_combine_args *a, dsv4_combine_v
         combine_request(a, v, r, P, combined, combined_lens);
     return DSV4_OK;
 }
+
+/* ------------------------------------------------------------------ */
+/* compute_global_topk_indices_and_lens / ..._ragged_... (spec 5.6, 5.7) */
+
+/* block_table[r, v // Bc] * Bc + v % Bc in int32 arithmetic (spec 5.6 [S1]);
+ * v >= 0 here, so C division is floor division. */
+static int32_t global_slot(const int32_t *bt, int64_t cols, int64_t r, int64_t v, int64_t bc)
+{
+    /* v < 2^31 and bc < 2^31 in every caller: 32-bit division is exact and
+     * several times faster than 64-bit on x86. */
+    const uint32_t uv = (uint32_t)v, ub = (uint32_t)bc, page = uv / ub;
+    return wrap_i32((int64_t)bt[r * cols + page] * bc + (uv - page * ub));
+}
+
+int dsv4_gtopk_check(const dsv4_gtopk_args *a, dsv4_gtopk_variant v, int ragged, dsv4_status *st)
+{
+    if ((unsigned)v >= DSV4_GTOPK_VARIANT_COUNT)
+        return dsv4_fail(st, DSV4_EINPUT, "unknown compute_global_topk variant %d", (int)v);
+    if (a->block_size < 1 || a->block_size > INT32_MAX)
+        return dsv4_fail(st, DSV4_EINPUT, "block_size = %" PRId64 ": must be in [1, 2^31)", a->block_size);
+    if (a->num_tokens < 0 || a->topk_width < 0 || a->bt_rows < 0 || a->bt_cols < 0)
+        return dsv4_fail(st, DSV4_EINPUT, "negative tensor size");
+    for (int64_t t = 0; t < a->num_tokens; t++) {
+        if (a->is_valid_token[t] > 1)
+            return dsv4_fail(st, DSV4_EINPUT, "is_valid_token[%" PRId64 "] = %u: must be 0 or 1", t,
+                             a->is_valid_token[t]);
+        if (v == DSV4_GTOPK_CHECKED)
+            continue; /* [S26]: every read is bounds-checked */
+        const int32_t *row = a->topk_indices + t * a->topk_width;
+        const int64_t r = a->token_to_req[t];
+        /* The ragged op reads columns j < lens[t] only, i.e. none of an
+         * invalid token's (spec 5.7 step 3). */
+        int64_t n = a->topk_width;
+        if (ragged && !a->is_valid_token[t])
+            n = 0;
+        for (int64_t j = 0; j < n; j++) {
+            if (row[j] < 0)
+                continue;
+            if (r < 0 || r >= a->bt_rows)
+                return dsv4_fail(st, DSV4_EINPUT,
+                                 "token_to_req_indices[%" PRId64 "] = %" PRId64
+                                 " is not a block_table row (%" PRId64 " rows): the kernel would read out of bounds",
+                                 t, r, a->bt_rows);
+            if ((int64_t)((uint32_t)row[j] / (uint32_t)a->block_size) >= a->bt_cols)
+                return dsv4_fail(st, DSV4_EINPUT,
+                                 "topk_indices[%" PRId64 ", %" PRId64 "] = %d: page %" PRId64
+                                 " >= block_table width %" PRId64 " (out-of-bounds read; use bounds=checked)",
+                                 t, j, row[j], (int64_t)row[j] / a->block_size, a->bt_cols);
+        }
+    }
+    return DSV4_OK;
+}
+
+int dsv4_ref_compute_global_topk_indices_and_lens(const dsv4_gtopk_args *a, dsv4_gtopk_variant v,
+                                                  int32_t *global, int32_t *lens,
+                                                  dsv4_status *st)
+{
+    int rc = dsv4_gtopk_check(a, v, 0, st);
+    if (rc)
+        return rc;
+    const int64_t K = a->topk_width, bc = a->block_size;
+    for (int64_t t = 0; t < a->num_tokens; t++) {
+        const int32_t *src = a->topk_indices + t * K;
+        int32_t *dst = global + t * K;
+        const int64_t r = a->token_to_req[t];
+        int64_t count = 0;
+        if (v == DSV4_GTOPK_BASE) {
+            /* Column j -> column j, -1 for v < 0 (spec 5.6 base [S1]). */
+            for (int64_t j = 0; j < K; j++) {
+                dst[j] = src[j] >= 0 ? global_slot(a->block_table, a->bt_cols, r, src[j], bc) : -1;
+                count += src[j] >= 0;
+            }
+        } else {
+            /* [S26]: a request outside [0, rows) gives a -1 row and lens 0;
+             * survivors (v >= 0, v//Bc < shape[1]) compacted left. */
+            const int req_ok = r >= 0 && r < a->bt_rows;
+            for (int64_t j = 0; j < K && req_ok; j++)
+                if (src[j] >= 0 && src[j] / bc < a->bt_cols)
+                    dst[count++] = global_slot(a->block_table, a->bt_cols, r, src[j], bc);
+            for (int64_t j = count; j < K; j++)
+                dst[j] = -1;
+        }
+        /* lens = is_valid_token ? count : 0 (spec 5.6). */
+        lens[t] = a->is_valid_token[t] ? wrap_i32(count) : 0;
+    }
+    return DSV4_OK;
+}
+
+int dsv4_ref_compute_global_topk_ragged_indices_and_indptr(const dsv4_gtopk_args *a, int32_t *flat,
+                                                           int32_t *indptr, int32_t *lens,
+                                                           dsv4_status *st)
+{
+    int rc = dsv4_gtopk_check(a, DSV4_GTOPK_BASE, 1, st);
+    if (rc)
+        return rc;
+    const int64_t K = a->topk_width, bc = a->block_size;
+    int64_t off = 0;
+    /* Step 1 and 2: lens = valid ? #{v >= 0} : 0; indptr = exclusive cumsum (int32). */
+    for (int64_t t = 0; t < a->num_tokens; t++) {
+        const int32_t *src = a->topk_indices + t * K;
+        int64_t count = 0;
+        for (int64_t j = 0; j < K; j++)
+            count += src[j] >= 0;
+        lens[t] = a->is_valid_token[t] ? wrap_i32(count) : 0;
+        indptr[t] = wrap_i32(off);
+        /* Step 3: the FIRST lens[t] columns, -1 kept, trailing valid ones
+         * dropped (spec 5.7 [S6]). */
+        for (int64_t j = 0; j < lens[t]; j++)
+            flat[off + j] = src[j] >= 0
+                                ? global_slot(a->block_table, a->bt_cols, a->token_to_req[t], src[j], bc)
+                                : -1;
+        off += lens[t];
+    }
+    indptr[a->num_tokens] = wrap_i32(off);
+    return DSV4_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* build_prefill_topk_ragged_indices (spec 5.9, inferred from [S29])   */
+
+/* Position of batch token t in request r (spec 5.1). */
+static int64_t token_pos(const int32_t *qsl, const int32_t *seq, int64_t r, int64_t t)
+{
+    return ((int64_t)seq[r] - ((int64_t)qsl[r + 1] - qsl[r])) + (t - qsl[r]);
+}
+
+/* Token t must lie in request r's query range for its position to mean
+ * anything (spec 5.1). */
+static int check_token_req(const int32_t *qsl, int64_t R, const int32_t *t2r, int64_t t,
+                           dsv4_status *st)
+{
+    const int64_t r = t2r[t];
+    if (r < 0 || r >= R)
+        return dsv4_fail(st, DSV4_EINPUT, "token_to_req_indices[%" PRId64 "] = %" PRId64
+                         ": not a request (%" PRId64 " requests)", t, r, R);
+    if (t < qsl[r] || t >= qsl[r + 1])
+        return dsv4_fail(st, DSV4_EINPUT, "token %" PRId64 " is outside request %" PRId64
+                         "'s query_start_loc range [%d, %d)", t, r, qsl[r], qsl[r + 1]);
+    return DSV4_OK;
+}
+
+static int check_qsl(const int32_t *qsl, int64_t R, int64_t T, dsv4_status *st)
+{
+    for (int64_t r = 0; r < R; r++)
+        if (qsl[r + 1] < qsl[r])
+            return dsv4_fail(st, DSV4_EINPUT, "query_start_loc[%" PRId64 "] = %d < query_start_loc[%" PRId64
+                             "] = %d", r + 1, qsl[r + 1], r, qsl[r]);
+    if (qsl[0] < 0 || qsl[R] > T)
+        return dsv4_fail(st, DSV4_EINPUT, "query_start_loc spans [%d, %d): outside the %" PRId64 " tokens",
+                         qsl[0], qsl[R], T);
+    return DSV4_OK;
+}
+
+/* Entries read: j < cap with 0 <= v < N of valid tokens. */
+static int64_t pftopk_cap(const dsv4_pftopk_args *a, int64_t i)
+{
+    const int64_t t = i + a->token_offset, r = a->token_to_req[t];
+    int64_t cap = floor_div(token_pos(a->query_start_loc, a->seq_lens, r, t) + 1, a->compress_ratio);
+    cap = cap > a->topk_width ? a->topk_width : cap;
+    return cap < 0 ? 0 : cap;
+}
+
+int dsv4_pftopk_check(const dsv4_pftopk_args *a, dsv4_status *st)
+{
+    if (a->block_size < 1 || a->block_size > INT32_MAX || a->compress_ratio < 1 || a->num_compressed < 0 ||
+        a->token_offset < 0)
+        return dsv4_fail(st, DSV4_EINPUT, "block_size and compress_ratio must be >= 1, num_compressed "
+                         "and token_offset >= 0");
+    if (a->num_prefill_tokens < 0 || a->topk_width < 0 || a->num_reqs < 0 ||
+        a->token_offset + a->num_prefill_tokens > a->num_tokens)
+        return dsv4_fail(st, DSV4_EINPUT, "token_offset %" PRId64 " + %" PRId64
+                         " top-k rows exceed the %" PRId64 " tokens", a->token_offset,
+                         a->num_prefill_tokens, a->num_tokens);
+    int rc = check_qsl(a->query_start_loc, a->num_reqs, a->num_tokens, st);
+    for (int64_t i = 0; !rc && i < a->num_prefill_tokens; i++) {
+        const int64_t t = i + a->token_offset;
+        if (a->is_valid_token[t] > 1)
+            return dsv4_fail(st, DSV4_EINPUT, "is_valid_token[%" PRId64 "] must be 0 or 1", t);
+        if (!a->is_valid_token[t])
+            continue;
+        if ((rc = check_token_req(a->query_start_loc, a->num_reqs, a->token_to_req, t, st)))
+            return rc;
+        const int64_t r = a->token_to_req[t], cap = pftopk_cap(a, i);
+        const int32_t *row = a->topk_indices + i * a->topk_width;
+        for (int64_t j = 0; j < cap; j++)
+            if (row[j] >= 0 && row[j] < a->num_compressed &&
+                (r >= a->bt_rows || row[j] / a->block_size >= a->bt_cols))
+                return dsv4_fail(st, DSV4_EINPUT, "topk_indices[%" PRId64 ", %" PRId64 "] = %d (token %" PRId64
+                                 ", request %" PRId64 "): block_table [%" PRId64 ", %" PRId64 "] has no page %" PRId64,
+                                 i, j, row[j], t, r, a->bt_rows, a->bt_cols, (int64_t)row[j] / a->block_size);
+    }
+    return rc;
+}
+
+int dsv4_ref_build_prefill_topk_ragged_indices(const dsv4_pftopk_args *a, dsv4_pftopk_variant v,
+                                               int32_t *flat, int32_t *indptr, dsv4_status *st)
+{
+    if ((unsigned)v >= DSV4_PFTOPK_VARIANT_COUNT)
+        return dsv4_fail(st, DSV4_EINPUT, "unknown build_prefill_topk_ragged_indices variant %d", (int)v);
+    int rc = dsv4_pftopk_check(a, st);
+    if (rc)
+        return rc;
+    int64_t off = 0;
+    for (int64_t i = 0; i < a->num_prefill_tokens; i++) {
+        const int64_t t = i + a->token_offset;
+        indptr[i] = wrap_i32(off);
+        if (!a->is_valid_token[t])
+            continue; /* lens 0, as 5.6/5.7 treat invalid tokens (inferred) */
+        const int64_t r = a->token_to_req[t], cap = pftopk_cap(a, i);
+        const int32_t *row = a->topk_indices + i * a->topk_width;
+        for (int64_t j = 0; j < cap; j++) { /* j >= cap never read [S29] */
+            int64_t slot = -1;
+            if (row[j] >= 0 && row[j] < a->num_compressed)
+                slot = global_slot(a->block_table, a->bt_cols, r, row[j], a->block_size);
+            if (a->num_rows >= 0 && (slot < 0 || slot >= a->num_rows))
+                slot = -1; /* num_rows bound as in 5.8 (inferred) */
+            if (slot >= 0 || v == DSV4_PFTOPK_KEEP)
+                flat[off++] = (int32_t)slot;
+        }
+    }
+    indptr[a->num_prefill_tokens] = wrap_i32(off);
+    return DSV4_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* decode_swa_indices_and_lens (spec 5.2 [S12]), ragged form (5.8)     */
+
+int dsv4_swa_check(const dsv4_swa_args *a, dsv4_status *st)
+{
+    if (a->block_size < 1 || a->block_size > INT32_MAX || a->window_size < 0 || a->token_offset < 0 || a->out_rows < 0 ||
+        a->num_reqs < 0 || a->token_offset + a->out_rows > a->num_tokens)
+        return dsv4_fail(st, DSV4_EINPUT, "block_size must be >= 1, window_size, token_offset >= 0, and "
+                         "token_offset + rows (%" PRId64 " + %" PRId64 ") <= tokens (%" PRId64 ")",
+                         a->token_offset, a->out_rows, a->num_tokens);
+    int rc = check_qsl(a->query_start_loc, a->num_reqs, a->num_tokens, st);
+    for (int64_t i = 0; !rc && i < a->out_rows; i++) {
+        const int64_t t = i + a->token_offset;
+        if (a->is_valid_token[t] > 1)
+            return dsv4_fail(st, DSV4_EINPUT, "is_valid_token[%" PRId64 "] must be 0 or 1", t);
+        if (!a->is_valid_token[t])
+            continue;
+        if ((rc = check_token_req(a->query_start_loc, a->num_reqs, a->token_to_req, t, st)))
+            return rc;
+        const int64_t r = a->token_to_req[t], pos = token_pos(a->query_start_loc, a->seq_lens, r, t);
+        if (pos < 0)
+            return dsv4_fail(st, DSV4_EINPUT, "token %" PRId64 ": position %" PRId64 " < 0 (seq_lens[%" PRId64
+                             "] shorter than the query)", t, pos, r);
+        if (pos >= 0 && (r >= a->bt_rows || pos / a->block_size >= a->bt_cols))
+            return dsv4_fail(st, DSV4_EINPUT, "token %" PRId64 " (request %" PRId64 ", position %" PRId64
+                             "): block_table [%" PRId64 ", %" PRId64 "] has no page %" PRId64,
+                             t, r, pos, a->bt_rows, a->bt_cols, pos / a->block_size);
+    }
+    return rc;
+}
+
+int dsv4_ref_decode_swa_indices_and_lens(const dsv4_swa_args *a, int32_t *indices, int32_t *lens,
+                                         dsv4_status *st)
+{
+    int rc = dsv4_swa_check(a, st);
+    if (rc)
+        return rc;
+    const int64_t W = a->window_size, B = a->block_size;
+    for (int64_t i = 0; i < a->out_rows; i++) {
+        const int64_t t = i + a->token_offset;
+        if (!a->is_valid_token[t]) {
+            lens[i] = 0; /* the indices row is NOT rewritten [S12] */
+            continue;
+        }
+        const int64_t r = a->token_to_req[t], pos = token_pos(a->query_start_loc, a->seq_lens, r, t);
+        const int64_t start = pos - W + 1 > 0 ? pos - W + 1 : 0, len = pos + 1 - start;
+        int32_t *row = indices + i * W;
+        for (int64_t j = 0; j < W; j++) /* SWA page size B (64) [S12] */
+            row[j] = j < len ? global_slot(a->block_table, a->bt_cols, r, start + j, B) : -1;
+        lens[i] = wrap_i32(len);
+    }
+    return DSV4_OK;
+}
+
+void dsv4_ref_build_ragged_indices_from_dense(const int32_t *indices, int64_t n, int64_t width,
+                                              const int32_t *lengths, int64_t num_rows,
+                                              int32_t *flat, int32_t *indptr)
+{
+    int64_t off = 0;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t len = lengths[r] < 0 ? 0 : (lengths[r] > width ? width : lengths[r]); /* clamp [S9] */
+        indptr[r] = wrap_i32(off);
+        for (int64_t j = 0; j < len; j++) {
+            int32_t x = indices[r * width + j];
+            flat[off + j] = (num_rows >= 0 && (x < 0 || x >= num_rows)) ? -1 : x;
+        }
+        off += len;
+    }
+    indptr[n] = wrap_i32(off);
+}
+
+/* ------------------------------------------------------------------ */
+/* _copy_ragged_to_graph_buffers (seed 000, vllm deepseek_v41/amd/rocm.py) */
+
+/* Torch's dst.copy_(src) for 1-D tensors: equal sizes, or src broadcast
+ * from one element; anything else raises. */
+static int copy_broadcast(int32_t *dst, int64_t nd, const int32_t *src, int64_t ns, const char *what,
+                          dsv4_status *st)
+{
+    if (ns != nd && ns != 1)
+        return dsv4_fail(st, DSV4_EINPUT, "%s: copy_ of %" PRId64 " elements into a view of %" PRId64
+                         " (torch raises: sizes do not broadcast)", what, ns, nd);
+    for (int64_t i = 0; i < nd; i++)
+        dst[i] = src[ns == 1 ? 0 : i];
+    return DSV4_OK;
+}
+
+int dsv4_ref_copy_ragged_to_graph_buffers(const dsv4_graphcopy_args *a, int32_t *indices_buffer,
+                                          int32_t *indptr_buffer, int64_t view_lens[2],
+                                          dsv4_status *st)
+{
+    if (a->num_rows < 0 || a->max_entries_per_row < 0 || a->num_entries < 0 || a->indptr_len < 0 ||
+        a->indices_capacity < 0 || a->indptr_capacity < 0)
+        return dsv4_fail(st, DSV4_EINPUT, "num_rows, max_entries_per_row and sizes must be >= 0");
+    /* indptr_out = buffer[:num_rows + 1]: Python slicing clamps to the buffer. */
+    int64_t n_ip = a->num_rows + 1 < a->indptr_capacity ? a->num_rows + 1 : a->indptr_capacity;
+    int rc = copy_broadcast(indptr_buffer, n_ip, a->ragged_indptr, a->indptr_len, "ragged_indptr", st);
+    if (rc)
+        return rc;
+    /* max_entries = max(num_rows * max_entries_per_row, 1); ragged_out = buffer[:max_entries]. */
+    int64_t max_entries = a->num_rows * a->max_entries_per_row;
+    max_entries = max_entries < 1 ? 1 : max_entries;
+    int64_t n_out = max_entries < a->indices_capacity ? max_entries : a->indices_capacity;
+    if (a->num_entries > 0) {
+        /* ragged_out[:source_entries].copy_(ragged_indices): the rest stays stale. */
+        int64_t nd = a->num_entries < n_out ? a->num_entries : n_out;
+        if ((rc = copy_broadcast(indices_buffer, nd, a->ragged_indices, a->num_entries, "ragged_indices", st)))
+            return rc;
+    }
+    /* gfx950: trimmed to max(source_entries, 1), same base pointer. */
+    if (a->gfx950 && n_out > (a->num_entries > 1 ? a->num_entries : 1))
+        n_out = a->num_entries > 1 ? a->num_entries : 1;
+    view_lens[0] = n_out;
+    view_lens[1] = n_ip;
+    return DSV4_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* get_prefill_chunk_plan (spec 7 [S12])                               */
+
+int dsv4_chunkplan_check(const dsv4_chunkplan_args *a, dsv4_status *st)
+{
+    if (a->num_prefills < 0 || a->chunk_size < 0 || a->window_size < 1 || a->max_model_len < 0 ||
+        a->max_num_batched_tokens < 0)
+        return dsv4_fail(st, DSV4_EINPUT, "window_size must be >= 1 (torch.clamp(max = W - 1)); "
+                         "chunk_size, max_model_len, max_num_batched_tokens >= 0");
+    for (int64_t i = 0; i < a->num_prefills; i++)
+        if (a->seq_lens[i] < 0 || a->query_lens[i] < 0)
+            return dsv4_fail(st, DSV4_EINPUT, "prefill %" PRId64 ": seq_lens %d / query_lens %d must be >= 0",
+                             i, a->seq_lens[i], a->query_lens[i]);
+    return DSV4_OK;
+}
+
+int dsv4_ref_get_prefill_chunk_plan(const dsv4_chunkplan_args *a, int64_t *plan, int64_t *num_chunks,
+                                    dsv4_status *st)
+{
+    int rc = dsv4_chunkplan_check(a, st);
+    if (rc)
+        return rc;
+    const int comp = a->has_compressed && a->compress_ratio > 1; /* c <= 1: zeros [S12] */
+    const int64_t nc = comp ? (a->max_model_len + a->compress_ratio - 1) / a->compress_ratio : 0;
+    const int64_t area = a->chunk_size * (nc + a->window_size + a->max_num_batched_tokens);
+    int64_t n = 0;
+    for (int64_t start = 0; start < a->num_prefills; n++) {
+        int64_t mc = 0, mg = 0, end = start;
+        /* The first request always opens a chunk; extend while the chunk's
+         * area (count * (max_comp + max_gather)) stays within budget. */
+        for (; end < a->num_prefills; end++) {
+            int64_t S = a->seq_lens[end], q = a->query_lens[end], pre = S - q;
+            int64_t g = q + (pre < 0 ? 0 : (pre > a->window_size - 1 ? a->window_size - 1 : pre));
+            int64_t c = comp ? S / a->compress_ratio : 0;
+            int64_t cmc = c > mc ? c : mc, cmg = g > mg ? g : mg;
+            if (end > start && (end - start + 1) * (cmc + cmg) > area)
+                break;
+            mc = cmc;
+            mg = cmg;
+        }
+        int64_t *row = plan + n * 4;
+        row[0] = start;
+        row[1] = end;
+        row[2] = mc;
+        row[3] = mc + mg;
+        start = end;
+    }
+    *num_chunks = n;
+    return DSV4_OK;
+}

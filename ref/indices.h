@@ -50,4 +50,136 @@ int dsv4_ref_combine_topk_swa_indices(const dsv4_combine_args *a, dsv4_combine_v
                                       int32_t *combined, int32_t *combined_lens,
                                       dsv4_status *st);
 
+/* ---- compute_global_topk_indices_and_lens (spec 5.6) and its ragged form
+ * compute_global_topk_ragged_indices_and_indptr (spec 5.7). */
+
+typedef enum dsv4_gtopk_variant {
+    /* Base semantics [S1, S2, S3, S7]: no bounds checks; a block-table read
+     * out of range is undefined, so the reference rejects it as bad input. */
+    DSV4_GTOPK_BASE = 0,
+    /* bounds=checked: the newer contract pinned by the test [S26]: bad
+     * request -> row -1 / lens 0; v < 0 or v//Bc >= block-table width -> -1,
+     * not counted; survivors compacted left. */
+    DSV4_GTOPK_CHECKED,
+    DSV4_GTOPK_VARIANT_COUNT
+} dsv4_gtopk_variant;
+
+typedef struct dsv4_gtopk_args {
+    const int32_t *topk_indices;   /* [num_tokens, topk_width] local compressed indices */
+    int64_t num_tokens, topk_width;
+    const int32_t *token_to_req;   /* [num_tokens] */
+    const uint8_t *is_valid_token; /* [num_tokens], 0 or 1 */
+    const int32_t *block_table;    /* [bt_rows, bt_cols] compressed pages */
+    int64_t bt_rows, bt_cols;
+    int64_t block_size;            /* Bc: compressed rows per page */
+} dsv4_gtopk_args;
+
+/* ragged = 0: the reads of the dense op (every v >= 0, any token);
+ * ragged = 1: those of the ragged op (j < lens[t] only).  Under
+ * DSV4_GTOPK_BASE a read out of the block table is DSV4_EINPUT. */
+int dsv4_gtopk_check(const dsv4_gtopk_args *a, dsv4_gtopk_variant v, int ragged, dsv4_status *st);
+
+/* global [num_tokens, topk_width] and lens [num_tokens] int32; every element written. */
+int dsv4_ref_compute_global_topk_indices_and_lens(const dsv4_gtopk_args *a, dsv4_gtopk_variant v,
+                                                  int32_t *global, int32_t *lens,
+                                                  dsv4_status *st);
+
+/* Spec 5.7: lens [T], indptr [T+1] (exclusive prefix sum), flat [T*K] of
+ * which only [0, indptr[T]) is written (the rest is unspecified). */
+int dsv4_ref_compute_global_topk_ragged_indices_and_indptr(const dsv4_gtopk_args *a, int32_t *flat,
+                                                           int32_t *indptr, int32_t *lens,
+                                                           dsv4_status *st);
+
+/* ---- build_prefill_topk_ragged_indices (spec 5.9; inferred from S29). */
+
+typedef enum dsv4_pftopk_variant {
+    /* invalid=-1 (default): a row holds its first cap columns; entries not in
+     * [0, N) (or whose slot is not in [0, num_rows)) are -1 (inferred: the
+     * S29 test filters x >= 0, and 5.7/5.8 keep -1 entries). */
+    DSV4_PFTOPK_KEEP = 0,
+    /* invalid=drop: those entries are dropped and the row compacted (inferred). */
+    DSV4_PFTOPK_DROP,
+    DSV4_PFTOPK_VARIANT_COUNT
+} dsv4_pftopk_variant;
+
+typedef struct dsv4_pftopk_args {
+    const int32_t *topk_indices;    /* [num_prefill_tokens, topk_width] */
+    int64_t num_prefill_tokens, topk_width;
+    const int32_t *token_to_req;    /* [num_tokens] whole batch */
+    const uint8_t *is_valid_token;  /* [num_tokens] */
+    int64_t num_tokens;
+    const int32_t *query_start_loc; /* [num_reqs + 1] whole batch, base 0 */
+    const int32_t *seq_lens;        /* [num_reqs] */
+    int64_t num_reqs;
+    const int32_t *block_table;     /* [bt_rows, bt_cols] compressed pages */
+    int64_t bt_rows, bt_cols;
+    int64_t block_size, compress_ratio, num_compressed, token_offset;
+    int64_t num_rows;               /* < 0: no slot range check */
+} dsv4_pftopk_args;
+
+int dsv4_pftopk_check(const dsv4_pftopk_args *a, dsv4_status *st);
+/* flat [num_prefill_tokens * topk_width] (only [0, indptr[end]) written),
+ * indptr [num_prefill_tokens + 1]. */
+int dsv4_ref_build_prefill_topk_ragged_indices(const dsv4_pftopk_args *a, dsv4_pftopk_variant v,
+                                               int32_t *flat, int32_t *indptr, dsv4_status *st);
+
+/* ---- decode_swa_indices_and_lens (_compute_swa_indices_and_lens_kernel, spec 5.2). */
+
+typedef struct dsv4_swa_args {
+    const int32_t *query_start_loc; /* [num_reqs + 1] */
+    const int32_t *seq_lens;        /* [num_reqs] */
+    int64_t num_reqs;
+    const int32_t *token_to_req;    /* [num_tokens] */
+    const uint8_t *is_valid_token;  /* [num_tokens] */
+    int64_t num_tokens;
+    const int32_t *block_table;     /* [bt_rows, bt_cols] SWA pages */
+    int64_t bt_rows, bt_cols;
+    int64_t window_size, block_size, token_offset;
+    int64_t out_rows;               /* rows written: tokens token_offset .. + out_rows */
+} dsv4_swa_args;
+
+int dsv4_swa_check(const dsv4_swa_args *a, dsv4_status *st);
+/* indices [out_rows, W] is in/out: rows of invalid tokens are not rewritten
+ * (spec 5.2); lens [out_rows] fully written. */
+int dsv4_ref_decode_swa_indices_and_lens(const dsv4_swa_args *a, int32_t *indices, int32_t *lens,
+                                         dsv4_status *st);
+
+/* Spec 5.8: len_r = clamp(lengths[r], 0, width); indptr [n+1]; flat gets
+ * only [0, indptr[n]) written; num_rows >= 0 maps values outside
+ * [0, num_rows) to -1. */
+void dsv4_ref_build_ragged_indices_from_dense(const int32_t *indices, int64_t n, int64_t width,
+                                              const int32_t *lengths, int64_t num_rows,
+                                              int32_t *flat, int32_t *indptr);
+
+/* ---- _copy_ragged_to_graph_buffers (the seed, vllm deepseek_v41/amd/rocm.py). */
+
+typedef struct dsv4_graphcopy_args {
+    const int32_t *ragged_indices; int64_t num_entries;   /* source, any length */
+    const int32_t *ragged_indptr; int64_t indptr_len;     /* source */
+    int64_t indices_capacity, indptr_capacity;            /* persistent buffers */
+    int64_t num_rows, max_entries_per_row;
+    int gfx950;                                           /* _ON_GFX950 */
+} dsv4_graphcopy_args;
+
+/* The buffers are in/out: only the copied ranges change.  view_lens[0] =
+ * numel of the returned indices view, view_lens[1] = of the indptr view. */
+int dsv4_ref_copy_ragged_to_graph_buffers(const dsv4_graphcopy_args *a, int32_t *indices_buffer,
+                                          int32_t *indptr_buffer, int64_t view_lens[2],
+                                          dsv4_status *st);
+
+/* ---- get_prefill_chunk_plan (spec 7 [S12]). */
+
+typedef struct dsv4_chunkplan_args {
+    const int32_t *seq_lens, *query_lens; /* [num_prefills] prefill requests */
+    int64_t num_prefills;
+    int64_t compress_ratio, chunk_size, window_size, max_model_len, max_num_batched_tokens;
+    int has_compressed; /* 0: SWA-only layer, compressed widths 0 (inferred) */
+} dsv4_chunkplan_args;
+
+int dsv4_chunkplan_check(const dsv4_chunkplan_args *a, dsv4_status *st);
+/* plan [num_prefills, 4] rows (start, end, max_compressed, max_compressed +
+ * max_gather); rows >= *num_chunks untouched.  num_chunks <= num_prefills. */
+int dsv4_ref_get_prefill_chunk_plan(const dsv4_chunkplan_args *a, int64_t *plan, int64_t *num_chunks,
+                                    dsv4_status *st);
+
 #endif
