@@ -514,9 +514,10 @@ static int gtopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st
     int64_t max_n = 1;
     for (int64_t r = 0; r < cs.R; r++)
         max_n = (cs.prefix[r] + cs.qlen[r]) / ratio + 1 > max_n ? (cs.prefix[r] + cs.qlen[r]) / ratio + 1 : max_n;
-    int32_t *scratch = malloc((size_t)max_n * sizeof *scratch);
-    if (!scratch)
-        return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
+    dsv4_tensor scratch_t; /* counts against the memory limit, like the tensors */
+    if ((rc = dsv4_tensor_alloc(&scratch_t, "topk_indices scratch", DSV4_I32, 1, &max_n, st)))
+        return rc;
+    int32_t *scratch = scratch_t.data;
     const double hole = dsv4_params_float(ps, "hole_frac"), oob = dsv4_params_float(ps, "oob_frac");
     const double bad_req = dsv4_params_float(ps, "bad_req_frac");
     int32_t *t2r = dsv4_tensors_find(in, "token_to_req_indices")->data;
@@ -538,7 +539,7 @@ static int gtopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st
             if (dsv4_rng_uniform(&sp) < bad_req) /* req == rows, > rows, or < 0 [S26] */
                 t2r[t] = (int32_t)((t & 1) ? cs.R + dsv4_rng_range(&sp, 0, 3) : -1);
         }
-    free(scratch);
+    dsv4_tensor_free(&scratch_t);
     return DSV4_OK;
 }
 
@@ -795,9 +796,11 @@ static int pftopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *s
     if ((rc = dsv4_tensors_add(in, "topk_indices", DSV4_I32, 2, shape, &topk, st)) ||
         (rc = gen_batch(c, &cs, in, 1, st)) || (rc = gen_block_table(c, &cs, ratio, bc, in, &width, st)))
         return rc;
-    int32_t *scratch = malloc((size_t)(N + 1) * sizeof *scratch);
-    if (!scratch)
-        return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
+    dsv4_tensor scratch_t; /* counts against the memory limit, like the tensors */
+    int64_t n_scratch = N + 1;
+    if ((rc = dsv4_tensor_alloc(&scratch_t, "topk_indices scratch", DSV4_I32, 1, &n_scratch, st)))
+        return rc;
+    int32_t *scratch = scratch_t.data;
     const double fail = dsv4_params_float(ps, "fail_frac");
     dsv4_rng rng, sp;
     dsv4_rng_init(&rng, c->seed, "topk_indices");
@@ -818,7 +821,7 @@ static int pftopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *s
             for (int64_t j = cap; j < Wk && N > 0; j++)
                 row[j] = (int32_t)dsv4_rng_range(&sp, 0, N);
         }
-    free(scratch);
+    dsv4_tensor_free(&scratch_t);
     return DSV4_OK;
 }
 

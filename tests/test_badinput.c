@@ -245,6 +245,10 @@ static void s_inf_param(void)
 {
     yaml_case("    op: combine_topk_swa_indices\n    params: {query_lens: [4], oob_frac: -.inf}\n");
 }
+static void s_frac_range(void)
+{
+    yaml_case("    op: combine_topk_swa_indices\n    params: {query_lens: [4], invalid_frac: 1.5}\n");
+}
 static void s_nan_tolerance(void)
 {
     yaml_case("    op: combine_topk_swa_indices\n    params: {query_lens: [4]}\n"
@@ -445,8 +449,9 @@ static const row rows[] = {
     {"unknown_op", s_unknown_op, RUN_BAD, 2, {"@/bad.yaml:4:", "unknown op 'frobnicate'", NULL}},
     {"unknown_variant", s_unknown_variant, RUN_BAD, 2, {"@/bad.yaml:5:", "nope", NULL}},
     {"unknown_param", s_unknown_param, RUN_BAD, 2, {"@/bad.yaml:5:", "colour", NULL}},
-    {"nan_param", s_nan_param, RUN_BAD, 2, {"@/bad.yaml:3:5", "invalid_frac = nan", NULL}},
-    {"inf_param", s_inf_param, RUN_BAD, 2, {"@/bad.yaml:3:5", "oob_frac = -inf", NULL}},
+    {"nan_param", s_nan_param, RUN_BAD, 2, {"@/bad.yaml:3:5", "'invalid_frac'", "is nan: must be finite"}},
+    {"inf_param", s_inf_param, RUN_BAD, 2, {"@/bad.yaml:3:5", "'oob_frac'", "is -inf: must be finite"}},
+    {"frac_out_of_range", s_frac_range, RUN_BAD, 2, {"@/bad.yaml:3:5", "invalid_frac = 1.5", NULL}},
     {"nan_tolerance", s_nan_tolerance, RUN_BAD, 2, {"@/bad.yaml:6:", "atol", NULL}},
     {"name_too_long", s_long_name, RUN_BAD, 2, {"@/bad.yaml:3:", "longer than 191", NULL}},
     {"list_too_long", s_long_list, RUN_BAD, 2, {"@/bad.yaml:5:", "at most 256", NULL}},
