@@ -142,7 +142,9 @@ clean:
 
 # make fuzz FUZZ_SECONDS=N: libFuzzer targets (clang, ASan+UBSan) for the
 # YAML loader and the HDF5 golden reader, each run N seconds on a copy of its
-# seed corpus (tests/fuzz/corpus/); crashes land in build-fuzz/.  See
+# seeds and past crash inputs (tests/fuzz/corpus/, tests/fuzz/regress/);
+# crashes land in build-fuzz/.  A single allocation over -rss_limit_mb
+# (2048 MB) is reported as out-of-memory.  See
 # tests/fuzz/README.md.
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
@@ -172,7 +174,8 @@ fuzz-build: $(FUZZ_BINS)
 fuzz: fuzz-build
 	@for t in $(FUZZ_TARGETS); do \
 	  rm -rf $(FUZZ_BUILD)/corpus-$$t && mkdir -p $(FUZZ_BUILD)/corpus-$$t && \
-	  cp tests/fuzz/corpus/$$t/* $(FUZZ_BUILD)/corpus-$$t/ && \
+	  cp tests/fuzz/corpus/$$t/* tests/fuzz/regress/$$t/* $(FUZZ_BUILD)/corpus-$$t/ && \
+	  rm -f $(FUZZ_BUILD)/corpus-$$t/README.md && \
 	  echo "== fuzz_$$t for $(FUZZ_SECONDS) s" && \
 	  (cd $(FUZZ_BUILD) && LSAN_OPTIONS=print_suppressions=0 ./fuzz_$$t \
 	     -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=25 -print_final_stats=1 \
