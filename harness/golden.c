@@ -878,6 +878,13 @@ static int check_chunks(const dset_ctx *c, hid_t dcpl, int ndim, const int64_t *
                              "(corrupt data)", r->path, c->where, (unsigned long long)n);
         /* HDF5 mallocs the stored size before reading: a corrupt size (fuzz:
          * 2.8 GB for a 19-byte chunk) must not reach H5Dread. */
+        /* libhdf5 1.10.8's Fletcher32 filter computes nbytes - 4 unsigned:
+         * a chunk stored in fewer than 4 bytes makes it read gigabytes past
+         * the buffer (fuzz: a 1-byte chunk, SEGV in H5_checksum_fletcher32). */
+        if (size < 4)
+            return dsv4_fail(r->st, DSV4_EINPUT, "%s:%s: chunk %llu stored in %llu bytes, too "
+                             "few for its Fletcher32 checksum (corrupt data)", r->path, c->where,
+                             (unsigned long long)n, (unsigned long long)size);
         if (size > fsize || addr > fsize - size)
             return dsv4_fail(r->st, DSV4_EINPUT, "%s:%s: chunk %llu of %llu bytes at %llu lies "
                              "past the end of the file (corrupt or truncated)", r->path, c->where,
