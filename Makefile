@@ -40,7 +40,7 @@ HEADERS := $(wildcard ref/*.h compare/*.h harness/*.h)
 PREFIX ?= /usr/local
 
 .PHONY: all setup setup-hip run check unit-tests test-asan bench clean install goldens verify-goldens valgrind \
-        hip hip-compile-check gpu-bundle
+        hip hip-compile-check gpu-bundle fuzz fuzz-build
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/dsv4check $(BUILD)/libdsv4.a $(BUILD)/libdsv4.so
@@ -127,14 +127,18 @@ unit-tests: all $(TEST_BINS)
 	  exit $$fail
 
 # make check: the hip backend compiled with nvcc and hipcc (no GPU needed;
-# tests/test_hip then loads those builds), the unit and end-to-end tests in
-# a normal build, then again under ASan+UBSan.  Chromium is for the HTML
-# report's end-to-end test.
+# tests/test_hip then loads those builds); the unit and end-to-end tests (the
+# bad-input matrix, the determinism test and the fuzz-crash replays among
+# them) in a normal build, then again under ASan+UBSan; the committed goldens
+# regenerated and compared; the CLI on the ci suite under valgrind.
+# Chromium is for the HTML report's end-to-end test.
 check: setup-hip
 	@scripts/setup.sh --chromium
 	@$(MAKE) --no-print-directory hip-compile-check
 	@$(MAKE) --no-print-directory unit-tests
 	@$(MAKE) --no-print-directory SAN=1 unit-tests
+	@$(MAKE) --no-print-directory verify-goldens
+	@$(MAKE) --no-print-directory valgrind
 
 bench: all
 	$(BUILD)/dsv4check bench
@@ -142,9 +146,29 @@ bench: all
 goldens: all
 	$(BUILD)/dsv4check gen cases/ci.yaml --force
 
+$(BUILD)/golden_same: tests/golden_same.c tests/golden_eq.h $(BUILD)/libdsv4.a
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDFLAGS) $(LDLIBS)
+
+# Regenerate every committed golden of the ci suite into a temporary folder
+# and check each is identical to the committed one except for the provenance
+# attributes (generator, created), and that the two sets of files agree.
+verify-goldens: all $(BUILD)/golden_same
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	 OPENBLAS_NUM_THREADS=1 $(BUILD)/dsv4check gen cases/ci.yaml -o "$$tmp" >/dev/null && \
+	 (cd data/ci && ls *.h5) > "$$tmp/committed.lst" && (cd "$$tmp" && ls *.h5) > "$$tmp/fresh.lst" && \
+	 if ! cmp -s "$$tmp/committed.lst" "$$tmp/fresh.lst"; then \
+	   echo "verify-goldens: committed and regenerated file sets differ:"; \
+	   diff "$$tmp/committed.lst" "$$tmp/fresh.lst"; exit 1; fi && \
+	 set -- && for f in $$(cat "$$tmp/committed.lst"); do set -- "$$@" "data/ci/$$f" "$$tmp/$$f"; done && \
+	 $(BUILD)/golden_same "$$@" && echo "verify-goldens: $$(wc -l < "$$tmp/committed.lst") goldens identical"
+
+# The CLI on the ci suite and on the committed goldens: no memory error and
+# no definite leak (exit 3 otherwise).
+VALGRIND := valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=3
 valgrind: all
-	valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=3 \
-	  $(BUILD)/dsv4check run cases/ci.yaml --impl ref
+	$(VALGRIND) $(BUILD)/dsv4check run cases/ci.yaml --impl ref >/dev/null
+	$(VALGRIND) $(BUILD)/dsv4check check data/ci/*.h5 --impl ref >/dev/null
+	@echo "valgrind: clean"
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
@@ -159,7 +183,7 @@ install: all
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dsv4check.pc
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
 # The example plug-in (tests/plugin_example.c) as three shared libraries:
 # correct, with a planted bug, and with a wrong ABI version (issue 8.5).
@@ -174,3 +198,45 @@ $(BUILD)/tests/libexample_badabi.so: tests/plugin_example.c harness/dsv4_plugin.
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -DEXAMPLE_BAD_ABI -shared -o $@ $< $(LDFLAGS)
 $(BUILD)/tests/test_ci_features: $(PLUGINS)
+
+# make fuzz FUZZ_SECONDS=N: libFuzzer targets (clang, ASan+UBSan) for the
+# YAML loader and the HDF5 golden reader, each run N seconds on a copy of its
+# seeds and past crash inputs (tests/fuzz/corpus/, tests/fuzz/regress/);
+# crashes land in build-fuzz/.  A single allocation over -rss_limit_mb
+# (2048 MB) is reported as out-of-memory.  See
+# tests/fuzz/README.md.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_BUILD := build-fuzz
+FUZZ_FLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+              -fno-sanitize-recover=undefined
+FUZZ_CFLAGS := -std=c11 -Wall -Wextra -Werror $(PKG_CFLAGS) \
+               -DDSV4_VERSION='"$(VERSION)"' -DDSV4_GIT_REV='"$(GIT_REV)$(GIT_DIRTY)"'
+FUZZ_OBJS := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
+FUZZ_TARGETS := cases golden
+FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+
+$(FUZZ_BUILD)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $<")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_FLAGS) -c $< -o $@
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS)
+	@$(if $(Q),echo "  FUZZLD  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -g -O1 -fno-omit-frame-pointer \
+	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  -o $@ $< $(FUZZ_OBJS) $(PKG_LIBS) -ldl -lm
+
+.SECONDARY: $(FUZZ_OBJS)
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	@for t in $(FUZZ_TARGETS); do \
+	  rm -rf $(FUZZ_BUILD)/corpus-$$t && mkdir -p $(FUZZ_BUILD)/corpus-$$t && \
+	  cp tests/fuzz/corpus/$$t/* tests/fuzz/regress/$$t/* $(FUZZ_BUILD)/corpus-$$t/ && \
+	  rm -f $(FUZZ_BUILD)/corpus-$$t/README.md && \
+	  echo "== fuzz_$$t for $(FUZZ_SECONDS) s" && \
+	  (cd $(FUZZ_BUILD) && LSAN_OPTIONS=print_suppressions=0 ./fuzz_$$t \
+	     -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=25 -print_final_stats=1 \
+	     -dict=../tests/fuzz/$$t.dict corpus-$$t </dev/null) || exit 1; \
+	  done

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <yaml.h>
 
 /* A dsv4_case is ~95 KB (its params hold int lists), so 1024 cases already
@@ -712,33 +713,64 @@ static int load_stream(loader *L, yaml_parser_t *parser)
     return rc;
 }
 
-int dsv4_suite_load(const char *path, dsv4_suite *suite, dsv4_status *st)
+/* Loads from the open file f, or from buf/len when f is NULL; path names
+ * the suite in messages and anchors relative paths. */
+static int load_from(const char *path, FILE *f, const unsigned char *buf, size_t len,
+                     dsv4_suite *suite, dsv4_status *st)
 {
     memset(suite, 0, sizeof *suite);
     loader L = {.file = path, .suite = suite, .st = st};
-    if (strlen(path) >= sizeof suite->file)
-        return dsv4_fail(st, DSV4_EINPUT, "%.64s...: path longer than %d characters", path,
-                         DSV4_PATH_MAX - 1);
     snprintf(suite->file, sizeof suite->file, "%s", path);
     const char *slash = strrchr(path, '/');
     if (slash)
         snprintf(L.dir, sizeof L.dir, "%.*s", (int)(slash - path + 1), path);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return dsv4_fail(st, DSV4_EINPUT, "%s: cannot open: %s", path, strerror(errno));
     yaml_parser_t parser;
     int rc;
     if (!yaml_parser_initialize(&parser)) {
         rc = dsv4_fail(st, DSV4_ERUNTIME, "%s: cannot initialize the YAML parser", path);
     } else {
-        yaml_parser_set_input_file(&parser, f);
+        if (f)
+            yaml_parser_set_input_file(&parser, f);
+        else
+            yaml_parser_set_input_string(&parser, buf, len);
         rc = load_stream(&L, &parser);
         yaml_parser_delete(&parser);
     }
-    fclose(f);
     if (rc)
         dsv4_suite_free(suite);
     return rc;
+}
+
+static int path_fits(const char *path, dsv4_suite *suite, dsv4_status *st)
+{
+    memset(suite, 0, sizeof *suite);
+    if (strlen(path) >= sizeof suite->file)
+        return dsv4_fail(st, DSV4_EINPUT, "%.64s...: path longer than %d characters", path,
+                         DSV4_PATH_MAX - 1);
+    return DSV4_OK;
+}
+
+int dsv4_suite_load(const char *path, dsv4_suite *suite, dsv4_status *st)
+{
+    int rc = path_fits(path, suite, st);
+    if (rc)
+        return rc;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return dsv4_fail(st, DSV4_EINPUT, "%s: is a directory, not a suite file", path);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return dsv4_fail(st, DSV4_EINPUT, "%s: cannot open: %s", path, strerror(errno));
+    rc = load_from(path, f, NULL, 0, suite, st);
+    fclose(f);
+    return rc;
+}
+
+int dsv4_suite_load_buffer(const char *path, const void *buf, size_t len, dsv4_suite *suite,
+                           dsv4_status *st)
+{
+    int rc = path_fits(path, suite, st);
+    return rc ? rc : load_from(path, NULL, buf, len, suite, st);
 }
 
 void dsv4_suite_free(dsv4_suite *suite)

@@ -85,6 +85,10 @@ typedef struct dsv4_suite {
 } dsv4_suite;
 
 int dsv4_suite_load(const char *path, dsv4_suite *suite, dsv4_status *st);
+/* The same from len bytes at buf; path names the suite in messages and
+ * anchors its relative paths (include, golden_dir).  For the fuzzer. */
+int dsv4_suite_load_buffer(const char *path, const void *buf, size_t len, dsv4_suite *suite,
+                           dsv4_status *st);
 void dsv4_suite_free(dsv4_suite *suite);
 
 /* Apply the case's overrides for output name to pol (rule text updated to

@@ -43,6 +43,10 @@ int dsv4_golden_write(const char *path, const dsv4_golden *g, int force, dsv4_st
  * limits.  Any checksum error or structural problem returns DSV4_EINPUT with
  * a message naming the file and the dataset or attribute. */
 int dsv4_golden_read(const char *path, dsv4_golden *g, dsv4_status *st);
+/* The same on an in-memory file image of len bytes (name is used in
+ * messages only); for the fuzzer (tests/fuzz/). */
+int dsv4_golden_read_image(const char *name, const void *buf, size_t len, dsv4_golden *g,
+                           dsv4_status *st);
 void dsv4_golden_free(dsv4_golden *g);
 
 /* Silence HDF5's own error stack printing (call once at start). */

@@ -76,7 +76,7 @@ static int combine_shape_of(const dsv4_params *ps, combine_shape *cs, dsv4_statu
             cs->prefix[r] > INT32_MAX / 4)
             return dsv4_fail(st, DSV4_EINPUT,
                              "request %" PRId64 ": query_lens %" PRId64 " / prefix_lens %" PRId64
-                             " out of range [0, 2^29]",
+                             " out of range [0, 2^29 - 1]",
                              r, cs->qlen[r], cs->prefix[r]);
         cs->T += cs->qlen[r];
     }
@@ -148,6 +148,11 @@ static int combine_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *
         return dsv4_fail(st, DSV4_EINPUT, "compress_ratio must be >= 1, topk_width and window_size >= 0");
     if (base < 0 || base + cs.T > INT32_MAX)
         return dsv4_fail(st, DSV4_EINPUT, "qsl_base %" PRId64 " out of range", base);
+    /* The fractions are probabilities: NaN or Inf would silently turn the
+     * special entries off (every comparison with NaN is false). */
+    if (!(invalid_frac >= 0 && invalid_frac <= 1) || !(oob_frac >= 0 && oob_frac <= 1))
+        return dsv4_fail(st, DSV4_EINPUT, "invalid_frac = %g and oob_frac = %g must be in [0, 1]",
+                         invalid_frac, oob_frac);
 
     dsv4_tensor *topk, *qsl, *seq, *gat;
     int64_t shape2[2] = {cs.T, Wk}, r1 = cs.R + 1;
@@ -169,9 +174,12 @@ static int combine_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *
         if (S / ratio + 1 > max_n)
             max_n = S / ratio + 1;
     }
-    int32_t *scratch = malloc((size_t)max_n * sizeof *scratch);
-    if (!scratch)
-        return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
+    /* The shuffle scratch (one slot per compressed row, up to 2^29 for a
+     * long prefix) counts against the memory limit like the tensors. */
+    dsv4_tensor scratch_t;
+    if ((rc = dsv4_tensor_alloc(&scratch_t, "topk_indices scratch", DSV4_I32, 1, &max_n, st)))
+        return rc;
+    int32_t *scratch = scratch_t.data;
     dsv4_rng rng, frac_rng;
     dsv4_rng_init(&rng, c->seed, "topk_indices");
     dsv4_rng_init(&frac_rng, c->seed, "topk_indices.special");
@@ -190,7 +198,7 @@ static int combine_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *
                                      : (int32_t)(-2 - dsv4_rng_range(&frac_rng, 0, 1000));
             }
         }
-    free(scratch);
+    dsv4_tensor_free(&scratch_t);
     return DSV4_OK;
 }
 
@@ -506,9 +514,10 @@ static int gtopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st
     int64_t max_n = 1;
     for (int64_t r = 0; r < cs.R; r++)
         max_n = (cs.prefix[r] + cs.qlen[r]) / ratio + 1 > max_n ? (cs.prefix[r] + cs.qlen[r]) / ratio + 1 : max_n;
-    int32_t *scratch = malloc((size_t)max_n * sizeof *scratch);
-    if (!scratch)
-        return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
+    dsv4_tensor scratch_t; /* counts against the memory limit, like the tensors */
+    if ((rc = dsv4_tensor_alloc(&scratch_t, "topk_indices scratch", DSV4_I32, 1, &max_n, st)))
+        return rc;
+    int32_t *scratch = scratch_t.data;
     const double hole = dsv4_params_float(ps, "hole_frac"), oob = dsv4_params_float(ps, "oob_frac");
     const double bad_req = dsv4_params_float(ps, "bad_req_frac");
     int32_t *t2r = dsv4_tensors_find(in, "token_to_req_indices")->data;
@@ -530,7 +539,7 @@ static int gtopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st
             if (dsv4_rng_uniform(&sp) < bad_req) /* req == rows, > rows, or < 0 [S26] */
                 t2r[t] = (int32_t)((t & 1) ? cs.R + dsv4_rng_range(&sp, 0, 3) : -1);
         }
-    free(scratch);
+    dsv4_tensor_free(&scratch_t);
     return DSV4_OK;
 }
 
@@ -787,9 +796,11 @@ static int pftopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *s
     if ((rc = dsv4_tensors_add(in, "topk_indices", DSV4_I32, 2, shape, &topk, st)) ||
         (rc = gen_batch(c, &cs, in, 1, st)) || (rc = gen_block_table(c, &cs, ratio, bc, in, &width, st)))
         return rc;
-    int32_t *scratch = malloc((size_t)(N + 1) * sizeof *scratch);
-    if (!scratch)
-        return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
+    dsv4_tensor scratch_t; /* counts against the memory limit, like the tensors */
+    int64_t n_scratch = N + 1;
+    if ((rc = dsv4_tensor_alloc(&scratch_t, "topk_indices scratch", DSV4_I32, 1, &n_scratch, st)))
+        return rc;
+    int32_t *scratch = scratch_t.data;
     const double fail = dsv4_params_float(ps, "fail_frac");
     dsv4_rng rng, sp;
     dsv4_rng_init(&rng, c->seed, "topk_indices");
@@ -810,7 +821,7 @@ static int pftopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *s
             for (int64_t j = cap; j < Wk && N > 0; j++)
                 row[j] = (int32_t)dsv4_rng_range(&sp, 0, N);
         }
-    free(scratch);
+    dsv4_tensor_free(&scratch_t);
     return DSV4_OK;
 }
 

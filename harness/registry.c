@@ -193,6 +193,11 @@ int dsv4_op_complete_params(const dsv4_op *op, dsv4_params *ps, const char *wher
             return dsv4_fail(st, DSV4_EINPUT, "%s: parameter '%s' of %s must be %s, not %s", where,
                              spec->name, op->name, dsv4_ptype_name(spec->type),
                              dsv4_ptype_name(ps->p[k].type));
+        /* Every float parameter is a fraction or a scale: NaN or Inf would
+         * pass silently through comparisons (u < NaN is false). */
+        if (spec->type == DSV4_P_FLOAT && !isfinite(ps->p[k].f))
+            return dsv4_fail(st, DSV4_EINPUT, "%s: parameter '%s' of %s is %g: must be finite",
+                             where, spec->name, op->name, ps->p[k].f);
     }
     for (const dsv4_param_spec *spec = op->params; spec->name; spec++) {
         if (dsv4_params_find(ps, spec->name))

@@ -430,7 +430,8 @@ void dsv4_print_result(FILE *f, const dsv4_case_result *r, int verbose)
     for (int k = 0; k < r->n_outputs; k++)
         if (verbose || r->outputs[k].cmp.verdict != DSV4_PASS)
             dsv4_cmp_print(f, &r->outputs[k].cmp, &r->outputs[k].pol);
-    if ((r->status == DSV4_EFAIL || r->status == DSV4_ERUNTIME || r->verdict == DSV4_WARN) && r->repro[0])
+    if ((r->status == DSV4_EFAIL || r->status == DSV4_ERUNTIME || r->status == DSV4_EINPUT ||
+         r->verdict == DSV4_WARN) && r->repro[0])
         fprintf(f, "    at %s; reproduce: %s\n", r->origin, r->repro);
     if (r->replay[0])
         fprintf(f, "    repro file %s; replay: %s\n", r->repro_file, r->replay);

@@ -1,0 +1,629 @@
+/* test_badinput.c - the bad-input matrix (issue 9.3, 9.5, 9.6): one row per
+ * class of bad input, run end to end through build/dsv4check (or
+ * $DSV4CHECK).  Every row asserts the documented exit code (2 = bad input),
+ * a message naming the file and the place, a normal exit (no crash; under the
+ * ASan build, a leak makes LeakSanitizer change the exit code, so "no leak"
+ * is asserted by the same check), and that no committed golden changed
+ * (checksums of data/ci/ before and after).
+ *
+ * The rows are one table of {name, setup, args, exit, fragments}: setup
+ * writes the bad file into the temporary folder, args is the command line
+ * with "@" standing for that folder.  A new class or a new op adds a row.
+ * The only op on main is combine_topk_swa_indices, so every row uses it; it
+ * has integer inputs only, so "NaN where forbidden" is exercised on the
+ * float parameters and tolerances that forbid it.
+ *
+ * libhdf5 1.10.8 leaks on some corrupt-file error paths; the ASan run of the
+ * CLI gets tests/lsan-hdf5.supp (libhdf5 only, never our code). */
+#define _POSIX_C_SOURCE 200809L
+#include <glob.h>
+#include <hdf5.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "golden_eq.h"
+#include "testutil.h"
+
+static char tmpdir[256];
+static char out[1 << 16];
+static const char *golden_path = "data/ci/combine_mixed_prefill_c4.h5";
+
+static const char *cli(void)
+{
+    const char *p = getenv("DSV4CHECK");
+    return p && *p ? p : "build/dsv4check";
+}
+
+/* Runs `dsv4check ARGS` ("@" = tmpdir) with stdout and stderr into out[];
+ * returns the exit code, failing on a signal (a crash). */
+static int run_args(const char *args)
+{
+    char exp[2048] = "", cmd[2600];
+    for (const char *p = args; *p; p++) {
+        size_t n = strlen(exp);
+        if (*p == '@')
+            snprintf(exp + n, sizeof exp - n, "%s", tmpdir);
+        else if (n + 1 < sizeof exp)
+            exp[n] = *p, exp[n + 1] = '\0';
+    }
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli(), exp);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    ck_assert_msg(WIFEXITED(status), "dsv4check %s did not exit normally (crash?):\n%s", exp, out);
+    return WEXITSTATUS(status);
+}
+
+static void tmp_path(char *buf, size_t len, const char *name)
+{
+    snprintf(buf, len, "%s/%s", tmpdir, name);
+}
+
+static void write_text(const char *name, const char *text)
+{
+    char path[400];
+    tmp_path(path, sizeof path, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+static void write_bytes(const char *path, const unsigned char *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fwrite(b, 1, n, f), n);
+    fclose(f);
+}
+
+/* ---- golden checksums ---------------------------------------------- */
+
+#define MAX_GOLDENS 256
+static int n_goldens;
+static char golden_names[MAX_GOLDENS][256];
+static uint64_t golden_sums[MAX_GOLDENS];
+
+static uint64_t fnv1a(const unsigned char *b, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static uint64_t file_sum(const char *path)
+{
+    size_t n;
+    unsigned char *b = slurp(path, &n);
+    uint64_t h = fnv1a(b, n) ^ n;
+    free(b);
+    return h;
+}
+
+static void record_goldens(void)
+{
+    glob_t g;
+    ck_assert_int_eq(glob("data/ci/*.h5", 0, NULL, &g), 0);
+    ck_assert_int_le(g.gl_pathc, MAX_GOLDENS);
+    n_goldens = (int)g.gl_pathc;
+    for (int i = 0; i < n_goldens; i++) {
+        snprintf(golden_names[i], sizeof golden_names[i], "%s", g.gl_pathv[i]);
+        golden_sums[i] = file_sum(g.gl_pathv[i]);
+    }
+    globfree(&g);
+}
+
+static void assert_goldens_unchanged(const char *row)
+{
+    glob_t g;
+    ck_assert_int_eq(glob("data/ci/*.h5", 0, NULL, &g), 0);
+    ck_assert_msg((int)g.gl_pathc == n_goldens, "%s: the set of goldens changed", row);
+    globfree(&g);
+    for (int i = 0; i < n_goldens; i++)
+        ck_assert_msg(file_sum(golden_names[i]) == golden_sums[i], "%s: %s changed", row,
+                      golden_names[i]);
+}
+
+/* ---- setups: each writes its bad input under tmpdir ------------------ */
+
+static const char *case_head = "suite: bad\ncases:\n  - name: a\n";
+
+static void yaml_case(const char *body)
+{
+    char text[2048];
+    snprintf(text, sizeof text, "%s%s", case_head, body);
+    write_text("bad.yaml", text);
+}
+
+static void s_malformed(void) { yaml_case("    op: [unclosed\n"); }
+static void s_unknown_key(void) { yaml_case("    op: combine_topk_swa_indices\n    colour: red\n"); }
+static void s_wrong_type(void)
+{
+    yaml_case("    op: combine_topk_swa_indices\n    params: {topk: [512], query_lens: [1]}\n");
+}
+static void s_wrong_type_seed(void) { yaml_case("    op: combine_topk_swa_indices\n    seed: {a: 1}\n"); }
+static void s_missing_op(void) { yaml_case("    params: {query_lens: [1]}\n"); }
+static void s_missing_name(void)
+{
+    write_text("bad.yaml", "suite: bad\ncases:\n  - op: combine_topk_swa_indices\n");
+}
+static void s_missing_param(void) { yaml_case("    op: combine_topk_swa_indices\n"); }
+/* T x topk elements overflow int64: 2^29 - 1 tokens of topk 2^40. */
+static void s_dims_overflow(void)
+{
+    yaml_case("    op: combine_topk_swa_indices\n"
+              "    params: {topk: 1099511627776, query_lens: [536870911]}\n");
+}
+static void s_huge_tokens(void)
+{
+    yaml_case("    op: combine_topk_swa_indices\n    params: {query_lens: [1000000000000]}\n");
+}
+/* 2^29 - 1 tokens x 512 x 4 bytes = 1 TiB: refused by the memory limit. */
+static void s_over_mem_limit(void)
+{
+    yaml_case("    op: combine_topk_swa_indices\n    params: {query_lens: [536870911]}\n");
+}
+static void s_big_scratch(void)
+{
+    yaml_case("    op: combine_topk_swa_indices\n"
+              "    params: {compress_ratio: 1, topk: 1, window_size: 1, query_lens: [1],"
+              " prefix_lens: [536870911]}\n");
+}
+static void s_negative_len(void)
+{
+    yaml_case("    op: combine_topk_swa_indices\n    params: {query_lens: [4, -3]}\n");
+}
+static void s_negative_topk(void)
+{
+    yaml_case("    op: combine_topk_swa_indices\n    params: {topk: -5, query_lens: [4]}\n");
+}
+static void s_negative_ratio(void)
+{
+    yaml_case("    op: combine_topk_swa_indices\n    params: {compress_ratio: 0, query_lens: [4]}\n");
+}
+/* Over the documented limits (README.md "Limits"). */
+static void s_long_name(void)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "suite: bad\ncases:\n  - name: %0200d\n    op: combine_topk_swa_indices\n"
+             "    params: {query_lens: [1]}\n", 7);
+    write_text("bad.yaml", text);
+}
+static void s_long_list(void)
+{
+    char text[4096];
+    int n = snprintf(text, sizeof text, "%s    op: combine_topk_swa_indices\n    params: {query_lens: [",
+                     case_head);
+    for (int i = 0; i < 257; i++)
+        n += snprintf(text + n, sizeof text - (size_t)n, "%s1", i ? ", " : "");
+    snprintf(text + n, sizeof text - (size_t)n, "]}\n");
+    write_text("bad.yaml", text);
+}
+static void s_many_tags(void)
+{
+    yaml_case("    op: combine_topk_swa_indices\n    params: {query_lens: [1]}\n"
+              "    tags: [a, b, c, d, e, f, g, h, i]\n");
+}
+static void s_unknown_op(void) { yaml_case("    op: frobnicate\n"); }
+static void s_unknown_variant(void)
+{
+    yaml_case("    op: combine_topk_swa_indices\n    variant: nope\n    params: {query_lens: [1]}\n");
+}
+static void s_unknown_param(void)
+{
+    yaml_case("    op: combine_topk_swa_indices\n    params: {query_lens: [1], colour: 3}\n");
+}
+static void s_nan_param(void)
+{
+    yaml_case("    op: combine_topk_swa_indices\n    params: {query_lens: [4], invalid_frac: .nan}\n");
+}
+static void s_inf_param(void)
+{
+    yaml_case("    op: combine_topk_swa_indices\n    params: {query_lens: [4], oob_frac: -.inf}\n");
+}
+static void s_frac_range(void)
+{
+    yaml_case("    op: combine_topk_swa_indices\n    params: {query_lens: [4], invalid_frac: 1.5}\n");
+}
+static void s_nan_tolerance(void)
+{
+    yaml_case("    op: combine_topk_swa_indices\n    params: {query_lens: [4]}\n"
+              "    tolerance: {atol: .nan}\n");
+}
+static void s_yaml_dir(void)
+{
+    char path[400];
+    tmp_path(path, sizeof path, "dir.yaml");
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+}
+static void s_long_path(void) {}
+
+static void s_h5_empty(void) { write_text("bad.h5", ""); }
+static void s_h5_not_hdf5(void) { write_text("bad.h5", "this is not an HDF5 file\n"); }
+static void s_h5_truncated(void)
+{
+    size_t n;
+    unsigned char *b = slurp(golden_path, &n);
+    char path[400];
+    tmp_path(path, sizeof path, "bad.h5");
+    write_bytes(path, b, n / 2);
+    free(b);
+}
+/* The superblock's root-group address overwritten with garbage. */
+static void s_h5_corrupt(void)
+{
+    size_t n;
+    unsigned char *b = slurp(golden_path, &n);
+    for (size_t i = 24; i < 96 && i < n; i++)
+        b[i] ^= 0x5a;
+    char path[400];
+    tmp_path(path, sizeof path, "bad.h5");
+    write_bytes(path, b, n);
+    free(b);
+}
+static void s_h5_dir(void)
+{
+    char path[400];
+    tmp_path(path, sizeof path, "dir.h5");
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+}
+
+/* Reads the committed golden, lets edit change it, writes bad.h5. */
+static void edit_golden(void (*edit)(dsv4_golden *g))
+{
+    dsv4_golden g;
+    dsv4_status st = {0, ""};
+    ck_assert_msg(dsv4_golden_read(golden_path, &g, &st) == 0, "%s", st.msg);
+    edit(&g);
+    char path[400];
+    tmp_path(path, sizeof path, "bad.h5");
+    ck_assert_msg(dsv4_golden_write(path, &g, 1, &st) == 0, "%s", st.msg);
+    dsv4_golden_free(&g);
+}
+
+static void set_schema(const char *path, long long v)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    hid_t a = H5Aopen(f, "dsv4check_schema", H5P_DEFAULT);
+    ck_assert_int_ge(a, 0);
+    ck_assert_int_ge(H5Awrite(a, H5T_NATIVE_LLONG, &v), 0);
+    H5Aclose(a);
+    H5Fclose(f);
+}
+
+static void e_none(dsv4_golden *g) { (void)g; }
+static void s_h5_schema(void)
+{
+    edit_golden(e_none);
+    char path[400];
+    tmp_path(path, sizeof path, "bad.h5");
+    set_schema(path, 2);
+}
+
+/* topk_indices stored as int64 instead of int32. */
+static void e_dtype(dsv4_golden *g)
+{
+    dsv4_tensor *t = dsv4_tensors_find(&g->inputs, "topk_indices");
+    ck_assert_ptr_nonnull(t);
+    dsv4_tensor w;
+    dsv4_status st = {0, ""};
+    ck_assert_int_eq(dsv4_tensor_alloc(&w, t->name, DSV4_I64, t->ndim, t->shape, &st), 0);
+    for (int64_t i = 0; i < dsv4_tensor_numel(t); i++)
+        ((int64_t *)w.data)[i] = ((int32_t *)t->data)[i];
+    dsv4_tensor_free(t);
+    *t = w;
+}
+static void s_h5_dtype(void) { edit_golden(e_dtype); }
+
+/* seq_lens with one entry too many: [R+1] instead of [R]. */
+static void e_shape(dsv4_golden *g)
+{
+    dsv4_tensor *t = dsv4_tensors_find(&g->inputs, "seq_lens");
+    ck_assert_ptr_nonnull(t);
+    dsv4_tensor w;
+    dsv4_status st = {0, ""};
+    int64_t n = t->shape[0] + 1;
+    ck_assert_int_eq(dsv4_tensor_alloc(&w, t->name, DSV4_I32, 1, &n, &st), 0);
+    memcpy(w.data, t->data, t->nbytes);
+    dsv4_tensor_free(t);
+    *t = w;
+}
+static void s_h5_shape(void) { edit_golden(e_shape); }
+
+/* query_start_loc decreasing: an index input out of range. */
+static void e_index_range(dsv4_golden *g)
+{
+    dsv4_tensor *t = dsv4_tensors_find(&g->inputs, "query_start_loc");
+    ck_assert_ptr_nonnull(t);
+    ((int32_t *)t->data)[2] = -7;
+}
+static void s_h5_index_range(void) { edit_golden(e_index_range); }
+
+/* A missing input tensor. */
+static void e_missing_input(dsv4_golden *g)
+{
+    dsv4_tensor *t = dsv4_tensors_find(&g->inputs, "gather_lens");
+    ck_assert_ptr_nonnull(t);
+    int k = (int)(t - g->inputs.t);
+    dsv4_tensor_free(t);
+    memmove(&g->inputs.t[k], &g->inputs.t[k + 1], (size_t)(g->inputs.n - k - 1) * sizeof *t);
+    g->inputs.n--;
+}
+static void s_h5_missing_input(void) { edit_golden(e_missing_input); }
+
+/* An unknown op name in the golden's root attributes. */
+static void e_unknown_op(dsv4_golden *g) { snprintf(g->op, sizeof g->op, "frobnicate"); }
+static void s_h5_unknown_op(void) { edit_golden(e_unknown_op); }
+static void e_unknown_variant(dsv4_golden *g) { snprintf(g->variant, sizeof g->variant, "nope"); }
+static void s_h5_unknown_variant(void) { edit_golden(e_unknown_variant); }
+
+/* A file claiming a huge shape: [2^40] int32 topk rows written by HDF5
+ * directly (chunked, Fletcher32, nothing stored: the chunks are unwritten). */
+static void s_h5_huge_shape(void)
+{
+    edit_golden(e_none);
+    char path[400];
+    tmp_path(path, sizeof path, "bad.h5");
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    ck_assert_int_ge(H5Ldelete(f, "/inputs/seq_lens", H5P_DEFAULT), 0);
+    hsize_t dims[1] = {(hsize_t)1 << 40}, chunk[1] = {1 << 16};
+    hid_t sp = H5Screate_simple(1, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, chunk);
+    H5Pset_fletcher32(dcpl);
+    H5Pset_deflate(dcpl, 4);
+    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+    hid_t d = H5Dcreate2(f, "/inputs/seq_lens", H5T_STD_I32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ck_assert_int_ge(d, 0);
+    hid_t st = H5Tcopy(H5T_C_S1);
+    H5Tset_size(st, 6);
+    hid_t as = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(d, "dtype", st, as, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, st, "int32");
+    H5Aclose(a);
+    H5Sclose(as);
+    H5Tclose(st);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Fclose(f);
+}
+
+/* Output paths that cannot be written. */
+static void s_out_file(void) { write_text("afile", "x"); }
+
+typedef struct row {
+    const char *name;
+    void (*setup)(void);
+    const char *args;   /* "@" = the temporary folder */
+    int exit;           /* expected exit code */
+    const char *frag[3]; /* each must appear in the output ("@" = tmpdir) */
+} row;
+
+#define RUN_BAD "run @/bad.yaml --impl ref"
+static const row rows[] = {
+    /* YAML suites */
+    {"malformed_yaml", s_malformed, RUN_BAD, 2, {"@/bad.yaml:", "YAML syntax error", NULL}},
+    {"unknown_key", s_unknown_key, RUN_BAD, 2, {"@/bad.yaml:5:5: unknown key 'colour'", NULL, NULL}},
+    {"wrong_type_param", s_wrong_type, RUN_BAD, 2, {"@/bad.yaml:5:", "topk", NULL}},
+    {"wrong_type_seed", s_wrong_type_seed, RUN_BAD, 2, {"@/bad.yaml:5:", "seed", NULL}},
+    {"missing_op", s_missing_op, RUN_BAD, 2, {"@/bad.yaml:3:5:", "no 'op'", NULL}},
+    {"missing_name", s_missing_name, RUN_BAD, 2, {"@/bad.yaml:3:", "'name'", NULL}},
+    {"missing_param", s_missing_param, RUN_BAD, 2, {"@/bad.yaml:3:", "query_lens", NULL}},
+    {"dims_overflow", s_dims_overflow, RUN_BAD, 2, {"@/bad.yaml:3:", "topk_indices", NULL}},
+    {"huge_tokens", s_huge_tokens, RUN_BAD, 2, {"@/bad.yaml:3:", "query_lens", NULL}},
+    {"over_mem_limit", s_over_mem_limit, RUN_BAD " --mem-limit 64M", 2,
+     {"@/bad.yaml:3:", "memory limit", NULL}},
+    {"over_mem_limit_gen", s_over_mem_limit, "gen @/bad.yaml -o @/out --mem-limit 64M", 2,
+     {"@/bad.yaml:3:", "memory limit", NULL}},
+    {"big_scratch_over_limit", s_big_scratch, RUN_BAD " --mem-limit 64M", 2,
+     {"@/bad.yaml:3:", "memory limit", NULL}},
+    {"negative_len", s_negative_len, RUN_BAD, 2, {"@/bad.yaml:3:", "-3", NULL}},
+    {"negative_topk", s_negative_topk, RUN_BAD, 2, {"@/bad.yaml:3:", "topk", NULL}},
+    {"zero_ratio", s_negative_ratio, RUN_BAD, 2, {"@/bad.yaml:3:", "compress_ratio", NULL}},
+    {"unknown_op", s_unknown_op, RUN_BAD, 2, {"@/bad.yaml:4:", "unknown op 'frobnicate'", NULL}},
+    {"unknown_variant", s_unknown_variant, RUN_BAD, 2, {"@/bad.yaml:5:", "nope", NULL}},
+    {"unknown_param", s_unknown_param, RUN_BAD, 2, {"@/bad.yaml:5:", "colour", NULL}},
+    {"nan_param", s_nan_param, RUN_BAD, 2, {"@/bad.yaml:3:5", "'invalid_frac'", "is nan: must be finite"}},
+    {"inf_param", s_inf_param, RUN_BAD, 2, {"@/bad.yaml:3:5", "'oob_frac'", "is -inf: must be finite"}},
+    {"frac_out_of_range", s_frac_range, RUN_BAD, 2, {"@/bad.yaml:3:5", "invalid_frac = 1.5", NULL}},
+    {"nan_tolerance", s_nan_tolerance, RUN_BAD, 2, {"@/bad.yaml:6:", "atol", NULL}},
+    {"name_too_long", s_long_name, RUN_BAD, 2, {"@/bad.yaml:3:", "longer than 191", NULL}},
+    {"list_too_long", s_long_list, RUN_BAD, 2, {"@/bad.yaml:5:", "at most 256", NULL}},
+    {"too_many_tags", s_many_tags, RUN_BAD, 2, {"@/bad.yaml:6:", "more than 8 tags", NULL}},
+    {"missing_yaml", NULL, "run @/none.yaml", 2, {"@/none.yaml: cannot open", NULL, NULL}},
+    {"yaml_is_directory", s_yaml_dir, "run @/dir.yaml", 2, {"@/dir.yaml", "directory", NULL}},
+    {"path_too_long", s_long_path,
+     "run @/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.yaml",
+     2, {"@/aaaa", "path longer than 511", NULL}},
+    /* HDF5 goldens */
+    {"missing_h5", NULL, "check @/none.h5", 2, {"@/none.h5: cannot open", NULL, NULL}},
+    {"empty_h5", s_h5_empty, "check @/bad.h5", 2, {"@/bad.h5: empty file", NULL, NULL}},
+    {"not_hdf5", s_h5_not_hdf5, "check @/bad.h5", 2, {"@/bad.h5: not an HDF5 file", NULL, NULL}},
+    {"truncated_h5", s_h5_truncated, "check @/bad.h5", 2, {"@/bad.h5", NULL, NULL}},
+    {"corrupt_h5", s_h5_corrupt, "check @/bad.h5", 2, {"@/bad.h5", NULL, NULL}},
+    {"h5_is_directory", s_h5_dir, "check @/dir.h5", 2, {"@/dir.h5: is a directory", NULL, NULL}},
+    {"wrong_schema", s_h5_schema, "check @/bad.h5", 2, {"@/bad.h5", "schema version 2", NULL}},
+    {"wrong_dtype", s_h5_dtype, "check @/bad.h5", 2, {"@/bad.h5", "topk_indices", "int64"}},
+    {"wrong_shape", s_h5_shape, "check @/bad.h5", 2, {"@/bad.h5", "seq_lens", NULL}},
+    {"index_out_of_range", s_h5_index_range, "check @/bad.h5", 2,
+     {"@/bad.h5", "query_start_loc[2] = -7", NULL}},
+    {"missing_input", s_h5_missing_input, "check @/bad.h5", 2, {"@/bad.h5", "gather_lens", NULL}},
+    {"h5_unknown_op", s_h5_unknown_op, "check @/bad.h5", 2, {"@/bad.h5", "unknown op 'frobnicate'", NULL}},
+    {"h5_unknown_variant", s_h5_unknown_variant, "check @/bad.h5", 2, {"@/bad.h5", "nope", NULL}},
+    {"h5_huge_shape", s_h5_huge_shape, "check @/bad.h5 --mem-limit 64M", 2,
+     {"@/bad.h5:/inputs/seq_lens", "over the memory limit", NULL}},
+    /* unwritable outputs */
+    {"gen_out_under_file", s_out_file, "gen cases/ci.yaml --filter '^combine_decode_only_c4$' -o @/afile/sub",
+     2, {"@/afile/sub", NULL, NULL}},
+    {"junit_unwritable", NULL,
+     "run cases/ci.yaml --filter '^combine_decode_only_c4$' --junit @/no/such/dir/r.xml", 2,
+     {"@/no/such/dir/r.xml", NULL, NULL}},
+    {"json_into_directory", NULL,
+     "run cases/ci.yaml --filter '^combine_decode_only_c4$' --json @", 2, {"@", NULL, NULL}},
+};
+#define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/dsv4bad.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    /* libhdf5's own leaks on corrupt files, for the ASan build of the CLI. */
+    setenv("LSAN_OPTIONS", "suppressions=tests/lsan-hdf5.supp:print_suppressions=0", 1);
+    dsv4_h5_quiet();
+    record_goldens();
+}
+
+static void teardown(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(bad_input_row)
+{
+    const row *r = &rows[_i];
+    if (r->setup)
+        r->setup();
+    int rc = run_args(r->args);
+    ck_assert_msg(rc == r->exit, "%s: exit %d, expected %d:\n%s", r->name, rc, r->exit, out);
+    for (int k = 0; k < 3 && r->frag[k]; k++) {
+        char want[700] = "";
+        for (const char *p = r->frag[k]; *p; p++) {
+            size_t n = strlen(want);
+            if (*p == '@')
+                snprintf(want + n, sizeof want - n, "%s", tmpdir);
+            else if (n + 1 < sizeof want)
+                want[n] = *p, want[n + 1] = '\0';
+        }
+        ck_assert_msg(strstr(out, want) != NULL, "%s: message lacks '%s':\n%s", r->name, want, out);
+    }
+    ck_assert_msg(strstr(out, "AddressSanitizer") == NULL && strstr(out, "runtime error") == NULL,
+                  "%s: sanitizer report:\n%s", r->name, out);
+    assert_goldens_unchanged(r->name);
+}
+END_TEST
+
+/* Issue 9.5 at the CLI: a copy of a golden with one byte flipped, at many
+ * offsets across the file.  `check` must exit 2 naming the file, or 1 (a
+ * changed parameter makes the reference disagree: a loud failure), or 0 only
+ * when the flipped copy still reads back with the same tensors, params and
+ * attributes (the byte was unused space).  Never a crash. */
+START_TEST(flipped_bytes_never_pass_silently)
+{
+    const char *src = "data/ci/combine_decode_only_c4.h5";
+    size_t n;
+    unsigned char *orig = slurp(src, &n);
+    dsv4_golden ref;
+    dsv4_status st = {0, ""};
+    ck_assert_int_eq(dsv4_golden_read(src, &ref, &st), 0);
+    char path[400];
+    tmp_path(path, sizeof path, "flip.h5");
+    int counts[4] = {0}; /* exit 0, 1, 2, other */
+    const size_t step = n / 97 + 1;
+    for (size_t off = 3; off < n; off += step) {
+        unsigned char *b = malloc(n);
+        ck_assert_ptr_nonnull(b);
+        memcpy(b, orig, n);
+        b[off] ^= 0x10;
+        write_bytes(path, b, n);
+        free(b);
+        int rc = run_args("check @/flip.h5 --impl ref");
+        counts[rc <= 2 ? rc : 3]++;
+        ck_assert_msg(rc <= 2, "offset %zu: exit %d:\n%s", off, rc, out);
+        if (rc == 2)
+            ck_assert_msg(strstr(out, path) != NULL, "offset %zu: file not named:\n%s", off, out);
+        if (rc == 0) {
+            dsv4_golden g;
+            ck_assert_msg(dsv4_golden_read(path, &g, &st) == 0, "offset %zu", off);
+            char why[256] = "";
+            ck_assert_msg(dsv4_golden_same(&ref, &g, why, sizeof why),
+                          "offset %zu: exit 0 with different contents: %s", off, why);
+            dsv4_golden_free(&g);
+        }
+    }
+    fprintf(stderr, "flipped bytes in %zu-byte %s: %d passed unchanged, %d failed, %d bad input\n",
+            n, src, counts[0], counts[1], counts[2]);
+    ck_assert_int_gt(counts[2], 0);
+    dsv4_golden_free(&ref);
+    free(orig);
+    assert_goldens_unchanged("flipped_bytes");
+}
+END_TEST
+
+/* Every byte of one dataset's stored chunk flipped in turn: always exit 2
+ * naming the file and the dataset (Fletcher32). */
+START_TEST(flipped_data_bytes_name_the_dataset)
+{
+    const char *src = "data/ci/combine_decode_only_c4.h5";
+    hid_t f = H5Fopen(src, H5F_ACC_RDONLY, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    hid_t d = H5Dopen2(f, "/outputs/combined_indices", H5P_DEFAULT);
+    ck_assert_int_ge(d, 0);
+    haddr_t addr;
+    hsize_t size, zero[2] = {0, 0};
+    ck_assert_int_ge(H5Dget_chunk_info_by_coord(d, zero, NULL, &addr, &size), 0);
+    H5Dclose(d);
+    H5Fclose(f);
+    size_t n;
+    unsigned char *orig = slurp(src, &n);
+    ck_assert_uint_le(addr + size, n);
+    char path[400];
+    tmp_path(path, sizeof path, "flip.h5");
+    const hsize_t step = size / 23 + 1;
+    for (hsize_t i = 0; i < size; i += step) {
+        orig[addr + i] ^= 0x01;
+        write_bytes(path, orig, n);
+        orig[addr + i] ^= 0x01;
+        int rc = run_args("check @/flip.h5");
+        ck_assert_msg(rc == 2, "chunk byte %" PRIu64 ": exit %d:\n%s", (uint64_t)i, rc, out);
+        ck_assert_msg(strstr(out, path) != NULL && strstr(out, "/outputs/combined_indices") != NULL,
+                      "chunk byte %" PRIu64 ": file or dataset not named:\n%s", (uint64_t)i, out);
+    }
+    free(orig);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("badinput");
+    TCase *tc = tcase_create("matrix");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, bad_input_row, 0, N_ROWS);
+    tcase_add_test(tc, flipped_bytes_never_pass_silently);
+    tcase_add_test(tc, flipped_data_bytes_name_the_dataset);
+    suite_add_tcase(s, tc);
+    return dsv4_test_run(s);
+}
