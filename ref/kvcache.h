@@ -177,7 +177,7 @@ int64_t dsv4_kv_format_page_stride(const dsv4_kv_layout *L, dsv4_kv_format f);
 /* v41_fp8 scale byte of a 32-tile with amax (finite, >= 0), as the kernel
  * computes it [S22]: s = max(fl32(amax * fl32(1/448)), fl32(1e-4)), e =
  * ceil(log2 s) read from the fp32 bits (biased exponent - 127, + 1 when the
- * mantissa is non-zero), byte = e + 127 (in [114, 246] for bf16 amax). */
+ * mantissa is non-zero), byte = e + 127 (in [114, 247] for bf16 amax). */
 uint8_t dsv4_kv41_fp8_scale_byte(float amax);
 /* v41_fp4 e4m3fn scale byte of a 16-tile [S22]: fp8(clamp(fl32(amax / 6),
  * 2^-9, 448)) RNE; amax / 6 an IEEE fp32 division. */
@@ -192,7 +192,7 @@ void dsv4_kv41_encode_token(uint8_t *page, int64_t B, int64_t row, const uint16_
                             dsv4_kv_format f);
 /* Decodes one v41 token to bf16 (spec 4, [S22] _v41_gather_kernel):
  * fl32(value * scale) rounded to bf16 RNE.  Exact for every written byte:
- * fp8: 4 significant bits x 2^(b-127), b in [114, 246]; fp4: e2m1 (2 bits)
+ * fp8: 4 significant bits x 2^(b-127), b in [114, 247]; fp4: e2m1 (2 bits)
  * x e4m3 (4 bits) = at most 6 significant bits in [2^-10, 2688]. */
 void dsv4_kv41_decode_token_bf16(const uint8_t *page, int64_t B, int64_t row, dsv4_kv_format f,
                                  uint16_t *out /* [512] */);
