@@ -8,17 +8,69 @@
  * 256-thread block).  Lane l < 56 reads 8 fp8 bytes (one 8-byte load) and
  * its block's scale byte, computes fl(fp8 * 2^(s-127)) in fp32 and rounds to
  * bf16 (as the reference, x86 NaN results included, quant_rules.h); lanes
- * 56..63 copy 16 bytes of RoPE bf16.  Every lane writes 16 bytes. */
+ * 56..63 copy 16 bytes of RoPE bf16.  Every lane writes 16 bytes.
+ *
+ * V4.1 variants format=v41_fp8 / format=v41_fp4 (spec 2.4 [S22], ref/kvcache.c
+ * dsv4_kv41_decode_token_bf16), UNRUN on a GPU so far (compiled only): the
+ * same mapping; lane l decodes dims 8l..8l+7 from 8 fp8 bytes x its 32-tile's
+ * UE8M0 scale, or from 4 packed e2m1 bytes x its 16-tile's e4m3 scale
+ * (products exact in bf16).  Block-table entries are checked on the host
+ * (the V4.1 Triton gather has no invalid-block mode). */
 #include "quant_device.h"
 
 namespace {
 
-const char *const variants[] = {"default", "invalid_block=skip", "invalid_block=zero", NULL};
-enum { V_ERROR = 0, V_SKIP = 1, V_ZERO = 2 };
+const char *const variants[] = {"default", "invalid_block=skip", "invalid_block=zero", "format=v41_fp8",
+                                "format=v41_fp4", NULL};
+enum { V_ERROR = 0, V_SKIP = 1, V_ZERO = 2, V_FP8 = 3, V_FP4 = 4 };
 
 __device__ inline uint16_t decode_bf16(uint8_t code, float s, int fnuz)
 {
     return dsv4q_bf16(dsv4q_mul(dsv4q_fp8_decode(code, fnuz), s)); /* .to(tl.bfloat16): RNE [S1] */
+}
+
+/* e2m1 code -> fp32 (numerics.c dsv4_e2m1_to_f32): bit 3 sign, -0 kept. */
+__device__ inline float e2m1_value(uint32_t code)
+{
+    const uint32_t m = code & 7u;
+    const float v = m < 2u ? 0.5f * (float)m : (float)(2u + (m & 1u)) * dsv4q_pow2((int)(m >> 1) - 2);
+    return (code & 8u) ? -v : v;
+}
+
+__global__ void gather41_kernel(const uint8_t *__restrict__ cache, long long B, const int *__restrict__ seq_lens,
+                                const int *__restrict__ gather_lens, const int *__restrict__ block_table,
+                                long long maxb, long long Wout, long long offset, int fp4,
+                                int4 *__restrict__ out)
+{
+    const long long i = (long long)blockIdx.x * (blockDim.x / 64) + threadIdx.x / 64;
+    const long long r = blockIdx.y;
+    const int l = (int)threadIdx.x % 64;
+    const long long S = seq_lens[r], G = gather_lens ? gather_lens[r] : S;
+    if (i >= G)
+        return;
+    const long long pos = S - G + i; /* start = S - G [S22] */
+    const long long page = block_table[r * maxb + pos / B], row = pos % B; /* valid: host check */
+    int4 *dst = out + ((r * Wout + offset + i) * 512) / 8 + l;
+    uint32_t u[4];
+    if (!fp4) {
+        const uint8_t *pg = cache + page * B * 528;
+        const uint2 w = *reinterpret_cast<const uint2 *>(pg + row * 512 + 8 * l);
+        const uint8_t sb = pg[B * 512 + row * 16 + l / 4];
+        const float s = sb == 255 ? dsv4q_float(0x7F800000u) : dsv4q_pow2((int)sb - 127); /* exp2(b - 127) */
+        for (int k = 0; k < 4; k++) {
+            const uint32_t word = k < 2 ? w.x : w.y, sh = 16 * (k & 1);
+            u[k] = (uint32_t)decode_bf16((uint8_t)(word >> sh), s, 0) |
+                   ((uint32_t)decode_bf16((uint8_t)(word >> (sh + 8)), s, 0) << 16);
+        }
+    } else {
+        const uint8_t *pg = cache + page * B * 288;
+        const uint32_t w = *reinterpret_cast<const uint32_t *>(pg + row * 256 + 4 * l);
+        const float sf = dsv4q_fp8_decode(pg[B * 256 + row * 32 + l / 2], 0);
+        for (int k = 0; k < 4; k++) /* byte k: dims 8l+2k (low nibble), 8l+2k+1 (high) */
+            u[k] = (uint32_t)dsv4q_bf16(dsv4q_mul(e2m1_value(w >> (8 * k)), sf)) |
+                   ((uint32_t)dsv4q_bf16(dsv4q_mul(e2m1_value(w >> (8 * k + 4)), sf)) << 16);
+    }
+    *dst = make_int4((int)u[0], (int)u[1], (int)u[2], (int)u[3]);
 }
 
 __global__ void gather_kernel(const uint8_t *__restrict__ cache, long long B, long long nb,
@@ -94,8 +146,12 @@ int gather_check(const dsv4_hip_call *c, char *err, size_t errlen)
     if (rc)
         return rc;
     const dsv4_plugin_tensor *o = &c->out[s.out], *kc = &c->in[s.kc];
-    if (s.B <= 0 || kc->shape[1] != s.B || kc->shape[2] != 584)
-        return QFAIL("dequantize_and_gather_k_cache: k_cache must be [num_blocks, %lld, 584]", (long long)s.B);
+    const int v41 = c->variant == V_FP8 || c->variant == V_FP4;
+    const long long tb = c->variant == V_FP8 ? 528 : c->variant == V_FP4 ? 288 : 584;
+    if (s.B <= 0 || kc->shape[1] != s.B || kc->shape[2] != tb)
+        return QFAIL("dequantize_and_gather_k_cache: k_cache must be [num_blocks, %lld, %lld]", (long long)s.B, tb);
+    if (v41 && s.fnuz)
+        return QFAIL("dequantize_and_gather_k_cache: the V4.1 formats have no use_fnuz");
     if (o->shape[0] != s.R || o->shape[2] != 512 || c->in[s.bt].shape[0] != s.R ||
         (s.gat >= 0 && (c->in[s.gat].dtype != DSV4_PLUGIN_INT32 || c->in[s.gat].ndim != 1 ||
                         c->in[s.gat].shape[0] != s.R)))
@@ -112,7 +168,7 @@ int gather_check(const dsv4_hip_call *c, char *err, size_t errlen)
             return QFAIL("dequantize_and_gather_k_cache: request %lld: seq_lens %lld, gather_lens %lld do not "
                          "fit out / block_table",
                          r, S, G);
-        for (long long pos = S - G; c->variant == V_ERROR && pos < S; pos++) {
+        for (long long pos = S - G; (c->variant == V_ERROR || v41) && pos < S; pos++) {
             const long long p = bt[r * s.maxb + pos / s.B];
             if (p < 0 || p >= s.nb)
                 return QFAIL("dequantize_and_gather_k_cache: block_table[%lld, %lld] = %lld is outside the cache",
@@ -131,6 +187,13 @@ hipError_t gather_launch(const dsv4_hip_call *c, hipStream_t stream)
     const long long rows = s.Wout - s.offset; /* G <= Wout - offset (host check) */
     if (s.R == 0 || rows <= 0)
         return hipSuccess;
+    if (c->variant == V_FP8 || c->variant == V_FP4) {
+        hipLaunchKernelGGL(gather41_kernel, dim3(grid_for(rows, 4), (unsigned)s.R), dim3(256), 0, stream,
+                           (const uint8_t *)c->din[s.kc], s.B, (const int *)c->din[s.seq],
+                           s.gat >= 0 ? (const int *)c->din[s.gat] : (const int *)NULL, (const int *)c->din[s.bt],
+                           s.maxb, s.Wout, s.offset, (int)(c->variant == V_FP4), (int4 *)c->dout[s.out]);
+        return hipGetLastError();
+    }
     hipLaunchKernelGGL(gather_kernel, dim3(grid_for(rows, 4), (unsigned)s.R), dim3(256), 0, stream,
                        (const uint8_t *)c->din[s.kc], s.B, s.nb, (const int *)c->din[s.seq],
                        s.gat >= 0 ? (const int *)c->din[s.gat] : (const int *)NULL, (const int *)c->din[s.bt],

@@ -179,14 +179,15 @@ int dsv4_kv_slot(int64_t slot, const dsv4_kv_layout *L, int64_t *page, int64_t *
     return 1;
 }
 
-static int check_layout(const dsv4_kv_layout *L, dsv4_status *st)
+static int check_layout(const dsv4_kv_layout *L, dsv4_kv_format f, dsv4_status *st)
 {
+    const int64_t tb = dsv4_kv_format_token_bytes(f);
     if (L->block_size <= 0 || L->num_blocks < 0)
         return dsv4_fail(st, DSV4_EINPUT, "block_size %" PRId64 " / num_blocks %" PRId64 " invalid",
                          L->block_size, L->num_blocks);
-    if (L->page_stride != 0 && L->page_stride < L->block_size * DSV4_KV_TOKEN_BYTES)
-        return dsv4_fail(st, DSV4_EINPUT, "page stride %" PRId64 " < B*584 = %" PRId64, L->page_stride,
-                         L->block_size * DSV4_KV_TOKEN_BYTES);
+    if (L->page_stride != 0 && L->page_stride < L->block_size * tb)
+        return dsv4_fail(st, DSV4_EINPUT, "page stride %" PRId64 " < B*%" PRId64 " = %" PRId64, L->page_stride,
+                         tb, L->block_size * tb);
     return DSV4_OK;
 }
 
@@ -195,10 +196,19 @@ int dsv4_ref_quantize_and_insert_k_cache(const uint16_t *k, int64_t T, const int
                                          const dsv4_kv_layout *L, const dsv4_kv_encode_opts *o,
                                          dsv4_status *st)
 {
-    int rc = check_layout(L, st);
+    return dsv4_ref_quantize_and_insert_k_cache_fmt(k, T, slots64, slots32, k_cache, L, DSV4_KV_FMT_DS_MLA, o,
+                                                    st);
+}
+
+int dsv4_ref_quantize_and_insert_k_cache_fmt(const uint16_t *k, int64_t T, const int64_t *slots64,
+                                             const int32_t *slots32, uint8_t *k_cache,
+                                             const dsv4_kv_layout *L, dsv4_kv_format f,
+                                             const dsv4_kv_encode_opts *o, dsv4_status *st)
+{
+    int rc = check_layout(L, f, st);
     if (rc)
         return rc;
-    const int64_t stride = dsv4_kv_page_stride(L), nslots = L->num_blocks * L->block_size;
+    const int64_t stride = dsv4_kv_format_page_stride(L, f), nslots = L->num_blocks * L->block_size;
     /* Validate everything first so that bad input never half-writes. */
     for (int64_t t = 0; t < T; t++) {
         int64_t s = slots64 ? slots64[t] : slots32[t], page, row;
@@ -213,10 +223,15 @@ int dsv4_ref_quantize_and_insert_k_cache(const uint16_t *k, int64_t T, const int
     for (int64_t t = 0; t < T; t++) {
         int64_t s = slots64 ? slots64[t] : slots32[t], page, row;
         if (dsv4_kv_slot(s, L, &page, &row) != 1)
-            continue; /* slot -1: padding token, skipped [S1, S15] */
+            continue; /* slot -1: padding token, skipped [S1, S15]; v41: any slot < 0 [S22] */
+        const uint16_t *kt = k + t * DSV4_KV_HEAD_DIM;
+        if (f != DSV4_KV_FMT_DS_MLA) {
+            dsv4_kv41_encode_token(k_cache + page * stride, L->block_size, row, kt, f);
+            continue;
+        }
         float x[DSV4_KV_HEAD_DIM];
         for (int d = 0; d < DSV4_KV_HEAD_DIM; d++) {
-            uint32_t b = (uint32_t)k[t * DSV4_KV_HEAD_DIM + d] << 16; /* bf16 -> fp32 is a shift */
+            uint32_t b = (uint32_t)kt[d] << 16; /* bf16 -> fp32 is a shift */
             memcpy(&x[d], &b, sizeof b);
         }
         if ((rc = dsv4_kv_encode_token(k_cache + page * stride, L->block_size, row, x, o, st)))
@@ -233,9 +248,18 @@ static int64_t gather_page(const dsv4_gather_args *a, int64_t r, int64_t pos)
 
 int dsv4_gather_check(const dsv4_gather_args *a, dsv4_gather_invalid inv, dsv4_status *st)
 {
-    int rc = check_layout(&a->L, st);
+    return dsv4_gather_check_fmt(a, inv, DSV4_KV_FMT_DS_MLA, st);
+}
+
+int dsv4_gather_check_fmt(const dsv4_gather_args *a, dsv4_gather_invalid inv, dsv4_kv_format f,
+                          dsv4_status *st)
+{
+    int rc = check_layout(&a->L, f, st);
     if (rc)
         return rc;
+    /* gather_dequant_v41 [S22]: Triton, unchecked block table, OCP only */
+    if (f != DSV4_KV_FMT_DS_MLA && (inv != DSV4_GATHER_INVALID_ERROR || a->use_fnuz))
+        return dsv4_fail(st, DSV4_EINPUT, "the V4.1 gather has no invalid-block mode and no FNUZ decode [S22]");
     if (a->offset < 0)
         return dsv4_fail(st, DSV4_EINPUT, "offset %" PRId64 " < 0", a->offset);
     for (int64_t r = 0; r < a->R; r++) {
@@ -273,23 +297,153 @@ int dsv4_gather_check(const dsv4_gather_args *a, dsv4_gather_invalid inv, dsv4_s
 int dsv4_ref_dequantize_and_gather_k_cache(const dsv4_gather_args *a, dsv4_gather_invalid inv,
                                            dsv4_status *st)
 {
-    int rc = dsv4_gather_check(a, inv, st);
+    return dsv4_ref_dequantize_and_gather_k_cache_fmt(a, inv, DSV4_KV_FMT_DS_MLA, st);
+}
+
+int dsv4_ref_dequantize_and_gather_k_cache_fmt(const dsv4_gather_args *a, dsv4_gather_invalid inv,
+                                               dsv4_kv_format f, dsv4_status *st)
+{
+    int rc = dsv4_gather_check_fmt(a, inv, f, st);
     if (rc)
         return rc;
-    const int64_t B = a->L.block_size, stride = dsv4_kv_page_stride(&a->L);
+    const int64_t B = a->L.block_size, stride = dsv4_kv_format_page_stride(&a->L, f);
     const dsv4_fp8_kind kind = a->use_fnuz ? DSV4_FP8_E4M3FNUZ : DSV4_FP8_E4M3FN;
     for (int64_t r = 0; r < a->R; r++) {
         int64_t S = a->seq_lens[r], G = a->gather_lens ? a->gather_lens[r] : S;
         for (int64_t i = 0; i < G; i++) {
-            int64_t pos = S - G + i, page = gather_page(a, r, pos); /* start = S - G [S1] */
+            int64_t pos = S - G + i, page = gather_page(a, r, pos); /* start = S - G [S1, S22] */
             uint16_t *dst = a->out + (r * a->Wout + a->offset + i) * DSV4_KV_HEAD_DIM;
             if (page < 0 || page >= a->L.num_blocks) {
                 if (inv == DSV4_GATHER_INVALID_ZERO) /* zeros [S8] */
                     memset(dst, 0, DSV4_KV_HEAD_DIM * sizeof *dst);
                 continue; /* SKIP: untouched [S7] */
             }
-            dsv4_kv_decode_token_bf16(a->k_cache + page * stride, B, pos % B, kind, dst);
+            if (f == DSV4_KV_FMT_DS_MLA)
+                dsv4_kv_decode_token_bf16(a->k_cache + page * stride, B, pos % B, kind, dst);
+            else
+                dsv4_kv41_decode_token_bf16(a->k_cache + page * stride, B, pos % B, f, dst);
         }
     }
     return DSV4_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* V4.1 formats (spec 2.4 [S22])                                       */
+
+int64_t dsv4_kv_format_token_bytes(dsv4_kv_format f)
+{
+    return f == DSV4_KV_FMT_V41_FP8   ? DSV4_KV41_FP8_TOKEN_BYTES
+           : f == DSV4_KV_FMT_V41_FP4 ? DSV4_KV41_FP4_TOKEN_BYTES
+                                      : DSV4_KV_TOKEN_BYTES;
+}
+
+int64_t dsv4_kv_format_data_bytes(dsv4_kv_format f)
+{
+    return f == DSV4_KV_FMT_V41_FP8 ? 512 : f == DSV4_KV_FMT_V41_FP4 ? 256 : DSV4_KV_DATA_BYTES;
+}
+
+int64_t dsv4_kv_format_scale_bytes(dsv4_kv_format f)
+{
+    return f == DSV4_KV_FMT_V41_FP8 ? 16 : f == DSV4_KV_FMT_V41_FP4 ? 32 : DSV4_KV_SCALE_BYTES;
+}
+
+int dsv4_kv_format_tile(dsv4_kv_format f)
+{
+    return f == DSV4_KV_FMT_V41_FP8 ? DSV4_KV41_FP8_TILE : f == DSV4_KV_FMT_V41_FP4 ? DSV4_KV41_FP4_TILE
+                                                                                    : DSV4_KV_QBLOCK;
+}
+
+int64_t dsv4_kv_format_page_stride(const dsv4_kv_layout *L, dsv4_kv_format f)
+{
+    return L->page_stride > 0 ? L->page_stride : L->block_size * dsv4_kv_format_token_bytes(f);
+}
+
+uint8_t dsv4_kv41_fp8_scale_byte(float amax)
+{
+    /* tl.maximum(amax * (1.0 / 448.0), 1e-4) in fp32 [S22] */
+    float s = amax * (1.0f / 448.0f);
+    s = s > 1e-4f ? s : 1e-4f;
+    const uint32_t b = f32_bits(s);
+    /* ceil(log2 s) from the bits: exponent - 127 + (mantissa != 0) [S22] */
+    const int e = (int)((b >> 23) & 0xFFu) - 127 + ((b & 0x7FFFFFu) != 0);
+    return (uint8_t)(e + 127);
+}
+
+uint8_t dsv4_kv41_fp4_scale_byte(float amax)
+{
+    /* tl.clamp(amax / 6.0, 0.001953125, 448.0).to(float8e4nv) [S22]; the
+     * clamp makes the cast's saturation moot */
+    float s = amax / 6.0f;
+    s = s < 0.001953125f ? 0.001953125f : s > 448.0f ? 448.0f : s;
+    return dsv4_fp8_from_f32(s, DSV4_FP8_E4M3FN, 1);
+}
+
+static void encode41_fp8(uint8_t *data, uint8_t *scales, const float *x)
+{
+    for (int t = 0; t < DSV4_KV_HEAD_DIM / DSV4_KV41_FP8_TILE; t++) {
+        const float *v = x + t * DSV4_KV41_FP8_TILE;
+        float amax = 0;
+        for (int i = 0; i < DSV4_KV41_FP8_TILE; i++)
+            amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
+        const uint8_t sb = dsv4_kv41_fp8_scale_byte(amax);
+        scales[t] = sb;
+        const float inv = (float)ldexp(1.0, 127 - (int)sb); /* ((127 - e) << 23) as fp32 [S22] */
+        for (int i = 0; i < DSV4_KV41_FP8_TILE; i++) {
+            float q = v[i] * inv; /* exact, or an fp32 underflow far below e4m3 min */
+            q = q > 448.0f ? 448.0f : q < -448.0f ? -448.0f : q; /* tl.clamp(., -448, 448) [S22] */
+            data[t * DSV4_KV41_FP8_TILE + i] = fp8_code(q, DSV4_FP8_E4M3FN); /* float8e4nv RNE */
+        }
+    }
+}
+
+static void encode41_fp4(uint8_t *data, uint8_t *scales, const float *x)
+{
+    uint8_t codes[DSV4_KV_HEAD_DIM];
+    for (int t = 0; t < DSV4_KV_HEAD_DIM / DSV4_KV41_FP4_TILE; t++) {
+        const float *v = x + t * DSV4_KV41_FP4_TILE;
+        float amax = 0;
+        for (int i = 0; i < DSV4_KV41_FP4_TILE; i++)
+            amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
+        const uint8_t sb = dsv4_kv41_fp4_scale_byte(amax);
+        scales[t] = sb;
+        const float sf = dsv4_fp8_to_f32(sb, DSV4_FP8_E4M3FN); /* >= 2^-9, never 0 */
+        for (int i = 0; i < DSV4_KV41_FP4_TILE; i++) /* tl.math.div_rn: IEEE RNE [S22] */
+            codes[t * DSV4_KV41_FP4_TILE + i] = dsv4_e2m1_from_f32(v[i] / sf);
+    }
+    for (int j = 0; j < DSV4_KV_HEAD_DIM / 2; j++) /* even element in the low nibble [S22] */
+        data[j] = dsv4_e2m1_pack(codes[2 * j], codes[2 * j + 1]);
+}
+
+void dsv4_kv41_encode_token(uint8_t *page, int64_t B, int64_t row, const uint16_t *k, dsv4_kv_format f)
+{
+    float x[DSV4_KV_HEAD_DIM];
+    call_once(&lut_once, lut_init);
+    for (int d = 0; d < DSV4_KV_HEAD_DIM; d++)
+        x[d] = dsv4_bf16_to_f32(k[d]);
+    const int64_t D = dsv4_kv_format_data_bytes(f), S = dsv4_kv_format_scale_bytes(f);
+    uint8_t *data = page + row * D, *scales = page + B * D + row * S; /* [S22] page layout */
+    if (f == DSV4_KV_FMT_V41_FP8)
+        encode41_fp8(data, scales, x);
+    else
+        encode41_fp4(data, scales, x);
+}
+
+void dsv4_kv41_decode_token_bf16(const uint8_t *page, int64_t B, int64_t row, dsv4_kv_format f,
+                                 uint16_t *out)
+{
+    const int64_t D = dsv4_kv_format_data_bytes(f), S = dsv4_kv_format_scale_bytes(f);
+    const uint8_t *data = page + row * D, *scales = page + B * D + row * S;
+    call_once(&lut_once, lut_init);
+    for (int d = 0; d < DSV4_KV_HEAD_DIM; d++) {
+        float v, s;
+        if (f == DSV4_KV_FMT_V41_FP8) { /* fp8 * exp2(e8m0 - 127) in fp32 [S22] */
+            v = dec_lut[0][data[d]];
+            s = scale_f32(scales[d / DSV4_KV41_FP8_TILE]);
+        } else { /* e2m1 (even dim = low nibble) * e4m3 scale in fp32 [S22] */
+            const uint8_t byte = data[d / 2];
+            v = dsv4_e2m1_to_f32((d & 1) ? dsv4_e2m1_hi(byte) : dsv4_e2m1_lo(byte));
+            s = dec_lut[0][scales[d / DSV4_KV41_FP4_TILE]];
+        }
+        out[d] = dsv4_bf16_from_f32(v * s); /* row.to(tl.bfloat16): RNE [S22] */
+    }
 }

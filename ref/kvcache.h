@@ -138,4 +138,78 @@ int dsv4_gather_check(const dsv4_gather_args *a, dsv4_gather_invalid inv, dsv4_s
 int dsv4_ref_dequantize_and_gather_k_cache(const dsv4_gather_args *a, dsv4_gather_invalid inv,
                                            dsv4_status *st);
 
+/* ------------------------------------------------------------------ */
+/* V4.1 FlashMLA formats (spec sparse_attention.md 2.4 [S22] =
+ * vllm-project/vllm:vllm/models/deepseek_v4_1/common/ops/kv_formats_v41.py
+ * @0a58229d4cfff7476cec7b665b44a2e0e414021d).  A page of B tokens holds B
+ * data rows, then B scale rows [S22]:
+ *   v41_fp8 (528 B/token): data row i at i*512 = 512 e4m3fn codes (RoPE dims
+ *     quantized too), scale row i at B*512 + i*16 = 16 UE8M0 bytes, one per
+ *     32-dim tile.
+ *   v41_fp4 (288 B/token): data row i at i*256 = 512 e2m1 codes, two per
+ *     byte, even dim in the low nibble; scale row i at B*256 + i*32 = 32
+ *     e4m3fn bytes, one per 16-dim tile.
+ * The insert kernels of [S22] (rope_v41_fp8_insert / rope_v41_fp4_insert)
+ * first apply GPT-J RoPE at (pos // c)*c and round the row to bf16; that
+ * step is the caller's part here (ref/rope.h): these ops take the bf16 row
+ * the quantizer sees, so k is the post-RoPE bf16 latent. */
+typedef enum dsv4_kv_format {
+    DSV4_KV_FMT_DS_MLA = 0, /* V4 fp8_ds_mla, 584 B (spec 2.1) */
+    DSV4_KV_FMT_V41_FP8,    /* 528 B (spec 2.4) */
+    DSV4_KV_FMT_V41_FP4,    /* 288 B (spec 2.4) */
+} dsv4_kv_format;
+
+#define DSV4_KV41_FP8_TOKEN_BYTES 528 /* V41_FP8_BYTES [S22] */
+#define DSV4_KV41_FP4_TOKEN_BYTES 288 /* V41_FP4_BYTES [S22] */
+#define DSV4_KV41_FP8_TILE 32         /* 16 tiles of 32 [S22] */
+#define DSV4_KV41_FP4_TILE 16         /* 32 tiles of 16 [S22] */
+
+/* 584, 528 or 288. */
+int64_t dsv4_kv_format_token_bytes(dsv4_kv_format f);
+/* Data-row bytes (576 / 512 / 256), scale-row bytes (8 / 16 / 32). */
+int64_t dsv4_kv_format_data_bytes(dsv4_kv_format f);
+int64_t dsv4_kv_format_scale_bytes(dsv4_kv_format f);
+/* Values per scale (64 / 32 / 16). */
+int dsv4_kv_format_tile(dsv4_kv_format f);
+/* L->page_stride, or B * token bytes when 0. */
+int64_t dsv4_kv_format_page_stride(const dsv4_kv_layout *L, dsv4_kv_format f);
+
+/* v41_fp8 scale byte of a 32-tile with amax (finite, >= 0), as the kernel
+ * computes it [S22]: s = max(fl32(amax * fl32(1/448)), fl32(1e-4)), e =
+ * ceil(log2 s) read from the fp32 bits (biased exponent - 127, + 1 when the
+ * mantissa is non-zero), byte = e + 127 (in [114, 247] for bf16 amax). */
+uint8_t dsv4_kv41_fp8_scale_byte(float amax);
+/* v41_fp4 e4m3fn scale byte of a 16-tile [S22]: fp8(clamp(fl32(amax / 6),
+ * 2^-9, 448)) RNE; amax / 6 an IEEE fp32 division. */
+uint8_t dsv4_kv41_fp4_scale_byte(float amax);
+
+/* Encodes one bf16 row (bits, finite) into row `row` of a v41 page of B
+ * tokens; only that token's data and scale rows are written.  fp8: q =
+ * clamp(x * 2^-e, +-448) -> e4m3fn RNE.  fp4: q = fl32(x / scale) (IEEE
+ * division, div_rn [S22]) -> e2m1 RNE saturating to +-6, sign kept
+ * (cvt.rn.satfinite.e2m1x2.f32 of fused_indexer_q._fp32x2_to_fp4x2). */
+void dsv4_kv41_encode_token(uint8_t *page, int64_t B, int64_t row, const uint16_t *k,
+                            dsv4_kv_format f);
+/* Decodes one v41 token to bf16 (spec 4, [S22] _v41_gather_kernel):
+ * fl32(value * scale) rounded to bf16 RNE.  Exact for every written byte:
+ * fp8: 4 significant bits x 2^(b-127), b in [114, 247]; fp4: e2m1 (2 bits)
+ * x e4m3 (4 bits) = at most 6 significant bits in [2^-10, 2688]. */
+void dsv4_kv41_decode_token_bf16(const uint8_t *page, int64_t B, int64_t row, dsv4_kv_format f,
+                                 uint16_t *out /* [512] */);
+
+/* quantize_and_insert_k_cache in format f (DS_MLA: the function above with
+ * o).  For the v41 formats every negative slot is skipped (`if slot < 0:
+ * return` [S22]); o is unused there. */
+int dsv4_ref_quantize_and_insert_k_cache_fmt(const uint16_t *k, int64_t T, const int64_t *slots64,
+                                             const int32_t *slots32, uint8_t *k_cache,
+                                             const dsv4_kv_layout *L, dsv4_kv_format f,
+                                             const dsv4_kv_encode_opts *o, dsv4_status *st);
+/* dsv4_gather_check / the gather in format f; the v41 gather is Triton
+ * (gather_dequant_v41 [S22]), so inv must be DSV4_GATHER_INVALID_ERROR and
+ * use_fnuz 0 for those formats. */
+int dsv4_gather_check_fmt(const dsv4_gather_args *a, dsv4_gather_invalid inv, dsv4_kv_format f,
+                          dsv4_status *st);
+int dsv4_ref_dequantize_and_gather_k_cache_fmt(const dsv4_gather_args *a, dsv4_gather_invalid inv,
+                                               dsv4_kv_format f, dsv4_status *st);
+
 #endif
