@@ -168,6 +168,11 @@ static const bench_case bench_table[] = {
     {"gemm_a8w8_4096x7168x1536_f32", "gemm_a8w8_blockscale", {"M=4096", "N=7168", "K=1536", "ref_accum=f32", NULL},
      gemm_flops, 0},
     {"gemm_a8w8_4096x7168x1536_f64", "gemm_a8w8_blockscale", {"M=4096", "N=7168", "K=1536", NULL}, gemm_flops, 1},
+    /* The indexer's prefill logits (issue 4): 4096 rows x 64 heads over ~32768
+     * compressed keys (ratio 4, 131072 tokens), about 2.2 TFLOP: run once. */
+    {"indexer_logits_4096x64x32k", "paged_mxfp4_mqa_logits",
+     {"heads=64", "page_entries=64", "compress_ratio=4", "seq_lens=[131072]", "query_lens=[4096]", NULL},
+     dsv4_indexer_logits_flops, 0},
     /* Input-side ops at production widths: weight layout, q prep + SWA insert, wo_a. */
     {"shuffle_7168x1536", "shuffle_weight", {"N=7168", "K=1536", NULL}, NULL, 0},
     {"qnorm_insert_1024_H16", "fused_qnorm_rope_kv_insert", {"num_tokens=1024", "num_heads=16", "num_blocks=16", NULL},

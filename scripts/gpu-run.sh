@@ -8,7 +8,9 @@
 #   3. dsv4check bench --impl hip: kernel times, GB/s, % of the device copy
 #      bandwidth measured in the same run by the backend's copy kernel;
 #   4. scripts/torch_combine_bench.py: PyTorch eager on the same production
-#      case, and the speed-up of the kernel over it.
+#      case, and the speed-up of the kernel over it;
+#   5. scripts/torch_attn_decode_bench.py: PyTorch eager gather + matmul +
+#      softmax of the paged decode bench case, against the decode kernel.
 # Usage: scripts/gpu-run.sh [OUTDIR]   (default $OUT, else /tmp/dsv4-gpu)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -42,13 +44,25 @@ env -u LD_LIBRARY_PATH python3 scripts/torch_combine_bench.py >"$out/torch.txt" 
 rc_torch=$?
 cat "$out/torch.txt"
 
+echo "== 5. PyTorch eager attention decode, same shape as attn_decode_paged_64tok_H64"
+env -u LD_LIBRARY_PATH python3 scripts/torch_attn_decode_bench.py >"$out/torch-attn.txt" 2>&1
+rc_tattn=$?
+cat "$out/torch-attn.txt"
+
 hip_ms=$(awk '$1 == "combine_prefill_8192" && $2 ~ /^hip/ {print $3}' "$out/bench.txt")
+attn_ms=$(awk '$1 == "attn_decode_paged_64tok_H64" && $2 ~ /^hip/ {print $3}' "$out/bench.txt")
 echo "== summary"
-echo "ci (--rerun 3): rc $rc_ci; memcheck: rc $rc_mc, ${mc_errors:-?} errors; bench: rc $rc_bench; torch: rc $rc_torch"
+echo "ci (--rerun 3): rc $rc_ci; memcheck: rc $rc_mc, ${mc_errors:-?} errors; bench: rc $rc_bench; torch: rc $rc_torch, $rc_tattn"
 for impl in per_request vectorized; do
     t=$(awk -v k="$impl" '$1 == "torch_ms" && $2 == k {print $3}' "$out/torch.txt")
     if [ -n "$t" ] && [ -n "$hip_ms" ]; then
         awk -v t="$t" -v h="$hip_ms" -v k="$impl" 'BEGIN {printf "speed-up over torch %s: %.3f ms / %.4f ms = %.1fx\n", k, t, h, t / h}'
+    fi
+done
+for form in fp32 bf16; do
+    t=$(awk -v k="$form" '$1 == "torch_ms" && $2 == k {print $3}' "$out/torch-attn.txt")
+    if [ -n "$t" ] && [ -n "$attn_ms" ]; then
+        awk -v t="$t" -v h="$attn_ms" -v k="$form" 'BEGIN {printf "attention decode: torch %s %.3f ms / kernel %.3f ms = %.2fx\n", k, t, h, t / h}'
     fi
 done
 [ $rc_ci -eq 0 ] && [ $rc_mc -eq 0 ] && [ "${mc_errors:-1}" = 0 ] && [ $rc_bench -eq 0 ]
