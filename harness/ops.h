@@ -47,6 +47,11 @@ void dsv4_policy_exact(dsv4_policy *pol, const char *why);
 /* Fill every byte of an output with a poison pattern, so that an element a
  * backend forgets to write is caught (and named) by the comparator. */
 void dsv4_poison(dsv4_tensor *t);
+/* A plain RoPE table as the generators make it: row p = cos | sin of
+ * p * theta^(-2k/rd), k < rd/2, rounded to fp32 (spec sparse_attention.md 1,
+ * 11 [S21]: SWA-only layers use rope_theta with factor 1).  The references
+ * never recompute it: it is an input, stored in the golden. */
+void dsv4_gen_cos_sin(float *cache, int64_t P, int rd, double theta);
 /* Fetch an input of the given dtype and rank, or fail naming it. */
 int dsv4_input(const dsv4_tensors *in, const char *name, dsv4_dtype dt, int ndim,
                const dsv4_tensor **out, dsv4_status *st);

@@ -547,19 +547,6 @@ static const dsv4_io_spec rope_outputs[] = {
     {NULL, 0, 0, NULL},
 };
 
-/* cos_sin_cache of a plain RoPE table: cos/sin(p * theta^(-2k/rd)) rounded
- * to fp32 (spec 11 [S21]: SWA-only layers use rope_theta, factor 1).  The
- * reference never recomputes it: it is an input. */
-static void gen_cos_sin(float *cache, int64_t P, int rd, double theta)
-{
-    for (int64_t p = 0; p < P; p++)
-        for (int k = 0; k < rd / 2; k++) {
-            double ang = (double)p * pow(theta, -2.0 * k / rd);
-            cache[p * rd + k] = (float)cos(ang);
-            cache[p * rd + rd / 2 + k] = (float)sin(ang);
-        }
-}
-
 static int rope_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
     const dsv4_params *ps = c->params;
@@ -580,7 +567,7 @@ static int rope_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
     dsv4_rng_init(&rng, c->seed, "positions");
     for (int64_t t = 0; t < T; t++)
         ((int64_t *)pos->data)[t] = dsv4_rng_range(&rng, 0, P);
-    gen_cos_sin(cs->data, P, (int)rd, dsv4_params_float(ps, "rope_theta"));
+    dsv4_gen_cos_sin(cs->data, P, (int)rd, dsv4_params_float(ps, "rope_theta"));
     return DSV4_OK;
 }
 
@@ -855,7 +842,7 @@ static int rmx_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
     dsv4_rng_init(&rng, c->seed, "positions");
     for (int64_t t = 0; t < T; t++)
         ((int64_t *)pos->data)[t] = dsv4_rng_range(&rng, 0, P);
-    gen_cos_sin(cs->data, P, (int)rd, dsv4_params_float(ps, "rope_theta"));
+    dsv4_gen_cos_sin(cs->data, P, (int)rd, dsv4_params_float(ps, "rope_theta"));
     if (dsv4_params_int(ps, "specials") && T > 0)
         rmx_specials(ov, T, H, pos->data);
     return DSV4_OK;

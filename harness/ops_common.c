@@ -1,5 +1,6 @@
 /* ops_common.c - small helpers shared by the op definitions. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,4 +36,14 @@ int dsv4_input(const dsv4_tensors *in, const char *name, dsv4_dtype dt, int ndim
                          ndim);
     *out = t;
     return DSV4_OK;
+}
+
+void dsv4_gen_cos_sin(float *cache, int64_t P, int rd, double theta)
+{
+    for (int64_t p = 0; p < P; p++)
+        for (int k = 0; k < rd / 2; k++) {
+            double ang = (double)p * pow(theta, -2.0 * k / rd);
+            cache[p * rd + k] = (float)cos(ang);
+            cache[p * rd + rd / 2 + k] = (float)sin(ang);
+        }
 }

@@ -584,17 +584,6 @@ static const dsv4_io_spec wo_a_outputs[] = {
     {NULL, 0, 0, NULL},
 };
 
-/* cos/sin(p theta^(-2k/rd)) rounded to fp32 (plain RoPE table, spec 11 [S21]). */
-static void gen_cos_sin(float *cache, int64_t P, int rd, double theta)
-{
-    for (int64_t p = 0; p < P; p++)
-        for (int k = 0; k < rd / 2; k++) {
-            double ang = (double)p * pow(theta, -2.0 * k / rd);
-            cache[p * rd + k] = (float)cos(ang);
-            cache[p * rd + rd / 2 + k] = (float)sin(ang);
-        }
-}
-
 static int einsum_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
     const dsv4_params *ps = c->params;
@@ -621,7 +610,7 @@ static int einsum_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *s
     dsv4_rng_init(&rng, c->seed, "positions");
     for (int64_t t = 0; t < T; t++)
         ((int64_t *)pos->data)[t] = dsv4_rng_range(&rng, 0, P);
-    gen_cos_sin(cs->data, P, (int)rd, dsv4_params_float(ps, "rope_theta"));
+    dsv4_gen_cos_sin(cs->data, P, (int)rd, dsv4_params_float(ps, "rope_theta"));
     dsv4_rng_init(&rng, c->seed, "wo_a");
     uint16_t *wp = w->data;
     for (int64_t i = 0; i < G * R * Dg; i++)
@@ -1051,7 +1040,7 @@ static int qi_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
     dsv4_rng_init(&rng, c->seed, "positions");
     for (int64_t t = 0; t < T; t++)
         ((int64_t *)pos->data)[t] = dsv4_rng_range(&rng, 0, P);
-    gen_cos_sin(cs->data, P, 64, dsv4_params_float(ps, "rope_theta"));
+    dsv4_gen_cos_sin(cs->data, P, 64, dsv4_params_float(ps, "rope_theta"));
     return DSV4_OK;
 }
 
@@ -1436,7 +1425,7 @@ static int comp_generate_inner(const dsv4_opctx *c, comp_gen *g, dsv4_tensors *i
     dsv4_rng_init(&rng, c->seed, "norm_weight");
     for (int64_t i = 0; i < 512; i++) /* bf16 checkpoint weights held as fp32 */
         ((float *)nw->data)[i] = dsv4_round_bf16((float)(1.0 + 0.1 * dsv4_rng_normal(&rng)));
-    gen_cos_sin(cs->data, maxS + 1, 64, dsv4_params_float(ps, "rope_theta"));
+    dsv4_gen_cos_sin(cs->data, maxS + 1, 64, dsv4_params_float(ps, "rope_theta"));
     dsv4_compressor_args a;
     if ((rc = comp_args_of(c, in, &a, st)))
         return rc;
