@@ -690,20 +690,6 @@ END_TEST
 
 static char cli_out[1 << 16];
 
-static int cli(const char *args)
-{
-    const char *exe = getenv("DSV4CHECK");
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", exe && *exe ? exe : "build/dsv4check", args);
-    FILE *f = popen(cmd, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t n = fread(cli_out, 1, sizeof cli_out - 1, f);
-    cli_out[n] = '\0';
-    int status = pclose(f);
-    ck_assert(WIFEXITED(status));
-    return WEXITSTATUS(status);
-}
-
 /* Head 3 of a committed golden's output scaled by 0.5: check fails (1), the
  * report names token and head, and the hint names the head, not a sink. */
 START_TEST(test_e2e_head_scaled)
@@ -718,12 +704,11 @@ START_TEST(test_e2e_head_scaled)
     for (int64_t t = 0; t < T; t++)
         for (int d = 0; d < D; d++)
             ((float *)o->data)[(t * H + 3) * D + d] *= 0.5f;
-    char dir[] = "/tmp/dsv4attn.XXXXXX", path[128], args[256];
+    char dir[] = "/tmp/dsv4attn.XXXXXX", path[128];
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/scaled.h5", dir);
     ck_assert_msg(dsv4_golden_write(path, &g, 0, &st) == 0, "%s", st.msg);
-    snprintf(args, sizeof args, "check %s --impl ref", path);
-    ck_assert_int_eq(cli(args), 1);
+    ck_assert_int_eq(dsv4_test_cli(cli_out, sizeof cli_out, "check %s --impl ref", path), 1);
     ck_assert_msg(strstr(cli_out, "token 0, head 3"), "%s", cli_out);
     ck_assert_msg(strstr(cli_out, "only head 3") && !strstr(cli_out, "attention sink is"), "%s", cli_out);
     /* The same golden with head 5 made as if the sink were ignored
@@ -758,15 +743,13 @@ START_TEST(test_e2e_head_scaled)
                 (float)(ideal[(t * H2 + h5) * D + d] / (1.0 - sw[t * H2 + h5]));
     snprintf(path, sizeof path, "%s/nosink.h5", dir);
     ck_assert_msg(dsv4_golden_write(path, &g, 0, &st) == 0, "%s", st.msg);
-    snprintf(args, sizeof args, "check %s --impl ref", path);
-    ck_assert_int_eq(cli(args), 1);
+    ck_assert_int_eq(dsv4_test_cli(cli_out, sizeof cli_out, "check %s --impl ref", path), 1);
     char want[64];
     snprintf(want, sizeof want, "head %ld", (long)h5);
     ck_assert_msg(strstr(cli_out, want) && strstr(cli_out, "attention sink is ignored"), "%s", cli_out);
     free(ideal), free(sw);
     dsv4_golden_free(&g);
-    snprintf(args, sizeof args, "rm -rf %s", dir);
-    ck_assert_int_eq(system(args), 0);
+    dsv4_test_rm_rf(dir);
 }
 END_TEST
 

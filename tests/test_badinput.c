@@ -34,17 +34,11 @@ static char tmpdir[256];
 static char out[1 << 16];
 static const char *golden_path = "data/ci/combine_mixed_prefill_c4.h5";
 
-static const char *cli(void)
-{
-    const char *p = getenv("DSV4CHECK");
-    return p && *p ? p : "build/dsv4check";
-}
-
 /* Runs `dsv4check ARGS` ("@" = tmpdir) with stdout and stderr into out[];
  * returns the exit code, failing on a signal (a crash). */
 static int run_args(const char *args)
 {
-    char exp[2048] = "", cmd[2600];
+    char exp[2048] = "";
     for (const char *p = args; *p; p++) {
         size_t n = strlen(exp);
         if (*p == '@')
@@ -52,14 +46,7 @@ static int run_args(const char *args)
         else if (n + 1 < sizeof exp)
             exp[n] = *p, exp[n + 1] = '\0';
     }
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli(), exp);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    ck_assert_msg(WIFEXITED(status), "dsv4check %s did not exit normally (crash?):\n%s", exp, out);
-    return WEXITSTATUS(status);
+    return dsv4_test_cli(out, sizeof out, "%s", exp);
 }
 
 static void tmp_path(char *buf, size_t len, const char *name)
@@ -75,21 +62,6 @@ static void write_text(const char *name, const char *text)
     ck_assert_ptr_nonnull(f);
     fputs(text, f);
     fclose(f);
-}
-
-static unsigned char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
 }
 
 static void write_bytes(const char *path, const unsigned char *b, size_t n)
@@ -118,7 +90,7 @@ static uint64_t fnv1a(const unsigned char *b, size_t n)
 static uint64_t file_sum(const char *path)
 {
     size_t n;
-    unsigned char *b = slurp(path, &n);
+    unsigned char *b = (unsigned char *)dsv4_test_slurp_len(path, &n);
     uint64_t h = fnv1a(b, n) ^ n;
     free(b);
     return h;
@@ -267,7 +239,7 @@ static void s_h5_not_hdf5(void) { write_text("bad.h5", "this is not an HDF5 file
 static void s_h5_truncated(void)
 {
     size_t n;
-    unsigned char *b = slurp(golden_path, &n);
+    unsigned char *b = (unsigned char *)dsv4_test_slurp_len(golden_path, &n);
     char path[400];
     tmp_path(path, sizeof path, "bad.h5");
     write_bytes(path, b, n / 2);
@@ -277,7 +249,7 @@ static void s_h5_truncated(void)
 static void s_h5_corrupt(void)
 {
     size_t n;
-    unsigned char *b = slurp(golden_path, &n);
+    unsigned char *b = (unsigned char *)dsv4_test_slurp_len(golden_path, &n);
     for (size_t i = 24; i < 96 && i < n; i++)
         b[i] ^= 0x5a;
     char path[400];
@@ -496,8 +468,7 @@ static const row rows[] = {
 
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/dsv4bad.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4bad");
     /* libhdf5's own leaks on corrupt files, for the ASan build of the CLI. */
     setenv("LSAN_OPTIONS", "suppressions=tests/lsan-hdf5.supp:print_suppressions=0", 1);
     dsv4_h5_quiet();
@@ -506,9 +477,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    dsv4_test_rm_rf(tmpdir);
 }
 
 START_TEST(bad_input_row)
@@ -544,7 +513,7 @@ START_TEST(flipped_bytes_never_pass_silently)
 {
     const char *src = "data/ci/combine_decode_only_c4.h5";
     size_t n;
-    unsigned char *orig = slurp(src, &n);
+    unsigned char *orig = (unsigned char *)dsv4_test_slurp_len(src, &n);
     dsv4_golden ref;
     dsv4_status st = {0, ""};
     ck_assert_int_eq(dsv4_golden_read(src, &ref, &st), 0);
@@ -597,7 +566,7 @@ START_TEST(flipped_data_bytes_name_the_dataset)
     H5Dclose(d);
     H5Fclose(f);
     size_t n;
-    unsigned char *orig = slurp(src, &n);
+    unsigned char *orig = (unsigned char *)dsv4_test_slurp_len(src, &n);
     ck_assert_uint_le(addr + size, n);
     char path[400];
     tmp_path(path, sizeof path, "flip.h5");

@@ -27,19 +27,13 @@ static char tmpdir[256];
 static char *out; /* the last command's stdout + stderr */
 #define OUT_MAX (1 << 20)
 
-static const char *cli(void)
-{
-    const char *p = getenv("DSV4CHECK");
-    return p && *p ? p : "build/dsv4check";
-}
-
 /* build/tests/<name>: the example plug-ins sit beside the test programs. */
 static const char *plugin(const char *name)
 {
     static char buf[4][512];
     static int k;
     char dir[400];
-    snprintf(dir, sizeof dir, "%s", cli());
+    snprintf(dir, sizeof dir, "%s", dsv4_test_exe());
     snprintf(buf[k & 3], sizeof buf[0], "%s/tests/%s", dirname(dir), name);
     return buf[k++ & 3];
 }
@@ -55,52 +49,20 @@ static int sh(const char *fmt, ...)
     va_end(ap);
     char full[8300];
     snprintf(full, sizeof full, "( %s ) 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(out, 1, OUT_MAX - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    ck_assert_msg(WIFEXITED(status), "%s did not exit normally:\n%s", cmd, out);
-    return WEXITSTATUS(status);
+    return dsv4_test_popen(out, OUT_MAX, full);
 }
 
 static void setup(void)
 {
     out = malloc(OUT_MAX);
     ck_assert_ptr_nonnull(out);
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/dsv4ci.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4ci");
 }
 
 static void teardown(void)
 {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    dsv4_test_rm_rf(tmpdir);
     free(out);
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
-static int count(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
-        n++;
-    return n;
 }
 
 /* Removes every `"seconds": <number>` (the only field that may differ
@@ -127,17 +89,18 @@ START_TEST(html_report_renders_in_chromium)
     char html[300], png[300];
     snprintf(html, sizeof html, "%s/report.html", tmpdir);
     snprintf(png, sizeof png, "%s/report.png", tmpdir);
-    int rc = sh("%s run cases/ci.yaml --filter '^combine_(mixed_prefill|decode_only|validate_none)' --impl %s --html %s", cli(),
-                plugin("libexample_wrong.so"), html);
+    int rc =
+        sh("%s run cases/ci.yaml --filter '^combine_(mixed_prefill|decode_only|validate_none)' --impl %s --html %s",
+           dsv4_test_exe(), plugin("libexample_wrong.so"), html);
     ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out);
-    char *page = slurp(html);
+    char *page = dsv4_test_slurp(html);
     /* self-contained: no scripts, nothing fetched */
-    ck_assert_int_eq(count(page, "<script"), 0);
-    ck_assert_int_eq(count(page, "src="), 0);
-    ck_assert_int_eq(count(page, "http://") - count(page, "http://www.w3.org/2000/svg"), 0);
-    ck_assert_int_eq(count(page, "https://"), 0);
-    ck_assert_int_eq(count(page, "aria-label=\"error heatmap of combined_indices\""), 2);
-    ck_assert_int_eq(count(page, "aria-label=\"error histogram of combined_indices\""), 2);
+    ck_assert_int_eq(dsv4_test_count(page, "<script"), 0);
+    ck_assert_int_eq(dsv4_test_count(page, "src="), 0);
+    ck_assert_int_eq(dsv4_test_count(page, "http://") - dsv4_test_count(page, "http://www.w3.org/2000/svg"), 0);
+    ck_assert_int_eq(dsv4_test_count(page, "https://"), 0);
+    ck_assert_int_eq(dsv4_test_count(page, "aria-label=\"error heatmap of combined_indices\""), 2);
+    ck_assert_int_eq(dsv4_test_count(page, "aria-label=\"error histogram of combined_indices\""), 2);
     free(page);
     if (sh("command -v chromium") != 0) {
         /* The only skip: scripts/setup.sh --chromium could not install it. */
@@ -156,7 +119,7 @@ START_TEST(html_report_renders_in_chromium)
     rc = sh("chromium --headless --no-sandbox --disable-gpu --screenshot=%s --window-size=1200,900 file://%s",
             png, html);
     ck_assert_msg(rc == 0, "chromium --screenshot rc %d:\n%s", rc, out);
-    char *shot = slurp(png);
+    char *shot = dsv4_test_slurp(png);
     struct stat sb;
     ck_assert_int_eq(stat(png, &sb), 0);
     ck_assert_int_gt(sb.st_size, 20000); /* a rendered page, not a blank */
@@ -173,16 +136,17 @@ START_TEST(repro_file_replays_the_failure)
     snprintf(dir, sizeof dir, "%s/repro", tmpdir);
     snprintf(file, sizeof file, "%s/combine_mixed_prefill_c4.h5", dir);
     const char *wrong = plugin("libexample_wrong.so");
-    int rc = sh("%s run cases/ci.yaml --filter '^combine_mixed_prefill' --impl %s --repro-dir %s", cli(), wrong, dir);
+    int rc = sh("%s run cases/ci.yaml --filter '^combine_mixed_prefill' --impl %s --repro-dir %s", dsv4_test_exe(),
+                wrong, dir);
     ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out);
     char want[1200];
-    snprintf(want, sizeof want, "replay: %s check %s --impl %s", cli(), file, wrong);
+    snprintf(want, sizeof want, "replay: %s check %s --impl %s", dsv4_test_exe(), file, wrong);
     ck_assert_msg(strstr(out, want) != NULL, "no '%s' in:\n%s", want, out);
     /* the printed command fails the same way; the reference passes it */
-    rc = sh("%s check %s --impl %s", cli(), file, wrong);
+    rc = sh("%s check %s --impl %s", dsv4_test_exe(), file, wrong);
     ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "first [1, 2]: expected 1117, actual 1118"));
-    rc = sh("%s check %s --impl ref", cli(), file);
+    rc = sh("%s check %s --impl ref", dsv4_test_exe(), file);
     ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
     /* contents: inputs and expected outputs (schema 1), actual beside them */
     dsv4_golden g;
@@ -217,9 +181,9 @@ static void json_of_run(const char *extra, const char *name, char **json, char *
 {
     char path[300];
     snprintf(path, sizeof path, "%s/%s.json", tmpdir, name);
-    sh("%s run cases/ci.yaml --filter '^combine_' %s --json %s", cli(), extra, path);
+    sh("%s run cases/ci.yaml --filter '^combine_' %s --json %s", dsv4_test_exe(), extra, path);
     *console = strdup(out);
-    *json = slurp(path);
+    *json = dsv4_test_slurp(path);
     strip_seconds(*json);
 }
 
@@ -259,8 +223,8 @@ START_TEST(parallel_runs_are_identical)
         char *j1, *j4, *c1, *c4;
         json_of_run(e1, n1, &j1, &c1);
         json_of_run(e4, n4, &j4, &c4);
-        ck_assert_int_gt(count(j1, "\"result\": "), 16);
-        ck_assert_int_eq(count(j1, "\"result\": \"FAIL\""), s == 1 ? 15 : 0);
+        ck_assert_int_gt(dsv4_test_count(j1, "\"result\": "), 16);
+        ck_assert_int_eq(dsv4_test_count(j1, "\"result\": \"FAIL\""), s == 1 ? 15 : 0);
         ck_assert_msg(strcmp(j1, j4) == 0, "JSON of -j 1 and -j 4 differ (%s)", sets[s][1]);
         strip_times(c1);
         strip_times(c4);
@@ -296,7 +260,7 @@ START_TEST(shards_partition_the_suite_and_junit_merges)
     free(json), free(console);
     char full_junit[300];
     snprintf(full_junit, sizeof full_junit, "%s/full.xml", tmpdir);
-    ck_assert_int_eq(sh("%s run cases/ci.yaml --filter '^combine_' --junit %s", cli(), full_junit), 0);
+    ck_assert_int_eq(sh("%s run cases/ci.yaml --filter '^combine_' --junit %s", dsv4_test_exe(), full_junit), 0);
     for (int N = 2; N <= 5; N += 3) {
         int seen[64] = {0}, total = 0;
         char merge_cmd[4000];
@@ -329,10 +293,10 @@ START_TEST(shards_partition_the_suite_and_junit_merges)
         ck_assert_int_eq(sh("%s", merge_cmd), 0);
         char mpath[300];
         snprintf(mpath, sizeof mpath, "%s/merged%d.xml", tmpdir, N);
-        char *merged = slurp(mpath), *full = slurp(full_junit);
-        ck_assert_int_eq(count(merged, "<testcase "), count(full, "<testcase "));
-        ck_assert_int_eq(count(merged, "<testsuite "), N);
-        ck_assert_int_eq(count(merged, "<testsuites "), 1);
+        char *merged = dsv4_test_slurp(mpath), *full = dsv4_test_slurp(full_junit);
+        ck_assert_int_eq(dsv4_test_count(merged, "<testcase "), dsv4_test_count(full, "<testcase "));
+        ck_assert_int_eq(dsv4_test_count(merged, "<testsuite "), N);
+        ck_assert_int_eq(dsv4_test_count(merged, "<testsuites "), 1);
         free(merged), free(full);
         if (sh("/usr/bin/python3 -c 'import xml.etree.ElementTree' 2>/dev/null") == 0) {
             ck_assert_int_eq(sh("/usr/bin/python3 -c \"import sys, xml.etree.ElementTree as E; "
@@ -361,8 +325,8 @@ START_TEST(shard_hash_vectors)
     ck_assert_int_ne(dsv4_shard_parse("5/4", &k, &n), 0);
     ck_assert_int_ne(dsv4_shard_parse("1/", &k, &n), 0);
     ck_assert_int_ne(dsv4_shard_parse("1/4x", &k, &n), 0);
-    ck_assert_int_eq(sh("%s run cases/ci.yaml --shard 3/2", cli()), 2);
-    ck_assert_int_eq(sh("%s run cases/ci.yaml -j 0", cli()), 2);
+    ck_assert_int_eq(sh("%s run cases/ci.yaml --shard 3/2", dsv4_test_exe()), 2);
+    ck_assert_int_eq(sh("%s run cases/ci.yaml -j 0", dsv4_test_exe()), 2);
 }
 END_TEST
 
@@ -396,19 +360,19 @@ END_TEST
 
 START_TEST(example_plugin_correct_wrong_and_bad_abi)
 {
-    int rc = sh("%s run cases/ci.yaml --filter '^combine_' --impl %s", cli(), plugin("libexample.so"));
+    int rc = sh("%s run cases/ci.yaml --filter '^combine_' --impl %s", dsv4_test_exe(), plugin("libexample.so"));
     ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "summary: 15 passed, 0 failed, 2 skipped"));
-    rc = sh("%s check data/ci/combine_mixed_prefill_c4.h5 --impl %s", cli(), plugin("libexample_wrong.so"));
+    rc = sh("%s check data/ci/combine_mixed_prefill_c4.h5 --impl %s", dsv4_test_exe(), plugin("libexample_wrong.so"));
     ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "FAIL combined_indices: 1 of 216960 elements differ"));
     ck_assert_ptr_nonnull(strstr(out, "first [1, 2]: expected 1117, actual 1118 (request 1, position 7, window part"));
-    rc = sh("%s run cases/ci.yaml --filter '^combine_' --impl %s", cli(), plugin("libexample_badabi.so"));
+    rc = sh("%s run cases/ci.yaml --filter '^combine_' --impl %s", dsv4_test_exe(), plugin("libexample_badabi.so"));
     ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "plug-in ABI version 2, this dsv4check speaks 1"));
-    rc = sh("%s list --impl %s", cli(), plugin("libexample_badabi.so"));
+    rc = sh("%s list --impl %s", dsv4_test_exe(), plugin("libexample_badabi.so"));
     ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
-    rc = sh("%s list --impl %s", cli(), plugin("libexample.so"));
+    rc = sh("%s list --impl %s", dsv4_test_exe(), plugin("libexample.so"));
     ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "yes        combine_topk_swa_indices           default\n"));
     ck_assert_ptr_nonnull(strstr(out, "no         combine_topk_swa_indices           validate_topk=none\n"));
@@ -419,15 +383,16 @@ END_TEST
 
 START_TEST(device_reaches_plugin_init)
 {
-    int rc = sh("%s list --impl %s --device 3", cli(), plugin("libexample.so"));
+    int rc = sh("%s list --impl %s --device 3", dsv4_test_exe(), plugin("libexample.so"));
     ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "implementation: example-cpu (device 3)"));
     /* and in every -j worker, which opens the plug-in itself */
-    rc = sh("%s run cases/ci.yaml --filter '^combine_' --impl %s --device 5 -j 2", cli(), plugin("libexample.so"));
+    rc = sh("%s run cases/ci.yaml --filter '^combine_' --impl %s --device 5 -j 2", dsv4_test_exe(),
+            plugin("libexample.so"));
     ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
-    ck_assert_int_eq(count(out, "example-cpu (device 5) does not implement"), 2);
+    ck_assert_int_eq(dsv4_test_count(out, "example-cpu (device 5) does not implement"), 2);
     /* reproduce commands keep the device */
-    rc = sh("%s run cases/ci.yaml --filter '^combine_mixed_prefill' --impl %s --device 5 -j 2", cli(),
+    rc = sh("%s run cases/ci.yaml --filter '^combine_mixed_prefill' --impl %s --device 5 -j 2", dsv4_test_exe(),
             plugin("libexample_wrong.so"));
     ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out);
     char want[700];
@@ -438,14 +403,6 @@ END_TEST
 
 /* ---- 6. drift ---- */
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 START_TEST(drift_against_baseline)
 {
     char suite[300], base0[300], base1[300];
@@ -453,32 +410,32 @@ START_TEST(drift_against_baseline)
     snprintf(base0, sizeof base0, "%s/base0.json", tmpdir);
     snprintf(base1, sizeof base1, "%s/base1.json", tmpdir);
     /* a 1% mismatch budget: a few wrong indices pass with a warning */
-    write_file(suite, "suite: drift\ncases:\n  - name: drift_case\n    op: combine_topk_swa_indices\n"
-                      "    seed: 1\n    params: {compress_ratio: 4, topk: 512, window_size: 128,\n"
-                      "             query_lens: [1, 1, 37, 300], prefix_lens: [200, 7, 0, 1000]}\n"
-                      "    tolerance: {combined_indices: {budget: 0.01}}\n");
+    dsv4_test_write_file(suite, "suite: drift\ncases:\n  - name: drift_case\n    op: combine_topk_swa_indices\n"
+                                "    seed: 1\n    params: {compress_ratio: 4, topk: 512, window_size: 128,\n"
+                                "             query_lens: [1, 1, 37, 300], prefix_lens: [200, 7, 0, 1000]}\n"
+                                "    tolerance: {combined_indices: {budget: 0.01}}\n");
     const char *ex = plugin("libexample.so");
-    ck_assert_int_eq(sh("%s run %s --impl %s --json %s", cli(), suite, ex, base0), 0);
-    ck_assert_int_eq(sh("DSV4_EXAMPLE_PERTURB=1 %s run %s --impl %s --json %s", cli(), suite, ex, base1), 0);
+    ck_assert_int_eq(sh("%s run %s --impl %s --json %s", dsv4_test_exe(), suite, ex, base0), 0);
+    ck_assert_int_eq(sh("DSV4_EXAMPLE_PERTURB=1 %s run %s --impl %s --json %s", dsv4_test_exe(), suite, ex, base1), 0);
     /* 0 -> 1 mismatches is drift; a warning, a failure with --strict */
-    int rc = sh("DSV4_EXAMPLE_PERTURB=1 %s run %s --impl %s --baseline %s", cli(), suite, ex, base0);
+    int rc = sh("DSV4_EXAMPLE_PERTURB=1 %s run %s --impl %s --baseline %s", dsv4_test_exe(), suite, ex, base0);
     ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "DRIFT     drift_case  combined_indices: mismatches 0 -> 1"));
-    rc = sh("DSV4_EXAMPLE_PERTURB=1 %s run %s --impl %s --baseline %s --strict", cli(), suite, ex, base0);
+    rc = sh("DSV4_EXAMPLE_PERTURB=1 %s run %s --impl %s --baseline %s --strict", dsv4_test_exe(), suite, ex, base0);
     ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out);
     /* 1 -> 2 is within x2; 1 -> 3 is not; --drift-factor 4 allows it */
-    rc = sh("DSV4_EXAMPLE_PERTURB=2 %s run %s --impl %s --baseline %s --strict", cli(), suite, ex, base1);
+    rc = sh("DSV4_EXAMPLE_PERTURB=2 %s run %s --impl %s --baseline %s --strict", dsv4_test_exe(), suite, ex, base1);
     ck_assert_msg(rc == 0 && strstr(out, "drift: 0 case(s)"), "rc %d:\n%s", rc, out);
-    rc = sh("DSV4_EXAMPLE_PERTURB=3 %s run %s --impl %s --baseline %s --strict", cli(), suite, ex, base1);
+    rc = sh("DSV4_EXAMPLE_PERTURB=3 %s run %s --impl %s --baseline %s --strict", dsv4_test_exe(), suite, ex, base1);
     ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "mismatches 1 -> 3 (x3 > x2)"));
-    rc = sh("DSV4_EXAMPLE_PERTURB=3 %s run %s --impl %s --baseline %s --strict --drift-factor 4", cli(), suite,
-            ex, base1);
+    rc = sh("DSV4_EXAMPLE_PERTURB=3 %s run %s --impl %s --baseline %s --strict --drift-factor 4", dsv4_test_exe(),
+            suite, ex, base1);
     ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
     /* a failing case is a failure, not drift; a missing baseline is bad input */
-    ck_assert_int_eq(sh("%s run %s --baseline %s/none.json", cli(), suite, tmpdir), 2);
-    write_file(base1, "{\"cases\": [ {\"name\": \"x\", ");
-    ck_assert_int_eq(sh("%s run %s --baseline %s", cli(), suite, base1), 2);
+    ck_assert_int_eq(sh("%s run %s --baseline %s/none.json", dsv4_test_exe(), suite, tmpdir), 2);
+    dsv4_test_write_file(base1, "{\"cases\": [ {\"name\": \"x\", ");
+    ck_assert_int_eq(sh("%s run %s --baseline %s", dsv4_test_exe(), suite, base1), 2);
     ck_assert_ptr_nonnull(strstr(out, "not a dsv4check JSON report"));
 }
 END_TEST

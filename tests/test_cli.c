@@ -19,65 +19,14 @@
 static char tmpdir[256];
 static char out[1 << 16];
 
-static const char *cli(void)
-{
-    const char *p = getenv("DSV4CHECK");
-    return p && *p ? p : "build/dsv4check";
-}
-
-/* Runs `dsv4check ARGS` with stdout and stderr into out[]; returns the exit code. */
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-    char args[4096], cmd[4400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli(), args);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    ck_assert_msg(WIFEXITED(status), "dsv4check %s did not exit normally:\n%s", args, out);
-    return WEXITSTATUS(status);
-}
-
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/dsv4cli.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4cli");
 }
 
 static void teardown(void)
 {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static int count(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
-        n++;
-    return n;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+    dsv4_test_rm_rf(tmpdir);
 }
 
 static const char *golden_path = "data/ci/combine_mixed_prefill_c4.h5";
@@ -87,19 +36,19 @@ START_TEST(ci_suite_passes_with_reports)
     char junit[300], json[300];
     snprintf(junit, sizeof junit, "%s/out.xml", tmpdir);
     snprintf(json, sizeof json, "%s/out.json", tmpdir);
-    int rc = run("run cases/ci.yaml --impl ref --junit %s --json %s", junit, json);
+    int rc = dsv4_test_cli(out, sizeof out, "run cases/ci.yaml --impl ref --junit %s --json %s", junit, json);
     ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, " 0 failed, 0 skipped"));
-    char *x = slurp(junit);
+    char *x = dsv4_test_slurp(junit);
     ck_assert_ptr_nonnull(strstr(x, "<?xml version=\"1.0\""));
-    ck_assert_int_eq(count(x, "<testsuites>"), 1);
-    ck_assert_int_eq(count(x, "</testsuites>"), 1);
-    ck_assert_int_eq(count(x, "<testcase "), count(x, "</testcase>"));
-    ck_assert_int_gt(count(x, "<testcase "), 12);
-    ck_assert_int_eq(count(x, "<failure"), 0);
+    ck_assert_int_eq(dsv4_test_count(x, "<testsuites>"), 1);
+    ck_assert_int_eq(dsv4_test_count(x, "</testsuites>"), 1);
+    ck_assert_int_eq(dsv4_test_count(x, "<testcase "), dsv4_test_count(x, "</testcase>"));
+    ck_assert_int_gt(dsv4_test_count(x, "<testcase "), 12);
+    ck_assert_int_eq(dsv4_test_count(x, "<failure"), 0);
     ck_assert_ptr_nonnull(strstr(x, "<property name=\"policy\""));
     free(x);
-    char *j = slurp(json);
+    char *j = dsv4_test_slurp(json);
     ck_assert_ptr_nonnull(strstr(j, "\"exit_code\": 0"));
     free(j);
 }
@@ -111,7 +60,7 @@ START_TEST(committed_goldens_check)
     ck_assert_int_eq(glob("data/ci/*.h5", 0, NULL, &g), 0);
     ck_assert_int_ge(g.gl_pathc, 12);
     globfree(&g);
-    int rc = run("check data/ci/*.h5 --impl ref");
+    int rc = dsv4_test_cli(out, sizeof out, "check data/ci/*.h5 --impl ref");
     ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
 }
 END_TEST
@@ -136,7 +85,7 @@ START_TEST(changed_element_fails_and_is_named)
     char path[300];
     snprintf(path, sizeof path, "%s/changed.h5", tmpdir);
     write_changed_golden(path);
-    int rc = run("check %s --impl ref", path);
+    int rc = dsv4_test_cli(out, sizeof out, "check %s --impl ref", path);
     ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "1 of "));
     ck_assert_msg(strstr(out, "[1, 0]") != NULL, "element not named:\n%s", out);
@@ -146,26 +95,18 @@ START_TEST(changed_element_fails_and_is_named)
 }
 END_TEST
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 START_TEST(malformed_yaml_names_line_and_column)
 {
     char path[300];
     snprintf(path, sizeof path, "%s/bad.yaml", tmpdir);
-    write_file(path, "suite: x\ncases:\n  - name: a\n    op: [unclosed\n");
-    int rc = run("run %s", path);
+    dsv4_test_write_file(path, "suite: x\ncases:\n  - name: a\n    op: [unclosed\n");
+    int rc = dsv4_test_cli(out, sizeof out, "run %s", path);
     ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
     ck_assert_msg(strstr(out, "bad.yaml:") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "bad.yaml:5:1") != NULL || strstr(out, "bad.yaml:4:") != NULL, "%s", out);
     /* an unknown key: the exact place */
-    write_file(path, "suite: x\ncases:\n  - name: a\n    op: combine_topk_swa_indices\n    colour: red\n");
-    rc = run("run %s", path);
+    dsv4_test_write_file(path, "suite: x\ncases:\n  - name: a\n    op: combine_topk_swa_indices\n    colour: red\n");
+    rc = dsv4_test_cli(out, sizeof out, "run %s", path);
     ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
     ck_assert_msg(strstr(out, "bad.yaml:5:5: unknown key 'colour'") != NULL, "%s", out);
 }
@@ -194,7 +135,7 @@ START_TEST(truncated_hdf5_is_bad_input)
     char path[300];
     snprintf(path, sizeof path, "%s/trunc.h5", tmpdir);
     copy_prefix(golden_path, path, 0.5);
-    int rc = run("check %s", path);
+    int rc = dsv4_test_cli(out, sizeof out, "check %s", path);
     ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
     ck_assert_msg(strstr(out, path) != NULL, "file not named:\n%s", out);
 }
@@ -213,7 +154,7 @@ START_TEST(wrong_schema_version_is_bad_input)
     ck_assert_int_ge(H5Awrite(a, H5T_NATIVE_LLONG, &two), 0);
     H5Aclose(a);
     H5Fclose(f);
-    int rc = run("check %s", path);
+    int rc = dsv4_test_cli(out, sizeof out, "check %s", path);
     ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
     ck_assert_msg(strstr(out, "schema version 2") != NULL, "%s", out);
 }
@@ -221,20 +162,20 @@ END_TEST
 
 START_TEST(gen_refuses_to_overwrite)
 {
-    int rc = run("gen cases/ci.yaml --filter '^combine_decode_only_c4$' -o %s", tmpdir);
+    int rc = dsv4_test_cli(out, sizeof out, "gen cases/ci.yaml --filter '^combine_decode_only_c4$' -o %s", tmpdir);
     ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
     char path[300];
     snprintf(path, sizeof path, "%s/combine_decode_only_c4.h5", tmpdir);
     struct stat before, after;
     ck_assert_int_eq(stat(path, &before), 0);
-    rc = run("gen cases/ci.yaml --filter '^combine_decode_only_c4$' -o %s", tmpdir);
+    rc = dsv4_test_cli(out, sizeof out, "gen cases/ci.yaml --filter '^combine_decode_only_c4$' -o %s", tmpdir);
     ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "--force"));
     ck_assert_int_eq(stat(path, &after), 0);
     ck_assert_int_eq(before.st_ino, after.st_ino); /* not replaced */
-    rc = run("gen cases/ci.yaml --filter '^combine_decode_only_c4$' -o %s --force", tmpdir);
+    rc = dsv4_test_cli(out, sizeof out, "gen cases/ci.yaml --filter '^combine_decode_only_c4$' -o %s --force", tmpdir);
     ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
-    rc = run("check %s", path);
+    rc = dsv4_test_cli(out, sizeof out, "check %s", path);
     ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
 }
 END_TEST
@@ -250,11 +191,11 @@ START_TEST(h5py_written_golden_checks)
     snprintf(path, sizeof path, "%s/py.h5", tmpdir);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/h5py_write_golden.py %s", path);
     ck_assert_int_eq(system(cmd), 0);
-    int rc = run("check %s --impl ref", path);
+    int rc = dsv4_test_cli(out, sizeof out, "check %s --impl ref", path);
     ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/h5py_write_golden.py %s --corrupt", path);
     ck_assert_int_eq(system(cmd), 0);
-    rc = run("check %s --impl ref", path);
+    rc = dsv4_test_cli(out, sizeof out, "check %s --impl ref", path);
     ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out);
     ck_assert_msg(strstr(out, "[1, 0]") != NULL, "%s", out);
 }
@@ -262,15 +203,15 @@ END_TEST
 
 START_TEST(usage_errors)
 {
-    ck_assert_int_eq(run("frobnicate"), 2);
-    ck_assert_int_eq(run("run"), 2);
-    ck_assert_int_eq(run("run cases/ci.yaml --no-such-option"), 2);
-    ck_assert_int_eq(run("run cases/ci.yaml --filter '('"), 2);
-    ck_assert_int_eq(run("--help"), 0);
+    ck_assert_int_eq(dsv4_test_cli(out, sizeof out, "frobnicate"), 2);
+    ck_assert_int_eq(dsv4_test_cli(out, sizeof out, "run"), 2);
+    ck_assert_int_eq(dsv4_test_cli(out, sizeof out, "run cases/ci.yaml --no-such-option"), 2);
+    ck_assert_int_eq(dsv4_test_cli(out, sizeof out, "run cases/ci.yaml --filter '('"), 2);
+    ck_assert_int_eq(dsv4_test_cli(out, sizeof out, "--help"), 0);
     ck_assert_ptr_nonnull(strstr(out, "exit codes"));
-    ck_assert_int_eq(run("run --help"), 0);
+    ck_assert_int_eq(dsv4_test_cli(out, sizeof out, "run --help"), 0);
     ck_assert_ptr_nonnull(strstr(out, "--junit"));
-    ck_assert_int_eq(run("check /nonexistent.h5"), 2);
+    ck_assert_int_eq(dsv4_test_cli(out, sizeof out, "check /nonexistent.h5"), 2);
     ck_assert_ptr_nonnull(strstr(out, "/nonexistent.h5"));
 }
 END_TEST
@@ -278,8 +219,8 @@ END_TEST
 /* README.md's op table is `dsv4check list --markdown`, line for line. */
 START_TEST(readme_lists_every_op)
 {
-    ck_assert_int_eq(run("list --markdown"), 0);
-    char *readme = slurp("README.md");
+    ck_assert_int_eq(dsv4_test_cli(out, sizeof out, "list --markdown"), 0);
+    char *readme = dsv4_test_slurp("README.md");
     int rows = 0;
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
         if (strncmp(line, "| `", 3) != 0)

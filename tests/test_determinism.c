@@ -17,30 +17,21 @@
 
 static char tmpdir[256];
 
-static const char *cli(void)
-{
-    const char *p = getenv("DSV4CHECK");
-    return p && *p ? p : "build/dsv4check";
-}
-
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/dsv4det.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4det");
 }
 
 static void teardown(void)
 {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    dsv4_test_rm_rf(tmpdir);
 }
 
 static void gen_into(const char *sub, int threads)
 {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=%d %s gen cases/ci.yaml -o %s/%s >/dev/null 2>&1",
-             threads, cli(), tmpdir, sub);
+             threads, dsv4_test_exe(), tmpdir, sub);
     int rc = system(cmd);
     ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "%s: status %d", cmd, rc);
 }

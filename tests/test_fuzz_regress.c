@@ -28,21 +28,6 @@ const char *__asan_default_options(void) { return "max_allocation_size_mb=1024";
 #undef LLVMFuzzerTestOneInput
 #undef LLVMFuzzerInitialize
 
-static unsigned char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
-
 /* Replays every regular file of dir; returns how many. */
 static int replay_dir(const char *dir, int (*one)(const uint8_t *, size_t))
 {
@@ -55,7 +40,7 @@ static int replay_dir(const char *dir, int (*one)(const uint8_t *, size_t))
         char path[600];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         size_t len;
-        unsigned char *buf = slurp(path, &len);
+        unsigned char *buf = (unsigned char *)dsv4_test_slurp_len(path, &len);
         fprintf(stderr, "replay %s (%zu bytes)\n", path, len);
         ck_assert_int_eq(one(buf, len), 0);
         free(buf);

@@ -549,58 +549,23 @@ END_TEST
 static char tmpdir[256];
 static char out[1 << 16];
 
-static const char *cli(void)
-{
-    const char *p = getenv("DSV4CHECK");
-    return p && *p ? p : "build/dsv4check";
-}
-
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-    char args[4096], cmd[4400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli(), args);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    ck_assert_msg(WIFEXITED(status), "%s did not exit normally:\n%s", cmd, out);
-    return WEXITSTATUS(status);
-}
-
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/dsv4gemm.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4gemm");
 }
 
 static void teardown(void)
 {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
+    dsv4_test_rm_rf(tmpdir);
 }
 
 START_TEST(cli_rejects_k_not_multiple_of_128)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/k200.yaml", tmpdir);
-    write_file(path, "suite: t\ncases:\n  - name: gemm_k200\n    op: gemm_a8w8_blockscale\n"
-                     "    params: {M: 2, N: 128, K: 200}\n");
-    int rc = run("run %s", path);
+    dsv4_test_write_file(path, "suite: t\ncases:\n  - name: gemm_k200\n    op: gemm_a8w8_blockscale\n"
+                               "    params: {M: 2, N: 128, K: 200}\n");
+    int rc = dsv4_test_cli(out, sizeof out, "run %s", path);
     ck_assert_msg(rc == 2, "exit %d:\n%s", rc, out);
     ck_assert_msg(strstr(out, "not a multiple of 128") != NULL, "%s", out);
 }
@@ -613,11 +578,11 @@ START_TEST(cli_shuffled_weight_as_plain_fails_with_permutation_hint)
 {
     char yaml[512], golden[512], bad[600];
     snprintf(yaml, sizeof yaml, "%s/g.yaml", tmpdir);
-    write_file(yaml, "suite: t\ncases:\n  - name: gemm_plain\n    op: gemm_a8w8_blockscale\n"
-                     "    params: {M: 4, N: 64, K: 256}\n");
-    ck_assert_int_eq(run("gen %s -o %s", yaml, tmpdir), 0);
+    dsv4_test_write_file(yaml, "suite: t\ncases:\n  - name: gemm_plain\n    op: gemm_a8w8_blockscale\n"
+                               "    params: {M: 4, N: 64, K: 256}\n");
+    ck_assert_int_eq(dsv4_test_cli(out, sizeof out, "gen %s -o %s", yaml, tmpdir), 0);
     snprintf(golden, sizeof golden, "%s/gemm_plain.h5", tmpdir);
-    ck_assert_int_eq(run("check %s", golden), 0);
+    ck_assert_int_eq(dsv4_test_cli(out, sizeof out, "check %s", golden), 0);
     dsv4_golden g;
     memset(&g, 0, sizeof g);
     ck_assert_int_eq(dsv4_golden_read(golden, &g, NULL), 0);
@@ -630,7 +595,7 @@ START_TEST(cli_shuffled_weight_as_plain_fails_with_permutation_hint)
     snprintf(bad, sizeof bad, "%s/gemm_shuffled_as_plain.h5", tmpdir);
     ck_assert_int_eq(dsv4_golden_write(bad, &g, 1, NULL), 0);
     dsv4_golden_free(&g);
-    int rc = run("check %s", bad);
+    int rc = dsv4_test_cli(out, sizeof out, "check %s", bad);
     ck_assert_msg(rc == 1, "exit %d:\n%s", rc, out);
     ck_assert_msg(strstr(out, "permutation") != NULL && strstr(out, "shuffle_weight") != NULL, "%s", out);
 }

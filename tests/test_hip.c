@@ -19,31 +19,6 @@
 static char tmpdir[256];
 static char out[1 << 16];
 
-static const char *cli(void)
-{
-    const char *p = getenv("DSV4CHECK");
-    return p && *p ? p : "build/dsv4check";
-}
-
-/* Runs `ENV dsv4check ARGS` (ENV: "" or "NAME=value"), stdout and stderr into out[]. */
-static int run_env(const char *env, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run_env(const char *env, const char *fmt, ...)
-{
-    char args[2048], cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "%s %s %s 2>&1", env, cli(), args);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    ck_assert_msg(WIFEXITED(status), "%s did not exit normally:\n%s", cmd, out);
-    return WEXITSTATUS(status);
-}
-
 static int lines(const char *s)
 {
     int n = 0;
@@ -54,15 +29,12 @@ static int lines(const char *s)
 
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/dsv4hip.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4hip");
 }
 
 static void teardown(void)
 {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    dsv4_test_rm_rf(tmpdir);
 }
 
 /* Asserts the one-line skip, or a clean pass where a GPU is present. */
@@ -79,7 +51,8 @@ static void assert_skip_or_pass(int rc, const char *what)
 
 START_TEST(hip_missing_library_skips)
 {
-    int rc = run_env("DSV4_HIP_LIB=/nonexistent/libdsv4_hip.so", "run cases/ci.yaml --impl hip");
+    int rc =
+        dsv4_test_cli_env(out, sizeof out, "DSV4_HIP_LIB=/nonexistent/libdsv4_hip.so", "run cases/ci.yaml --impl hip");
     ck_assert_msg(rc == 77, "rc %d:\n%s", rc, out);
     ck_assert_int_eq(lines(out), 1);
     ck_assert_msg(strstr(out, "skipped: hip backend not built: /nonexistent/libdsv4_hip.so") != NULL, "%s",
@@ -90,7 +63,8 @@ END_TEST
 /* The default lookup (libdsv4_hip.so beside dsv4check): built or not. */
 START_TEST(hip_default_skips_or_passes)
 {
-    assert_skip_or_pass(run_env("DSV4_HIP_LIB=", "run cases/ci.yaml --impl hip"), "--impl hip");
+    assert_skip_or_pass(dsv4_test_cli_env(out, sizeof out, "DSV4_HIP_LIB=", "run cases/ci.yaml --impl hip"),
+                        "--impl hip");
 }
 END_TEST
 
@@ -107,7 +81,7 @@ START_TEST(hip_built_libraries_skip_without_gpu)
         /* detect_leaks=0: under ASan, the HIP 5.2 runtime's own start-up
          * allocations (never freed by libamdhip64) are reported at exit. */
         snprintf(env, sizeof env, "ASAN_OPTIONS=detect_leaks=0 DSV4_HIP_LIB=%s", libs[i]);
-        int rc = run_env(env, "run cases/ci.yaml --impl hip");
+        int rc = dsv4_test_cli_env(out, sizeof out, env, "run cases/ci.yaml --impl hip");
         assert_skip_or_pass(rc, libs[i]);
         if (rc == 77) /* no GPU, or its runtime library is absent */
             ck_assert_msg(strstr(out, "no GPU: hipGetDeviceCount returned") != NULL ||
@@ -133,7 +107,7 @@ static const char *one_case = "--filter '^combine_decode_only_c4$'";
 
 START_TEST(wrong_abi_version_is_refused)
 {
-    int rc = run_env("", "run cases/ci.yaml --impl %s %s", fixture(1), one_case);
+    int rc = dsv4_test_cli(out, sizeof out, "run cases/ci.yaml --impl %s %s", fixture(1), one_case);
     ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
     char want[64];
     snprintf(want, sizeof want, "plug-in ABI version %d, this dsv4check speaks %d", DSV4_PLUGIN_ABI_VERSION + 1, DSV4_PLUGIN_ABI_VERSION);
@@ -143,7 +117,7 @@ END_TEST
 
 START_TEST(plugin_skip_is_one_line)
 {
-    int rc = run_env("", "run cases/ci.yaml --impl %s", fixture(2));
+    int rc = dsv4_test_cli(out, sizeof out, "run cases/ci.yaml --impl %s", fixture(2));
     ck_assert_msg(rc == 77, "rc %d:\n%s", rc, out);
     ck_assert_int_eq(lines(out), 1);
     ck_assert_msg(strstr(out, "skipped: fixture: fixture: no device here") != NULL, "%s", out);
@@ -152,7 +126,7 @@ END_TEST
 
 START_TEST(write_past_output_end_is_named)
 {
-    int rc = run_env("", "run cases/ci.yaml --impl %s %s", fixture(3), one_case);
+    int rc = dsv4_test_cli(out, sizeof out, "run cases/ci.yaml --impl %s %s", fixture(3), one_case);
     ck_assert_msg(rc == 3, "rc %d:\n%s", rc, out);
     ck_assert_msg(strstr(out, "output 'combined_lens': guard bytes after the buffer overwritten (byte 0") !=
                       NULL,
@@ -162,7 +136,7 @@ END_TEST
 
 START_TEST(write_before_output_start_is_named)
 {
-    int rc = run_env("", "run cases/ci.yaml --impl %s %s", fixture(4), one_case);
+    int rc = dsv4_test_cli(out, sizeof out, "run cases/ci.yaml --impl %s %s", fixture(4), one_case);
     ck_assert_msg(rc == 3, "rc %d:\n%s", rc, out);
     ck_assert_msg(strstr(out, "output 'combined_indices': guard bytes before the buffer overwritten") != NULL,
                   "%s", out);

@@ -464,20 +464,6 @@ END_TEST
 
 static char out[1 << 16];
 
-static int run_check(const char *path)
-{
-    const char *cli = getenv("DSV4CHECK");
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s check %s --impl ref -v 2>&1", cli && *cli ? cli : "build/dsv4check", path);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    ck_assert(WIFEXITED(status));
-    return WEXITSTATUS(status);
-}
-
 /* In row r of a golden, replace the selected entry with the lowest score by
  * an unselected valid column: the closest-scored one (tie) or the
  * lowest-scored one.  Returns the replaced and the new index. */
@@ -519,7 +505,7 @@ static void edit_and_check(const char *golden, int64_t row, int lowest, int want
     snprintf(path, sizeof path, "/tmp/dsv4idx.%d.h5", (int)getpid());
     ck_assert_msg(dsv4_golden_write(path, &g, 1, &st) == DSV4_OK, "%s", st.msg);
     dsv4_golden_free(&g);
-    int rc = run_check(path);
+    int rc = dsv4_test_cli(out, sizeof out, "check %s --impl ref -v", path);
     if (getenv("DSV4_KEEP"))
         fprintf(stderr, "%s: row %lld gone %d came %d\n", path, (long long)row, gone, came);
     else

@@ -415,23 +415,9 @@ END_TEST
 
 static char out_buf[1 << 16];
 
-static int run_cli(const char *args)
-{
-    const char *p = getenv("DSV4CHECK");
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", p && *p ? p : "build/dsv4check", args);
-    FILE *f = popen(cmd, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t n = fread(out_buf, 1, sizeof out_buf - 1, f);
-    out_buf[n] = '\0';
-    int status = pclose(f);
-    ck_assert(WIFEXITED(status));
-    return WEXITSTATUS(status);
-}
-
 START_TEST(changed_cache_byte_is_named)
 {
-    char dir[] = "/tmp/dsv4kv.XXXXXX", path[300], args[400], want[3][200];
+    char dir[] = "/tmp/dsv4kv.XXXXXX", path[300], want[3][200];
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/changed.h5", dir);
     dsv4_golden g;
@@ -458,8 +444,7 @@ START_TEST(changed_cache_byte_is_named)
              tok, slot);
     ck_assert_msg(dsv4_golden_write(path, &g, 0, &st) == 0, "%s", st.msg);
     dsv4_golden_free(&g);
-    snprintf(args, sizeof args, "check %s --impl ref", path);
-    int rc = run_cli(args);
+    int rc = dsv4_test_cli(out_buf, sizeof out_buf, "check %s --impl ref", path);
     ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out_buf);
     ck_assert_msg(strstr(out_buf, "3 of ") != NULL, "count:\n%s", out_buf);
     for (int i = 0; i < 3; i++)
@@ -473,14 +458,13 @@ START_TEST(changed_cache_byte_is_named)
     ((uint16_t *)o->data)[(1 * o->shape[1] + 0) * 512 + 7] ^= 1;   /* r1 row 0: stale */
     ck_assert_msg(dsv4_golden_write(path, &g, 1, &st) == 0, "%s", st.msg);
     dsv4_golden_free(&g);
-    rc = run_cli(args);
+    rc = dsv4_test_cli(out_buf, sizeof out_buf, "check %s --impl ref", path);
     ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out_buf);
     ck_assert_msg(strstr(out_buf, "request 0, position 70 (page ") != NULL, "%s", out_buf);
     ck_assert_msg(strstr(out_buf, "dim 7: value byte 7 x scale byte 0") != NULL, "%s", out_buf);
     ck_assert_msg(strstr(out_buf, "request 1, row 0 is outside [offset 5, offset+G 75): must be untouched") != NULL,
                   "%s", out_buf);
-    snprintf(args, sizeof args, "rm -rf %s", dir);
-    ck_assert_int_eq(system(args), 0);
+    dsv4_test_rm_rf(dir);
 }
 END_TEST
 

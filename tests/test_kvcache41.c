@@ -418,24 +418,10 @@ END_TEST
 
 static char out_buf[1 << 16];
 
-static int run_cli(const char *args)
-{
-    const char *p = getenv("DSV4CHECK");
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", p && *p ? p : "build/dsv4check", args);
-    FILE *f = popen(cmd, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t n = fread(out_buf, 1, sizeof out_buf - 1, f);
-    out_buf[n] = '\0';
-    int status = pclose(f);
-    ck_assert(WIFEXITED(status));
-    return WEXITSTATUS(status);
-}
-
 /* A changed cache byte of each v41 golden is named by page, token and field. */
 START_TEST(changed_v41_bytes_are_named)
 {
-    char dir[] = "/tmp/dsv4kv41.XXXXXX", path[300], args[400], want[2][200];
+    char dir[] = "/tmp/dsv4kv41.XXXXXX", path[300], want[2][200];
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/changed.h5", dir);
     const char *files[2] = {"data/ci/kv41_fp8_insert_swa_wrap.h5", "data/ci/kv41_fp4_insert_c4_wrap.h5"};
@@ -469,14 +455,12 @@ START_TEST(changed_v41_bytes_are_named)
         }
         ck_assert_msg(dsv4_golden_write(path, &g, 1, &st) == 0, "%s", st.msg);
         dsv4_golden_free(&g);
-        snprintf(args, sizeof args, "check %s --impl ref", path);
-        int rc = run_cli(args);
+        int rc = dsv4_test_cli(out_buf, sizeof out_buf, "check %s --impl ref", path);
         ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out_buf);
         for (int i = 0; i < 2; i++)
             ck_assert_msg(strstr(out_buf, want[i]) != NULL, "'%s' not in:\n%s", want[i], out_buf);
     }
-    snprintf(args, sizeof args, "rm -rf %s", dir);
-    ck_assert_int_eq(system(args), 0);
+    dsv4_test_rm_rf(dir);
 }
 END_TEST
 

@@ -3,7 +3,10 @@
 #define DSV4_TESTUTIL_H
 
 #include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Runs one suite with CK_NORMAL output; returns the process exit status. */
 static inline int dsv4_test_run(Suite *s)
@@ -14,5 +17,122 @@ static inline int dsv4_test_run(Suite *s)
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+/* Reads a whole file into a malloc'd buffer with a NUL after its last byte
+ * (so text can be searched as a string); *len, when given, is its size. */
+static inline char *dsv4_test_slurp_len(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    ck_assert_msg(n >= 0, "cannot size %s", path);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    if (len)
+        *len = (size_t)n;
+    return buf;
+}
+
+static inline char *dsv4_test_slurp(const char *path) { return dsv4_test_slurp_len(path, NULL); }
+
+/* How many times needle occurs in hay (overlapping occurrences count). */
+static inline int dsv4_test_count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* Writes text to path (created or truncated). */
+static inline void dsv4_test_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The process helpers need POSIX (popen, mkdtemp): a test program that uses
+ * them defines _POSIX_C_SOURCE 200809L before its first #include. */
+#if defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200809L
+#include <sys/wait.h>
+
+/* The dsv4check under test: $DSV4CHECK, else build/dsv4check (tests run
+ * from the repository root). */
+static inline const char *dsv4_test_exe(void)
+{
+    const char *p = getenv("DSV4CHECK");
+    return p && *p ? p : "build/dsv4check";
+}
+
+/* Runs the shell command line cmd (which redirects stderr itself) with its
+ * output read into out (NUL-terminated, at most len - 1 bytes); asserts a
+ * normal exit (a signal means a crash) and returns the exit code. */
+static inline int dsv4_test_popen(char *out, size_t len, const char *cmd)
+{
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    ck_assert_msg(WIFEXITED(status), "`%s` did not exit normally (crash?):\n%s", cmd, out);
+    return WEXITSTATUS(status);
+}
+
+/* Runs `ENV dsv4check ARGS 2>&1` (ENV: "" or "NAME=value ...", ARGS from
+ * fmt printf-style) into out; the exit code, as dsv4_test_popen. */
+static inline int dsv4_test_vcli_env(char *out, size_t len, const char *env, const char *fmt, va_list ap)
+{
+    char args[8192], cmd[8448];
+    int n = vsnprintf(args, sizeof args, fmt, ap);
+    ck_assert_msg(n >= 0 && (size_t)n < sizeof args, "command line too long");
+    n = snprintf(cmd, sizeof cmd, "%s%s%s %s 2>&1", env, *env ? " " : "", dsv4_test_exe(), args);
+    ck_assert_msg(n >= 0 && (size_t)n < sizeof cmd, "command line too long");
+    return dsv4_test_popen(out, len, cmd);
+}
+
+static inline int dsv4_test_cli_env(char *out, size_t len, const char *env, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static inline int dsv4_test_cli_env(char *out, size_t len, const char *env, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = dsv4_test_vcli_env(out, len, env, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* Runs `dsv4check ARGS 2>&1` into out; the exit code. */
+static inline int dsv4_test_cli(char *out, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline int dsv4_test_cli(char *out, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = dsv4_test_vcli_env(out, len, "", fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* Makes a fresh folder /tmp/<tag>.XXXXXX into dir. */
+static inline void dsv4_test_mkdtemp(char *dir, size_t len, const char *tag)
+{
+    snprintf(dir, len, "/tmp/%s.XXXXXX", tag);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+/* Removes a folder made by dsv4_test_mkdtemp, with everything in it. */
+static inline void dsv4_test_rm_rf(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+#endif
 
 #endif
