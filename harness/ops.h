@@ -3,6 +3,7 @@
 #define DSV4_OPS_H
 
 #include "op.h"
+#include "rng.h"
 
 extern const dsv4_op dsv4_op_combine_topk_swa_indices;
 extern const dsv4_op dsv4_op_compute_global_topk_indices_and_lens;
@@ -47,6 +48,25 @@ void dsv4_policy_exact(dsv4_policy *pol, const char *why);
 /* Fill every byte of an output with a poison pattern, so that an element a
  * backend forgets to write is caught (and named) by the comparator. */
 void dsv4_poison(dsv4_tensor *t);
+/* Per-request lengths of a generated batch, from the generator parameters
+ * query_lens and prefix_lens (absent: every prefix 0). */
+typedef struct dsv4_req_shape {
+    int64_t R, T;
+    const int64_t *qlen;
+    int64_t prefix[DSV4_PARAM_LIST_MAX];
+} dsv4_req_shape;
+
+/* Reads query_lens / prefix_lens; each length must lie in [0, max_query] /
+ * [0, max_prefix].  broadcast: a one-entry prefix_lens applies to every
+ * request (otherwise it must have one entry per request). */
+int dsv4_req_shape_of(const dsv4_params *ps, int64_t max_query, int64_t max_prefix, int broadcast,
+                      dsv4_req_shape *rs, dsv4_status *st);
+/* One token's top-k row as the indexer writes it: min(n, Wk) distinct
+ * compressed indices from [0, n) in random order (partial Fisher-Yates over
+ * scratch[0..n)), then -1 (spec sparse_attention.md 6.1: topk_indices_buffer
+ * holds local compressed indices).  row may be scratch itself. */
+void dsv4_fill_topk_row(dsv4_rng *rng, int32_t *row, int64_t Wk, int64_t n, int32_t *scratch);
+
 /* A plain RoPE table as the generators make it: row p = cos | sin of
  * p * theta^(-2k/rd), k < rd/2, rounded to fp32 (spec sparse_attention.md 1,
  * 11 [S21]: SWA-only layers use rope_theta with factor 1).  The references

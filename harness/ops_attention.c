@@ -125,44 +125,12 @@ static const dsv4_io_spec attn_outputs[] = {
     {NULL, 0, 0, NULL},
 };
 
-typedef struct req_shape {
-    int64_t R, T;
-    const int64_t *qlen;
-    int64_t prefix[DSV4_PARAM_LIST_MAX];
-} req_shape;
+typedef dsv4_req_shape req_shape;
 
+/* One prefix_lens entry applies to every request. */
 static int req_shape_of(const dsv4_params *ps, req_shape *rs, dsv4_status *st)
 {
-    const int64_t *pre;
-    rs->R = dsv4_params_list(ps, "query_lens", &rs->qlen);
-    int np = dsv4_params_list(ps, "prefix_lens", &pre);
-    if (np > 1 && np != rs->R)
-        return dsv4_fail(st, DSV4_EINPUT, "prefix_lens has %d entries, query_lens %" PRId64, np, rs->R);
-    rs->T = 0;
-    for (int64_t r = 0; r < rs->R; r++) {
-        rs->prefix[r] = np ? pre[np > 1 ? r : 0] : 0; /* one entry: every request */
-        if (rs->qlen[r] < 0 || rs->prefix[r] < 0 || rs->qlen[r] > (1 << 20) || rs->prefix[r] > (1 << 24))
-            return dsv4_fail(st, DSV4_EINPUT, "request %" PRId64 ": query_lens / prefix_lens out of range", r);
-        rs->T += rs->qlen[r];
-    }
-    return DSV4_OK;
-}
-
-/* Distinct compressed indices from [0, n) in random order, -1 padded (the
- * indexer's topk_indices_buffer rows, spec 6.1). */
-static void fill_topk_row(dsv4_rng *rng, int32_t *row, int64_t Wk, int64_t n, int32_t *scratch)
-{
-    int64_t take = n < Wk ? n : Wk;
-    for (int64_t i = 0; i < n; i++)
-        scratch[i] = (int32_t)i;
-    for (int64_t i = 0; i < take; i++) {
-        int64_t j = dsv4_rng_range(rng, i, n);
-        int32_t tmp = scratch[i];
-        scratch[i] = scratch[j];
-        scratch[j] = tmp;
-    }
-    for (int64_t j = 0; j < Wk; j++)
-        row[j] = j < take ? scratch[j] : -1;
+    return dsv4_req_shape_of(ps, (int64_t)1 << 20, (int64_t)1 << 24, 1, rs, st);
 }
 
 static int in_list(const dsv4_params *ps, const char *name, int64_t v)
@@ -195,7 +163,7 @@ static int prefill_indices(const dsv4_opctx *c, const req_shape *rs, int64_t W, 
     int64_t t = 0;
     for (int64_t r = 0; r < rs->R; r++)
         for (int64_t i = 0; i < rs->qlen[r]; i++, t++)
-            fill_topk_row(&rng, tk + t * topk, topk, (rs->prefix[r] + i + 1) / ratio, scratch);
+            dsv4_fill_topk_row(&rng, tk + t * topk, topk, (rs->prefix[r] + i + 1) / ratio, scratch);
     dsv4_combine_args a = {tk, rs->T, topk, qsl, seq, gat, rs->R, W, ratio, topk, M, N};
     int rc = dsv4_ref_combine_topk_swa_indices(&a, DSV4_COMBINE_TORCH, combined, lens, st);
     free(tk);
@@ -1337,7 +1305,7 @@ static int paged_generate_with(const paged_names *nm, const dsv4_opctx *c, dsv4_
             if (!swa_only) {
                 int64_t n = (pos + 1) / ratio, take = n < topk ? n : topk;
                 if (ratio == 4) /* distinct random indices: the first `take` of a shuffle */
-                    fill_topk_row(&lrng, scratch, take, n, scratch);
+                    dsv4_fill_topk_row(&lrng, scratch, take, n, scratch);
                 for (int64_t j = 0; j < take && !rc; j++) {
                     int64_t v = ratio == 4 ? scratch[j] : j; /* C128: identity prefix (spec 5.5) */
                     int64_t slot = (first_cpage[r] + ncp - 1 - v / Bc) * Bc + v % Bc;

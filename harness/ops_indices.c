@@ -54,33 +54,13 @@ static const dsv4_io_spec combine_outputs[] = {
     {NULL, 0, 0, NULL},
 };
 
-/* Per-request lengths from the generator parameters. */
-typedef struct combine_shape {
-    int64_t R, T;
-    const int64_t *qlen;
-    int64_t prefix[DSV4_PARAM_LIST_MAX];
-} combine_shape;
+/* Per-request lengths from the generator parameters: each in [0, 2^29 - 1],
+ * so that positions and token counts stay far inside int32. */
+typedef dsv4_req_shape combine_shape;
 
 static int combine_shape_of(const dsv4_params *ps, combine_shape *cs, dsv4_status *st)
 {
-    const int64_t *pre;
-    cs->R = dsv4_params_list(ps, "query_lens", &cs->qlen);
-    int np = dsv4_params_list(ps, "prefix_lens", &pre);
-    if (np != 0 && np != cs->R)
-        return dsv4_fail(st, DSV4_EINPUT, "prefix_lens has %d entries, query_lens %" PRId64, np,
-                         cs->R);
-    cs->T = 0;
-    for (int64_t r = 0; r < cs->R; r++) {
-        cs->prefix[r] = np ? pre[r] : 0;
-        if (cs->qlen[r] < 0 || cs->prefix[r] < 0 || cs->qlen[r] > INT32_MAX / 4 ||
-            cs->prefix[r] > INT32_MAX / 4)
-            return dsv4_fail(st, DSV4_EINPUT,
-                             "request %" PRId64 ": query_lens %" PRId64 " / prefix_lens %" PRId64
-                             " out of range [0, 2^29 - 1]",
-                             r, cs->qlen[r], cs->prefix[r]);
-        cs->T += cs->qlen[r];
-    }
-    return DSV4_OK;
+    return dsv4_req_shape_of(ps, INT32_MAX / 4, INT32_MAX / 4, 0, cs, st);
 }
 
 static int combine_resolve(dsv4_params *ps, dsv4_status *st)
@@ -112,24 +92,6 @@ static int combine_resolve(dsv4_params *ps, dsv4_status *st)
         (rc = dsv4_params_set_int(ps, "topk_width", dsv4_params_int(ps, "topk"), st)))
         return rc;
     return DSV4_OK;
-}
-
-/* One token's top-k row as the indexer writes it: min(n, Wk) distinct
- * compressed indices from [0, n) in random order, then -1 (spec 6.1: the
- * indexer's topk_indices_buffer holds local compressed indices). */
-static void fill_topk_row(dsv4_rng *rng, int32_t *row, int64_t Wk, int64_t n, int32_t *scratch)
-{
-    int64_t take = n < Wk ? n : Wk;
-    for (int64_t i = 0; i < n; i++)
-        scratch[i] = (int32_t)i;
-    for (int64_t i = 0; i < take; i++) { /* partial Fisher-Yates */
-        int64_t j = dsv4_rng_range(rng, i, n);
-        int32_t tmp = scratch[i];
-        scratch[i] = scratch[j];
-        scratch[j] = tmp;
-    }
-    for (int64_t j = 0; j < Wk; j++)
-        row[j] = j < take ? scratch[j] : -1;
 }
 
 static int combine_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
@@ -188,7 +150,7 @@ static int combine_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *
         for (int64_t i = 0; i < cs.qlen[r]; i++, t++) {
             int64_t pos = cs.prefix[r] + i;
             int32_t *row = tk + t * Wk;
-            fill_topk_row(&rng, row, Wk, (pos + 1) / ratio, scratch);
+            dsv4_fill_topk_row(&rng, row, Wk, (pos + 1) / ratio, scratch);
             for (int64_t j = 0; j < Wk && row[j] >= 0; j++) {
                 double u = dsv4_rng_uniform(&frac_rng);
                 if (u < invalid_frac)
@@ -527,7 +489,7 @@ static int gtopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st
     for (int64_t r = 0, t = 0; r < cs.R; r++)
         for (int64_t i = 0; i < cs.qlen[r]; i++, t++) {
             int32_t *row = (int32_t *)topk->data + t * K;
-            fill_topk_row(&rng, row, K, (cs.prefix[r] + i + 1) / ratio, scratch);
+            dsv4_fill_topk_row(&rng, row, K, (cs.prefix[r] + i + 1) / ratio, scratch);
             for (int64_t j = 0; j < K && row[j] >= 0; j++) {
                 double u = dsv4_rng_uniform(&sp);
                 if (u < hole)
@@ -811,7 +773,7 @@ static int pftopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *s
                 continue;
             int32_t *row = (int32_t *)topk->data + (t - off) * Wk;
             int64_t visible = (cs.prefix[r] + i + 1) / ratio, cap = visible < Wk ? visible : Wk;
-            fill_topk_row(&rng, row, Wk, visible < N ? visible : N, scratch);
+            dsv4_fill_topk_row(&rng, row, Wk, visible < N ? visible : N, scratch);
             /* As S29: a failed candidate and one past the pool under the cap;
              * stale values in [0, N) past it, which no reader may use. */
             if (cap >= 2 && dsv4_rng_uniform(&sp) < fail) {
