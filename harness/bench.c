@@ -351,7 +351,7 @@ int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *
                 dsv4_status bst = {0};
                 int brc = dsv4_backend_supports(b, op, 0)
                               ? dsv4_backend_time(b, op, &c, &in, &o, 20, &ms, &bst)
-                              : dsv4_fail(&bst, DSV4_ESKIP, "not implemented");
+                              : dsv4_fail(&bst, DSV4_ESKIP, "op not provided by this implementation");
                 if (brc)
                     fprintf(out, "%-28s %-8s %s\n", bc->name, b->name, bst.msg);
                 else if (dev_copy > 0) /* % of the device copy bandwidth */
