@@ -515,7 +515,12 @@ static const dsv4_io_spec rope_outputs[] = {
     {NULL, 0, 0, NULL},
 };
 
-static int rope_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
+/* The inputs of the inverse-RoPE ops: o [T, H, 512] filled by fill_o from
+ * the "o" stream, positions in [0, max_position), and the RoPE table. */
+typedef void (*fill_o_fn)(dsv4_rng *rng, uint16_t *o, int64_t T, int64_t H);
+
+static int rope_rows_generate(const dsv4_opctx *c, dsv4_tensors *in, fill_o_fn fill_o, dsv4_tensor **o_out,
+                              dsv4_tensor **pos_out, dsv4_status *st)
 {
     const dsv4_params *ps = c->params;
     const int64_t T = dsv4_params_int(ps, "num_tokens"), H = dsv4_params_int(ps, "num_heads");
@@ -531,12 +536,26 @@ static int rope_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
         return rc;
     dsv4_rng rng;
     dsv4_rng_init(&rng, c->seed, "o");
-    gen_q(&rng, o->data, T * H * D);
+    fill_o(&rng, o->data, T, H);
     dsv4_rng_init(&rng, c->seed, "positions");
     for (int64_t t = 0; t < T; t++)
         ((int64_t *)pos->data)[t] = dsv4_rng_range(&rng, 0, P);
     dsv4_gen_cos_sin(cs->data, P, (int)rd, dsv4_params_float(ps, "rope_theta"));
+    if (o_out)
+        *o_out = o;
+    if (pos_out)
+        *pos_out = pos;
     return DSV4_OK;
+}
+
+static void rope_fill_o(dsv4_rng *rng, uint16_t *o, int64_t T, int64_t H)
+{
+    gen_q(rng, o, T * H * D);
+}
+
+static int rope_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
+{
+    return rope_rows_generate(c, in, rope_fill_o, NULL, NULL, st);
 }
 
 typedef struct rope_io {
@@ -562,17 +581,26 @@ static int rope_inputs_of(const dsv4_opctx *c, const dsv4_tensors *in, rope_io *
     return DSV4_OK;
 }
 
+/* NaN/Inf in the RoPE table is bad input (it would poison every rotated lane). */
+static int cos_sin_finite(const rope_io *r, dsv4_status *st)
+{
+    const float *cs = r->cs->data;
+    for (int64_t i = 0; i < dsv4_tensor_numel(r->cs); i++)
+        if (!isfinite(cs[i]))
+            return dsv4_fail(st, DSV4_EINPUT, "cos_sin_cache[%" PRId64 ", %" PRId64 "] is not finite",
+                             i / r->rd, i % r->rd);
+    return DSV4_OK;
+}
+
 static int rope_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)
 {
     rope_io r;
     int rc = rope_inputs_of(c, in, &r, st);
     if (rc)
         return rc;
+    if ((rc = cos_sin_finite(&r, st)))
+        return rc;
     const float *cs = r.cs->data;
-    for (int64_t i = 0; i < dsv4_tensor_numel(r.cs); i++)
-        if (!isfinite(cs[i]))
-            return dsv4_fail(st, DSV4_EINPUT, "cos_sin_cache[%" PRId64 ", %" PRId64 "] is not finite",
-                             i / r.rd, i % r.rd);
     double *tmp = malloc((size_t)(r.T * r.H * D + 1) * sizeof(double));
     if (!tmp)
         return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
@@ -785,51 +813,36 @@ static void rmx_specials(uint16_t *o, int64_t T, int64_t H, int64_t *pos)
         hl[d] = dsv4_bf16_from_f32((float)((d % 2 ? -1 : 1) * ldexp(1.0 + (d % 5) / 8.0, 126)));
 }
 
+/* Each head row at its own power-of-two magnitude. */
+static void rmx_fill_o(dsv4_rng *rng, uint16_t *ov, int64_t T, int64_t H)
+{
+    for (int64_t r = 0; r < T * H; r++) {
+        const double sc = ldexp(1.0, (int)dsv4_rng_range(rng, -8, 9));
+        for (int d = 0; d < D; d++)
+            ov[r * D + d] = dsv4_bf16_from_f32((float)(dsv4_rng_normal(rng) * sc));
+    }
+}
+
 static int rmx_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
-    const dsv4_params *ps = c->params;
-    const int64_t T = dsv4_params_int(ps, "num_tokens"), H = dsv4_params_int(ps, "num_heads");
-    const int64_t P = dsv4_params_int(ps, "max_position"), rd = dsv4_params_int(ps, "rope_head_dim");
-    if (T < 0 || H < 1 || P < 1 || rd < 2 || rd > D || rd % 2)
-        return dsv4_fail(st, DSV4_EINPUT, "num_tokens >= 0, num_heads >= 1, max_position >= 1, even rope_head_dim <= 512");
-    dsv4_tensor *o, *pos, *cs;
-    int64_t so[3] = {T, H, D}, scs[2] = {P, rd};
-    int rc;
-    if ((rc = dsv4_tensors_add(in, "o", DSV4_BF16, 3, so, &o, st)) ||
-        (rc = dsv4_tensors_add(in, "positions", DSV4_I64, 1, &T, &pos, st)) ||
-        (rc = dsv4_tensors_add(in, "cos_sin_cache", DSV4_F32, 2, scs, &cs, st)))
+    dsv4_tensor *o, *pos;
+    int rc = rope_rows_generate(c, in, rmx_fill_o, &o, &pos, st);
+    if (rc)
         return rc;
-    dsv4_rng rng;
-    dsv4_rng_init(&rng, c->seed, "o");
-    uint16_t *ov = o->data;
-    for (int64_t r = 0; r < T * H; r++) { /* each head row at its own power-of-two magnitude */
-        const double sc = ldexp(1.0, (int)dsv4_rng_range(&rng, -8, 9));
-        for (int d = 0; d < D; d++)
-            ov[r * D + d] = dsv4_bf16_from_f32((float)(dsv4_rng_normal(&rng) * sc));
-    }
-    dsv4_rng_init(&rng, c->seed, "positions");
-    for (int64_t t = 0; t < T; t++)
-        ((int64_t *)pos->data)[t] = dsv4_rng_range(&rng, 0, P);
-    dsv4_gen_cos_sin(cs->data, P, (int)rd, dsv4_params_float(ps, "rope_theta"));
-    if (dsv4_params_int(ps, "specials") && T > 0)
-        rmx_specials(ov, T, H, pos->data);
+    const int64_t T = o->shape[0], H = o->shape[1];
+    if (dsv4_params_int(c->params, "specials") && T > 0)
+        rmx_specials(o->data, T, H, pos->data);
     return DSV4_OK;
 }
 
+/* rope_inputs_of (this op has no `rotated`: every row is rotated), and
+ * whole MX blocks of RoPE lanes. */
 static int rmx_inputs_of(const dsv4_opctx *c, const dsv4_tensors *in, rope_io *r, dsv4_status *st)
 {
-    int rc;
-    if ((rc = dsv4_input(in, "o", DSV4_BF16, 3, &r->o, st)) ||
-        (rc = dsv4_input(in, "positions", DSV4_I64, 1, &r->pos, st)) ||
-        (rc = dsv4_input(in, "cos_sin_cache", DSV4_F32, 2, &r->cs, st)))
+    int rc = rope_inputs_of(c, in, r, st);
+    if (rc)
         return rc;
-    r->T = r->o->shape[0];
-    r->H = r->o->shape[1];
-    r->rd = (int)dsv4_params_int(c->params, "rope_head_dim");
     r->rotated = 0;
-    if (r->o->shape[2] != D || r->pos->shape[0] != r->T || r->cs->shape[1] != r->rd)
-        return dsv4_fail(st, DSV4_EINPUT,
-                         "o must be [T, H, 512], positions [T] and cos_sin_cache [P, rope_head_dim = %d]", r->rd);
     if (r->rd > D || r->rd % DSV4_MX_BLOCK)
         return dsv4_fail(st, DSV4_EINPUT, "rope_head_dim = %d: must be a multiple of 32 up to 512", r->rd);
     return DSV4_OK;
@@ -840,13 +853,9 @@ static float *rmx_rows(const dsv4_opctx *c, const dsv4_tensors *in, rope_io *r, 
 {
     if (rmx_inputs_of(c, in, r, st))
         return NULL;
+    if (cos_sin_finite(r, st))
+        return NULL;
     const float *cs = r->cs->data;
-    for (int64_t i = 0; i < dsv4_tensor_numel(r->cs); i++)
-        if (!isfinite(cs[i])) {
-            dsv4_fail(st, DSV4_EINPUT, "cos_sin_cache[%" PRId64 ", %" PRId64 "] is not finite", i / r->rd,
-                      i % r->rd);
-            return NULL;
-        }
     float *x = malloc((size_t)(r->T * r->H * D + 1) * sizeof *x);
     if (!x) {
         dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
