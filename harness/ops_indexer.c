@@ -1103,8 +1103,9 @@ static int sa_bound(const dsv4_opctx *c, const dsv4_tensors *in, const char *out
     return rc;
 }
 
-static void sa_locate(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, int64_t flat, char *buf,
-                      size_t len)
+/* The top-k layers name logits elements; their index outputs report rows. */
+static void logits_output_locate(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, int64_t flat,
+                                 char *buf, size_t len)
 {
     if (strcmp(output, "logits") == 0)
         lg_locate_elem(c, in, flat, buf, len);
@@ -1126,7 +1127,7 @@ const dsv4_op dsv4_op_rocm_mxfp4_sparse_attn_indexer = {
     .reference = sa_reference,
     .policy = sa_policy,
     .mask = sa_mask,
-    .locate = sa_locate,
+    .locate = logits_output_locate,
     .bound = sa_bound,
 };
 
@@ -1345,13 +1346,6 @@ static int mq_bound(const dsv4_opctx *c, const dsv4_tensors *in, const char *out
     return rc ? rc : logits_bound(c, &g, 0, bound, n, st);
 }
 
-static void mq_locate(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, int64_t flat, char *buf,
-                      size_t len)
-{
-    if (strcmp(output, "logits") == 0)
-        lg_locate_elem(c, in, flat, buf, len);
-}
-
 const dsv4_op dsv4_op_rocm_mxfp4_sparse_mqa_indexer = {
     .name = "rocm_mxfp4_sparse_mqa_indexer",
     .summary = "a candidate-consuming indexer layer: logits of the candidate pool only, top-k positions",
@@ -1368,6 +1362,6 @@ const dsv4_op dsv4_op_rocm_mxfp4_sparse_mqa_indexer = {
     .reference = mq_reference,
     .policy = mq_policy,
     .mask = mq_mask,
-    .locate = mq_locate,
+    .locate = logits_output_locate,
     .bound = mq_bound,
 };
