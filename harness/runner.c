@@ -542,6 +542,19 @@ static void json_number(FILE *f, double v)
         fprintf(f, "%.17g", v);
 }
 
+/* `, "key": value`: the writer's one field pattern. */
+static void json_num(FILE *f, const char *key, double v)
+{
+    fprintf(f, ", \"%s\": ", key);
+    json_number(f, v);
+}
+
+static void json_str(FILE *f, const char *key, const char *v)
+{
+    fprintf(f, ", \"%s\": ", key);
+    json_string(f, v);
+}
+
 static void mismatch_text(const dsv4_mismatch *m, char *buf, size_t len)
 {
     snprintf(buf, len, "%s: expected %.9g, actual %.9g, abs %.3g, rel %.3g%s%s%s", m->index, m->expected,
@@ -681,18 +694,12 @@ static void json_mismatch(FILE *f, const dsv4_mismatch *m)
     json_string(f, m->index);
     fprintf(f, ", \"flat\": %" PRId64 ", \"expected\": ", m->flat);
     json_number(f, m->expected);
-    fprintf(f, ", \"actual\": ");
-    json_number(f, m->actual);
-    fprintf(f, ", \"abs\": ");
-    json_number(f, m->abs_err);
-    fprintf(f, ", \"rel\": ");
-    json_number(f, m->rel_err);
-    fprintf(f, ", \"ulp\": ");
-    json_number(f, m->ulp_err);
-    fprintf(f, ", \"bound\": ");
-    json_number(f, m->tol);
-    fprintf(f, ", \"where\": ");
-    json_string(f, m->where);
+    json_num(f, "actual", m->actual);
+    json_num(f, "abs", m->abs_err);
+    json_num(f, "rel", m->rel_err);
+    json_num(f, "ulp", m->ulp_err);
+    json_num(f, "bound", m->tol);
+    json_str(f, "where", m->where);
     fprintf(f, "}");
 }
 
@@ -713,59 +720,41 @@ int dsv4_write_json(const char *path, const char *suite, const char *impl,
         const dsv4_case_result *r = &rs[i];
         fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
         json_string(f, r->name);
-        fprintf(f, ", \"op\": ");
-        json_string(f, r->op);
-        fprintf(f, ", \"variant\": ");
-        json_string(f, r->variant);
-        fprintf(f, ", \"origin\": ");
-        json_string(f, r->origin);
-        fprintf(f, ", \"golden\": ");
-        json_string(f, r->golden);
+        json_str(f, "op", r->op);
+        json_str(f, "variant", r->variant);
+        json_str(f, "origin", r->origin);
+        json_str(f, "golden", r->golden);
         fprintf(f, ", \"seed\": %" PRIu64 ", \"result\": ", r->seed);
         json_string(f, status_word(r));
         fprintf(f, ", \"seconds\": %.6f, \"error\": ", r->seconds);
         json_string(f, r->error);
-        fprintf(f, ", \"reproduce\": ");
-        json_string(f, r->repro);
-        fprintf(f, ", \"repro_file\": ");
-        json_string(f, r->repro_file);
-        fprintf(f, ", \"drift\": ");
-        json_string(f, r->drift);
+        json_str(f, "reproduce", r->repro);
+        json_str(f, "repro_file", r->repro_file);
+        json_str(f, "drift", r->drift);
         fprintf(f, ",\n     \"outputs\": [");
         for (int k = 0; k < r->n_outputs; k++) {
             const dsv4_output_result *o = &r->outputs[k];
             fprintf(f, "%s\n      {\"name\": ", k ? "," : "");
             json_string(f, o->cmp.output);
-            fprintf(f, ", \"verdict\": ");
-            json_string(f, dsv4_verdict_name(o->cmp.verdict));
+            json_str(f, "verdict", dsv4_verdict_name(o->cmp.verdict));
             fprintf(f, ", \"policy\": {\"kind\": ");
             json_string(f, dsv4_cmp_kind_name(o->pol.kind));
-            fprintf(f, ", \"atol\": ");
-            json_number(f, o->pol.atol);
-            fprintf(f, ", \"rtol\": ");
-            json_number(f, o->pol.rtol);
-            fprintf(f, ", \"ulp\": ");
-            json_number(f, o->pol.ulp);
-            fprintf(f, ", \"rule\": ");
-            json_string(f, o->pol.rule);
+            json_num(f, "atol", o->pol.atol);
+            json_num(f, "rtol", o->pol.rtol);
+            json_num(f, "ulp", o->pol.ulp);
+            json_str(f, "rule", o->pol.rule);
             fprintf(f, "},\n       \"metrics\": {\"count\": %" PRId64 ", \"compared\": %" PRId64
                        ", \"mismatches\": %" PRId64 ", \"max_abs\": ",
                     o->cmp.count, o->cmp.compared, o->cmp.bad);
             json_number(f, o->cmp.max_abs);
-            fprintf(f, ", \"max_rel\": ");
-            json_number(f, o->cmp.max_rel);
-            fprintf(f, ", \"max_ulp\": ");
-            json_number(f, o->cmp.max_ulp);
-            fprintf(f, ", \"worst_ratio\": ");
-            json_number(f, o->cmp.worst_ratio);
-            fprintf(f, ", \"nmse\": ");
-            json_number(f, o->cmp.nmse);
-            fprintf(f, ", \"cosine\": ");
-            json_number(f, o->cmp.cosine);
+            json_num(f, "max_rel", o->cmp.max_rel);
+            json_num(f, "max_ulp", o->cmp.max_ulp);
+            json_num(f, "worst_ratio", o->cmp.worst_ratio);
+            json_num(f, "nmse", o->cmp.nmse);
+            json_num(f, "cosine", o->cmp.cosine);
             fprintf(f, "},\n       \"message\": ");
             json_string(f, o->cmp.message);
-            fprintf(f, ", \"hint\": ");
-            json_string(f, o->cmp.hint);
+            json_str(f, "hint", o->cmp.hint);
             fprintf(f, ", \"first\": [");
             for (int j = 0; j < o->cmp.n_first; j++) {
                 if (j)
