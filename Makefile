@@ -31,11 +31,11 @@ CFLAGS += -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -fPIC $(SANFLAGS
 LDFLAGS += $(SANFLAGS)
 LDLIBS := $(PKG_LIBS) -ldl -lm
 
-LIB_SRCS := $(wildcard ref/*.c compare/*.c) $(filter-out harness/main.c,$(wildcard harness/*.c))
+LIB_SRCS := $(wildcard ref/*.c compare/*.c ops/*.c ops/*/*.c) $(filter-out harness/main.c,$(wildcard harness/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
-HEADERS := $(wildcard ref/*.h compare/*.h harness/*.h)
+HEADERS := $(wildcard ref/*.h compare/*.h harness/*.h ops/*.h ops/*/*.h) ops/ops.def
 
 PREFIX ?= /usr/local
 
@@ -84,7 +84,7 @@ $(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libdsv4.a
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 HIPCC ?= $(shell command -v hipcc 2>/dev/null)
 HIP_SRCS := $(wildcard hip/*.cpp)
-HIP_DEPS := $(HIP_SRCS) $(wildcard hip/*.h) harness/dsv4_plugin.h
+HIP_DEPS := $(HIP_SRCS) $(wildcard hip/*.h) harness/dsv4_plugin.h ops/ops.def
 NVCC_FLAGS := -x cu -O2 -std=c++17 -arch=sm_90 -Xcompiler -fPIC,-Wall,-Wextra,-Werror -shared
 HIP_ARCHS ?= gfx90a gfx940
 HIPCC_FLAGS := -x hip -O2 -std=c++17 -fPIC -shared -Wall -Wextra -Werror $(HIP_ARCHS:%=--offload-arch=%)

@@ -109,7 +109,7 @@ int dsv4_backend_supports(const dsv4_backend *b, const dsv4_op *op, int variant)
 {
     if (b->is_ref)
         return 1;
-    return b->plugin->supports(op->name, op->variants[variant]);
+    return b->plugin->supports(op->name, dsv4_op_variant_name(op, variant));
 }
 
 /* Internal tensors and params as the plug-in ABI sees them. */
@@ -188,7 +188,7 @@ int dsv4_backend_run(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx 
     }
     if (!rc) {
         char err[512] = "";
-        int prc = b->plugin->run(op->name, op->variants[c->variant], a.params, a.np, a.in, a.nin,
+        int prc = b->plugin->run(op->name, dsv4_op_variant_name(op, c->variant), a.params, a.np, a.in, a.nin,
                                  a.out, a.nout, err, sizeof err);
         if (prc)
             rc = dsv4_fail(st, from_plugin_rc(prc), "%s: %s", b->name, err[0] ? err : "run failed");
@@ -214,7 +214,7 @@ int dsv4_backend_time(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx
     abi_args a;
     to_abi(c, in, out, &a);
     char err[512] = "";
-    int rc = b->plugin->time(op->name, op->variants[c->variant], a.params, a.np, a.in, a.nin, a.out,
+    int rc = b->plugin->time(op->name, dsv4_op_variant_name(op, c->variant), a.params, a.np, a.in, a.nin, a.out,
                              a.nout, iters, ms, err, sizeof err);
     if (rc)
         return dsv4_fail(st, from_plugin_rc(rc), "%s: %s", b->name, err[0] ? err : "timing failed");

@@ -328,7 +328,7 @@ int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *
         dsv4_params ps;
         dsv4_status st = {0};
         dsv4_tensors in = {0}, o = {0};
-        dsv4_opctx c = {&ps, 0, 1};
+        dsv4_opctx c = dsv4_opctx_make(op, &ps, 0, 1);
         int rc = op ? bench_params(op, bc, &ps, &st) : dsv4_fail(&st, DSV4_EINPUT, "no op %s", bc->op);
         if (!rc)
             rc = op->generate(&c, &in, &st);

@@ -572,7 +572,7 @@ static int gen_case(const dsv4_case *c, const cli *o)
     memset(&g, 0, sizeof g);
     g.schema = DSV4_SCHEMA_VERSION;
     snprintf(g.op, sizeof g.op, "%s", c->op->name);
-    snprintf(g.variant, sizeof g.variant, "%s", c->op->variants[c->variant]);
+    snprintf(g.variant, sizeof g.variant, "%s", dsv4_op_variant_name(c->op, c->variant));
     snprintf(g.case_name, sizeof g.case_name, "%s", c->name);
     g.seed = o->have_seed ? o->seed : c->seed;
     snprintf(g.generator, sizeof g.generator, "dsv4check %s (%s)", DSV4_VERSION, DSV4_GIT_REV);
@@ -581,7 +581,7 @@ static int gen_case(const dsv4_case *c, const cli *o)
     gmtime_r(&now, &tmv);
     strftime(g.created, sizeof g.created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
     g.params = c->params;
-    dsv4_opctx ctx = {&c->params, c->variant, g.seed};
+    dsv4_opctx ctx = dsv4_opctx_make(c->op, &c->params, c->variant, g.seed);
     dsv4_status st = {0};
     int rc = c->op->generate(&ctx, &g.inputs, &st);
     if (!rc)
@@ -699,10 +699,10 @@ static void list_ops(const dsv4_backend *b)
     for (int i = 0; i < dsv4_op_count(); i++) {
         const dsv4_op *op = dsv4_op_at(i);
         printf("%s\n  %s\n  source: %s\n  variants:\n", op->name, op->summary, op->source);
-        for (int v = 0; op->variants[v]; v++)
-            printf("    %-24s%s %s\n", op->variants[v],
+        for (int v = 0; v < dsv4_op_variant_count(op); v++)
+            printf("    %-24s%s %s\n", dsv4_op_variant_name(op, v),
                    b && !dsv4_backend_supports(b, op, v) ? " (not in this impl)" : "",
-                   op->variant_docs ? op->variant_docs[v] : "");
+                   dsv4_op_variant_doc(op, v));
         printf("  params:\n");
         for (const dsv4_param_spec *p = op->params; p->name; p++)
             printf("    %-16s %-9s %-8s %s\n", p->name, dsv4_ptype_name(p->type), p->def ? p->def : "required",
@@ -728,10 +728,10 @@ static void list_impl(const dsv4_backend *b)
     printf("%-10s %-34s %s\n", "provides", "op", "variant");
     for (int i = 0; i < dsv4_op_count(); i++) {
         const dsv4_op *op = dsv4_op_at(i);
-        for (int v = 0; op->variants[v]; v++, all++) {
+        for (int v = 0; v < dsv4_op_variant_count(op); v++, all++) {
             int s = dsv4_backend_supports(b, op, v);
             yes += s;
-            printf("%-10s %-34s %s\n", s ? "yes" : "no", op->name, op->variants[v]);
+            printf("%-10s %-34s %s\n", s ? "yes" : "no", op->name, dsv4_op_variant_name(op, v));
         }
     }
     printf("%d of %d op variants provided\n", yes, all);
@@ -744,8 +744,8 @@ static void list_markdown(void)
     for (int i = 0; i < dsv4_op_count(); i++) {
         const dsv4_op *op = dsv4_op_at(i);
         printf("| `%s` | ", op->name);
-        for (int v = 0; op->variants[v]; v++)
-            printf("%s`%s`", v ? ", " : "", op->variants[v]);
+        for (int v = 0; v < dsv4_op_variant_count(op); v++)
+            printf("%s`%s`", v ? ", " : "", dsv4_op_variant_name(op, v));
         printf(" | %s |\n", op->source);
     }
 }
@@ -782,7 +782,7 @@ static int cmd_list(int argc, char **argv)
         for (int i = 0; i < s.n; i++)
             if (case_selected(&o, &s.cases[i]))
                 printf("  %-56s %-30s %s\n", s.cases[i].name, s.cases[i].op->name,
-                       s.cases[i].op->variants[s.cases[i].variant]);
+                       dsv4_op_variant_name(s.cases[i].op, s.cases[i].variant));
         dsv4_suite_free(&s);
     }
     if (have_b)

@@ -30,18 +30,33 @@ typedef struct dsv4_io_spec {
     const char *doc;
 } dsv4_io_spec;
 
-/* The case-level context an op callback receives. */
+/* One named variant of an op: where the sources disagree, each reading is a
+ * variant (docs/semantics/README.md).  rule points at the op's own
+ * description of what the variant changes (a ref/ enum value or a small
+ * struct of them), so op code reads the rule, never the variant's position. */
+typedef struct dsv4_variant {
+    const char *name;
+    const char *doc;
+    const void *rule;
+} dsv4_variant;
+
+/* The case-level context an op callback receives (dsv4_opctx_make). */
 typedef struct dsv4_opctx {
     const dsv4_params *params; /* validated, defaults filled in */
-    int variant;               /* index into op->variants */
+    int variant;               /* index into the op's variants */
     uint64_t seed;
+    const void *rule;          /* the variant's rule (dsv4_variant.rule) */
 } dsv4_opctx;
 
 typedef struct dsv4_op {
     const char *name;
     const char *summary;
     const char *source;            /* spec citation(s): repo:path@commit */
-    const char *const *variants;   /* NULL-terminated; [0] is the default (the seeds') */
+    /* Terminated by {NULL}; [0] is the default (the seeds'). */
+    const dsv4_variant *variant_table;
+    /* Transitional (ops not yet moved to ops/): NULL-terminated names and
+     * their docs.  Read both through dsv4_op_variant_*. */
+    const char *const *variants;
     const char *const *variant_docs;
     const dsv4_param_spec *params; /* terminated by {NULL} */
     const dsv4_io_spec *inputs;    /* terminated by {NULL} */
@@ -93,6 +108,13 @@ const dsv4_op *dsv4_op_at(int i);
 const dsv4_op *dsv4_op_find(const char *name);
 /* Variant index by name ("default" = 0); -1 if unknown. */
 int dsv4_op_variant(const dsv4_op *op, const char *name);
+/* The op's variants: how many, and one's name, doc and rule (NULL past the end). */
+int dsv4_op_variant_count(const dsv4_op *op);
+const char *dsv4_op_variant_name(const dsv4_op *op, int k);
+const char *dsv4_op_variant_doc(const dsv4_op *op, int k);
+const void *dsv4_op_variant_rule(const dsv4_op *op, int k);
+/* The context of one case of op (variant an index from dsv4_op_variant). */
+dsv4_opctx dsv4_opctx_make(const dsv4_op *op, const dsv4_params *params, int variant, uint64_t seed);
 const dsv4_param_spec *dsv4_op_param(const dsv4_op *op, const char *name);
 const dsv4_io_spec *dsv4_op_output(const dsv4_op *op, const char *name);
 const dsv4_io_spec *dsv4_op_input(const dsv4_op *op, const char *name);

@@ -2,40 +2,13 @@
 #ifndef DSV4_OPS_H
 #define DSV4_OPS_H
 
+#include "../compare/policy.h"
 #include "op.h"
 #include "rng.h"
 
-extern const dsv4_op dsv4_op_combine_topk_swa_indices;
-extern const dsv4_op dsv4_op_compute_global_topk_indices_and_lens;
-extern const dsv4_op dsv4_op_compute_global_topk_ragged_indices_and_indptr;
-extern const dsv4_op dsv4_op_build_prefill_topk_ragged_indices;
-extern const dsv4_op dsv4_op_decode_swa_indices_and_lens;
-extern const dsv4_op dsv4_op_copy_ragged_to_graph_buffers;
-extern const dsv4_op dsv4_op_get_prefill_chunk_plan;
-extern const dsv4_op dsv4_op_rocm_sparse_attn_prefill;
-extern const dsv4_op dsv4_op_rocm_inverse_rope_rows;
-extern const dsv4_op dsv4_op_rocm_inverse_rope_mxfp8_rows;
-extern const dsv4_op dsv4_op_rocm_sparse_attn_decode;
-extern const dsv4_op dsv4_op_sparse_mla_fwd;
-extern const dsv4_op dsv4_op_quantize_and_insert_k_cache;
-extern const dsv4_op dsv4_op_dequantize_and_gather_k_cache;
-extern const dsv4_op dsv4_op_mxfp4_quant;
-extern const dsv4_op dsv4_op_mxfp8_quant;
-extern const dsv4_op dsv4_op_fp8_group_quant;
-extern const dsv4_op dsv4_op_fused_qk_rmsnorm_group_quant;
-extern const dsv4_op dsv4_op_quantize_and_insert_k_cache;
-extern const dsv4_op dsv4_op_dequantize_and_gather_k_cache;
-extern const dsv4_op dsv4_op_gemm_a8w8_blockscale;
-extern const dsv4_op dsv4_op_shuffle_weight;
-extern const dsv4_op dsv4_op_rocm_inv_rope_einsum;
-extern const dsv4_op dsv4_op_rocm_mxfp8_wo_a_bmm;
-extern const dsv4_op dsv4_op_fused_qnorm_rope_kv_insert;
-extern const dsv4_op dsv4_op_compressor;
-extern const dsv4_op dsv4_op_rocm_mxfp4_indexer_k_store;
-extern const dsv4_op dsv4_op_rocm_mxfp4_indexer_q_quant;
-extern const dsv4_op dsv4_op_paged_mxfp4_mqa_logits;
-extern const dsv4_op dsv4_op_rocm_mxfp4_sparse_attn_indexer;
-extern const dsv4_op dsv4_op_rocm_mxfp4_sparse_mqa_indexer;
+#define DSV4_OP(name) extern const dsv4_op dsv4_op_##name;
+#include "../ops/ops.def"
+#undef DSV4_OP
 
 /* Floating-point operations of paged_mxfp4_mqa_logits: 2 * H * 128 per
  * (row, key below the row end) (harness/ops_indexer.c; bench). */
@@ -43,8 +16,6 @@ double dsv4_indexer_logits_flops(const dsv4_params *ps, const dsv4_tensors *in);
 
 /* Shared helpers of the op files (harness/ops_common.c). */
 
-/* A policy for bit-exact outputs. */
-void dsv4_policy_exact(dsv4_policy *pol, const char *why);
 /* Fill every byte of an output with a poison pattern, so that an element a
  * backend forgets to write is caught (and named) by the comparator. */
 void dsv4_poison(dsv4_tensor *t);

@@ -7,14 +7,6 @@
 
 #include "ops.h"
 
-void dsv4_policy_exact(dsv4_policy *pol, const char *why)
-{
-    memset(pol, 0, sizeof *pol);
-    pol->kind = DSV4_CMP_EXACT;
-    pol->output_dtype = DSV4_DT_NONE;
-    snprintf(pol->rule, sizeof pol->rule, "exact: %s", why);
-}
-
 void dsv4_poison(dsv4_tensor *t)
 {
     /* 0x7B: as int32 0x7B7B7B7B (2071690107), as float ~1.3e36, as fp8 a large

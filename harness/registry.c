@@ -11,40 +11,13 @@
 
 #include "ops.h"
 
-/* The table: one line per op, in the order `dsv4check list` prints them. */
+/* The table: one line per op in ops/ops.def, in the order `dsv4check list`
+ * prints them. */
+#define DSV4_OP(name) &dsv4_op_##name,
 static const dsv4_op *const op_table[] = {
-    &dsv4_op_combine_topk_swa_indices,
-    &dsv4_op_compute_global_topk_indices_and_lens,
-    &dsv4_op_compute_global_topk_ragged_indices_and_indptr,
-    &dsv4_op_build_prefill_topk_ragged_indices,
-    &dsv4_op_decode_swa_indices_and_lens,
-    &dsv4_op_copy_ragged_to_graph_buffers,
-    &dsv4_op_get_prefill_chunk_plan,
-    &dsv4_op_rocm_sparse_attn_prefill,
-    &dsv4_op_rocm_inverse_rope_rows,
-    &dsv4_op_rocm_inverse_rope_mxfp8_rows,
-    &dsv4_op_rocm_sparse_attn_decode,
-    &dsv4_op_sparse_mla_fwd,
-    &dsv4_op_quantize_and_insert_k_cache,
-    &dsv4_op_dequantize_and_gather_k_cache,
-    &dsv4_op_mxfp4_quant,
-    &dsv4_op_mxfp8_quant,
-    &dsv4_op_fp8_group_quant,
-    &dsv4_op_fused_qk_rmsnorm_group_quant,
-    &dsv4_op_quantize_and_insert_k_cache,
-    &dsv4_op_dequantize_and_gather_k_cache,
-    &dsv4_op_gemm_a8w8_blockscale,
-    &dsv4_op_shuffle_weight,
-    &dsv4_op_rocm_inv_rope_einsum,
-    &dsv4_op_rocm_mxfp8_wo_a_bmm,
-    &dsv4_op_fused_qnorm_rope_kv_insert,
-    &dsv4_op_compressor,
-    &dsv4_op_rocm_mxfp4_indexer_k_store,
-    &dsv4_op_rocm_mxfp4_indexer_q_quant,
-    &dsv4_op_paged_mxfp4_mqa_logits,
-    &dsv4_op_rocm_mxfp4_sparse_attn_indexer,
-    &dsv4_op_rocm_mxfp4_sparse_mqa_indexer,
+#include "../ops/ops.def"
 };
+#undef DSV4_OP
 
 int dsv4_op_count(void) { return (int)(sizeof op_table / sizeof op_table[0]); }
 
@@ -65,10 +38,51 @@ int dsv4_op_variant(const dsv4_op *op, const char *name)
 {
     if (strcmp(name, "default") == 0)
         return 0;
-    for (int k = 0; op->variants[k]; k++)
-        if (strcmp(op->variants[k], name) == 0)
+    for (int k = 0; k < dsv4_op_variant_count(op); k++)
+        if (strcmp(dsv4_op_variant_name(op, k), name) == 0)
             return k;
     return -1;
+}
+
+int dsv4_op_variant_count(const dsv4_op *op)
+{
+    int n = 0;
+    if (op->variant_table)
+        while (op->variant_table[n].name)
+            n++;
+    else
+        while (op->variants[n])
+            n++;
+    return n;
+}
+
+const char *dsv4_op_variant_name(const dsv4_op *op, int k)
+{
+    if (k < 0 || k >= dsv4_op_variant_count(op))
+        return NULL;
+    return op->variant_table ? op->variant_table[k].name : op->variants[k];
+}
+
+const char *dsv4_op_variant_doc(const dsv4_op *op, int k)
+{
+    if (k < 0 || k >= dsv4_op_variant_count(op))
+        return NULL;
+    if (op->variant_table)
+        return op->variant_table[k].doc;
+    return op->variant_docs ? op->variant_docs[k] : "";
+}
+
+const void *dsv4_op_variant_rule(const dsv4_op *op, int k)
+{
+    if (!op->variant_table || k < 0 || k >= dsv4_op_variant_count(op))
+        return NULL;
+    return op->variant_table[k].rule;
+}
+
+dsv4_opctx dsv4_opctx_make(const dsv4_op *op, const dsv4_params *params, int variant, uint64_t seed)
+{
+    dsv4_opctx c = {params, variant, seed, dsv4_op_variant_rule(op, variant)};
+    return c;
 }
 
 const dsv4_param_spec *dsv4_op_param(const dsv4_op *op, const char *name)

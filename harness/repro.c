@@ -95,7 +95,7 @@ int dsv4_write_repro(const char *dir, const dsv4_op *op, const dsv4_opctx *c,
     dsv4_golden g = zero;
     g.schema = DSV4_SCHEMA_VERSION;
     snprintf(g.op, sizeof g.op, "%s", op->name);
-    snprintf(g.variant, sizeof g.variant, "%s", op->variants[c->variant]);
+    snprintf(g.variant, sizeof g.variant, "%s", dsv4_op_variant_name(op, c->variant));
     snprintf(g.case_name, sizeof g.case_name, "%s", r->name);
     g.seed = c->seed;
     snprintf(g.generator, sizeof g.generator, "dsv4check %s (%s) --repro-dir", DSV4_VERSION, DSV4_GIT_REV);

@@ -169,7 +169,7 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
     if (!dsv4_backend_supports(b, op, c->variant)) {
         r->status = DSV4_ESKIP;
         snprintf(r->error, sizeof r->error, "%s does not implement %s [%s]", b->name, op->name,
-                 op->variants[c->variant]);
+                 dsv4_op_variant_name(op, c->variant));
         return;
     }
     if ((rc = op->alloc_outputs(c, in, &act, &st)) || (rc = run_backend(b, op, c, in, &act, &st)) ||
@@ -272,7 +272,7 @@ static void result_init(dsv4_case_result *r, const char *name, const dsv4_op *op
     snprintf(r->name, sizeof r->name, "%s", name);
     if (op) {
         snprintf(r->op, sizeof r->op, "%s", op->name);
-        snprintf(r->variant, sizeof r->variant, "%s", op->variants[variant]);
+        snprintf(r->variant, sizeof r->variant, "%s", dsv4_op_variant_name(op, variant));
     }
     r->seed = seed;
     r->verdict = DSV4_FAIL;
@@ -283,7 +283,7 @@ static int golden_matches_case(const dsv4_golden *g, const dsv4_case *c, dsv4_st
 {
     if (strcmp(g->op, c->op->name) != 0 || dsv4_op_variant(c->op, g->variant) != c->variant)
         return dsv4_fail(st, DSV4_EINPUT, "%s: golden is for %s [%s], the case is %s [%s]", c->golden,
-                         g->op, g->variant, c->op->name, c->op->variants[c->variant]);
+                         g->op, g->variant, c->op->name, dsv4_op_variant_name(c->op, c->variant));
     for (int k = 0; k < c->params.n; k++) {
         const dsv4_param *p = &c->params.p[k];
         const dsv4_param *q = dsv4_params_find(&g->params, p->name);
@@ -325,7 +325,7 @@ void dsv4_run_case(const dsv4_case *c, const dsv4_backend *b, const dsv4_run_opt
     snprintf(r->origin, sizeof r->origin, "%s:%d:%d", c->file, c->line, c->col);
     snprintf(r->repro, sizeof r->repro, "%s run %s --filter '^%s$' --impl %s%s%s", o->argv0, c->file,
              c->name, o->impl, o->device_arg ? o->device_arg : "", o->seed_override ? " --seed N" : "");
-    dsv4_opctx ctx = {&c->params, c->variant, seed};
+    dsv4_opctx ctx = dsv4_opctx_make(c->op, &c->params, c->variant, seed);
     dsv4_status st = {0};
     dsv4_tensors in = {0}, expected = {0};
     dsv4_golden g;
@@ -390,7 +390,7 @@ void dsv4_check_golden(const char *path, const dsv4_backend *b, const dsv4_run_o
         snprintf(r->golden, sizeof r->golden, "%s", path);
         snprintf(r->repro, sizeof r->repro, "%s check %s --impl %s%s", o->argv0, path, o->impl,
                  o->device_arg ? o->device_arg : "");
-        dsv4_opctx ctx = {&g.params, variant, g.seed};
+        dsv4_opctx ctx = dsv4_opctx_make(op, &g.params, variant, g.seed);
         execute(op, &ctx, &g.inputs, &g.outputs, b, NULL, o, r);
         if (r->status == DSV4_EINPUT && strncmp(r->error, path, strlen(path)) != 0) {
             char tmp[sizeof r->error];

@@ -9,68 +9,16 @@
 
 #include "kernels.h"
 
-/* ---- the kernel table: one line per kernel (see kernels.h) ---- */
-extern dsv4_hip_kernel dsv4_hip_combine_topk_swa_indices;
-extern dsv4_hip_kernel dsv4_hip_compute_global_topk_indices_and_lens;
-extern dsv4_hip_kernel dsv4_hip_compute_global_topk_ragged_indices_and_indptr;
-extern dsv4_hip_kernel dsv4_hip_build_prefill_topk_ragged_indices;
-extern dsv4_hip_kernel dsv4_hip_decode_swa_indices_and_lens;
-extern dsv4_hip_kernel dsv4_hip_copy_ragged_to_graph_buffers;
-extern dsv4_hip_kernel dsv4_hip_get_prefill_chunk_plan;
-extern dsv4_hip_kernel dsv4_hip_mxfp4_quant;
-extern dsv4_hip_kernel dsv4_hip_mxfp8_quant;
-extern dsv4_hip_kernel dsv4_hip_fp8_group_quant;
-extern dsv4_hip_kernel dsv4_hip_fused_qk_rmsnorm_group_quant;
-extern dsv4_hip_kernel dsv4_hip_quantize_and_insert_k_cache;
-extern dsv4_hip_kernel dsv4_hip_dequantize_and_gather_k_cache;
-extern dsv4_hip_kernel dsv4_hip_rocm_sparse_attn_prefill;
-extern dsv4_hip_kernel dsv4_hip_rocm_sparse_attn_decode;
-extern dsv4_hip_kernel dsv4_hip_sparse_mla_fwd;
-extern dsv4_hip_kernel dsv4_hip_rocm_inverse_rope_rows;
-extern dsv4_hip_kernel dsv4_hip_rocm_mxfp4_indexer_k_store;
-extern dsv4_hip_kernel dsv4_hip_rocm_mxfp4_indexer_q_quant;
-extern dsv4_hip_kernel dsv4_hip_paged_mxfp4_mqa_logits;
-extern dsv4_hip_kernel dsv4_hip_rocm_mxfp4_sparse_attn_indexer;
-extern dsv4_hip_kernel dsv4_hip_rocm_mxfp4_sparse_mqa_indexer;
-extern dsv4_hip_kernel dsv4_hip_gemm_a8w8_blockscale;
-extern dsv4_hip_kernel dsv4_hip_shuffle_weight;
-extern dsv4_hip_kernel dsv4_hip_rocm_inv_rope_einsum;
-extern dsv4_hip_kernel dsv4_hip_rocm_mxfp8_wo_a_bmm;
-extern dsv4_hip_kernel dsv4_hip_fused_qnorm_rope_kv_insert;
-extern dsv4_hip_kernel dsv4_hip_compressor;
-extern dsv4_hip_kernel dsv4_hip_rocm_inverse_rope_mxfp8_rows;
+/* ---- the kernel table: one kernel per op of ops/ops.def (see kernels.h) ---- */
+#define DSV4_OP(name) extern dsv4_hip_kernel dsv4_hip_##name;
+#include "../ops/ops.def"
+#undef DSV4_OP
 
+#define DSV4_OP(name) &dsv4_hip_##name,
 static const dsv4_hip_kernel *const kernel_table[] = {
-    &dsv4_hip_combine_topk_swa_indices,
-    &dsv4_hip_compute_global_topk_indices_and_lens,
-    &dsv4_hip_compute_global_topk_ragged_indices_and_indptr,
-    &dsv4_hip_build_prefill_topk_ragged_indices,
-    &dsv4_hip_decode_swa_indices_and_lens,
-    &dsv4_hip_copy_ragged_to_graph_buffers,
-    &dsv4_hip_get_prefill_chunk_plan,
-    &dsv4_hip_mxfp4_quant,
-    &dsv4_hip_mxfp8_quant,
-    &dsv4_hip_fp8_group_quant,
-    &dsv4_hip_fused_qk_rmsnorm_group_quant,
-    &dsv4_hip_quantize_and_insert_k_cache,
-    &dsv4_hip_dequantize_and_gather_k_cache,
-    &dsv4_hip_rocm_sparse_attn_prefill,
-    &dsv4_hip_rocm_sparse_attn_decode,
-    &dsv4_hip_sparse_mla_fwd,
-    &dsv4_hip_rocm_inverse_rope_rows,
-    &dsv4_hip_rocm_mxfp4_indexer_k_store,
-    &dsv4_hip_rocm_mxfp4_indexer_q_quant,
-    &dsv4_hip_paged_mxfp4_mqa_logits,
-    &dsv4_hip_rocm_mxfp4_sparse_attn_indexer,
-    &dsv4_hip_rocm_mxfp4_sparse_mqa_indexer,
-    &dsv4_hip_gemm_a8w8_blockscale,
-    &dsv4_hip_shuffle_weight,
-    &dsv4_hip_rocm_inv_rope_einsum,
-    &dsv4_hip_rocm_mxfp8_wo_a_bmm,
-    &dsv4_hip_fused_qnorm_rope_kv_insert,
-    &dsv4_hip_compressor,
-    &dsv4_hip_rocm_inverse_rope_mxfp8_rows,
+#include "../ops/ops.def"
 };
+#undef DSV4_OP
 
 /* Guard regions: GUARD bytes of CANARY before and after every device
  * output; a write past either end (the seeds report an out-of-bounds

@@ -630,7 +630,7 @@ START_TEST(test_inverse_rope_mxfp8_policy)
     ck_assert_int_eq(dsv4_params_set_int(&ps, "num_heads", 2, &st), 0);
     ck_assert_int_eq(dsv4_params_set_int(&ps, "max_position", 4, &st), 0);
     ck_assert_int_eq(dsv4_op_complete_params(op, &ps, "test", &st), 0);
-    dsv4_opctx c = {&ps, 0, 3};
+    dsv4_opctx c = dsv4_opctx_make(op, &ps, 0, 3);
     dsv4_tensors in, e, a;
     memset(&in, 0, sizeof in), memset(&e, 0, sizeof e), memset(&a, 0, sizeof a);
     ck_assert_int_eq(op->generate(&c, &in, &st), 0);

@@ -219,7 +219,7 @@ START_TEST(ragged_mask_excludes_tail)
     ck_assert_int_eq(dsv4_param_parse(dsv4_op_param(op, "query_lens"), "[2]", &p, &st), 0);
     ck_assert_int_eq(dsv4_params_set(&ps, &p, &st), 0);
     ck_assert_int_eq(dsv4_op_complete_params(op, &ps, "test", &st), 0);
-    dsv4_opctx c = {&ps, 0, 1};
+    dsv4_opctx c = dsv4_opctx_make(op, &ps, 0, 1);
     dsv4_tensors in = {0};
     dsv4_tensor *t;
     int64_t s2[2] = {2, 3}, s1 = 2;

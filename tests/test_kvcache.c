@@ -394,7 +394,7 @@ START_TEST(insert_op_validates_slots)
     ck_assert_int_eq(dsv4_tensors_add(&in, "k", DSV4_BF16, 2, ks, &k, &st), 0);
     ck_assert_int_eq(dsv4_tensors_add(&in, "slot_mapping", DSV4_I64, 1, &n, &s, &st), 0);
     ck_assert_int_eq(dsv4_tensors_add(&in, "k_cache", DSV4_U8, 3, cs, &c, &st), 0);
-    dsv4_opctx ctx = {&ps, 0, 1};
+    dsv4_opctx ctx = dsv4_opctx_make(op, &ps, 0, 1);
     int64_t *sl = s->data;
     sl[0] = 3, sl[1] = -1;
     ck_assert_int_eq(op->validate(&ctx, &in, &st), 0);

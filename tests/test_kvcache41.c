@@ -397,7 +397,7 @@ START_TEST(op_validates_v41)
         ck_assert_int_eq(dsv4_tensors_add(&in, "k", DSV4_BF16, 2, ks, &k, &st), 0);
         ck_assert_int_eq(dsv4_tensors_add(&in, "slot_mapping", DSV4_I64, 1, &n, &s, &st), 0);
         ck_assert_int_eq(dsv4_tensors_add(&in, "k_cache", DSV4_U8, 3, cs, &c, &st), 0);
-        dsv4_opctx ctx = {&ps, fi ? v4 : v8, 1};
+        dsv4_opctx ctx = dsv4_opctx_make(op, &ps, fi ? v4 : v8, 1);
         int64_t *sl = s->data;
         sl[0] = 3, sl[1] = -7;
         ck_assert_msg(op->validate(&ctx, &in, &st) == 0, "%s", st.msg);

@@ -38,7 +38,7 @@ static void run_reference(const dsv4_golden *g)
     dsv4_params ps = g->params;
     if (variant < 0 || dsv4_golden_params(op, &ps, "fuzz.h5", &st))
         return;
-    dsv4_opctx ctx = {&ps, variant, g->seed};
+    dsv4_opctx ctx = dsv4_opctx_make(op, &ps, variant, g->seed);
     if (op->validate(&ctx, &g->inputs, &st))
         return;
     dsv4_tensors exp = {0};
