@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ops.h"
+#include "../ops/ops.h"
 #include "runner.h"
 
 typedef struct bench_case {

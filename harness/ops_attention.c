@@ -31,7 +31,7 @@
 #include "../ref/attention.h"
 #include "../ref/indices.h"
 #include "../ref/numerics.h"
-#include "ops.h"
+#include "../ops/ops.h"
 #include "rng.h"
 
 #define D DSV4_HEAD_DIM
@@ -133,16 +133,6 @@ static int req_shape_of(const dsv4_params *ps, req_shape *rs, dsv4_status *st)
     return dsv4_req_shape_of(ps, (int64_t)1 << 20, (int64_t)1 << 24, 1, rs, st);
 }
 
-static int in_list(const dsv4_params *ps, const char *name, int64_t v)
-{
-    const int64_t *l;
-    int n = dsv4_params_list(ps, name, &l);
-    for (int k = 0; k < n; k++)
-        if (l[k] == v)
-            return 1;
-    return 0;
-}
-
 /* The combined rows of the seed's _forward_prefill for one chunk: top-k
  * rows from the indexer, then combine_topk_swa_indices (ref/indices.c). */
 static int prefill_indices(const dsv4_opctx *c, const req_shape *rs, int64_t W, int64_t ratio, int64_t topk,
@@ -188,10 +178,10 @@ static void prefill_specials(const dsv4_opctx *c, int64_t T, int64_t P, int64_t 
                 idx[t * P + j] = (j & 1) ? (int32_t)(rows + dsv4_rng_range(&rng, 0, 1000))
                                          : (int32_t)(-2 - dsv4_rng_range(&rng, 0, 1000));
         }
-        if (in_list(c->params, "blank_rows", t))
+        if (dsv4_params_list_has(c->params, "blank_rows", t))
             for (int64_t j = 0; j < P; j++)
                 idx[t * P + j] = -1;
-        if (in_list(c->params, "empty_rows", t))
+        if (dsv4_params_list_has(c->params, "empty_rows", t))
             lens[t] = 0;
     }
 }
@@ -1304,7 +1294,7 @@ static int paged_generate_with(const paged_names *nm, const dsv4_opctx *c, dsv4_
         int64_t np = (S + B - 1) / B + 1, ncp = (nc + Bc - 1) / Bc + 1;
         for (int64_t i = 0; i < rs.qlen[r] && !rc; i++, t++) {
             int64_t pos = rs.prefix[r] + i, start = pos - W + 1 > 0 ? pos - W + 1 : 0;
-            int empty = in_list(ps, "empty_rows", t), nanrow = in_list(ps, "nan_rows", t);
+            int empty = dsv4_params_list_has(ps, "empty_rows", t), nanrow = dsv4_params_list_has(ps, "nan_rows", t);
             for (int64_t p = start; p <= pos && !rc; p++) {
                 int64_t slot = (first_page[r] + np - 1 - p / B) * B + p % B;
                 if (nanrow && p == start)

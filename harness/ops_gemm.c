@@ -34,7 +34,7 @@
 #include "../ref/gemm.h"
 #include "../ref/mx.h"
 #include "../ref/numerics.h"
-#include "ops.h"
+#include "../ops/ops.h"
 #include "rng.h"
 
 static const char *const default_only[] = {"default", NULL};
@@ -104,16 +104,6 @@ static const dsv4_io_spec gemm_outputs[] = {
 
 static dsv4_fp8_kind gemm_kind(int variant) { return variant == GV_FNUZ ? DSV4_FP8_E4M3FNUZ : DSV4_FP8_E4M3FN; }
 
-static int in_list(const dsv4_params *ps, const char *name, int64_t v)
-{
-    const int64_t *l;
-    int n = dsv4_params_list(ps, name, &l);
-    for (int k = 0; k < n; k++)
-        if (l[k] == v)
-            return 1;
-    return 0;
-}
-
 /* Activations: bf16 rows of RMS act_scale times a per-row factor 2^[-3, 3]
  * (mixed row magnitudes), quantized by aiter's per_group_quant_hip rule
  * (group_fp8_quant in _bpre_attn_gemm, spec 3.1); zero and big rows. */
@@ -131,9 +121,9 @@ static void gen_activations(const dsv4_opctx *c, int64_t M, int64_t K, dsv4_fp8_
     for (int64_t m = 0; m < M; m++) {
         double f = as * ldexp(1.0, (int)dsv4_rng_range(&rng, -3, 4));
         for (int64_t k = 0; k < K; k++)
-            x[k] = in_list(ps, "zero_rows", m) ? 0.0f : dsv4_round_bf16((float)(dsv4_rng_normal(&rng) * f));
+            x[k] = dsv4_params_list_has(ps, "zero_rows", m) ? 0.0f : dsv4_round_bf16((float)(dsv4_rng_normal(&rng) * f));
         dsv4_fp8q_rows(x, 1, K, &cfg, xq + m * K, xs_rowmajor + m * (K / 128), NULL);
-        if (in_list(ps, "big_rows", m))
+        if (dsv4_params_list_has(ps, "big_rows", m))
             for (int64_t k = 0; k < K; k++) {
                 xq[m * K + k] = dsv4_fp8_from_f32((k & 1) ? -cfg.fp8_max : cfg.fp8_max, kind, 1);
                 if (k % 128 == 0)
@@ -606,7 +596,7 @@ static int einsum_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *s
     dsv4_rng_init(&rng, c->seed, "o");
     uint16_t *op = o->data;
     for (int64_t i = 0; i < T * H * 512; i++)
-        op[i] = in_list(ps, "zero_rows", i / (H * 512)) ? 0 : dsv4_bf16_from_f32((float)dsv4_rng_normal(&rng));
+        op[i] = dsv4_params_list_has(ps, "zero_rows", i / (H * 512)) ? 0 : dsv4_bf16_from_f32((float)dsv4_rng_normal(&rng));
     dsv4_rng_init(&rng, c->seed, "positions");
     for (int64_t t = 0; t < T; t++)
         ((int64_t *)pos->data)[t] = dsv4_rng_range(&rng, 0, P);
@@ -793,7 +783,7 @@ static int gen_mxfp8_rows(dsv4_rng *rng, int64_t rows, int64_t W, double std, co
     for (int64_t r = 0; r < rows && !rc; r++) {
         double f = std * ldexp(1.0, (int)dsv4_rng_range(rng, -2, 3));
         for (int64_t k = 0; k < W; k++)
-            x[k] = (zp && in_list(zp, "zero_rows", r)) ? 0.0f : (float)(dsv4_rng_normal(rng) * f);
+            x[k] = (zp && dsv4_params_list_has(zp, "zero_rows", r)) ? 0.0f : (float)(dsv4_rng_normal(rng) * f);
         rc = dsv4_mx_quant_rows_fp8(x, 1, W, DSV4_MX_FP8_CEIL, codes + r * W, scales + r * (W / 32), st);
     }
     free(x);
@@ -1035,7 +1025,7 @@ static int qi_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
     dsv4_rng_init(&rng, c->seed, "slot_mapping");
     dsv4_rng_shuffle_i32(&rng, perm, nb * B);
     for (int64_t t = 0; t < Ts; t++)
-        ((int64_t *)slots->data)[t] = in_list(ps, "skip_tokens", t) ? -1 : perm[t];
+        ((int64_t *)slots->data)[t] = dsv4_params_list_has(ps, "skip_tokens", t) ? -1 : perm[t];
     free(perm);
     dsv4_rng_init(&rng, c->seed, "positions");
     for (int64_t t = 0; t < T; t++)

@@ -12,7 +12,7 @@
 
 #include "../ref/indexer.h"
 #include "../ref/numerics.h"
-#include "ops.h"
+#include "../ops/ops.h"
 #include "rng.h"
 
 #define SEED0 "vllm:vllm/models/deepseek_v41/amd/rocm.py (seed 000)"

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../ref/indices.h"
-#include "ops.h"
+#include "../ops/ops.h"
 #include "rng.h"
 
 /* ------------------------------------------------------------------ */

@@ -10,7 +10,7 @@
 
 #include "../ref/kvcache.h"
 #include "../ref/numerics.h"
-#include "ops.h"
+#include "../ops/ops.h"
 #include "rng.h"
 
 #define S1_SRC "vllm-project/vllm:vllm/models/deepseek_v4/common/ops/cache_utils.py@03dc564956172b5b2835be7a84ddde5de1d5dba6"

@@ -11,7 +11,7 @@
 #include "../ref/fp8quant.h"
 #include "../ref/mx.h"
 #include "../ref/numerics.h"
-#include "ops.h"
+#include "../ops/ops.h"
 #include "rng.h"
 
 /* ------------------------------------------------------------------ */

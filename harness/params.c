@@ -95,3 +95,13 @@ const char *dsv4_param_value_str(const dsv4_param *p, char *buf, size_t len)
     }
     return buf;
 }
+
+int dsv4_params_list_has(const dsv4_params *ps, const char *name, int64_t v)
+{
+    const int64_t *l;
+    int n = dsv4_params_list(ps, name, &l);
+    for (int k = 0; k < n; k++)
+        if (l[k] == v)
+            return 1;
+    return 0;
+}

@@ -46,6 +46,8 @@ double dsv4_params_float(const dsv4_params *ps, const char *name);
 const char *dsv4_params_str(const dsv4_params *ps, const char *name);
 /* INTLIST: returns the length and sets *vals (NULL if absent). */
 int dsv4_params_list(const dsv4_params *ps, const char *name, const int64_t **vals);
+/* Non-zero if the int-list param name holds v. */
+int dsv4_params_list_has(const dsv4_params *ps, const char *name, int64_t v);
 /* "name=value" for display; lists as "1,2,3". */
 const char *dsv4_param_value_str(const dsv4_param *p, char *buf, size_t len);
 

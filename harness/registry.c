@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "ops.h"
+#include "../ops/ops.h"
 
 /* The table: one line per op in ops/ops.def, in the order `dsv4check list`
  * prints them. */

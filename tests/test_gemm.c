@@ -16,7 +16,7 @@
 
 #include "../compare/perm_hint.h"
 #include "../harness/golden.h"
-#include "../harness/ops.h"
+#include "../ops/ops.h"
 #include "../harness/rng.h"
 #include "../ref/compressor.h"
 #include "../ref/gemm.h"

@@ -5,7 +5,7 @@
 
 #include "../ref/indices.h"
 #include "testutil.h"
-#include "../harness/ops.h"
+#include "../ops/ops.h"
 
 /* Two requests, query_start_loc base 10 (a narrowed batch):
  *   r0: L = 3, S = 5, G = 5 (g0 = 0);  r1: L = 1, S = 1, G = 1.

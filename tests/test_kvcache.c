@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "../harness/golden.h"
-#include "../harness/ops.h"
+#include "../ops/ops.h"
 #include "../ref/kvcache.h"
 #include "testutil.h"
 

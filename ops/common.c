@@ -1,4 +1,4 @@
-/* ops_common.c - small helpers shared by the op definitions. */
+/* common.c - small helpers shared by the op definitions. */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <math.h>

@@ -1,20 +1,21 @@
-/* ops.h - the registered ops, one extern per op (defined in harness/ops_*.c). */
+/* ops.h - what every op definition (ops/<family>/<op>.c) shares: the op
+ * externs, read from ops.def, and the helpers of ops/common.c. */
 #ifndef DSV4_OPS_H
 #define DSV4_OPS_H
 
 #include "../compare/policy.h"
-#include "op.h"
-#include "rng.h"
+#include "../harness/op.h"
+#include "../harness/rng.h"
 
 #define DSV4_OP(name) extern const dsv4_op dsv4_op_##name;
-#include "../ops/ops.def"
+#include "ops.def"
 #undef DSV4_OP
 
 /* Floating-point operations of paged_mxfp4_mqa_logits: 2 * H * 128 per
  * (row, key below the row end) (harness/ops_indexer.c; bench). */
 double dsv4_indexer_logits_flops(const dsv4_params *ps, const dsv4_tensors *in);
 
-/* Shared helpers of the op files (harness/ops_common.c). */
+/* Shared helpers of the op files (ops/common.c). */
 
 /* Fill every byte of an output with a poison pattern, so that an element a
  * backend forgets to write is caught (and named) by the comparator. */
