@@ -377,6 +377,66 @@ START_TEST(chunk_plan_by_hand)
 }
 END_TEST
 
+/* Sets one parameter of op from its YAML text. */
+static void set_param(const dsv4_op *op, dsv4_params *ps, const char *name, const char *text)
+{
+    dsv4_status st = {0};
+    dsv4_param p;
+    ck_assert_ptr_nonnull(dsv4_op_param(op, name));
+    ck_assert_int_eq(dsv4_param_parse(dsv4_op_param(op, name), text, &p, &st), 0);
+    ck_assert_int_eq(dsv4_params_set(ps, &p, &st), 0);
+}
+
+/* The variants' rules reach the callbacks through the variant table, by
+ * name: the gfx950 copy trims the indices view to the source's entries,
+ * and validate_topk=none refuses a top-k wider than its input rows. */
+START_TEST(variant_rules_reach_the_callbacks)
+{
+    const dsv4_op *op = dsv4_op_find("copy_ragged_to_graph_buffers");
+    ck_assert_ptr_nonnull(op);
+    dsv4_params ps = {0};
+    dsv4_status st = {0};
+    set_param(op, &ps, "num_rows", "2");
+    set_param(op, &ps, "max_entries_per_row", "3");
+    set_param(op, &ps, "source_entries", "4");
+    ck_assert_int_eq(dsv4_op_complete_params(op, &ps, "test", &st), 0);
+    static const char *const names[2] = {"default", "arch=gfx950"};
+    static const int64_t want_view[2] = {6, 4}; /* max(2 * 3, 1), max(4, 1) */
+    for (int k = 0; k < 2; k++) {
+        int v = dsv4_op_variant(op, names[k]);
+        ck_assert_int_ge(v, 0);
+        dsv4_opctx c = dsv4_opctx_make(op, &ps, v, 1);
+        dsv4_tensors in = {0}, out = {0};
+        ck_assert_int_eq(op->generate(&c, &in, &st), 0);
+        ck_assert_int_eq(op->validate(&c, &in, &st), 0);
+        ck_assert_int_eq(op->alloc_outputs(&c, &in, &out, &st), 0);
+        ck_assert_int_eq(op->reference(&c, &in, &out, &st), 0);
+        const int64_t *views = dsv4_tensors_find(&out, "view_lens")->data;
+        ck_assert_int_eq(views[0], want_view[k]);
+        ck_assert_int_eq(views[1], 3);
+        dsv4_tensors_free(&in);
+        dsv4_tensors_free(&out);
+    }
+
+    op = dsv4_op_find("combine_topk_swa_indices");
+    ck_assert_ptr_nonnull(op);
+    dsv4_params cps = {0};
+    set_param(op, &cps, "query_lens", "[3]");
+    set_param(op, &cps, "topk", "8");
+    set_param(op, &cps, "topk_width", "4");
+    set_param(op, &cps, "compress_ratio", "1");
+    ck_assert_int_eq(dsv4_op_complete_params(op, &cps, "test", &st), 0);
+    ck_assert_int_eq(op->resolve(&cps, &st), 0);
+    dsv4_opctx dflt = dsv4_opctx_make(op, &cps, dsv4_op_variant(op, "default"), 1);
+    dsv4_opctx strict = dsv4_opctx_make(op, &cps, dsv4_op_variant(op, "validate_topk=none"), 1);
+    dsv4_tensors in = {0};
+    ck_assert_int_eq(op->generate(&dflt, &in, &st), 0);
+    ck_assert_int_eq(op->validate(&dflt, &in, &st), 0);
+    ck_assert_int_eq(op->validate(&strict, &in, &st), DSV4_EINPUT);
+    dsv4_tensors_free(&in);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("indices");
@@ -394,6 +454,7 @@ int main(void)
     tcase_add_test(tm, decode_swa_by_hand);
     tcase_add_test(tm, graph_copy_by_hand);
     tcase_add_test(tm, chunk_plan_by_hand);
+    tcase_add_test(tm, variant_rules_reach_the_callbacks);
     suite_add_tcase(s, tm);
     return dsv4_test_run(s);
 }
