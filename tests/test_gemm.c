@@ -16,6 +16,7 @@
 
 #include "../compare/perm_hint.h"
 #include "../harness/golden.h"
+#include "../ops/gemm/gemm.h"
 #include "../ops/ops.h"
 #include "../harness/rng.h"
 #include "../ref/compressor.h"
@@ -26,7 +27,7 @@
 
 /* ---- shuffle_weight ------------------------------------------------------- */
 
-/* The definition as a 5-D view and permute (spec 7): x viewed as
+/* The definition as a 5-D view and permute (docs/semantics/gemm.md Q7): x viewed as
  * (N/16, 16, K/BK, BK/Kp, Kp), permuted to (N/16, K/BK, BK/Kp, 16, Kp),
  * written out in row-major order. */
 static void shuffle_by_permute(const uint8_t *in, uint8_t *out, int N, int K, int es)
@@ -286,6 +287,149 @@ START_TEST(gemm_rejects_bad_input)
     dsv4_status_clear(&st);
     ck_assert_int_eq(dsv4_gemm_check(&b, &st), DSV4_EINPUT);
     ck_assert_ptr_nonnull(strstr(st.msg, "XQ[0, 77]"));
+}
+END_TEST
+
+/* ---- the family's op definitions (ops/gemm/) ------------------------------ */
+
+/* Every op of the family declares its variants as one table (no parallel
+ * string arrays), with the names and order the goldens store. */
+START_TEST(family_variants_are_tables)
+{
+    static const struct {
+        const char *op;
+        const char *names[4];
+    } want[] = {
+        {"gemm_a8w8_blockscale", {"default", "bpreshuffle", "fp8=fnuz", NULL}},
+        {"shuffle_weight", {"default", "inverse", NULL}},
+        {"rocm_inv_rope_einsum", {"default", NULL}},
+        {"rocm_mxfp8_wo_a_bmm", {"default", NULL}},
+        {"fused_qnorm_rope_kv_insert", {"default", "fp8=fnuz", NULL}},
+        {"compressor", {"default", NULL}},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const dsv4_op *op = dsv4_op_find(want[i].op);
+        ck_assert_ptr_nonnull(op);
+        ck_assert_ptr_nonnull(op->variant_table);
+        ck_assert_ptr_null(op->variants);
+        ck_assert_ptr_null(op->variant_docs);
+        int n = 0;
+        while (want[i].names[n])
+            n++;
+        ck_assert_int_eq(dsv4_op_variant_count(op), n);
+        for (int k = 0; k < n; k++) {
+            ck_assert_str_eq(dsv4_op_variant_name(op, k), want[i].names[k]);
+            ck_assert_int_gt((int)strlen(dsv4_op_variant_doc(op, k)), 20);
+        }
+    }
+}
+END_TEST
+
+/* A context of op's variant `variant` with its default parameters. */
+static dsv4_opctx ctx_of(const dsv4_op *op, dsv4_params *ps, const char *variant)
+{
+    dsv4_status st = {0};
+    memset(ps, 0, sizeof *ps);
+    ck_assert_int_eq(dsv4_op_complete_params(op, ps, "test", &st), 0);
+    const int k = dsv4_op_variant(op, variant);
+    ck_assert_int_ge(k, 0);
+    return dsv4_opctx_make(op, ps, k, 7);
+}
+
+/* The GEMM's variant rules reach the generator: fp8=fnuz codes, and under
+ * bpreshuffle the same weight as shuffle_weight bytes with x_scale
+ * transposed; the reference reads them back to the same ideal. */
+START_TEST(gemm_variant_rules_shape_inputs)
+{
+    const dsv4_op *op = dsv4_op_find("gemm_a8w8_blockscale");
+    dsv4_params ps[3];
+    const dsv4_opctx plain = ctx_of(op, &ps[0], "default"), bpre = ctx_of(op, &ps[1], "bpreshuffle"),
+                     fnuz = ctx_of(op, &ps[2], "fp8=fnuz");
+    dsv4_status st = {0};
+    dsv4_tensors in[3] = {{0}}, out[3] = {{0}};
+    const dsv4_opctx *cs[3] = {&plain, &bpre, &fnuz};
+    for (int v = 0; v < 3; v++) {
+        ck_assert_int_eq(op->generate(cs[v], &in[v], &st), 0);
+        ck_assert_int_eq(op->validate(cs[v], &in[v], &st), 0);
+        ck_assert_int_eq(op->alloc_outputs(cs[v], &in[v], &out[v], &st), 0);
+        ck_assert_int_eq(op->reference(cs[v], &in[v], &out[v], &st), 0);
+    }
+    const dsv4_tensor *xq0 = dsv4_tensors_get(&in[0], "XQ"), *xs0 = dsv4_tensors_get(&in[0], "x_scale");
+    const dsv4_tensor *wq0 = dsv4_tensors_get(&in[0], "WQ"), *wq1 = dsv4_tensors_get(&in[1], "WQ");
+    const dsv4_tensor *xs1 = dsv4_tensors_get(&in[1], "x_scale");
+    ck_assert_int_eq(xq0->dtype, DSV4_F8E4M3FN);
+    ck_assert_int_eq(dsv4_tensors_get(&in[2], "XQ")->dtype, DSV4_F8E4M3FNUZ);
+    const int64_t M = xq0->shape[0], KB = xq0->shape[1] / 128, N = wq0->shape[0], K = wq0->shape[1];
+    ck_assert(xs0->shape[0] == M && xs0->shape[1] == KB && xs1->shape[0] == KB && xs1->shape[1] == M);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t kb = 0; kb < KB; kb++)
+            ck_assert(((const float *)xs1->data)[kb * M + m] == ((const float *)xs0->data)[m * KB + kb]);
+    uint8_t *shuffled = malloc((size_t)(N * K));
+    ck_assert_int_eq(dsv4_ref_shuffle_weight(wq0->data, shuffled, 1, N, K, 1, 0, &st), 0);
+    ck_assert_int_eq(memcmp(shuffled, wq1->data, (size_t)(N * K)), 0);
+    ck_assert_int_ne(memcmp(wq0->data, wq1->data, (size_t)(N * K)), 0);
+    free(shuffled);
+    const dsv4_tensor *y0 = dsv4_tensors_get(&out[0], "Y"), *y1 = dsv4_tensors_get(&out[1], "Y");
+    ck_assert_int_eq(memcmp(y0->data, y1->data, y0->nbytes), 0);
+    for (int v = 0; v < 3; v++)
+        dsv4_tensors_free(&in[v]), dsv4_tensors_free(&out[v]);
+}
+END_TEST
+
+/* shuffle_weight's inverse variant undoes the default one. */
+START_TEST(shuffle_inverse_variant_round_trips)
+{
+    const dsv4_op *op = dsv4_op_find("shuffle_weight");
+    dsv4_params p0, p1;
+    const dsv4_opctx fwd = ctx_of(op, &p0, "default"), inv = ctx_of(op, &p1, "inverse");
+    dsv4_status st = {0};
+    dsv4_tensors in = {0}, mid = {0}, back = {0};
+    ck_assert_int_eq(op->generate(&fwd, &in, &st), 0);
+    ck_assert_int_eq(op->alloc_outputs(&fwd, &in, &mid, &st), 0);
+    ck_assert_int_eq(op->reference(&fwd, &in, &mid, &st), 0);
+    dsv4_tensor *m = dsv4_tensors_find(&mid, "out");
+    snprintf(m->name, sizeof m->name, "x"); /* the shuffled bytes as the inverse's input */
+    ck_assert_int_eq(op->alloc_outputs(&inv, &mid, &back, &st), 0);
+    ck_assert_int_eq(op->reference(&inv, &mid, &back, &st), 0);
+    const dsv4_tensor *x = dsv4_tensors_get(&in, "x"), *b = dsv4_tensors_get(&back, "out");
+    ck_assert_int_ne(memcmp(x->data, m->data, x->nbytes), 0);
+    ck_assert_int_eq(memcmp(x->data, b->data, x->nbytes), 0);
+    dsv4_tensors_free(&in), dsv4_tensors_free(&mid), dsv4_tensors_free(&back);
+}
+END_TEST
+
+/* bound = 0.5 ulp_bf16(|e| + d) + d, d = gamma gauge + extra, by hand:
+ * e = 1, d = 0.5 * 2^-10 = 2^-11: ulp_bf16 at 1 + 2^-11 is 2^-7;
+ * e = -3, d = 2^-20: ulp_bf16 in [2, 4) is 2^-6. */
+START_TEST(bf16_ideal_bound_by_hand)
+{
+    dsv4_bf16_ideal id;
+    dsv4_status st = {0};
+    ck_assert_int_eq(dsv4_bf16_ideal_alloc(&id, 2, 1, &st), 0);
+    id.e[0] = 1.0, id.e[1] = -3.0;
+    id.gauge[0] = 0x1p-10, id.gauge[1] = 0.0;
+    id.extra[0] = 0.0, id.extra[1] = 0x1p-20;
+    id.gamma = 0.5;
+    dsv4_bf16_ideal_bounds(&id, id.gauge); /* in place, as the GEMM hint uses it */
+    ck_assert(id.gauge[0] == 0x1p-8 + 0x1p-11);
+    ck_assert(id.gauge[1] == 0x1p-7 + 0x1p-20);
+    dsv4_bf16_ideal_free(&id);
+    ck_assert_ptr_null(id.e);
+}
+END_TEST
+
+/* The 584-byte record's parts: a RoPE byte, an fp8 value, a scale byte. */
+START_TEST(cache_locate_names_parts)
+{
+    char buf[160];
+    dsv4_gemmops_cache_locate(1 * 64 * 584 + 3 * 576 + 450, 64, buf, sizeof buf);
+    ck_assert_str_eq(buf, "page 1, token 3 (slot 67), bf16 RoPE byte 450");
+    dsv4_gemmops_cache_locate(1 * 2 * 584 + 17, 2, buf, sizeof buf);
+    ck_assert_str_eq(buf, "page 1, token 0 (slot 2), fp8 value of dim 17");
+    dsv4_gemmops_cache_locate(64 * 576 + 2 * 8 + 5, 64, buf, sizeof buf);
+    ck_assert_str_eq(buf, "page 0, token 2 (slot 2), scale byte 5");
+    dsv4_gemmops_cache_locate(5, 0, buf, sizeof buf);
+    ck_assert_str_eq(buf, "");
 }
 END_TEST
 
@@ -622,6 +766,11 @@ int main(void)
     tcase_add_test(tc, compressor_c4_matches_naive);
     tcase_add_test(tc, compressor_c128_matches_naive);
     tcase_add_test(tc, compressor_rejects_bad_tables);
+    tcase_add_test(tc, family_variants_are_tables);
+    tcase_add_test(tc, gemm_variant_rules_shape_inputs);
+    tcase_add_test(tc, shuffle_inverse_variant_round_trips);
+    tcase_add_test(tc, bf16_ideal_bound_by_hand);
+    tcase_add_test(tc, cache_locate_names_parts);
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("cli");
     tcase_set_timeout(te, 60);

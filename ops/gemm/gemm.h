@@ -1,0 +1,67 @@
+/* gemm.h - what the ops of the GEMM family share (ops/gemm/gemm_common.c):
+ * gemm_a8w8_blockscale, shuffle_weight, rocm_inv_rope_einsum,
+ * rocm_mxfp8_wo_a_bmm, fused_qnorm_rope_kv_insert and compressor
+ * (docs/semantics/gemm.md Q7, A3, A10, A11).
+ *
+ * Their bf16 float outputs share one tolerance shape: per element, e the
+ * double ideal and delta a bound on |y_f32 - e| of the kernel's fp32 value,
+ * the bf16 store adds at most 0.5 ulp_bf16(|e| + delta), so
+ *   bound = 0.5 ulp_bf16(|e| + delta) + delta   (dsv4_bf16_store_bound),
+ * with delta = gamma gauge + extra: gamma the op's relative term (gamma_n of
+ * an fp32 accumulation, or a fixed rho), gauge the op's magnitude (G =
+ * sum_k |a_k||b_k| for a product) and extra an absolute per-element term
+ * (docs/semantics/numerics.md, "Error bounds"). */
+#ifndef DSV4_OPS_GEMM_H
+#define DSV4_OPS_GEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../ops.h"
+
+/* Fails st with "out of memory" (DSV4_ERUNTIME). */
+int dsv4_gemmops_oom(dsv4_status *st);
+
+/* Adds output name [shape] of dtype dt, filled with the poison pattern (the
+ * op writes every element). */
+int dsv4_gemmops_add_poisoned(dsv4_tensors *out, const char *name, dsv4_dtype dt, int ndim, const int64_t *shape,
+                              dsv4_status *st);
+
+/* Adds output name as a copy of the input of that name: an op that updates
+ * a cache or state in place leaves what it does not write as it was. */
+int dsv4_gemmops_add_inplace(dsv4_tensors *out, const dsv4_tensors *in, const char *name, dsv4_status *st);
+
+/* The double ideal of a bf16 output with the terms of its bound. */
+typedef struct dsv4_bf16_ideal {
+    int64_t n;
+    double *e;     /* [n] the ideal */
+    double *gauge; /* [n] the magnitude gamma multiplies */
+    double *extra; /* [n] an absolute term of delta, or NULL: none */
+    double gamma;
+} dsv4_bf16_ideal;
+
+/* Allocates e, gauge and (with_extra) extra of n elements, gamma 0. */
+int dsv4_bf16_ideal_alloc(dsv4_bf16_ideal *id, int64_t n, int with_extra, dsv4_status *st);
+void dsv4_bf16_ideal_free(dsv4_bf16_ideal *id);
+/* bound[i] = dsv4_bf16_store_bound(e[i], gamma gauge[i] + extra[i]);
+ * bound may be id->gauge itself. */
+void dsv4_bf16_ideal_bounds(const dsv4_bf16_ideal *id, double *bound);
+
+/* Computes an op's ideal and bound terms from its inputs, allocating id
+ * (which the caller zeroes, and frees whatever the function returns). */
+typedef int (*dsv4_bf16_ideal_fn)(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_bf16_ideal *id,
+                                  dsv4_status *st);
+/* The reference callback of such an op: the ideal into y. */
+int dsv4_bf16_ideal_reference(dsv4_bf16_ideal_fn ideal, const dsv4_opctx *c, const dsv4_tensors *in,
+                              dsv4_tensor *y, dsv4_status *st);
+/* The bound callback: the bounds of n elements (what names the op in the
+ * message of a count mismatch). */
+int dsv4_bf16_ideal_bound(dsv4_bf16_ideal_fn ideal, const dsv4_opctx *c, const dsv4_tensors *in, double *bound,
+                          int64_t n, const char *what, dsv4_status *st);
+
+/* Names flat byte `flat` of a 584-byte-per-token cache of B tokens a page:
+ * page, token, slot and which part of the record (docs/semantics/kvcache.md
+ * A2.1). */
+void dsv4_gemmops_cache_locate(int64_t flat, int64_t B, char *buf, size_t len);
+
+#endif
