@@ -57,7 +57,10 @@ static const dsv4_variant rmx_variants[] = {
      "the exact rule ceil(log2(max(amax, FLT_MIN)/448)) (spec quant 2, 10): one binade higher where amax/448 is a "
      "few ulps above 2^k",
      &rule_ceil},
-    {"scale_rule=floor", "where amax/448 is a few ulps above 2^k", &rule_floor},
+    {"scale_rule=floor",
+     "the older _mxfp8_e4m3_quantize_torch helper (vllm mxfp8_utils.py@00134422, spec 9.2 [S30]): "
+     "clamp(floor(log2 amax) + 127, 0, 254), x / 2^(code-127)",
+     &rule_floor},
     {NULL, NULL, NULL},
 };
 
