@@ -31,23 +31,7 @@ static const dsv4_io_spec decode_inputs[] = {
     {NULL, 0, 0, NULL},
 };
 
-/* The fetch contexts must outlive the args: one static slot is not
- * reentrant, so they live in thread-local storage. */
-static _Thread_local dsv4_paged_args decode_pa;
-
-static int decode_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)
-{
-    int rc = dsv4_paged_args_of(&decode_names, c, in, &decode_pa, st);
-    *a = decode_pa.a;
-    return rc;
-}
-
-static int decode_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
-{
-    return dsv4_paged_generate(&decode_names, c, in, st);
-}
-
-DSV4_ATTN_OP_CALLBACKS(decode, decode_args)
+DSV4_PAGED_ATTN_OP_CALLBACKS(decode, decode_names)
 
 const dsv4_op dsv4_op_rocm_sparse_attn_decode = {
     .name = "rocm_sparse_attn_decode",

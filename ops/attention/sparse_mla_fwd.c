@@ -32,23 +32,7 @@ static const dsv4_io_spec aiter_inputs[] = {
     {NULL, 0, 0, NULL},
 };
 
-/* The fetch contexts must outlive the args: one static slot is not
- * reentrant, so they live in thread-local storage. */
-static _Thread_local dsv4_paged_args aiter_pa;
-
-static int aiter_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)
-{
-    int rc = dsv4_paged_args_of(&aiter_names, c, in, &aiter_pa, st);
-    *a = aiter_pa.a;
-    return rc;
-}
-
-static int aiter_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
-{
-    return dsv4_paged_generate(&aiter_names, c, in, st);
-}
-
-DSV4_ATTN_OP_CALLBACKS(aiter, aiter_args)
+DSV4_PAGED_ATTN_OP_CALLBACKS(aiter, aiter_names)
 
 const dsv4_op dsv4_op_sparse_mla_fwd = {
     .name = "sparse_mla_fwd",
