@@ -405,7 +405,7 @@ START_TEST(op_validates_v41)
         ck_assert_int_eq(op->validate(&ctx, &in, &st), DSV4_EINPUT);
         dsv4_status_clear(&st);
         dsv4_params_set_int(&ps, "use_fnuz", 0, &st);
-        ctx.variant = 0; /* the 584-byte format needs a 584-byte cache */
+        ctx = dsv4_opctx_make(op, &ps, 0, 1); /* the 584-byte format needs a 584-byte cache */
         ck_assert_int_eq(op->validate(&ctx, &in, &st), DSV4_EINPUT);
         ck_assert_ptr_nonnull(strstr(st.msg, "584"));
         dsv4_status_clear(&st);

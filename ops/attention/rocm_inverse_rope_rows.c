@@ -1,0 +1,200 @@
+/* rocm_inverse_rope_rows.c - the in-place inverse GPT-J RoPE of attention
+ * output rows past `rotated` (rocm_inverse_rope_rows_, bf16 path).
+ * Semantics: ref/attention.c (docs/semantics/attention.md A9.1).
+ *
+ * Tolerance: NoPE lanes and rows < rotated are untouched: exact.  A RoPE
+ * lane is bf16(fp32(a*c) +- fp32(b*s)) against the double a*c +- b*s of the
+ * same fp32 c, s: the fp32 value is within delta = 3 * 2^-24 (|a c| + |b s|)
+ * (two products and one sum, each rounded once; an FMA is closer still),
+ * the bf16 store adds 0.5 ulp_bf16 of that value (dsv4_bf16_store_bound),
+ * and the float32 golden 2^-24 |e|:
+ * bound = 0.5 ulp_bf16(|e| + delta) + delta + 2^-24 |e|. */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h"
+
+#define D DSV4_HEAD_DIM
+
+/* One variant: nothing to choose, so no rule. */
+static const dsv4_variant rope_variants[] = {
+    {"default",
+     "in place on the bf16 output: inverse GPT-J rotation of lanes 448..511 in fp32 at the token's "
+     "position, bf16 RNE store, NoPE lanes and rows < rotated untouched "
+     "(vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98)",
+     NULL},
+    {NULL, NULL, NULL},
+};
+
+static const dsv4_param_spec rope_params[] = {
+    {"rotated", DSV4_P_INT, "0", "leading rows the decode epilogue already rotated (left untouched)", 0},
+    {"rope_head_dim", DSV4_P_INT, "64", "RoPE lanes at the end of each 512-lane head row", 0},
+    {"num_tokens", DSV4_P_INT, "8", "generator: T", 1},
+    {"num_heads", DSV4_P_INT, "8", "generator: H", 1},
+    {"max_position", DSV4_P_INT, "512", "generator: rows of cos_sin_cache", 1},
+    {"rope_theta", DSV4_P_FLOAT, "10000", "generator: base of the cos/sin table (SWA layers: rope_theta)", 1},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+static const dsv4_io_spec rope_inputs[] = {
+    {"o", DSV4_BF16, DSV4_DT_NONE, "[T, H, 512] attention output (bf16)"},
+    {"positions", DSV4_I64, DSV4_DT_NONE, "[T] the query tokens' own positions"},
+    {"cos_sin_cache", DSV4_F32, DSV4_DT_NONE, "[max_position, rope_head_dim] rows cos | sin"},
+    {NULL, 0, 0, NULL},
+};
+
+static const dsv4_io_spec rope_outputs[] = {
+    {"o", DSV4_BF16, DSV4_F32, "[T, H, 512] o after the in-place inverse RoPE (golden: the ideal)"},
+    {NULL, 0, 0, NULL},
+};
+
+static void rope_fill_o(dsv4_rng *rng, uint16_t *o, int64_t T, int64_t H)
+{
+    dsv4_attn_gen_q(rng, o, T * H * D);
+}
+
+static int rope_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
+{
+    return dsv4_rope_rows_generate(c, in, rope_fill_o, NULL, NULL, st);
+}
+
+/* The double-precision ideal of every lane (malloc'd; NULL: failed, st says why). */
+static double *rope_ideal(const dsv4_rope_io *r, dsv4_status *st)
+{
+    double *ideal = malloc((size_t)(r->T * r->H * D + 1) * sizeof *ideal);
+    if (!ideal) {
+        dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
+        return NULL;
+    }
+    if (dsv4_ref_inverse_rope_rows_f64(r->o->data, r->T, r->H, r->pos->data, r->cs->data, r->cs->shape[0], r->rd,
+                                       r->rotated, ideal, st)) {
+        free(ideal);
+        return NULL;
+    }
+    return ideal;
+}
+
+static int rope_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)
+{
+    dsv4_rope_io r;
+    int rc = dsv4_rope_inputs_of(c, in, &r, st);
+    if (rc)
+        return rc;
+    if ((rc = dsv4_rope_cos_sin_finite(&r, st)))
+        return rc;
+    double *ideal = rope_ideal(&r, st); /* the reference's own checks of the inputs */
+    free(ideal);
+    return ideal ? DSV4_OK : st->code;
+}
+
+static int rope_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
+{
+    dsv4_rope_io r;
+    int rc = dsv4_rope_inputs_of(c, in, &r, st);
+    if (rc)
+        return rc;
+    dsv4_tensor *o;
+    if ((rc = dsv4_tensors_add(out, "o", DSV4_BF16, 3, r.o->shape, &o, st)))
+        return rc;
+    memcpy(o->data, r.o->data, r.o->nbytes); /* in place: starts as the input */
+    return DSV4_OK;
+}
+
+static int rope_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
+{
+    dsv4_rope_io r;
+    int rc = dsv4_rope_inputs_of(c, in, &r, st);
+    if (rc)
+        return rc;
+    dsv4_tensor *o = dsv4_tensors_find(out, "o");
+    const int64_t n = r.T * r.H * D;
+    if (o->dtype == DSV4_BF16) /* no ideal asked for: the kernel's own steps */
+        return dsv4_ref_inverse_rope_rows(o->data, r.T, r.H, r.pos->data, r.cs->data, r.cs->shape[0], r.rd,
+                                          r.rotated, st);
+    double *ideal = rope_ideal(&r, st);
+    if (!ideal)
+        return st->code;
+    for (int64_t i = 0; i < n; i++)
+        dsv4_tensor_set(o, i, ideal[i]);
+    free(ideal);
+    return DSV4_OK;
+}
+
+static int rope_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, dsv4_policy *pol,
+                       dsv4_status *st)
+{
+    (void)c, (void)in, (void)output, (void)st;
+    dsv4_policy_float(pol, DSV4_BF16,
+                      "NoPE lanes and rows < rotated exact; RoPE lanes 0.5 ulp_bf16(|e|+delta) + delta + 2^-24|e|, "
+                      "delta = 3*2^-24(|a c| + |b s|) (fp32 products and sum)");
+    return DSV4_OK;
+}
+
+/* The RoPE lanes' bound (derivation at the top); the others stay 0. */
+static int rope_bound(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, double *bound, int64_t n,
+                      dsv4_status *st)
+{
+    (void)output;
+    dsv4_rope_io r;
+    int rc = dsv4_rope_inputs_of(c, in, &r, st);
+    if (rc)
+        return rc;
+    if (n != r.T * r.H * D)
+        return dsv4_fail(st, DSV4_EINPUT, "inverse rope bound: element count");
+    const uint16_t *o = r.o->data;
+    const float *cs = r.cs->data;
+    const int half = r.rd / 2;
+    for (int64_t t = r.rotated; t < r.T; t++) {
+        const float *row = cs + ((const int64_t *)r.pos->data)[t] * r.rd;
+        for (int64_t h = 0; h < r.H; h++)
+            for (int k = 0; k < half; k++) {
+                const int64_t i = (t * r.H + h) * D + (D - r.rd) + 2 * k;
+                const double a = dsv4_bf16_to_f32(o[i]), b = dsv4_bf16_to_f32(o[i + 1]);
+                const double cc = row[k], s = row[half + k];
+                const double delta = 3.0 * 0x1p-24 * (fabs(a * cc) + fabs(b * s));
+                const double e0 = fabs(a * cc + b * s), e1 = fabs(b * cc - a * s);
+                bound[i] = dsv4_bf16_store_bound(e0, delta) + 0x1p-24 * e0;
+                bound[i + 1] = dsv4_bf16_store_bound(e1, delta) + 0x1p-24 * e1;
+            }
+    }
+    return DSV4_OK;
+}
+
+static void rope_locate(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, int64_t flat, char *buf,
+                        size_t len)
+{
+    (void)output;
+    dsv4_rope_io r;
+    dsv4_status st = {0};
+    buf[0] = '\0';
+    if (dsv4_rope_inputs_of(c, in, &r, &st) || r.H < 1)
+        return;
+    const int64_t t = flat / (r.H * D), h = flat / D % r.H, d = flat % D;
+    if (t >= r.T)
+        return;
+    snprintf(buf, len, "token %" PRId64 " (position %" PRId64 "), head %" PRId64 ", dim %" PRId64 " (%s)", t,
+             ((const int64_t *)r.pos->data)[t], h, d,
+             t < r.rotated ? "row already rotated: untouched" : d < D - r.rd ? "NoPE: untouched" : "RoPE pair");
+}
+
+const dsv4_op dsv4_op_rocm_inverse_rope_rows = {
+    .name = "rocm_inverse_rope_rows",
+    .summary = "in-place inverse GPT-J RoPE of attention output rows past `rotated` (bf16 path)",
+    .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
+              "(spec sparse_attention.md 9.1)",
+    .variant_table = rope_variants,
+    .params = rope_params,
+    .inputs = rope_inputs,
+    .outputs = rope_outputs,
+    .generate = rope_generate,
+    .validate = rope_validate,
+    .alloc_outputs = rope_alloc,
+    .reference = rope_reference,
+    .policy = rope_policy,
+    .locate = rope_locate,
+    .bound = rope_bound,
+};
