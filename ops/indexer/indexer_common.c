@@ -1,6 +1,7 @@
 /* indexer_common.c - the indexer ops' shared variants, generators, bound,
  * policies and locators (indexer.h). */
 #define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -264,18 +265,111 @@ int dsv4_indexer_lg_generate(const dsv4_opctx *c, dsv4_tensors *in, int64_t tie_
  * Q9, question 1): 2 u sum_h |w_h| A_h. */
 static double bound_factor(int H, int faithful) { return faithful ? 2.0 * U32 : (128.0 + H + 2.0) * U32; }
 
-/* scale[r, j] = sum_h |w_h| sum_d |q_hd k_d| below the row end, 0 past it
- * (the reference's bound pass). */
-static int abs_scale(const dsv4_indexer_lg *g, double *scale, dsv4_status *st)
+/* 2|v| of an e2m1 code (the sign bit dropped): {0, .5, 1, 1.5, 2, 3, 4, 6}
+ * times 2, integers. */
+static const float e2m1_twice_magnitude[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+
+enum { SCALE_BLOCKS = DSV4_IDX_HEAD_DIM / 32, KEYS_PER_CHUNK = 1024 };
+
+/* One operand (a head of q, or a key) as the bound reads it: 2|v_d| per
+ * element, and half the scale of each 32-block (NaN for the e8m0 NaN). */
+static void abs_operand_of(const uint8_t *v, const uint8_t *s, float *twice_mag, double *half_scale)
 {
-    const size_t n = (size_t)(g->a.rows * g->a.width);
-    double *lg = malloc((n ? n : 1) * sizeof *lg);
-    int rc = lg ? dsv4_ref_mqa_logits(&g->a, DSV4_IDX_IDEAL, lg, scale, st)
-                : dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
-    free(lg);
-    return rc;
+    for (int d = 0; d < DSV4_IDX_HEAD_DIM; d++)
+        twice_mag[d] = e2m1_twice_magnitude[((d & 1) ? v[d / 2] >> 4 : v[d / 2]) & 7];
+    for (int b = 0; b < SCALE_BLOCKS; b++)
+        half_scale[b] = s[b] == 0xFF ? NAN : ldexp(1.0, (int)s[b] - 128);
 }
 
+typedef struct abs_work {
+    float *qm, *km, *dots; /* [H, 128], [KEYS_PER_CHUNK, 128], [SCALE_BLOCKS, H, KEYS_PER_CHUNK] */
+    double *qs, *ks, *acc; /* [H, SCALE_BLOCKS], [KEYS_PER_CHUNK, SCALE_BLOCKS], [KEYS_PER_CHUNK] */
+} abs_work;
+
+/* Row r against keys j0 .. j0 + n - 1 (read into w->km, w->ks): per block
+ * the sums of 32 products 2|q| 2|k| are integers below 2^13, so the fp32
+ * GEMM gives them exactly whatever its kernel and thread count; each is
+ * scaled by the two half scales (powers of two: exact in double), the
+ * blocks added in pairs as ref/indexer.c exact_dot adds them, and the heads
+ * in order.  A NaN scale makes the element NaN, written as +inf. */
+static void abs_scale_row(const dsv4_idx_logits_args *a, int64_t r, int64_t j0, int64_t n, abs_work *w,
+                          double *scale)
+{
+    const int H = a->H, D = DSV4_IDX_HEAD_DIM;
+    for (int h = 0; h < H; h++)
+        abs_operand_of(a->q + (r * H + h) * (D / 2), a->q_scale + (r * H + h) * (D / 32), w->qm + h * D,
+                       w->qs + h * SCALE_BLOCKS);
+    for (int b = 0; b < SCALE_BLOCKS; b++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, H, (int)n, 32, 1.0f, w->qm + 32 * b, D,
+                    w->km + 32 * b, D, 0.0f, w->dots + (int64_t)b * H * KEYS_PER_CHUNK, KEYS_PER_CHUNK);
+    memset(w->acc, 0, (size_t)n * sizeof *w->acc);
+    for (int h = 0; h < H; h++) {
+        const double wh = fabs((double)a->weights[r * H + h]), *qs = w->qs + h * SCALE_BLOCKS;
+        const float *dot[SCALE_BLOCKS];
+        for (int b = 0; b < SCALE_BLOCKS; b++)
+            dot[b] = w->dots + ((int64_t)b * H + h) * KEYS_PER_CHUNK;
+        for (int64_t j = 0; j < n; j++) {
+            const double *ks = w->ks + j * SCALE_BLOCKS;
+            const double s = ((double)dot[0][j] * qs[0] * ks[0] + (double)dot[1][j] * qs[1] * ks[1]) +
+                             ((double)dot[2][j] * qs[2] * ks[2] + (double)dot[3][j] * qs[3] * ks[3]);
+            w->acc[j] += wh * s;
+        }
+    }
+    for (int64_t j = 0; j < n; j++)
+        scale[r * a->width + j0 + j] = isfinite(w->acc[j]) ? w->acc[j] : INFINITY;
+}
+
+/* scale[r, j] = sum_h |w_h| sum_d |q_hd k_d| below the row end (non-finite:
+ * +inf), 0 past it.  Computed here, exactly, rather than taken from the
+ * reference's fp32 GEMM of |q| and |k|, whose last bits follow the BLAS
+ * kernel and its thread count (and with them every tolerance built on this
+ * scale). */
+static int abs_scale(const dsv4_indexer_lg *g, double *scale, dsv4_status *st)
+{
+    const dsv4_idx_logits_args *a = &g->a;
+    const int H = a->H, D = DSV4_IDX_HEAD_DIM;
+    const int64_t P = g->L.page_entries, pb = dsv4_idx_page_bytes(&g->L);
+    int rc = dsv4_idx_logits_check(a, st);
+    if (rc)
+        return rc;
+    for (int64_t i = 0; i < a->rows * a->width; i++)
+        scale[i] = 0;
+    abs_work w = {malloc((size_t)H * D * sizeof(float)), malloc((size_t)KEYS_PER_CHUNK * D * sizeof(float)),
+                  malloc((size_t)SCALE_BLOCKS * H * KEYS_PER_CHUNK * sizeof(float)),
+                  malloc((size_t)H * SCALE_BLOCKS * sizeof(double)),
+                  malloc((size_t)KEYS_PER_CHUNK * SCALE_BLOCKS * sizeof(double)),
+                  malloc((size_t)KEYS_PER_CHUNK * sizeof(double))};
+    if (!w.qm || !w.km || !w.dots || !w.qs || !w.ks || !w.acc)
+        rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory (logits bound)");
+    for (int64_t b = 0; b < a->B && !rc; b++) {
+        const int64_t q0 = a->query_start_loc[b], q1 = a->query_start_loc[b + 1];
+        int64_t nk = 0;
+        for (int64_t r = q0; r < q1; r++)
+            nk = dsv4_idx_row_end(a, r) > nk ? dsv4_idx_row_end(a, r) : nk;
+        for (int64_t j0 = 0; j0 < nk; j0 += KEYS_PER_CHUNK) {
+            const int64_t nc = nk - j0 < KEYS_PER_CHUNK ? nk - j0 : KEYS_PER_CHUNK;
+            for (int64_t j = 0; j < nc; j++) {
+                const int64_t key = j0 + j;
+                uint8_t v[DSV4_IDX_HEAD_DIM / 2], s[SCALE_BLOCKS];
+                dsv4_idx_read_entry(&g->L, a->cache + (int64_t)a->block_table[b * a->max_blocks + key / P] * pb,
+                                    key % P, v, s);
+                abs_operand_of(v, s, w.km + j * D, w.ks + j * SCALE_BLOCKS);
+            }
+            for (int64_t r = q0; r < q1; r++) {
+                const int64_t n = dsv4_idx_row_end(a, r) - j0;
+                if (n > 0)
+                    abs_scale_row(a, r, j0, n < nc ? n : nc, &w, scale);
+            }
+        }
+    }
+    free(w.qm);
+    free(w.km);
+    free(w.dots);
+    free(w.qs);
+    free(w.ks);
+    free(w.acc);
+    return rc;
+}
 int dsv4_indexer_logits_bound(const dsv4_indexer_lg *g, int faithful, double *bound, int64_t n, dsv4_status *st)
 {
     if (n != g->a.rows * g->a.width)
