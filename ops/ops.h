@@ -12,7 +12,7 @@
 #undef DSV4_OP
 
 /* Floating-point operations of paged_mxfp4_mqa_logits: 2 * H * 128 per
- * (row, key below the row end) (harness/ops_indexer.c; bench). */
+ * (row, key below the row end) (ops/indexer/paged_mxfp4_mqa_logits.c; bench). */
 double dsv4_indexer_logits_flops(const dsv4_params *ps, const dsv4_tensors *in);
 
 /* Shared helpers of the op files (ops/common.c). */

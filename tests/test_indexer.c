@@ -3,7 +3,9 @@
  * against a double formulation written here, logits on integer-valued
  * inputs with the exact answer computed here, top-k / block scores /
  * candidates on hand rows, the index_set comparator, and end-to-end golden
- * checks through build/dsv4check (tie swaps pass, a low-score swap fails). */
+ * checks through build/dsv4check (tie swaps pass, a low-score swap fails),
+ * the logits error bound against a sum written out here, and the ci
+ * indexer report byte-identical across BLAS thread counts. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 
 #include "../compare/compare.h"
 #include "../harness/golden.h"
+#include "../harness/op.h"
 #include "../ref/indexer.h"
 #include "../ref/numerics.h"
 #include "testutil.h"
@@ -563,6 +566,140 @@ START_TEST(golden_near_tie_is_not_exact)
 }
 END_TEST
 
+/* ---- the logits error bound ------------------------------------------------------ */
+
+/* The op's bound on a golden: f sum_h |w_h| sum_d |q_hd k_d|, f = (128 + H
+ * + 2) 2^-24 (the faithful variant: 2^-23), against that sum written out
+ * here in long double from the dequantized values (+inf where a NaN scale
+ * enters), and against the reference's own bound pass (an fp32 GEMM sum
+ * padded by 2^-16: never below the exact one, at most 2^-15 above it).
+ * Counts the finite and infinite elements checked. */
+static void check_logits_bound(const char *golden, int64_t *finite, int64_t *infinite)
+{
+    dsv4_golden g;
+    dsv4_status st = {0};
+    ck_assert_msg(dsv4_golden_read(golden, &g, &st) == DSV4_OK, "%s", st.msg);
+    const dsv4_op *op = dsv4_op_find(g.op);
+    ck_assert_ptr_nonnull(op);
+    const dsv4_opctx c = dsv4_opctx_make(op, &g.params, dsv4_op_variant(op, g.variant), g.seed);
+    const dsv4_tensor *q = dsv4_tensors_get(&g.inputs, "q"), *qs = dsv4_tensors_get(&g.inputs, "q_scale");
+    const dsv4_tensor *w = dsv4_tensors_get(&g.inputs, "weights"), *kc = dsv4_tensors_get(&g.inputs, "kv_cache");
+    const dsv4_tensor *ctx = dsv4_tensors_get(&g.inputs, "context_lens"), *bt = dsv4_tensors_get(&g.inputs, "block_table");
+    const dsv4_tensor *qsl = dsv4_tensors_get(&g.inputs, "query_start_loc"), *re = dsv4_tensors_get(&g.inputs, "row_ends");
+    const int64_t rows = q->shape[0], H = q->shape[1], W = dsv4_params_int(&g.params, "max_model_len");
+    const int64_t P = kc->shape[1], pb = P * 68;
+    dsv4_idx_layout L;
+    ck_assert_int_eq(dsv4_idx_layout_make((int)H, 128, P, (int)dsv4_params_int(&g.params, "shuffle"), &L, &st), 0);
+    double *mine = calloc((size_t)(rows * W), sizeof *mine), *ref = calloc((size_t)(rows * W), sizeof *ref);
+    double *lg = calloc((size_t)(rows * W), sizeof *lg);
+    ck_assert(mine && ref && lg);
+    ck_assert_msg(op->bound(&c, &g.inputs, "logits", mine, rows * W, &st) == DSV4_OK, "%s", st.msg);
+    dsv4_idx_logits_args a = {q->data, qs->data, w->data, rows, (int)H, 128, kc->data, kc->shape[0], &L, bt->data,
+                              bt->shape[1], ctx->data, qsl->data, ctx->shape[0], re->data, W};
+    ck_assert_int_eq(dsv4_ref_mqa_logits(&a, DSV4_IDX_IDEAL, lg, ref, &st), DSV4_OK);
+    const double f = strcmp(g.variant, "mode=faithful") == 0 ? 0x1p-23 : (128.0 + (double)H + 2.0) * 0x1p-24;
+    *finite = *infinite = 0;
+    for (int64_t b = 0; b < a.B; b++)
+        for (int64_t r = a.query_start_loc[b]; r < a.query_start_loc[b + 1]; r++)
+            for (int64_t j = 0; j < W; j++) {
+                const double got = mine[r * W + j], theirs = ref[r * W + j] * f;
+                if (j >= dsv4_idx_row_end(&a, r)) {
+                    ck_assert(got == 0);
+                    continue;
+                }
+                uint8_t v[64], s[4];
+                dsv4_idx_read_entry(&L, a.cache + a.block_table[b * a.max_blocks + j / P] * pb, j % P, v, s);
+                long double want = 0;
+                for (int64_t h = 0; h < H; h++) {
+                    const uint8_t *qv = a.q + (r * H + h) * 64, *qe = a.q_scale + (r * H + h) * 4;
+                    long double dot = 0;
+                    for (int d = 0; d < 128; d++) {
+                        const int sh = (d & 1) * 4;
+                        dot += fabsl((long double)dsv4_e2m1_to_f32((uint8_t)((qv[d / 2] >> sh) & 0xF)) *
+                                     dsv4_e8m0_to_f64(qe[d / 32]) *
+                                     dsv4_e2m1_to_f32((uint8_t)((v[d / 2] >> sh) & 0xF)) * dsv4_e8m0_to_f64(s[d / 32]));
+                    }
+                    want += fabsl((long double)a.weights[r * H + h]) * dot;
+                }
+                if (!isfinite((double)want)) {
+                    ck_assert_msg(isinf(got) && got > 0 && isinf(theirs), "%s row %ld key %ld: %g", golden, (long)r,
+                                  (long)j, got);
+                    ++*infinite;
+                    continue;
+                }
+                const double exact = (double)(want * f);
+                ck_assert_msg(fabs(got - exact) <= 1e-12 * exact, "%s row %ld key %ld: %.17g, exact %.17g", golden,
+                              (long)r, (long)j, got, exact);
+                ck_assert_msg(got <= theirs && theirs <= got * (1 + 0x1p-15),
+                              "%s row %ld key %ld: %.17g, the reference's pass %.17g", golden, (long)r, (long)j, got,
+                              theirs);
+                ++*finite;
+            }
+    free(mine);
+    free(ref);
+    free(lg);
+    dsv4_golden_free(&g);
+}
+
+START_TEST(logits_bound_exact)
+{
+    int64_t finite, infinite;
+    check_logits_bound("data/ci/idx_logits_decode_h64.h5", &finite, &infinite);
+    ck_assert(finite > 300 && infinite == 0);
+    check_logits_bound("data/ci/idx_logits_faithful_h64.h5", &finite, &infinite); /* far-apart scales */
+    ck_assert(finite > 200 && infinite == 0);
+    check_logits_bound("data/ci/idx_logits_wild_scales.h5", &finite, &infinite); /* NaN scales too */
+    ck_assert(finite > 50 && infinite > 0);
+}
+END_TEST
+
+/* The JSON report of the ci indexer cases under OPENBLAS_NUM_THREADS=threads,
+ * its per-case "seconds" values (the only timing fields) cut out. */
+static char *report_without_timing(int threads)
+{
+    char path[256], env[64];
+    snprintf(path, sizeof path, "/tmp/dsv4idx.%d.threads%d.json", (int)getpid(), threads);
+    snprintf(env, sizeof env, "OPENBLAS_NUM_THREADS=%d", threads);
+    int rc = dsv4_test_cli_env(out, sizeof out, env, "run cases/ci/indexer.yaml --impl ref --json %s", path);
+    ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
+    char *json = dsv4_test_slurp(path);
+    unlink(path);
+    static const char key[] = "\"seconds\": ";
+    char *dst = json;
+    for (const char *src = json; *src;) {
+        if (strncmp(src, key, sizeof key - 1) == 0) {
+            src += sizeof key - 1;
+            while (*src && *src != ',' && *src != '}')
+                src++;
+            continue;
+        }
+        *dst++ = *src++;
+    }
+    *dst = '\0';
+    return json;
+}
+
+/* Every number of the report (metrics, worst ratios, the index_set tie
+ * tolerance) is the same whatever the BLAS thread count: on BLAS kernels
+ * whose fp32 sums follow the thread split, the bound terms must not go
+ * through them. */
+START_TEST(ci_indexer_report_same_across_blas_threads)
+{
+    char *one = report_without_timing(1), *two = report_without_timing(2);
+    const int cases = dsv4_test_count(one, "\"name\": \"idx_");
+    ck_assert_int_ge(cases, 20);
+    ck_assert_int_eq(dsv4_test_count(one, "\"seconds\""), 0);
+    ck_assert_int_ge(dsv4_test_count(one, "\"kind\": \"index_set\""), 10);
+    size_t i = 0;
+    while (one[i] && one[i] == two[i])
+        i++;
+    ck_assert_msg(one[i] == two[i], "reports differ at byte %zu:\n1 thread:  %.160s\n2 threads: %.160s", i,
+                  one + (i > 80 ? i - 80 : 0), two + (i > 80 ? i - 80 : 0));
+    free(one);
+    free(two);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("indexer");
@@ -584,6 +721,8 @@ int main(void)
     tcase_add_test(tc, golden_near_tie_swap_passes);
     tcase_add_test(tc, golden_low_score_swap_fails);
     tcase_add_test(tc, golden_near_tie_is_not_exact);
+    tcase_add_test(tc, logits_bound_exact);
+    tcase_add_test(tc, ci_indexer_report_same_across_blas_threads);
     suite_add_tcase(s, tc);
     return dsv4_test_run(s);
 }

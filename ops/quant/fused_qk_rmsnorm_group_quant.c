@@ -1,0 +1,249 @@
+/* fused_qk_rmsnorm_group_quant.c - RMSNorm of q and kv, then the fp8 1x128
+ * group quant of q; kv stays bf16 (docs/semantics/quant.md Q3.3).
+ * Reference: ref/fp8quant.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../ref/fp8quant.h"
+#include "../../ref/numerics.h"
+#include "quant.h"
+
+/* What a variant changes: the ideal RMSNorm (double) or the kernel's fp32
+ * order. */
+typedef struct fq_rule {
+    int faithful;
+} fq_rule;
+
+static const dsv4_variant fq_variants[] = {
+    {"default",
+     "ideal: RMSNorm of q and kv in double; q's y rounded once to fp32, then the aiter HIP 1x128 "
+     "group quant (spec 3.3 step 6: fl(amax*fl(1/448)), reciprocal, clamp, RNE); kv_out = the double ideal",
+     &(const fq_rule){0}},
+    {"mode=faithful",
+     "faithful: the kernel's fp32 order (sequential FMA sum of squares, 1/sqrtf, fl(fl(x*rcp)*w)); "
+     "kv_out = bf16(y); v_rsq / v_rcp approximations and the reduction tree are not emulated (spec 3.3)",
+     &(const fq_rule){1}},
+    {NULL, NULL, NULL},
+};
+
+static const dsv4_param_spec fq_params[] = {
+    {"m", DSV4_P_INT, "4", "rows (tokens)", 0},
+    {"n1", DSV4_P_INT, "1536", "q width (q_lora_rank), a multiple of 128", 0},
+    {"n2", DSV4_P_INT, "512", "kv width (head_dim 512)", 0},
+    {"q_epsilon", DSV4_P_FLOAT, "1e-6", "q RMSNorm epsilon", 0},
+    {"kv_epsilon", DSV4_P_FLOAT, "1e-6", "kv RMSNorm epsilon", 0},
+    {"group_size", DSV4_P_INT, "128", "q quant group (the seeds pass 128)", 0},
+    {"transpose_scale", DSV4_P_INT, "0", "1: q_scale stored [n1/128, m] (the seeds pass 0)", 0},
+    {"scale", DSV4_P_FLOAT, "1", "generator: standard deviation of q and kv", 1},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+static const dsv4_io_spec fq_inputs[] = {
+    {"q", DSV4_BF16, DSV4_DT_NONE, "[m, n1] bfloat16 (qr)"},
+    {"q_weight", DSV4_BF16, DSV4_DT_NONE, "[n1] bfloat16 q_norm weight"},
+    {"kv", DSV4_BF16, DSV4_DT_NONE, "[m, n2] bfloat16"},
+    {"kv_weight", DSV4_BF16, DSV4_DT_NONE, "[n2] bfloat16 kv_norm weight"},
+    {NULL, 0, 0, NULL},
+};
+
+static const dsv4_io_spec fq_outputs[] = {
+    {"q_out", DSV4_F8E4M3FN, DSV4_DT_NONE, "[m, n1] e4m3fn codes of the normed q"},
+    {"q_scale", DSV4_F32, DSV4_DT_NONE, "[m, n1/128] fp32 group scales"},
+    {"kv_out", DSV4_BF16, DSV4_F64, "[m, n2] normed kv (golden: the double ideal)"},
+    {NULL, 0, 0, NULL},
+};
+
+static int fq_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
+{
+    const dsv4_params *ps = c->params;
+    int64_t m = dsv4_params_int(ps, "m"), n1 = dsv4_params_int(ps, "n1"), n2 = dsv4_params_int(ps, "n2");
+    if (m < 0 || n1 <= 0 || n2 <= 0 || n1 % 128 != 0)
+        return dsv4_fail(st, DSV4_EINPUT, "m, n1, n2 = %" PRId64 ", %" PRId64 ", %" PRId64
+                         ": n1 must be a positive multiple of 128", m, n1, n2);
+    const double sd = dsv4_params_float(ps, "scale");
+    int64_t s_q[2] = {m, n1}, s_kv[2] = {m, n2};
+    const char *names[4] = {"q", "q_weight", "kv", "kv_weight"};
+    const int64_t *shapes[4] = {s_q, &n1, s_kv, &n2};
+    for (int k = 0; k < 4; k++) {
+        dsv4_tensor *t;
+        int rc = dsv4_tensors_add(in, names[k], DSV4_BF16, (k & 1) ? 1 : 2, shapes[k], &t, st);
+        if (rc)
+            return rc;
+        dsv4_rng rng;
+        dsv4_rng_init(&rng, c->seed, names[k]);
+        int64_t n = dsv4_tensor_numel(t);
+        for (int64_t i = 0; i < n; i++) { /* weights near 1 (trained norm weights), data normal */
+            double v = (k & 1) ? 1.0 + 0.25 * dsv4_rng_normal(&rng) : sd * dsv4_rng_normal(&rng);
+            ((uint16_t *)t->data)[i] = dsv4_bf16_from_f32((float)v);
+        }
+    }
+    return DSV4_OK;
+}
+
+static int fq_inputs_get(const dsv4_opctx *c, const dsv4_tensors *in, const dsv4_tensor **t, dsv4_status *st)
+{
+    int rc;
+    if ((rc = dsv4_input(in, "q", DSV4_BF16, 2, &t[0], st)) ||
+        (rc = dsv4_input(in, "q_weight", DSV4_BF16, 1, &t[1], st)) ||
+        (rc = dsv4_input(in, "kv", DSV4_BF16, 2, &t[2], st)) ||
+        (rc = dsv4_input(in, "kv_weight", DSV4_BF16, 1, &t[3], st)))
+        return rc;
+    const dsv4_params *ps = c->params;
+    if (t[0]->shape[0] != dsv4_params_int(ps, "m") || t[0]->shape[1] != dsv4_params_int(ps, "n1") ||
+        t[2]->shape[0] != t[0]->shape[0] || t[2]->shape[1] != dsv4_params_int(ps, "n2") ||
+        t[1]->shape[0] != t[0]->shape[1] || t[3]->shape[0] != t[2]->shape[1])
+        return dsv4_fail(st, DSV4_EINPUT, "inputs q [m, n1], q_weight [n1], kv [m, n2], kv_weight [n2] "
+                         "do not match the params");
+    if (dsv4_params_int(ps, "group_size") != 128 || t[0]->shape[1] % 128 != 0)
+        return dsv4_fail(st, DSV4_EINPUT, "group_size must be 128 and n1 a multiple of it (fp8 path)");
+    if (!(dsv4_params_float(ps, "q_epsilon") > 0) || !(dsv4_params_float(ps, "kv_epsilon") > 0))
+        return dsv4_fail(st, DSV4_EINPUT, "q_epsilon and kv_epsilon must be > 0");
+    return DSV4_OK;
+}
+
+static int fq_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)
+{
+    const dsv4_tensor *t[4];
+    int rc = fq_inputs_get(c, in, t, st);
+    for (int k = 0; !rc && k < 4; k++) {
+        int64_t n = dsv4_tensor_numel(t[k]);
+        for (int64_t i = 0; i < n; i++)
+            if (!isfinite(dsv4_tensor_get(t[k], i)))
+                return dsv4_fail(st, DSV4_EINPUT, "input '%s' element %" PRId64 " is not finite",
+                                 t[k]->name, i);
+    }
+    return rc;
+}
+
+static int fq_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
+{
+    const dsv4_tensor *t[4];
+    int rc = fq_inputs_get(c, in, t, st);
+    if (rc)
+        return rc;
+    int64_t m = t[0]->shape[0], G = t[0]->shape[1] / 128;
+    int tr = dsv4_params_int(c->params, "transpose_scale") != 0;
+    int64_t ss[2] = {tr ? G : m, tr ? m : G};
+    dsv4_tensor *k;
+    if ((rc = dsv4_quant_add_pair(out, "q_out", DSV4_F8E4M3FN, t[0]->shape, "q_scale", DSV4_F32, ss, st)) ||
+        (rc = dsv4_tensors_add(out, "kv_out", DSV4_BF16, 2, t[2]->shape, &k, st)))
+        return rc;
+    dsv4_poison(k);
+    return DSV4_OK;
+}
+
+static int fq_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
+{
+    const fq_rule *r = c->rule;
+    const dsv4_tensor *t[4];
+    int rc = fq_inputs_get(c, in, t, st);
+    if (rc)
+        return rc;
+    const int64_t m = t[0]->shape[0], n1 = t[0]->shape[1], n2 = t[2]->shape[1];
+    float *f[4] = {NULL, NULL, NULL, NULL};
+    float *y = malloc((size_t)(n1 > n2 ? n1 : n2) * sizeof *y);
+    double *yd = malloc((size_t)(n1 > n2 ? n1 : n2) * sizeof *yd);
+    float *yq = malloc((size_t)((m * n1) > 0 ? m * n1 : 1) * sizeof *yq);
+    for (int k = 0; k < 4; k++)
+        f[k] = dsv4_quant_as_f32(t[k], st);
+    if (!y || !yd || !yq || !f[0] || !f[1] || !f[2] || !f[3]) {
+        rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
+        goto out;
+    }
+    const double qe = dsv4_params_float(c->params, "q_epsilon"), ke = dsv4_params_float(c->params, "kv_epsilon");
+    double *kv = dsv4_tensors_find(out, "kv_out")->data; /* golden dtype float64 */
+    for (int64_t row = 0; row < m; row++) {
+        if (r->faithful) {
+            dsv4_rmsnorm_row_f32(f[0] + row * n1, f[1], n1, (float)qe, yq + row * n1);
+            dsv4_rmsnorm_row_f32(f[2] + row * n2, f[3], n2, (float)ke, y);
+            for (int64_t i = 0; i < n2; i++) /* k_out = bf16(y_k) (docs/semantics/quant.md Q3.3 step 8) */
+                kv[row * n2 + i] = dsv4_round_bf16(y[i]);
+        } else {
+            dsv4_rmsnorm_row_ideal(f[0] + row * n1, f[1], n1, qe, yd);
+            for (int64_t i = 0; i < n1; i++) /* the quant reads y in fp32 (docs/semantics/quant.md Q3.3 step 6) */
+                yq[row * n1 + i] = (float)yd[i];
+            dsv4_rmsnorm_row_ideal(f[2] + row * n2, f[3], n2, ke, kv + row * n2);
+        }
+    }
+    dsv4_fp8q_cfg cfg = {DSV4_FP8Q_AITER_HIP, DSV4_FP8_E4M3FN, 448.0f, 128,
+                         dsv4_params_int(c->params, "transpose_scale") != 0};
+    rc = dsv4_fp8q_rows(yq, m, n1, &cfg, dsv4_tensors_find(out, "q_out")->data,
+                        dsv4_tensors_find(out, "q_scale")->data, st);
+out:
+    for (int k = 0; k < 4; k++)
+        free(f[k]);
+    free(y);
+    free(yd);
+    free(yq);
+    return rc;
+}
+
+/* Error analysis (docs/semantics/quant.md Q3.3).  The kernel computes y in
+ * fp32: a sum of n squares (relative error <= (n/2) 2^-24 after the square
+ * root halves it), an rsqrt within 1 ulp (2^-23), two products (2 * 2^-24),
+ * and the ideal's own rounding of y to fp32 (2^-24): r_y = (n/2 + 5) 2^-24.
+ * - kv_out (bf16) against the double ideal: 0.5 ulp for the final rounding
+ *   plus r_y |y| / ulp_bf16(y) <= r_y 2^8 ulps.
+ * - q_scale = fl(amax fl(1/448)) inherits amax's r_y plus its own rounding:
+ *   |ds| <= r_y 2^24 + 1 fp32 ulps (ulp(s)/s > 2^-24).
+ * - q codes: q = y / s has relative error r_q <= 2 r_y + 2^-23 (v_rcp), so
+ *   a code can move to its neighbour (1 step) when q lies within r_q |q| of
+ *   a rounding boundary; boundaries are >= |q| 2^-4 apart in e4m3, so at
+ *   most a fraction 2 r_q 2^4 of the codes flip: the flip budget. */
+static double fq_r_y(int64_t n) { return ((double)n / 2.0 + 5.0) * ldexp(1.0, -24); }
+
+static int fq_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, dsv4_policy *pol,
+                     dsv4_status *st)
+{
+    const fq_rule *r = c->rule;
+    const dsv4_tensor *t[4];
+    int rc = fq_inputs_get(c, in, t, st);
+    if (rc)
+        return rc;
+    const double ry1 = fq_r_y(t[0]->shape[1]), ry2 = fq_r_y(t[2]->shape[1]);
+    char rule[sizeof pol->rule];
+    if (strcmp(output, "kv_out") == 0) {
+        /* faithful: both sides are bf16 roundings of fp32 values within r_y: one flip. */
+        const double ulp = r->faithful ? 1.0 : 0.5 + ry2 * 256.0;
+        snprintf(rule, sizeof rule, "float: %.4g bf16 ulp = %s (r_y = (n2/2 + 5) 2^-24 = %.3g)", ulp,
+                 r->faithful ? "one rounding flip of bf16(fp32 y)" : "0.5 (rounding) + r_y 2^8", ry2);
+        dsv4_policy_float(pol, DSV4_BF16, rule);
+        pol->ulp = ulp;
+        return DSV4_OK;
+    }
+    /* Codes within 1 step, measured with each side's own scale: a scale off
+     * by scale_tol ulps (relative <= scale_tol 2^-23) moves a value |q| <
+     * 17 ulp(q_expected) of e4m3 by < 17 scale_tol 2^-23 steps more. */
+    const double rq = 2 * ry1 + ldexp(1.0, -23), scale_tol = ceil(ry1 * ldexp(1.0, 24)) + 1;
+    const double ulp = 1 + 17.0 * scale_tol * ldexp(1.0, -23), budget = 2 * rq * 16;
+    snprintf(rule, sizeof rule,
+             "fp32 y vs ideal (r_y = (n1/2 + 5) 2^-24 = %.3g): scales within %g fp32 ulp, codes "
+             "within 1 step (+ %.2g for the scale), flips <= 32 (2 r_y + 2^-23) = %.3g of codes", ry1,
+             scale_tol, ulp - 1, budget);
+    dsv4_policy_mx(pol, strcmp(output, "q_out") == 0 ? "q_scale" : "q_out", 128, rule);
+    pol->scale_transposed = dsv4_params_int(c->params, "transpose_scale") != 0;
+    pol->scale_tol = scale_tol;
+    pol->ulp = ulp;
+    pol->budget = budget;
+    return DSV4_OK;
+}
+
+const dsv4_op dsv4_op_fused_qk_rmsnorm_group_quant = {
+    .name = "fused_qk_rmsnorm_group_quant",
+    .summary = "RMSNorm of q and kv, then fp8 1x128 group quant of q; kv stays bf16",
+    .source = "ROCm/aiter:csrc/kernels/fused_qk_rmsnorm_group_quant.cu@e4048607; seeds: "
+              "vllm/models/deepseek_v41/amd/rocm.py _split_qkv_and_norm (spec quant 3.3)",
+    .variant_table = fq_variants,
+    .params = fq_params,
+    .inputs = fq_inputs,
+    .outputs = fq_outputs,
+    .generate = fq_generate,
+    .validate = fq_validate,
+    .alloc_outputs = fq_alloc,
+    .reference = fq_reference,
+    .policy = fq_policy,
+};
