@@ -52,12 +52,9 @@ typedef struct dsv4_op {
     const char *name;
     const char *summary;
     const char *source;            /* spec citation(s): repo:path@commit */
-    /* Terminated by {NULL}; [0] is the default (the seeds'). */
-    const dsv4_variant *variant_table;
-    /* Transitional (ops not yet moved to ops/): NULL-terminated names and
-     * their docs.  Read both through dsv4_op_variant_*. */
-    const char *const *variants;
-    const char *const *variant_docs;
+    /* Terminated by {NULL}; [0] is the default (the seeds').  Read through
+     * dsv4_op_variant_*. */
+    const dsv4_variant *variants;
     const dsv4_param_spec *params; /* terminated by {NULL} */
     const dsv4_io_spec *inputs;    /* terminated by {NULL} */
     const dsv4_io_spec *outputs;   /* terminated by {NULL} */

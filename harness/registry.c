@@ -47,36 +47,24 @@ int dsv4_op_variant(const dsv4_op *op, const char *name)
 int dsv4_op_variant_count(const dsv4_op *op)
 {
     int n = 0;
-    if (op->variant_table)
-        while (op->variant_table[n].name)
-            n++;
-    else
-        while (op->variants[n])
-            n++;
+    while (op->variants[n].name)
+        n++;
     return n;
 }
 
 const char *dsv4_op_variant_name(const dsv4_op *op, int k)
 {
-    if (k < 0 || k >= dsv4_op_variant_count(op))
-        return NULL;
-    return op->variant_table ? op->variant_table[k].name : op->variants[k];
+    return k >= 0 && k < dsv4_op_variant_count(op) ? op->variants[k].name : NULL;
 }
 
 const char *dsv4_op_variant_doc(const dsv4_op *op, int k)
 {
-    if (k < 0 || k >= dsv4_op_variant_count(op))
-        return NULL;
-    if (op->variant_table)
-        return op->variant_table[k].doc;
-    return op->variant_docs ? op->variant_docs[k] : "";
+    return k >= 0 && k < dsv4_op_variant_count(op) ? op->variants[k].doc : NULL;
 }
 
 const void *dsv4_op_variant_rule(const dsv4_op *op, int k)
 {
-    if (!op->variant_table || k < 0 || k >= dsv4_op_variant_count(op))
-        return NULL;
-    return op->variant_table[k].rule;
+    return k >= 0 && k < dsv4_op_variant_count(op) ? op->variants[k].rule : NULL;
 }
 
 dsv4_opctx dsv4_opctx_make(const dsv4_op *op, const dsv4_params *params, int variant, uint64_t seed)

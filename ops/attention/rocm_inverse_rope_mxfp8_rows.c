@@ -343,7 +343,7 @@ const dsv4_op dsv4_op_rocm_inverse_rope_mxfp8_rows = {
     .summary = "inverse GPT-J RoPE of bf16 attention rows in fp32, then MXFP8 (wo_a's input, prefill rows)",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
               "(spec sparse_attention.md 9.3, quant_and_indexer.md 2)",
-    .variant_table = rmx_variants,
+    .variants = rmx_variants,
     .params = rmx_params,
     .inputs = rmx_inputs,
     .outputs = rmx_outputs,

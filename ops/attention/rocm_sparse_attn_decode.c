@@ -38,7 +38,7 @@ const dsv4_op dsv4_op_rocm_sparse_attn_decode = {
     .summary = "sparse MLA decode with sink over the paged fp8_ds_mla caches (ragged SWA + top-k lists), bf16 out",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
               "(spec sparse_attention.md 8.1, 8.2, 8.4)",
-    .variant_table = decode_variants,
+    .variants = decode_variants,
     .params = dsv4_paged_params,
     .inputs = decode_inputs,
     .outputs = dsv4_attn_outputs,

@@ -39,7 +39,7 @@ const dsv4_op dsv4_op_sparse_mla_fwd = {
     .summary = "aiter Triton sparse MLA with sink, main + extra paged caches (the seed's aiter decode/prefill)",
     .source = "ROCm/aiter:aiter/ops/triton/attention/sparse_mla.py@013f408ebe8491e80ddab1fbab4c3dbcbc98bd74 "
               "(spec sparse_attention.md 8.5)",
-    .variant_table = aiter_variants,
+    .variants = aiter_variants,
     .params = dsv4_paged_params,
     .inputs = aiter_inputs,
     .outputs = dsv4_attn_outputs,

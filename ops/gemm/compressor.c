@@ -344,7 +344,7 @@ const dsv4_op dsv4_op_compressor = {
               "vllm-project/vllm:vllm/models/deepseek_v4/common/ops/save_partial_states.py@0487d5c235baf6fdfb5ad1e0d97449ba548c68a0, "
               "vllm-project/vllm:vllm/v1/attention/backends/mla/compressor_utils.py@0ff8df7bef328b26f94c678c5e7bffb1d2cbc213 "
               "(spec sparse_attention.md 11, 2.5, 5.4; seed _forward_csa2_full compressor_chain)",
-    .variant_table = comp_variants,
+    .variants = comp_variants,
     .params = comp_params,
     .inputs = comp_inputs,
     .outputs = comp_outputs,

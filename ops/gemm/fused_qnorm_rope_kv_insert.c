@@ -269,7 +269,7 @@ const dsv4_op dsv4_op_fused_qnorm_rope_kv_insert = {
     .source = "id 54692747001 fused_deepseek_v4_qnorm_rope_kv_rope_quant_insert [S15]; "
               "vllm-project/vllm:vllm/models/deepseek_v4/hw_agnostic/attention/kernels/triton_qnorm_rope_kv_fp8_insert.py"
               "@54cedc2fa48304e72794af12ceca35fa98a387e3 (spec sparse_attention.md 3, 2.2)",
-    .variant_table = qi_variants,
+    .variants = qi_variants,
     .params = qi_params,
     .inputs = qi_inputs,
     .outputs = qi_outputs,

@@ -371,7 +371,7 @@ const dsv4_op dsv4_op_gemm_a8w8_blockscale = {
     .source = "ROCm/aiter:aiter/ops/gemm_op_a8w8.py@e4048607, "
               "ROCm/aiter:aiter/ops/triton/_triton_kernels/gemm/basic/gemm_a8w8_blockscale.py@e4048607 "
               "(spec quant_and_indexer.md 7; seed _bpre_attn_gemm, apply_pre_quantized_block_scaled_mm)",
-    .variant_table = gemm_variants,
+    .variants = gemm_variants,
     .params = gemm_params,
     .inputs = gemm_inputs,
     .outputs = gemm_outputs,

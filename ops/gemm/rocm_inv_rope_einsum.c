@@ -178,7 +178,7 @@ const dsv4_op dsv4_op_rocm_inv_rope_einsum = {
     .summary = "wo_a on the bf16 path: optional inverse RoPE, then out[t,g,r] = sum_d o[t,g,d] W[g,r,d] (fp32 acc, bf16)",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
               "(spec sparse_attention.md 10.1-10.2; seed _o_proj)",
-    .variant_table = einsum_variants,
+    .variants = einsum_variants,
     .params = einsum_params,
     .inputs = einsum_inputs,
     .outputs = einsum_outputs,

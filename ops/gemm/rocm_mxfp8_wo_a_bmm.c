@@ -175,7 +175,7 @@ const dsv4_op dsv4_op_rocm_mxfp8_wo_a_bmm = {
     .summary = "wo_a on the MXFP8 path: grouped MXFP8 x MXFP8 GEMM, fp32 accumulation, bf16 [T, G*R]",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
               "(spec sparse_attention.md 10.3; seed _o_proj)",
-    .variant_table = bmm_variants,
+    .variants = bmm_variants,
     .params = bmm_params,
     .inputs = bmm_inputs,
     .outputs = bmm_outputs,

@@ -127,7 +127,7 @@ const dsv4_op dsv4_op_shuffle_weight = {
     .name = "shuffle_weight",
     .summary = "aiter shuffle_weight(layout=(16,16)) of an fp8 [N, K] weight (and its inverse)",
     .source = "ROCm/aiter:aiter/ops/shuffle.py@e4048607 (spec quant_and_indexer.md 7; seed prepare_attn_preshuffle)",
-    .variant_table = shuffle_variants,
+    .variants = shuffle_variants,
     .params = shuffle_params,
     .inputs = shuffle_inputs,
     .outputs = shuffle_outputs,

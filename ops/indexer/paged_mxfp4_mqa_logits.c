@@ -106,7 +106,7 @@ const dsv4_op dsv4_op_paged_mxfp4_mqa_logits = {
     .name = "paged_mxfp4_mqa_logits",
     .summary = "logits[r, j] = sum_h relu(q_h . k_j) w_h over the paged MXFP4 cache, below each row's end",
     .source = "aiter _gluon_kernels/gfx950/attention/pa_mqa_logits_mxfp4.py (ids 69149300224, 69254406641; spec 6.1-6.2)",
-    .variant_table = lg_variants,
+    .variants = lg_variants,
     .params = lg_params,
     .inputs = lg_inputs,
     .outputs = lg_outputs,

@@ -203,7 +203,7 @@ const dsv4_op dsv4_op_build_prefill_topk_ragged_indices = {
     .summary = "aiter paged prefill: causal-capped local top-k rows -> global slots as CSR (inferred)",
     .source = "vllm-project/vllm:vllm/models/deepseek_v41/amd/rocm.py (seed 000, _prefill_topk_ragged); "
               "semantics inferred from test id 69177189503 (spec sparse_attention.md 5.9)",
-    .variant_table = pftopk_variants,
+    .variants = pftopk_variants,
     .params = pftopk_params,
     .inputs = pftopk_inputs,
     .outputs = pftopk_outputs,

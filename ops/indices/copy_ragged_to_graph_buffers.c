@@ -167,7 +167,7 @@ const dsv4_op dsv4_op_copy_ragged_to_graph_buffers = {
     .summary = "copy step CSR metadata into persistent CUDA-graph buffers (stable base, indptr bounds reads)",
     .source = "vllm-project/vllm:vllm/models/deepseek_v41/amd/rocm.py (seed 000_2c64f3fb85d9f20a, "
               "_copy_ragged_to_graph_buffers; spec sparse_attention.md 5.8)",
-    .variant_table = gcopy_variants,
+    .variants = gcopy_variants,
     .params = gcopy_params,
     .inputs = gcopy_inputs,
     .outputs = gcopy_outputs,

@@ -140,7 +140,7 @@ const dsv4_op dsv4_op_get_prefill_chunk_plan = {
     .summary = "greedy prefill chunking under the gather-workspace area budget",
     .source = "vllm-project/vllm:vllm/v1/attention/backends/mla/sparse_swa.py@03dc564956172b5b2835be7a84ddde5de1d5dba6 "
               "(spec sparse_attention.md 7)",
-    .variant_table = plan_variants,
+    .variants = plan_variants,
     .params = plan_params,
     .inputs = plan_inputs,
     .outputs = plan_outputs,

@@ -126,7 +126,7 @@ const dsv4_op dsv4_op_fp8_group_quant = {
     .summary = "FP8 per-1x128 group quant: fp32 scale per 128, e4m3 codes",
     .source = "ROCm/aiter:csrc/kernels/quant_kernels.cu@e4048607; "
               "vllm-project/vllm:vllm/model_executor/layers/quantization/utils/fp8_utils.py@007d5005 (spec quant 3.1, 3.2)",
-    .variant_table = gq_variants,
+    .variants = gq_variants,
     .params = gq_params,
     .inputs = dsv4_quant_x_inputs,
     .outputs = gq_outputs,

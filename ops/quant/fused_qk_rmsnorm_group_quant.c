@@ -237,7 +237,7 @@ const dsv4_op dsv4_op_fused_qk_rmsnorm_group_quant = {
     .summary = "RMSNorm of q and kv, then fp8 1x128 group quant of q; kv stays bf16",
     .source = "ROCm/aiter:csrc/kernels/fused_qk_rmsnorm_group_quant.cu@e4048607; seeds: "
               "vllm/models/deepseek_v41/amd/rocm.py _split_qkv_and_norm (spec quant 3.3)",
-    .variant_table = fq_variants,
+    .variants = fq_variants,
     .params = fq_params,
     .inputs = fq_inputs,
     .outputs = fq_outputs,

@@ -115,7 +115,7 @@ const dsv4_op dsv4_op_mxfp4_quant = {
     .summary = "MXFP4 rows: e8m0 scale per 32, e2m1 codes packed two per byte",
     .source = "ROCm/aiter:aiter/ops/triton/_triton_kernels/quant/quant.py@b8faf138, "
               "aiter/ops/triton/attention/pa_mqa_logits_mxfp4_cache.py@034adb58 (spec quant 1, 4.1)",
-    .variant_table = mxfp4_variants,
+    .variants = mxfp4_variants,
     .params = dsv4_quant_mx_params,
     .inputs = dsv4_quant_x_inputs,
     .outputs = mxfp4_outputs,
