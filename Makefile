@@ -42,7 +42,7 @@ HEADERS := $(wildcard ref/*.h compare/*.h harness/*.h ops/*.h ops/*/*.h) ops/ops
 PREFIX ?= /usr/local
 
 .PHONY: all setup setup-hip run check unit-tests test-asan bench clean install goldens verify-goldens valgrind \
-        hip hip-compile-check gpu-bundle fuzz fuzz-build
+        hip hip-compile-check gpu-bundle fuzz fuzz-build slurm-test
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/dsv4check $(BUILD)/libdsv4.a $(BUILD)/libdsv4.so
@@ -141,6 +141,15 @@ check: setup-hip
 	@$(MAKE) --no-print-directory SAN=1 unit-tests
 	@$(MAKE) --no-print-directory verify-goldens
 	@$(MAKE) --no-print-directory valgrind
+
+# The README's Slurm-array recipe on a one-node Slurm that tests/test_slurm.sh
+# starts and stops itself (loopback only, files under a temp dir; ~15 s, at
+# most about 4 min).  Exit 77 from the test (no Slurm, or its daemons cannot
+# run here) is a skip.
+slurm-test: all
+	@scripts/setup.sh --slurm
+	@rc=0; DSV4CHECK=$(BUILD)/dsv4check tests/test_slurm.sh || rc=$$?; \
+	 if [ $$rc -eq 77 ]; then echo "slurm-test: skipped"; elif [ $$rc -ne 0 ]; then exit $$rc; fi
 
 bench: all
 	$(BUILD)/dsv4check bench
