@@ -40,7 +40,7 @@ HEADERS := $(wildcard ref/*.h compare/*.h harness/*.h ops/*.h ops/*/*.h) ops/ops
 PREFIX ?= /usr/local
 
 .PHONY: all setup setup-hip run check unit-tests test-asan bench clean install goldens verify-goldens valgrind \
-        hip hip-compile-check gpu-bundle fuzz fuzz-build
+        hip hip-compile-check gpu-bundle fuzz fuzz-build check-citations
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/dsv4check $(BUILD)/libdsv4.a $(BUILD)/libdsv4.so
@@ -169,6 +169,14 @@ valgrind: all
 	$(VALGRIND) $(BUILD)/dsv4check run cases/ci.yaml --impl ref >/dev/null
 	$(VALGRIND) $(BUILD)/dsv4check check data/ci/*.h5 --impl ref >/dev/null
 	@echo "valgrind: clean"
+
+# The repository cites only itself: scripts/check-citations.sh lists every
+# tracked line outside docs/ that names material outside the repository, and
+# every docs/semantics citation whose page or tag does not exist.  Its own
+# test (planted bad lines in a scratch repository) runs first.
+check-citations:
+	@tests/test_citations.sh
+	@scripts/check-citations.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
