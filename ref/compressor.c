@@ -92,8 +92,8 @@ int dsv4_ref_kv_rope_insert(const dsv4_qnorm_insert_args *a, uint8_t *cache, con
 /* ------------------------------------------------------------------ */
 /* compressor (docs/semantics/gemm.md A11 [S17-S20])                   */
 
-int dsv4_compressor_coff(int64_t ratio) { return ratio == 4 ? 2 : 1; }              /* overlap for C4 (2.5) */
-int64_t dsv4_compressor_state_block(int64_t ratio) { return ratio == 4 ? 4 : 8; } /* state page (2.5 [S17]) */
+int dsv4_compressor_coff(int64_t ratio) { return ratio == 4 ? 2 : 1; }              /* overlap for C4 (A2.5) */
+int64_t dsv4_compressor_state_block(int64_t ratio) { return ratio == 4 ? 4 : 8; } /* state page (A2.5 [S17]) */
 
 static int64_t req_of(const dsv4_compressor_args *a, int64_t t)
 {

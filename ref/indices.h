@@ -13,7 +13,7 @@
 #define DSV4_SPARSE_PREFILL_TOPK_ALIGNMENT 128
 
 typedef enum dsv4_combine_variant {
-    /* The seeds' Torch function (vllm deepseek_v41/amd/rocm.py, spec [S4]):
+    /* The seeds' Torch function (vllm deepseek_v41/amd/rocm.py [SEED1], [S4]):
      * top-k values outside [0, N) -> -1, width K_eff = min(topk, Wk). */
     DSV4_COMBINE_TORCH = 0,
     /* validate_topk=none: common Triton JIT [S1 @03dc5649]: r*M + v for every
