@@ -26,7 +26,7 @@
 
 /* ---- shuffle_weight ------------------------------------------------------- */
 
-/* The definition as a 5-D view and permute (spec 7): x viewed as
+/* The definition as a 5-D view and permute (docs/semantics/gemm.md Q7): x viewed as
  * (N/16, 16, K/BK, BK/Kp, Kp), permuted to (N/16, K/BK, BK/Kp, 16, Kp),
  * written out in row-major order. */
 static void shuffle_by_permute(const uint8_t *in, uint8_t *out, int N, int K, int es)
