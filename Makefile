@@ -78,8 +78,8 @@ $(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libdsv4.a
 # ---- hip backend (hip/, harness/dsv4_plugin.h) ----
 # `make hip` builds $(BUILD)/libdsv4_hip.so with nvcc where present (NVIDIA:
 # -arch=sm_90 embeds sm_90 code plus compute_90 PTX), else with hipcc for AMD
-# (always with --offload-arch: without it hipcc silently targets gfx803,
-# toolchain.md 2).  `make hip-compile-check` compiles the backend both ways
+# (always with --offload-arch: without it Debian's hipcc 5.2 silently
+# targets gfx803).  `make hip-compile-check` compiles the backend both ways
 # without a GPU; a missing compiler is skipped with a message.
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 HIPCC ?= $(shell command -v hipcc 2>/dev/null)
@@ -194,7 +194,8 @@ clean:
 	rm -rf build build-asan build-fuzz
 
 # The example plug-in (tests/plugin_example.c) as three shared libraries:
-# correct, with a planted bug, and with a wrong ABI version (issue 8.5).
+# correct, with a planted bug, and with a wrong ABI version (the plug-in
+# tests check that a wrong kernel fails and a wrong ABI is refused).
 PLUGINS := $(BUILD)/tests/libexample.so $(BUILD)/tests/libexample_wrong.so $(BUILD)/tests/libexample_badabi.so
 $(BUILD)/tests/libexample.so: tests/plugin_example.c harness/dsv4_plugin.h
 	@mkdir -p $(dir $@)
