@@ -89,7 +89,8 @@ __global__ void __launch_bounds__(64) compress_kernel(comp_tabs a, uint8_t *__re
             const long long p = pos - nu + 1 + u;
             if (p < 0)
                 continue; /* masked: score -inf, kv 0 */
-            const long long ri = (long long)a.sbt[r * a.msb + p / a.Bs] * a.Bs + p % a.Bs; /* docs/semantics/gemm.md A11 step 3 */
+            /* docs/semantics/gemm.md A11 step 3 */
+            const long long ri = (long long)a.sbt[r * a.msb + p / a.Bs] * a.Bs + p % a.Bs;
             const int off = (a.coff == 2 && u >= a.c) ? D : 0; /* C4: newer c rows in dims [512, 1024) */
             const float *row = a.state + ri * W2 + off + 8 * l;
             load8f(row + half, sc);

@@ -38,7 +38,8 @@ qi_kernel(const uint16_t *__restrict__ q, long long T, long long H, const uint16
         for (int i = 0; i < 8; i++)
             ss = fmaf(v[i], v[i], ss);
         ss = block_sum(ss); /* the 64 threads of the row */
-        const float r = 1.0f / sqrtf(ss / (float)D + eps); /* rsqrt(mean(x^2) + eps) (docs/semantics/gemm.md A3, Q steps 2-3) */
+        /* rsqrt(mean(x^2) + eps) (docs/semantics/gemm.md A3, Q steps 2-3) */
+        const float r = 1.0f / sqrtf(ss / (float)D + eps);
         for (int i = 0; i < 8; i++)
             v[i] *= r;
         if (l >= NOPE_LANES) /* forward GPT-J at positions[t] (Q 4) */
@@ -59,7 +60,8 @@ qi_kernel(const uint16_t *__restrict__ q, long long T, long long H, const uint16
         for (int i = 0; i < 8; i++)
             v[i] = kv_round_bf16(v[i]); /* KV 3: bf16 */
     }
-    /* KV 4 (docs/semantics/kvcache.md A2.2): default OCP 448; fnuz: the encoder still clamps at 448 (docs/semantics/kvcache.md A2.3 [S15]) */
+    /* KV 4 (docs/semantics/kvcache.md A2.2): default OCP 448; fnuz: the encoder still clamps at
+     * 448 (docs/semantics/kvcache.md A2.3 [S15]) */
     kv_enc_opts o = kv_enc_default(0);
     o.fnuz = fnuz;
     kv_encode_lane(cache + (slot / B) * B * 584, B, slot % B, l, v, o);

@@ -33,7 +33,8 @@ static inline int layout_make(int heads, long long P, int shuffled, layout *l, c
     if (P <= 0 || heads <= 0)
         return IFAIL("indexer: page_entries %lld and heads %d must be positive", P, heads);
     if (shuffled && P % l->N)
-        return IFAIL("indexer: page_entries %lld must be a multiple of n_per_tile %d (docs/semantics/indexer.md Q5.1)", P, l->N);
+        return IFAIL("indexer: page_entries %lld must be a multiple of n_per_tile %d (docs/semantics/indexer.md Q5.1)",
+                     P, l->N);
     return DSV4_PLUGIN_OK;
 }
 

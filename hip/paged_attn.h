@@ -101,7 +101,7 @@ static hipError_t launch(const names &nm, const dsv4_hip_call *c, hipStream_t st
         sattn::paged_seg &g = src.seg[k];
         g.cache = (const uint8_t *)c->din[s.cache[k]];
         g.B = cache->shape[1];
-        g.rows = cache->shape[0] * cache->shape[1]; /* num_rows = shape[0] * shape[1] (docs/semantics/attention.md A8.2) */
+        g.rows = cache->shape[0] * cache->shape[1]; /* shape[0] * shape[1] (docs/semantics/attention.md A8.2) */
         g.idx = (const int32_t *)c->din[s.idx[k]];
         g.ptr = (const int32_t *)c->din[s.ptr[k]];
         g.fnuz = k == 0 && c->variant == 1;

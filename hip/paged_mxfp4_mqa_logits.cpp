@@ -19,7 +19,8 @@ int lgop_check(const dsv4_hip_call *c, char *err, size_t errlen)
     int rc = lg_check(c, &s, err, errlen);
     if (rc)
         return rc;
-    if (c->variant == 1 && s.heads != 32 && s.heads != 64) /* the 32x32 MFMA fold (docs/semantics/indexer.md Q6.2 step 3) */
+    /* the 32x32 MFMA fold (docs/semantics/indexer.md Q6.2 step 3) */
+    if (c->variant == 1 && s.heads != 32 && s.heads != 64)
         return IFAIL("%s (mode=faithful): %lld heads; the fold is defined for 32 or 64", c->op, (long long)s.heads);
     return DSV4_PLUGIN_OK;
 }

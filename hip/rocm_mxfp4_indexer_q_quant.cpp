@@ -32,7 +32,8 @@ __global__ void __launch_bounds__(THREADS)
     const bool active = th < a.rows;
     float x[4] = {0, 0, 0, 0};
     if (active) {
-        const uint2 u = *reinterpret_cast<const uint2 *>(a.q + th * D + d0); /* NoPE lanes raw (docs/semantics/indexer.md Q4.2) */
+        /* NoPE lanes raw (docs/semantics/indexer.md Q4.2) */
+        const uint2 u = *reinterpret_cast<const uint2 *>(a.q + th * D + d0);
         x[0] = dsv4q_float(u.x << 16), x[1] = dsv4q_float(u.x & 0xFFFF0000u);
         x[2] = dsv4q_float(u.y << 16), x[3] = dsv4q_float(u.y & 0xFFFF0000u);
         if (d0 >= D - ROPE) /* RoPE at the token's own position, bf16 out */

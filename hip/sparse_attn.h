@@ -29,7 +29,8 @@ constexpr int HG = 16;       /* heads per block (BLOCK_H = 16, docs/semantics/at
 constexpr int KT = 16;       /* keys per shared tile */
 constexpr int NT = 256;      /* threads per block: the mappings below assume it */
 constexpr int ROW = D + 8;   /* shared row stride in bf16: 4 banks of skew per row, 16-byte aligned */
-constexpr float NEG_INIT = -3.4028234663852886e38f; /* Triton running-max init (docs/semantics/attention.md A8.3 [S9]) */
+/* Triton running-max init (docs/semantics/attention.md A8.3 [S9]) */
+constexpr float NEG_INIT = -3.4028234663852886e38f;
 
 static_assert(NT == HG * KT, "softmax mapping: one thread per (head, key)");
 static_assert(NT * 2 == D, "P.V mapping: two lanes per thread");
@@ -64,7 +65,8 @@ struct __align__(16) smem_t {
 };
 
 /* Source of key rows, dense prefill form: entry j < clamp(len[t], 0, P) of
- * indices [T, 1, P]; valid iff 0 <= v < rows (docs/semantics/attention.md A8.2; docs/semantics/indices.md A5.8 [S9]). */
+ * indices [T, 1, P]; valid iff 0 <= v < rows (docs/semantics/attention.md A8.2;
+ * docs/semantics/indices.md A5.8 [S9]). */
 struct dense_src {
     const uint16_t *kv; /* [rows, 512] bf16 */
     long long rows;
@@ -163,7 +165,8 @@ struct paged_src {
     }
     /* Per key 56 chunks of 8 fp8 NoPE bytes and 16 chunks of 4 RoPE bf16;
      * 8-byte loads (the page stride B*584 is a multiple of 8).  NoPE lane =
-     * bf16(fp32(fp8) * 2^(b-127)) (docs/semantics/kvcache.md A4; docs/semantics/attention.md A8.4), RoPE the stored bf16. */
+     * bf16(fp32(fp8) * 2^(b-127)) (docs/semantics/kvcache.md A4; docs/semantics/attention.md A8.4),
+     * RoPE the stored bf16. */
     __device__ void load(smem_t &sm) const
     {
         constexpr int NOPE_CH = NOPE / 8, CH = NOPE_CH + (D - NOPE) / 4;

@@ -42,7 +42,8 @@ int dsv4_ref_qnorm_rope(const dsv4_qnorm_insert_args *a, double *q_out, double *
                     return dsv4_fail(st, DSV4_EINPUT, "q[%" PRId64 ", %" PRId64 ", %d] is not finite", t, h, d);
                 ss += y[d] * y[d];
             }
-            const double r = 1.0 / sqrt(ss / D + a->eps); /* rsqrt(mean(x^2) + eps), no weight (docs/semantics/gemm.md A3, Q steps 2-3) */
+            /* rsqrt(mean(x^2) + eps), no weight (docs/semantics/gemm.md A3, Q steps 2-3) */
+            const double r = 1.0 / sqrt(ss / D + a->eps);
             for (int d = 0; d < D; d++)
                 y[d] *= r;
             if (mag) {
@@ -236,7 +237,8 @@ int dsv4_ref_compressor_step(const dsv4_compressor_args *a, double *latent, dsv4
         for (int64_t j = 0; j < half; j++)
             row[half + j] = ks[half + j] + ape[j];
     }
-    const dsv4_kv_encode_opts o = dsv4_kv_encode_opts_default(0); /* compressed cache: OCP, 448 (docs/semantics/kvcache.md A2.3 [S1, S19]) */
+    /* compressed cache: OCP, 448 (docs/semantics/kvcache.md A2.3 [S1, S19]) */
+    const dsv4_kv_encode_opts o = dsv4_kv_encode_opts_default(0);
     for (int64_t t = 0; t < a->T && !rc; t++) {
         if (latent)
             for (int d = 0; d < DSV4_COMP_DIM; d++)

@@ -263,7 +263,8 @@ static int einsum_row(const dsv4_einsum_args *a, int64_t t, int64_t h, double *x
     double *lanes = x + DSV4_HEAD_DIM - a->rope_dim;
     double orig[DSV4_HEAD_DIM];
     memcpy(orig, lanes, (size_t)a->rope_dim * sizeof *orig);
-    dsv4_rope_gptj_f64(lanes, row, a->rope_dim, DSV4_ROPE_INVERSE); /* docs/semantics/attention.md A9.1: e c + o s, o c - e s */
+    /* docs/semantics/attention.md A9.1: e c + o s, o c - e s */
+    dsv4_rope_gptj_f64(lanes, row, a->rope_dim, DSV4_ROPE_INVERSE);
     if (err)
         for (int k = 0; k < a->rope_dim / 2; k++) {
             const double c = row[k], s = row[a->rope_dim / 2 + k];

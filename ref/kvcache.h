@@ -88,7 +88,8 @@ void dsv4_kv_decode_token_bf16(const uint8_t *page, int64_t B, int64_t row, dsv4
 void dsv4_kv_decode_token_f32(const uint8_t *page, int64_t B, int64_t row, dsv4_fp8_kind kind,
                               float *out /* [512] */);
 
-/* Slot -> (page, row) = (slot // B, slot % B) (docs/semantics/kvcache.md A2.1; docs/semantics/indices.md A5.1).  Returns 0
+/* Slot -> (page, row) = (slot // B, slot % B) (docs/semantics/kvcache.md A2.1;
+ * docs/semantics/indices.md A5.1).  Returns 0
  * for a negative slot (skipped, not written), 1 for a slot inside the
  * cache, DSV4_EINPUT (< 0) when slot >= num_blocks * B. */
 int dsv4_kv_slot(int64_t slot, const dsv4_kv_layout *L, int64_t *page, int64_t *row);

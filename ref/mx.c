@@ -224,7 +224,8 @@ uint8_t dsv4_mx_quant_block_fp8(const float *x, int n, dsv4_mx_rule rule, uint8_
             codes[i] = dsv4_fp8_from_f32(x[i] / d, DSV4_FP8_E4M3FN, 1);
         return b;
     }
-    float m = ldexpf(1.0f, 127 - (int)b); /* exp2(127 - code), reciprocal multiply (docs/semantics/quant.md Q2 step 3) */
+    /* exp2(127 - code), reciprocal multiply (docs/semantics/quant.md Q2 step 3) */
+    float m = ldexpf(1.0f, 127 - (int)b);
     for (int i = 0; i < n; i++)
         codes[i] = dsv4_fp8_from_f32(x[i] * m, DSV4_FP8_E4M3FN, 1);
     return b;

@@ -32,10 +32,10 @@ rules=(
     'toolchain[.]md @@ the toolchain note (outside the repository)'
     '(^|[^/])sparse_attention[.]md @@ a research note by file name: cite docs/semantics/<page>.md A<n>'
     '(^|[^/])quant_and_indexer[.]md @@ a research note by file name: cite docs/semantics/<page>.md Q<n>'
-    '(^|[^a-z_])spec +(quant|sparse) @@ a research note named as "spec" plus its name: cite docs/semantics/<page>.md <tag>'
+    '(^|[^a-z_])spec +(quant|sparse) @@ a research note named "spec" + name: cite docs/semantics/<page>.md <tag>'
     '(^|[^a-z_])spec[ .]*[0-9] @@ a research note section ("spec N"): cite docs/semantics/<page>.md <tag>'
-    '(^|[^a-z_])seeds? +0{2}[0-9] @@ a seed page by file name: name the upstream module (docs/semantics/README.md, the seeds)'
-    '[0-9]{3}_[0-9a-f]{16} @@ a seed page by file name: name the upstream module (docs/semantics/README.md, the seeds)'
+    '(^|[^a-z_])seeds? +0{2}[0-9] @@ a seed page by file name: name its vLLM module ([SEED1], [SEED2])'
+    '[0-9]{3}_[0-9a-f]{16} @@ a seed page by file name: name its vLLM module ([SEED1], [SEED2])'
     '(^|[^a-z_])issues? *#?[0-9] @@ an issue number: state the reason itself'
 )
 found=""
@@ -45,7 +45,8 @@ for rule in "${rules[@]}"; do
     while IFS= read -r hit; do
         [ -n "$hit" ] || continue
         loc=${hit%%:*}; rest=${hit#*:}; line=${rest%%:*}; text=${rest#*:}
-        found+=$(printf '%s:%s: %s: %s' "$loc" "$line" "$why" "$(printf '%s' "$text" | sed 's/^[[:space:]]*//' | cut -c1-120)")$'\n'
+        text=$(printf '%s' "$text" | sed 's/^[[:space:]]*//' | cut -c1-120)
+        found+="$loc:$line: $why: $text"$'\n'
         fail=1
     done < <(git grep -n -I -i -E -e "$pat" "${outside[@]}")
 done
