@@ -42,7 +42,7 @@ HEADERS := $(wildcard ref/*.h compare/*.h harness/*.h ops/*.h ops/*/*.h) ops/ops
 PREFIX ?= /usr/local
 
 .PHONY: all setup setup-hip run check unit-tests test-asan bench clean install goldens verify-goldens valgrind \
-        hip hip-compile-check gpu-bundle fuzz fuzz-build slurm-test
+        hip hip-compile-check gpu-bundle fuzz fuzz-build slurm-test check-citations
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/dsv4check $(BUILD)/libdsv4.a $(BUILD)/libdsv4.so
@@ -80,8 +80,8 @@ $(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libdsv4.a
 # ---- hip backend (hip/, harness/dsv4_plugin.h) ----
 # `make hip` builds $(BUILD)/libdsv4_hip.so with nvcc where present (NVIDIA:
 # -arch=sm_90 embeds sm_90 code plus compute_90 PTX), else with hipcc for AMD
-# (always with --offload-arch: without it hipcc silently targets gfx803,
-# toolchain.md 2).  `make hip-compile-check` compiles the backend both ways
+# (always with --offload-arch: without it Debian's hipcc 5.2 silently
+# targets gfx803).  `make hip-compile-check` compiles the backend both ways
 # without a GPU; a missing compiler is skipped with a message.
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 HIPCC ?= $(shell command -v hipcc 2>/dev/null)
@@ -181,6 +181,14 @@ valgrind: all
 	$(VALGRIND) $(BUILD)/dsv4check check data/ci/*.h5 --impl ref >/dev/null
 	@echo "valgrind: clean"
 
+# The repository cites only itself: scripts/check-citations.sh lists every
+# tracked line outside docs/ that names material outside the repository, and
+# every docs/semantics citation whose page or tag does not exist.  Its own
+# test (planted bad lines in a scratch repository) runs first.
+check-citations:
+	@tests/test_citations.sh
+	@scripts/check-citations.sh
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	  $(DESTDIR)$(PREFIX)/include/dsv4check/ref $(DESTDIR)$(PREFIX)/include/dsv4check/compare \
@@ -197,7 +205,8 @@ clean:
 	rm -rf build build-asan build-fuzz
 
 # The example plug-in (tests/plugin_example.c) as three shared libraries:
-# correct, with a planted bug, and with a wrong ABI version (issue 8.5).
+# correct, with a planted bug, and with a wrong ABI version (the plug-in
+# tests check that a wrong kernel fails and a wrong ABI is refused).
 PLUGINS := $(BUILD)/tests/libexample.so $(BUILD)/tests/libexample_wrong.so $(BUILD)/tests/libexample_badabi.so
 $(BUILD)/tests/libexample.so: tests/plugin_example.c harness/dsv4_plugin.h
 	@mkdir -p $(dir $@)

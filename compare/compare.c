@@ -1,5 +1,5 @@
 /* compare.c - exact and float comparison, census, first/worst mismatches,
- * verdicts and bug-pattern hints (design.md section 5). */
+ * verdicts and bug-pattern hints (README.md, "Tolerances"). */
 #define _POSIX_C_SOURCE 200809L
 #include "compare.h"
 
@@ -150,7 +150,8 @@ static void compare_float(const dsv4_tensor *exp, const dsv4_tensor *act, const 
     res->cosine = (se > 0 && sa > 0) ? sae / sqrt(se * sa) : (se == sa ? 1.0 : 0.0);
 }
 
-/* Recognisable bug patterns among the mismatches (design.md 5, anchors 5.5). */
+/* Recognisable bug patterns among the mismatches: a hint names the likely
+ * mistake so that a failure report points at the bug, not only at the data. */
 static void hint_exact(const dsv4_tensor *exp, const dsv4_tensor *act, const uint8_t *mask,
                        dsv4_cmp_result *res)
 {

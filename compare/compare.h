@@ -1,4 +1,4 @@
-/* compare.h - tolerance policies, metrics and verdicts (design.md section 5).
+/* compare.h - tolerance policies, metrics and verdicts (README.md, "Tolerances").
  *
  * One call compares one output tensor (actual, produced by the implementation
  * under test) with its expected value (the reference's, or a golden's) under

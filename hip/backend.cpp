@@ -22,7 +22,8 @@ static const dsv4_hip_kernel *const kernel_table[] = {
 
 /* Guard regions: GUARD bytes of CANARY before and after every device
  * output; a write past either end (the seeds report an out-of-bounds
- * access on gfx950, spec 6.3) is named instead of corrupting a neighbour. */
+ * access on gfx950, docs/semantics/indices.md A6.3) is named instead of
+ * corrupting a neighbour. */
 #define GUARD 4096
 #define CANARY 0xC3
 

@@ -1,16 +1,16 @@
 /* compute_global_topk.cpp - local top-k compressed indices -> global cache
- * slots through the block table (spec sparse_attention.md 5.6, both
- * variants) and the ROCm C4A decode CSR form (spec 5.7), bit-exact with
+ * slots through the block table (docs/semantics/indices.md A5.6, both
+ * variants) and the ROCm C4A decode CSR form (docs/semantics/indices.md A5.7), bit-exact with
  * ref/indices.c.
  *
- * Dense (5.6): ONE launch, one 256-thread block per token row.  Base
+ * Dense (A5.6): ONE launch, one 256-thread block per token row.  Base
  * variant: column j -> column j with 16-byte loads and stores where the row
  * width allows, lens by a block sum.  bounds=checked [S26]: survivors
  * compacted left in column order by a block scan (idx::block_compact),
  * then -1 up to K.
  *
- * Ragged (5.7): the production op is a chain (lens, cumsum, scatter: spec
- * 5.7 steps 1-3 [S6]) and so is this one, with no host round trip:
+ * Ragged (A5.7): the production op is a chain (lens, cumsum, scatter: A5.7
+ * steps 1-3 [S6]) and so is this one, with no host round trip:
  *   1. one block per row: lens[t] = valid ? #{v >= 0} : 0;
  *   2. one block: indptr = exclusive cumsum of lens (idx::lens_scan_kernel);
  *   3. one block per row: flat[indptr[t] + j] for j < lens[t].
@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(ROW_THREADS)
     const long long r = a.t2r[t];
     int count;
     if (variant == V_BASE) {
-        /* Column j -> column j, -1 for v < 0 (spec 5.6 base [S1]); the host
+        /* Column j -> column j, -1 for v < 0 (docs/semantics/indices.md A5.6 base [S1]); the host
          * checked that every v >= 0 reads inside the block table. */
         int mine = 0;
         if ((K & 3) == 0) { /* 16-byte aligned rows */
@@ -112,12 +112,12 @@ __global__ void __launch_bounds__(ROW_THREADS)
         for (long long j = count + threadIdx.x; j < K; j += blockDim.x)
             dst[j] = -1;
     }
-    /* lens = is_valid_token ? count : 0 (spec 5.6). */
+    /* lens = is_valid_token ? count : 0 (docs/semantics/indices.md A5.6). */
     if (threadIdx.x == 0)
         lens[t] = a.valid[t] ? count : 0;
 }
 
-/* Ragged step 1 (spec 5.7): lens[t] = valid ? #{j < K : v >= 0} : 0. */
+/* Ragged step 1 (docs/semantics/indices.md A5.7): lens[t] = valid ? #{j < K : v >= 0} : 0. */
 __global__ void __launch_bounds__(ROW_THREADS) ragged_lens_kernel(gtopk_dev a, int32_t *__restrict__ lens)
 {
     const long long t = blockIdx.x, K = a.K;
@@ -146,7 +146,7 @@ struct lens_reader {
 };
 
 /* Ragged step 3: the FIRST lens[t] columns, -1 kept, trailing valid ones
- * dropped (spec 5.7 [S6]). */
+ * dropped (docs/semantics/indices.md A5.7 [S6]). */
 __global__ void __launch_bounds__(ROW_THREADS)
     ragged_scatter_kernel(gtopk_dev a, const int32_t *__restrict__ lens, const int32_t *__restrict__ indptr,
                           int32_t *__restrict__ flat)

@@ -58,7 +58,7 @@ int dsv4_dtype_is_float(dsv4_dtype dt)
     return dtype_info[dt].is_float;
 }
 
-/* Default limit: half the machine's RAM (issue 9 "Limits"), set by the CLI;
+/* Default limit: half the machine's RAM (README.md "Limits"), set by the CLI;
  * the library default is 8 GiB so that it is safe without the CLI. */
 static uint64_t memory_limit = (uint64_t)8 << 30;
 static uint64_t memory_in_use;

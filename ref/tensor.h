@@ -1,5 +1,5 @@
 /* tensor.h - dtype tags and the contiguous row-major tensor every part of
- * dsv4check passes around (design.md section 4). */
+ * dsv4check passes around (the dtypes of data/README.md). */
 #ifndef DSV4_TENSOR_H
 #define DSV4_TENSOR_H
 
@@ -8,7 +8,7 @@
 
 #include "status.h"
 
-/* The fixed dtype vocabulary of design.md section 4, in its order. */
+/* The fixed dtype vocabulary (data/README.md's dtype table), in its order. */
 typedef enum dsv4_dtype {
     DSV4_DT_NONE = -1,
     DSV4_F64 = 0,

@@ -2,7 +2,7 @@
  * written against harness/dsv4_plugin.h only (no other dsv4check header),
  * as a kernel team would write one.  It provides combine_topk_swa_indices
  * in its default variant, on the CPU, formulated per output row (the
- * reference works per request), from spec sparse_attention.md 6.2.
+ * reference works per request), from docs/semantics/indices.md A6.2.
  *
  * The test build compiles it three ways:
  *   (plain)              correct;

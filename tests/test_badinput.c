@@ -1,4 +1,4 @@
-/* test_badinput.c - the bad-input matrix (issue 9.3, 9.5, 9.6): one row per
+/* test_badinput.c - the bad-input matrix (README.md "Reliability"): one row per
  * class of bad input, run end to end through build/dsv4check (or
  * $DSV4CHECK).  Every row asserts the documented exit code (2 = bad input),
  * a message naming the file and the place, a normal exit (no crash; under the
@@ -504,7 +504,7 @@ START_TEST(bad_input_row)
 }
 END_TEST
 
-/* Issue 9.5 at the CLI: a copy of a golden with one byte flipped, at many
+/* A corrupt golden at the CLI: a copy of a golden with one byte flipped, at many
  * offsets across the file.  `check` must exit 2 naming the file, or 1 (a
  * changed parameter makes the reference disagree: a loud failure), or 0 only
  * when the flipped copy still reads back with the same tensors, params and
