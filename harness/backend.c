@@ -46,7 +46,7 @@ static int open_plugin(const char *path, int device, int is_hip, dsv4_backend *b
     void *sym = dlsym(b->dl, "dsv4_plugin_entry");
     memcpy(&entry, &sym, sizeof entry); /* object -> function pointer, as POSIX allows */
     if (!sym)
-        return dsv4_fail(st, DSV4_EINPUT, "%s: no dsv4_plugin_entry symbol (see harness/dsv4_plugin.h)",
+        return dsv4_fail(st, DSV4_EINPUT, "%s: no dsv4_plugin_entry symbol (see include/dsv4_plugin.h)",
                          path);
     b->plugin = entry();
     if (!b->plugin)

@@ -4,7 +4,7 @@
 #ifndef DSV4_BACKEND_H
 #define DSV4_BACKEND_H
 
-#include "dsv4_plugin.h"
+#include "../include/dsv4_plugin.h"
 #include "op.h"
 
 typedef struct dsv4_backend {
