@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "../ref/numerics.h"
-#include "runner.h"
+#include "errmap.h"
 
 /* The per-element bound of compare.c's float policy (|a - e| <= atol +
  * rtol*|e| + ulp*ULP_out(e)), so that a cell's colour is in the same
