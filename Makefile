@@ -187,7 +187,7 @@ clean:
 	rm -rf build build-asan build-fuzz
 
 # The example plug-in (tests/plugin_example.c) as three shared libraries:
-# correct, with a planted bug, and with a wrong ABI version (issue 8.5).
+# correct, with a planted bug, and with a wrong ABI version.
 PLUGINS := $(BUILD)/tests/libexample.so $(BUILD)/tests/libexample_wrong.so $(BUILD)/tests/libexample_badabi.so
 $(BUILD)/tests/libexample.so: tests/plugin_example.c include/dsv4_plugin.h
 	@mkdir -p $(dir $@)
@@ -199,6 +199,15 @@ $(BUILD)/tests/libexample_badabi.so: tests/plugin_example.c include/dsv4_plugin.
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -DEXAMPLE_BAD_ABI -shared -o $@ $< $(LDFLAGS)
 $(BUILD)/tests/test_ci_features: $(PLUGINS)
+
+# The hostile plug-ins (tests/plugins/hostile.c), one misbehaviour each:
+# build/tests/plugins/libhostile_<mode>.so, for test_integrity and test_badinput.
+HOSTILE_MODES := exit _exit abort segv hang ctor_exit gemm overrun errstr
+HOSTILE := $(HOSTILE_MODES:%=$(BUILD)/tests/plugins/libhostile_%.so)
+$(BUILD)/tests/plugins/libhostile_%.so: tests/plugins/hostile.c include/dsv4_plugin.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DHOSTILE_MODE_$* -shared -o $@ $< $(LDFLAGS)
+$(BUILD)/tests/test_integrity $(BUILD)/tests/test_badinput: $(HOSTILE) $(PLUGINS)
 
 # make fuzz FUZZ_SECONDS=N: libFuzzer targets (clang, ASan+UBSan) for the
 # YAML loader and the HDF5 golden reader, each run N seconds on a copy of its

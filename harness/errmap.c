@@ -1,5 +1,5 @@
 /* errmap.c - where the errors of a failing output lie: a rows x column-block
- * grid and a histogram, for the HTML report (issue 8.1). */
+ * grid and a histogram, for the HTML report. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -60,6 +60,7 @@ typedef struct cli {
     int jobs;
     int shard_k, shard_n; /* 0 = no --shard */
     char device_arg[32];
+    double timeout; /* --timeout: seconds one call into the implementation may take */
 } cli;
 
 static const char *prog = "dsv4check";
@@ -100,6 +101,8 @@ static const char common_help[] =
     "  --mem-limit BYTES refuse cases needing more (suffix K, M, G; default: half the RAM)\n"
     "  -j, --jobs N      run N cases at once in worker processes (same results, suite order)\n"
     "  --shard K/N       only the cases whose name hashes to shard K of N (FNV-1a mod N)\n"
+    "  --timeout SECONDS kill an implementation still running a case after this long;\n"
+    "                    the case is an ERROR (default 600)\n"
     "  --html FILE       write a self-contained HTML report (heatmaps of failing outputs)\n"
     "  --repro-dir DIR   write DIR/<case>.h5 for each failing case, replayable with `check`\n"
     "  --baseline JSON   warn when a passing case's error grew since that --json report\n"
@@ -195,6 +198,7 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
         {"mem-limit", required_argument, NULL, 'm'}, {"output", required_argument, NULL, 'o'},
         {"force", no_argument, NULL, 'F'}, {"rerun", required_argument, NULL, 'R'},
         {"markdown", no_argument, NULL, 'M'}, {"verbose", no_argument, NULL, 'v'},
+        {"timeout", required_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
@@ -202,6 +206,7 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
     o->device = -1;
     o->jobs = 1;
     o->drift_factor = 2.0;
+    o->timeout = 600;
     optind = 1;
     int ch;
     while ((ch = getopt_long(argc, argv, "vho:j:", longopts, NULL)) != -1) {
@@ -234,6 +239,14 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
             o->drift_factor = strtod(optarg, &end);
             if (errno || *end || !(o->drift_factor >= 1) || o->drift_factor > 1e12) {
                 fprintf(stderr, "%s %s: --drift-factor %s: a number >= 1\n", prog, cmd, optarg);
+                return DSV4_EINPUT;
+            }
+            break;
+        case 'W':
+            errno = 0;
+            o->timeout = strtod(optarg, &end);
+            if (errno || *end || !(o->timeout > 0) || o->timeout > 1e6) {
+                fprintf(stderr, "%s %s: --timeout %s: seconds, more than 0 and at most 1e6\n", prog, cmd, optarg);
                 return DSV4_EINPUT;
             }
             break;
@@ -421,7 +434,8 @@ static int execute_jobs(cli *o, job_set *js, const char *suite)
         return DSV4_ERUNTIME;
     }
     dsv4_status st = {0};
-    int rc = dsv4_run_jobs(js->n, o->jobs, o->impl, o->device, job_run, job_done, job_name, js, rs, &st);
+    int rc = dsv4_run_jobs(js->n, o->jobs, o->impl, o->device, o->timeout, job_run, job_done, job_name, js, rs,
+                           &st);
     progress_end(&js->pg);
     if (rc == DSV4_ESKIP)
         printf("skipped: %s\n", st.msg);

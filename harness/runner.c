@@ -116,8 +116,8 @@ static void set_error(dsv4_case_result *r, int code, const dsv4_status *st)
 }
 
 /* --rerun N: the implementation runs N - 1 more times on fresh outputs and
- * must reproduce the first run bit for bit (anchors.md 6: report
- * nondeterminism apart from inaccuracy).  A difference is a failure (1). */
+ * must reproduce the first run bit for bit: nondeterminism is reported
+ * apart from inaccuracy.  A difference is a failure (1). */
 static int rerun_identical(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
                            const dsv4_tensors *first, const dsv4_backend *b, int rerun,
                            dsv4_case_result *r, dsv4_status *st)
@@ -150,6 +150,25 @@ static int rerun_identical(const dsv4_op *op, const dsv4_opctx *c, const dsv4_te
     return DSV4_OK;
 }
 
+/* --repro-dir: the case's inputs and expected outputs, with what the
+ * implementation produced (an empty set when it produced nothing), as a
+ * file that `check` replays. */
+static void write_repro(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
+                        const dsv4_tensors *expected, const dsv4_tensors *actual, const dsv4_run_opts *o,
+                        dsv4_case_result *r)
+{
+    if (!o->repro_dir)
+        return;
+    dsv4_status st = {0};
+    if (dsv4_write_repro(o->repro_dir, op, c, in, expected, actual, r, &st)) {
+        size_t n = strlen(r->error);
+        snprintf(r->error + n, sizeof r->error - n, "%srepro file not written: %s", n ? "; " : "", st.msg);
+    } else if (r->repro_file[0]) {
+        snprintf(r->replay, sizeof r->replay, "%s check %s --impl %s%s", o->argv0, r->repro_file, o->impl,
+                 o->device_arg ? o->device_arg : "");
+    }
+}
+
 /* Validate inputs, run the implementation, compare every output. */
 static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
                     const dsv4_tensors *expected, const dsv4_backend *b, const dsv4_case *cs,
@@ -171,10 +190,18 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
                  dsv4_op_variant_name(op, c->variant));
         return;
     }
-    if ((rc = op->alloc_outputs(c, in, &act, &st)) || (rc = run_backend(b, op, c, in, &act, &st)) ||
+    if ((rc = op->alloc_outputs(c, in, &act, &st))) {
+        set_error(r, rc, &st);
+        goto out;
+    }
+    if ((rc = run_backend(b, op, c, in, &act, &st)) ||
         (rc = rerun_identical(op, c, in, &act, b, o->rerun, r, &st))) {
+        static const dsv4_tensors nothing;
         if (rc != DSV4_EFAIL)
             set_error(r, rc, &st);
+        /* A crashed, killed or refusing implementation: replayable too. */
+        if (rc != DSV4_ESKIP)
+            write_repro(op, c, in, expected, rc == DSV4_EFAIL ? &act : &nothing, o, r);
         goto out;
     }
     r->verdict = DSV4_PASS;
@@ -252,11 +279,7 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
     }
     if (r->verdict == DSV4_FAIL) {
         r->status = DSV4_EFAIL;
-        if (o->repro_dir && dsv4_write_repro(o->repro_dir, op, c, in, expected, &act, r, &st))
-            snprintf(r->error, sizeof r->error, "repro file not written: %s", st.msg);
-        else if (r->repro_file[0])
-            snprintf(r->replay, sizeof r->replay, "%s check %s --impl %s%s", o->argv0, r->repro_file, o->impl,
-                     o->device_arg ? o->device_arg : "");
+        write_repro(op, c, in, expected, &act, o, r);
     }
 out:
     free(mask);
