@@ -6,7 +6,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "html.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -263,9 +262,10 @@ static void worst_cell(FILE *f, const dsv4_case_result *r)
 int dsv4_write_html(const char *path, const char *suite, const char *impl, const char *command,
                     const dsv4_case_result *rs, int n, dsv4_status *st)
 {
-    FILE *f = fopen(path, "w");
+    dsv4_report_file rf;
+    FILE *f = dsv4_report_open(&rf, path, st);
     if (!f)
-        return dsv4_fail(st, DSV4_EINPUT, "%s: cannot write report: %s", path, strerror(errno));
+        return st->code;
     int pass = 0, fail = 0, skip = 0;
     for (int i = 0; i < n; i++)
         rs[i].status == DSV4_ESKIP ? skip++ : rs[i].status == DSV4_OK ? pass++ : fail++;
@@ -334,8 +334,5 @@ int dsv4_write_html(const char *path, const char *suite, const char *impl, const
         fprintf(f, "<p class=\"meta\">%d more failing or warning cases are not detailed here (see the table, "
                    "the console output or the JSON report).</p>\n", more);
     fprintf(f, "</body></html>\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return dsv4_fail(st, DSV4_EINPUT, "%s: write error", path);
-    return DSV4_OK;
+    return dsv4_report_commit(&rf, st);
 }

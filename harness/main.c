@@ -350,6 +350,7 @@ typedef struct job_set {
     const dsv4_case **cases; /* run: the selected cases, in suite order */
     char **paths;            /* check: the golden files */
     int n;
+    dsv4_input_files inputs; /* every suite and golden file the run reads */
     dsv4_run_opts ro;
     int verbose;
     progress pg;
@@ -421,11 +422,30 @@ static int finish_reports(const cli *o, const char *suite, dsv4_case_result *rs,
     return code;
 }
 
+/* No report may replace a file the run reads, under any name or link. */
+static int check_report_paths(const cli *o, const dsv4_input_files *inputs)
+{
+    const struct {
+        const char *option, *path;
+    } reports[] = {{"--junit", o->junit}, {"--json", o->json}, {"--html", o->html}};
+    for (size_t k = 0; k < sizeof reports / sizeof reports[0]; k++) {
+        const char *input = reports[k].path ? dsv4_input_files_match(inputs, reports[k].path) : NULL;
+        if (input) {
+            fprintf(stderr, "%s: %s %s is the same file as the input %s; not overwriting it\n", prog,
+                    reports[k].option, reports[k].path, input);
+            return DSV4_EINPUT;
+        }
+    }
+    return DSV4_OK;
+}
+
 static int execute_jobs(cli *o, job_set *js, const char *suite)
 {
+    if (check_report_paths(o, &js->inputs))
+        return DSV4_EINPUT;
     js->ro = (dsv4_run_opts){.impl = o->impl, .verbose = o->verbose, .seed_override = o->have_seed,
                              .seed = o->seed, .argv0 = prog, .rerun = o->rerun, .repro_dir = o->repro_dir,
-                             .maps = o->html != NULL, .device_arg = o->device_arg};
+                             .maps = o->html != NULL, .device_arg = o->device_arg, .inputs = &js->inputs};
     js->verbose = o->verbose;
     js->pg = (progress){isatty(2), 0, wall_seconds()};
     dsv4_case_result *rs = calloc(js->n ? (size_t)js->n : 1, sizeof *rs);
@@ -503,6 +523,14 @@ static int cmd_run(int argc, char **argv)
         for (int i = 0; i < suites[k].n; i++)
             if (case_selected(&o, &suites[k].cases[i]))
                 js.cases[js.n++] = &suites[k].cases[i];
+    for (int a = 0; !rc && a < loaded; a++) {
+        int bad = dsv4_input_files_add(&js.inputs, argv[optind + a]);
+        for (int i = 0; !bad && i < suites[a].n; i++)
+            bad = dsv4_input_files_add(&js.inputs, suites[a].cases[i].file) ||
+                  (suites[a].cases[i].golden[0] && dsv4_input_files_add(&js.inputs, suites[a].cases[i].golden));
+        if (bad)
+            rc = DSV4_ERUNTIME;
+    }
     if (!rc && js.n == 0) {
         fprintf(stderr, "%s run: no case selected%s%s%s\n", prog, o.filter ? " by --filter " : "",
                 o.filter ? o.filter : "", o.shard_n ? " in this --shard" : "");
@@ -515,6 +543,7 @@ static int cmd_run(int argc, char **argv)
     }
     if (!rc)
         rc = execute_jobs(&o, &js, suite_names);
+    dsv4_input_files_free(&js.inputs);
     free(js.cases);
     for (int k = 0; k < loaded; k++)
         dsv4_suite_free(&suites[k]);
@@ -540,15 +569,20 @@ static int cmd_check(int argc, char **argv)
         return DSV4_ERUNTIME;
     }
     /* --shard for check hashes each path as given on the command line. */
-    for (int a = optind; a < argc; a++)
+    for (int a = optind; a < argc; a++) {
         if (!o.shard_n || dsv4_shard_of(argv[a], o.shard_n) == o.shard_k)
             js.paths[js.n++] = argv[a];
+        if (dsv4_input_files_add(&js.inputs, argv[a]))
+            rc = DSV4_ERUNTIME;
+    }
     char suite[64];
     if (o.shard_n)
         snprintf(suite, sizeof suite, "check shard %d/%d", o.shard_k, o.shard_n);
     else
         snprintf(suite, sizeof suite, "check");
-    rc = execute_jobs(&o, &js, suite);
+    if (!rc)
+        rc = execute_jobs(&o, &js, suite);
+    dsv4_input_files_free(&js.inputs);
     free(js.paths);
     cli_free(&o);
     return rc;

@@ -1,6 +1,6 @@
 /* report.c - the reports written from a run's results: the console lines
  * and summary table, JUnit XML and JSON (the HTML page is html.c's). */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700
 #include "report.h"
 
 #include <errno.h>
@@ -8,6 +8,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 void dsv4_result_free_maps(dsv4_case_result *r)
 {
@@ -175,26 +177,11 @@ static void junit_property(FILE *f, const char *name, double v)
     fprintf(f, "\" value=\"%.9g\"/>\n", v);
 }
 
-static FILE *open_report(const char *path, dsv4_status *st)
-{
-    FILE *f = fopen(path, "w");
-    if (!f)
-        dsv4_fail(st, DSV4_EINPUT, "%s: cannot write report: %s", path, strerror(errno));
-    return f;
-}
-
-static int close_report(FILE *f, const char *path, dsv4_status *st)
-{
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return dsv4_fail(st, DSV4_EINPUT, "%s: write error", path);
-    return DSV4_OK;
-}
-
 int dsv4_write_junit(const char *path, const char *suite, const char *impl,
                      const dsv4_case_result *rs, int n, dsv4_status *st)
 {
-    FILE *f = open_report(path, st);
+    dsv4_report_file rf;
+    FILE *f = dsv4_report_open(&rf, path, st);
     if (!f)
         return st->code;
     int tests = 0, failures = 0, errors = 0, skipped = 0;
@@ -292,7 +279,7 @@ int dsv4_write_junit(const char *path, const char *suite, const char *impl,
         }
     }
     fprintf(f, "  </testsuite>\n</testsuites>\n");
-    return close_report(f, path, st);
+    return dsv4_report_commit(&rf, st);
 }
 
 static void json_mismatch(FILE *f, const dsv4_mismatch *m)
@@ -313,7 +300,8 @@ static void json_mismatch(FILE *f, const dsv4_mismatch *m)
 int dsv4_write_json(const char *path, const char *suite, const char *impl,
                     const dsv4_case_result *rs, int n, dsv4_status *st)
 {
-    FILE *f = open_report(path, st);
+    dsv4_report_file rf;
+    FILE *f = dsv4_report_open(&rf, path, st);
     if (!f)
         return st->code;
     fprintf(f, "{\n  \"dsv4check\": ");
@@ -378,5 +366,89 @@ int dsv4_write_json(const char *path, const char *suite, const char *impl,
         fprintf(f, "]}");
     }
     fprintf(f, "\n  ]\n}\n");
-    return close_report(f, path, st);
+    return dsv4_report_commit(&rf, st);
+}
+
+/* ---- report files: written whole or not at all ---- */
+
+FILE *dsv4_report_open(dsv4_report_file *rf, const char *path, dsv4_status *st)
+{
+    memset(rf, 0, sizeof *rf);
+    /* Through a symbolic link: replace what it points at, keep the link. */
+    struct stat sb;
+    char *real = lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode) ? realpath(path, NULL) : NULL;
+    snprintf(rf->path, sizeof rf->path, "%s", real ? real : path);
+    free(real);
+    if (snprintf(rf->tmp, sizeof rf->tmp, "%s.XXXXXX", rf->path) >= (int)sizeof rf->tmp) {
+        dsv4_fail(st, DSV4_EINPUT, "%s: cannot write report: path too long", path);
+        return NULL;
+    }
+    int fd = mkstemp(rf->tmp);
+    if (fd < 0) {
+        dsv4_fail(st, DSV4_EINPUT, "%s: cannot write report: %s", path, strerror(errno));
+        return NULL;
+    }
+    mode_t mask = umask(0); /* the mode fopen would have given it */
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    if (!(rf->f = fdopen(fd, "w"))) {
+        dsv4_fail(st, DSV4_ERUNTIME, "%s: cannot write report: %s", path, strerror(errno));
+        close(fd);
+        unlink(rf->tmp);
+    }
+    return rf->f;
+}
+
+int dsv4_report_commit(dsv4_report_file *rf, dsv4_status *st)
+{
+    int bad = ferror(rf->f);
+    if (fclose(rf->f) != 0 || bad) {
+        unlink(rf->tmp);
+        return dsv4_fail(st, DSV4_EINPUT, "%s: write error", rf->path);
+    }
+    if (rename(rf->tmp, rf->path) != 0) {
+        int err = errno;
+        unlink(rf->tmp);
+        return dsv4_fail(st, DSV4_EINPUT, "%s: cannot write report: %s", rf->path, strerror(err));
+    }
+    return DSV4_OK;
+}
+
+/* ---- the files a run reads ---- */
+
+int dsv4_input_files_add(dsv4_input_files *s, const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0 || dsv4_input_files_match(s, path))
+        return 0;
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 64;
+        dsv4_input_file *f = realloc(s->f, (size_t)cap * sizeof *f);
+        if (!f)
+            return -1;
+        s->f = f;
+        s->cap = cap;
+    }
+    dsv4_input_file *f = &s->f[s->n++];
+    f->dev = (uint64_t)sb.st_dev;
+    f->ino = (uint64_t)sb.st_ino;
+    snprintf(f->path, sizeof f->path, "%s", path);
+    return 0;
+}
+
+const char *dsv4_input_files_match(const dsv4_input_files *s, const char *path)
+{
+    struct stat sb;
+    if (!s || stat(path, &sb) != 0)
+        return NULL;
+    for (int k = 0; k < s->n; k++)
+        if (s->f[k].dev == (uint64_t)sb.st_dev && s->f[k].ino == (uint64_t)sb.st_ino)
+            return s->f[k].path;
+    return NULL;
+}
+
+void dsv4_input_files_free(dsv4_input_files *s)
+{
+    free(s->f);
+    memset(s, 0, sizeof *s);
 }

@@ -54,6 +54,36 @@ int dsv4_write_junit(const char *path, const char *suite, const char *impl,
 int dsv4_write_json(const char *path, const char *suite, const char *impl,
                     const dsv4_case_result *rs, int n, dsv4_status *st);
 
+/* A report file is written to a temporary file beside it and renamed over
+ * it when complete (through a symbolic link, over what the link points
+ * at), so that readers never see half a report; the temporary is removed
+ * on any error. */
+typedef struct dsv4_report_file {
+    FILE *f;
+    char path[DSV4_PATH_MAX + 64];
+    char tmp[DSV4_PATH_MAX + 72];
+} dsv4_report_file;
+FILE *dsv4_report_open(dsv4_report_file *rf, const char *path, dsv4_status *st);
+/* Closes rf->f and renames it into place; DSV4_EINPUT naming the path. */
+int dsv4_report_commit(dsv4_report_file *rf, dsv4_status *st);
+
+/* The files a run reads (suites, goldens), by device and inode: no report
+ * may replace one of them under any name or link. */
+typedef struct dsv4_input_file {
+    uint64_t dev, ino;
+    char path[DSV4_PATH_MAX];
+} dsv4_input_file;
+typedef struct dsv4_input_files {
+    int n, cap;
+    dsv4_input_file *f;
+} dsv4_input_files;
+/* Adds path (a file that does not exist is not added); -1 out of memory. */
+int dsv4_input_files_add(dsv4_input_files *s, const char *path);
+/* The input that path is the same file as (links followed), or NULL; s may
+ * be NULL, and a path that does not exist is no input. */
+const char *dsv4_input_files_match(const dsv4_input_files *s, const char *path);
+void dsv4_input_files_free(dsv4_input_files *s);
+
 /* s escaped for XML and HTML text and attribute values: < > & " as
  * entities, a newline as &#10;, other control characters as a space. */
 void dsv4_xml_escape(FILE *f, const char *s);

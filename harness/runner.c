@@ -150,9 +150,25 @@ static int rerun_identical(const dsv4_op *op, const dsv4_opctx *c, const dsv4_te
     return DSV4_OK;
 }
 
+/* The file repro.c writes for a case: dir/<name>.h5 with every character
+ * but [A-Za-z0-9._-] as '_' (its file_name). */
+static void repro_path(const char *dir, const char *name, char *buf, size_t len)
+{
+    char base[200];
+    size_t k = 0;
+    for (; name[k] && k + 1 < sizeof base; k++) {
+        char ch = name[k];
+        int ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+                 ch == '.' || ch == '_' || ch == '-';
+        base[k] = ok ? ch : '_';
+    }
+    base[k] = '\0';
+    snprintf(buf, len, "%s/%s.h5", dir, base);
+}
+
 /* --repro-dir: the case's inputs and expected outputs, with what the
  * implementation produced (an empty set when it produced nothing), as a
- * file that `check` replays. */
+ * file that `check` replays; never over a file this run reads (exit 2). */
 static void write_repro(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
                         const dsv4_tensors *expected, const dsv4_tensors *actual, const dsv4_run_opts *o,
                         dsv4_case_result *r)
@@ -160,9 +176,17 @@ static void write_repro(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tenso
     if (!o->repro_dir)
         return;
     dsv4_status st = {0};
-    if (dsv4_write_repro(o->repro_dir, op, c, in, expected, actual, r, &st)) {
+    char path[DSV4_PATH_MAX + 200];
+    repro_path(o->repro_dir, r->name, path, sizeof path);
+    const char *input = dsv4_input_files_match(o->inputs, path);
+    int rc = input ? dsv4_fail(&st, DSV4_EINPUT, "%s is the same file as the input %s (choose another --repro-dir)",
+                               path, input)
+                   : dsv4_write_repro(o->repro_dir, op, c, in, expected, actual, r, &st);
+    if (rc) {
         size_t n = strlen(r->error);
         snprintf(r->error + n, sizeof r->error - n, "%srepro file not written: %s", n ? "; " : "", st.msg);
+        if (input)
+            r->status = DSV4_EINPUT;
     } else if (r->repro_file[0]) {
         snprintf(r->replay, sizeof r->replay, "%s check %s --impl %s%s", o->argv0, r->repro_file, o->impl,
                  o->device_arg ? o->device_arg : "");

@@ -18,6 +18,7 @@ typedef struct dsv4_run_opts {
     const char *repro_dir;  /* --repro-dir: write a replayable file per failing case */
     int maps;               /* compute error maps of failing outputs (--html) */
     const char *device_arg; /* " --device N" or "" for the reproduce commands */
+    const dsv4_input_files *inputs; /* what the run reads: no repro file replaces one */
 } dsv4_run_opts;
 
 /* Run one YAML case against backend b: versus its golden when the case has

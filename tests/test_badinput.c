@@ -405,6 +405,33 @@ static void s_h5_huge_shape(void)
 /* Output paths that cannot be written. */
 static void s_out_file(void) { write_text("afile", "x"); }
 
+/* Report paths that are the run's own inputs. */
+static void copy_to_tmp(const char *src, const char *name)
+{
+    size_t n;
+    unsigned char *b = (unsigned char *)dsv4_test_slurp_len(src, &n);
+    char path[400];
+    tmp_path(path, sizeof path, name);
+    write_bytes(path, b, n);
+    free(b);
+}
+static void s_suite(void)
+{
+    write_text("s.yaml", "suite: s\ncases:\n  - name: a\n    op: combine_topk_swa_indices\n"
+                         "    params: {query_lens: [1]}\n");
+}
+static void s_golden_links(void)
+{
+    char g[400], sym[400], hard[400];
+    copy_to_tmp(golden_path, "g.h5");
+    tmp_path(g, sizeof g, "g.h5");
+    tmp_path(sym, sizeof sym, "sym.xml");
+    tmp_path(hard, sizeof hard, "hard.html");
+    ck_assert_int_eq(symlink("g.h5", sym), 0);
+    ck_assert_int_eq(link(g, hard), 0);
+}
+static void s_repro_golden(void) { copy_to_tmp(golden_path, "combine_mixed_prefill_c4.h5"); }
+
 typedef struct row {
     const char *name;
     void (*setup)(void);
@@ -480,6 +507,17 @@ static const row rows[] = {
      {"@/no/such/dir/r.xml", NULL, NULL}},
     {"json_into_directory", NULL,
      "run cases/ci.yaml --filter '^combine_decode_only_c4$' --json @", 2, {"@", NULL, NULL}},
+    /* reports over the run's inputs (also through links): exit 2 naming both */
+    {"json_over_suite", s_suite, "run @/s.yaml --json @/s.yaml", 2,
+     {"--json @/s.yaml is the same file as the input @/s.yaml", NULL, NULL}},
+    {"junit_symlink_to_golden", s_golden_links, "check @/g.h5 --junit @/sym.xml", 2,
+     {"--junit @/sym.xml is the same file as the input @/g.h5", NULL, NULL}},
+    {"html_hardlink_to_golden", s_golden_links, "check @/g.h5 --html @/hard.html", 2,
+     {"--html @/hard.html is the same file as the input @/g.h5", NULL, NULL}},
+    {"repro_file_over_golden", s_repro_golden,
+     "check @/combine_mixed_prefill_c4.h5 --impl #/libexample_wrong.so --repro-dir @", 2,
+     {"repro file not written: @/combine_mixed_prefill_c4.h5 is the same file as the input "
+      "@/combine_mixed_prefill_c4.h5", NULL, NULL}},
     /* implementations that misbehave (tests/plugins/hostile.c): an ERROR of
      * the case, exit 3, never a crash of dsv4check */
     {"impl_exit", NULL, IMPL_ONE "exit.so", 3,

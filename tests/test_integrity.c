@@ -11,7 +11,9 @@
  *   - a GEMM that zeroes its output and overwrites an input is an ERROR
  *     naming the input and its first changed element;
  *   - SIGTERM or SIGINT of dsv4check ends its workers and their plug-in
- *     processes. */
+ *     processes;
+ *   - reports are renamed into place whole, and never over a suite or
+ *     golden the run reads (under any name or link). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -325,6 +327,155 @@ START_TEST(signals_end_workers_and_implementations)
 }
 END_TEST
 
+/* ---- report files ---- */
+
+static void write_at(const char *name, const char *text)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    dsv4_test_write_file(path, text);
+}
+
+/* The names in tmpdir, sorted, joined by spaces. */
+static void listing(char *buf, size_t len)
+{
+    struct dirent **names;
+    int n = scandir(tmpdir, &names, NULL, alphasort);
+    ck_assert_int_ge(n, 0);
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        if (names[i]->d_name[0] != '.')
+            snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? " " : "", names[i]->d_name);
+        free(names[i]);
+    }
+    free(names);
+}
+
+/* A report replaces its path by a rename: another name of the old file
+ * keeps the old contents, a symbolic link stays a link to the new report,
+ * the mode is what fopen would give, and no temporary is left behind, also
+ * when the rename fails. */
+START_TEST(reports_are_replaced_whole)
+{
+    char a[400], b[400], lnk[400], target[400];
+    write_at("old.json", "old\n");
+    snprintf(a, sizeof a, "%s/old.json", tmpdir);
+    snprintf(b, sizeof b, "%s/keep.json", tmpdir);
+    ck_assert_int_eq(link(a, b), 0);
+    write_at("target.xml", "old\n");
+    snprintf(lnk, sizeof lnk, "%s/lnk.xml", tmpdir);
+    snprintf(target, sizeof target, "%s/target.xml", tmpdir);
+    ck_assert_int_eq(symlink("target.xml", lnk), 0);
+    int rc = sh("%s run cases/ci.yaml --filter %s --json %s --junit %s --html %s/r.html", dsv4_test_exe(), one_case, a,
+                lnk, tmpdir);
+    ck_assert_msg(rc == 0, "exit %d:\n%.3000s", rc, out);
+    char *kept = dsv4_test_slurp(b), *json = dsv4_test_slurp(a), *xml = dsv4_test_slurp(target);
+    ck_assert_str_eq(kept, "old\n");
+    ck_assert_ptr_nonnull(strstr(json, "\"result\": \"PASS\""));
+    ck_assert_ptr_nonnull(strstr(xml, "<testsuites>"));
+    free(kept), free(json), free(xml);
+    struct stat sb;
+    ck_assert_int_eq(lstat(lnk, &sb), 0);
+    ck_assert(S_ISLNK(sb.st_mode));
+    mode_t mask = umask(0);
+    umask(mask);
+    ck_assert_int_eq(stat(a, &sb), 0);
+    ck_assert_int_eq(sb.st_mode & 0777, 0666 & ~mask);
+    char names[1024];
+    listing(names, sizeof names);
+    ck_assert_str_eq(names, "keep.json lnk.xml old.json r.html target.xml");
+    /* over a directory: the rename fails, the temporary goes */
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/adir", tmpdir);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    write_at("adir/x", "x");
+    const char *opts[] = {"--json", "--junit", "--html"};
+    for (int k = 0; k < 3; k++) {
+        rc = sh("%s run cases/ci.yaml --filter %s %s %s", dsv4_test_exe(), one_case, opts[k], dir);
+        ck_assert_msg(rc == 2, "%s: exit %d:\n%.3000s", opts[k], rc, out);
+        char want[500];
+        snprintf(want, sizeof want, "%s: cannot write report: Is a directory", dir);
+        ck_assert_msg(strstr(out, want) != NULL, "%s:\n%.3000s", opts[k], out);
+        listing(names, sizeof names);
+        ck_assert_str_eq(names, "adir keep.json lnk.xml old.json r.html target.xml");
+    }
+}
+END_TEST
+
+static int same_bytes(const char *p, const char *q)
+{
+    size_t n, m;
+    char *a = dsv4_test_slurp_len(p, &n), *b = dsv4_test_slurp_len(q, &m);
+    int same = n == m && memcmp(a, b, n) == 0;
+    free(a), free(b);
+    return same;
+}
+
+/* No report, and no repro file, over a suite or golden the run reads:
+ * exit 2 naming both files, and the input is untouched. */
+START_TEST(reports_never_replace_inputs)
+{
+    const char *src = "data/ci/combine_decode_only_c4.h5";
+    char g[400], suite[400], sym[400], hard[400];
+    snprintf(g, sizeof g, "%s/combine_decode_only_c4.h5", tmpdir);
+    ck_assert_int_eq(sh("cp %s %s", src, g), 0);
+    write_at("s.yaml", "suite: t\ncases:\n  - name: combine_decode_only_c4\n    op: combine_topk_swa_indices\n"
+                       "    seed: 1\n    golden: combine_decode_only_c4.h5\n"
+                       "    params: {compress_ratio: 4, topk: 512, window_size: 128,\n"
+                       "             query_lens: [1, 1, 1, 1], prefix_lens: [0, 3, 100, 5000]}\n");
+    snprintf(suite, sizeof suite, "%s/s.yaml", tmpdir);
+    snprintf(sym, sizeof sym, "%s/sym.html", tmpdir);
+    snprintf(hard, sizeof hard, "%s/hard.json", tmpdir);
+    ck_assert_int_eq(symlink("combine_decode_only_c4.h5", sym), 0);
+    ck_assert_int_eq(link(g, hard), 0);
+    char *yaml = dsv4_test_slurp(suite);
+    ck_assert_int_eq(sh("%s run %s", dsv4_test_exe(), suite), 0); /* the golden belongs to the case */
+    const struct {
+        const char *args, *want;
+    } rows[] = {
+        {"run @/s.yaml --json @/s.yaml", "--json @/s.yaml is the same file as the input @/s.yaml"},
+        {"run @/s.yaml --junit @/sym.html", "--junit @/sym.html is the same file as the input @/combine_decode_only_c4.h5"},
+        {"run @/s.yaml --html @/hard.json", "--html @/hard.json is the same file as the input @/combine_decode_only_c4.h5"},
+        {"check @/combine_decode_only_c4.h5 --json @/combine_decode_only_c4.h5",
+         "--json @/combine_decode_only_c4.h5 is the same file as the input @/combine_decode_only_c4.h5"},
+        {"check @/hard.json --html @/sym.html", "--html @/sym.html is the same file as the input @/hard.json"},
+        /* the repro file of the failing case would be its own golden */
+        {"run @/s.yaml --impl SEGV --repro-dir @",
+         "repro file not written: @/combine_decode_only_c4.h5 is the same file as the input @/combine_decode_only_c4.h5"},
+        {"check @/combine_decode_only_c4.h5 --impl WRONG --repro-dir @",
+         "repro file not written: @/combine_decode_only_c4.h5 is the same file as the input @/combine_decode_only_c4.h5"},
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        char args[1200] = "", want[1200] = "";
+        for (int pass = 0; pass < 2; pass++) {
+            const char *in = pass ? rows[r].want : rows[r].args;
+            char *o = pass ? want : args;
+            for (const char *p = in; *p; p++) {
+                size_t n = strlen(o);
+                if (*p == '@')
+                    snprintf(o + n, 1200 - n, "%s", tmpdir);
+                else if (strncmp(p, "SEGV", 4) == 0)
+                    snprintf(o + n, 1200 - n, "%s", hostile("segv")), p += 3;
+                else if (strncmp(p, "WRONG", 5) == 0)
+                    snprintf(o + n, 1200 - n, "%s", built("libexample_wrong.so")), p += 4;
+                else
+                    o[n] = *p, o[n + 1] = '\0';
+            }
+        }
+        int rc = sh("%s %s", dsv4_test_exe(), args);
+        ck_assert_msg(rc == 2, "%s: exit %d:\n%.3000s", args, rc, out);
+        ck_assert_msg(strstr(out, want) != NULL, "%s: no '%s' in:\n%.3000s", args, want, out);
+        ck_assert_msg(same_bytes(g, src), "%s: the golden changed", args);
+        char *now = dsv4_test_slurp(suite);
+        ck_assert_msg(strcmp(now, yaml) == 0, "%s: the suite changed", args);
+        free(now);
+        struct stat sb;
+        ck_assert(lstat(sym, &sb) == 0 && S_ISLNK(sb.st_mode));
+    }
+    free(yaml);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("integrity");
@@ -336,6 +487,8 @@ int main(void)
     tcase_add_test(tc, hang_is_killed_at_timeout);
     tcase_add_test(tc, gemm_that_overwrites_an_input_is_an_error);
     tcase_add_loop_test(tc, signals_end_workers_and_implementations, 0, 4);
+    tcase_add_test(tc, reports_are_replaced_whole);
+    tcase_add_test(tc, reports_never_replace_inputs);
     suite_add_tcase(s, tc);
     return dsv4_test_run(s);
 }
