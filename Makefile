@@ -37,7 +37,7 @@ LIB_SRCS := $(wildcard ref/*.c compare/*.c ops/*.c ops/*/*.c) $(filter-out harne
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
-HEADERS := $(wildcard ref/*.h compare/*.h harness/*.h ops/*.h ops/*/*.h) ops/ops.def
+HEADERS := $(wildcard include/*.h ref/*.h compare/*.h harness/*.h ops/*.h ops/*/*.h) ops/ops.def
 
 PREFIX ?= /usr/local
 
@@ -77,7 +77,7 @@ $(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libdsv4.a
 	@$(if $(Q),echo "  TEST    $@")
 	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
 
-# ---- hip backend (hip/, harness/dsv4_plugin.h) ----
+# ---- hip backend (hip/, include/dsv4_plugin.h) ----
 # `make hip` builds $(BUILD)/libdsv4_hip.so with nvcc where present (NVIDIA:
 # -arch=sm_90 embeds sm_90 code plus compute_90 PTX), else with hipcc for AMD
 # (always with --offload-arch: without it Debian's hipcc 5.2 silently
@@ -86,7 +86,7 @@ $(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libdsv4.a
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 HIPCC ?= $(shell command -v hipcc 2>/dev/null)
 HIP_SRCS := $(wildcard hip/*.cpp)
-HIP_DEPS := $(HIP_SRCS) $(wildcard hip/*.h) harness/dsv4_plugin.h ops/ops.def
+HIP_DEPS := $(HIP_SRCS) $(wildcard hip/*.h) include/dsv4_plugin.h ops/ops.def
 NVCC_FLAGS := -x cu -O2 -std=c++17 -arch=sm_90 -Xcompiler -fPIC,-Wall,-Wextra,-Werror -shared
 HIP_ARCHS ?= gfx90a gfx940
 HIPCC_FLAGS := -x hip -O2 -std=c++17 -fPIC -shared -Wall -Wextra -Werror $(HIP_ARCHS:%=--offload-arch=%)
@@ -192,12 +192,13 @@ check-citations:
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	  $(DESTDIR)$(PREFIX)/include/dsv4check/ref $(DESTDIR)$(PREFIX)/include/dsv4check/compare \
-	  $(DESTDIR)$(PREFIX)/include/dsv4check/harness
+	  $(DESTDIR)$(PREFIX)/include/dsv4check/harness $(DESTDIR)$(PREFIX)/include/dsv4check/include
 	install -m 755 $(BUILD)/dsv4check $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(BUILD)/libdsv4.a $(BUILD)/libdsv4.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 ref/*.h $(DESTDIR)$(PREFIX)/include/dsv4check/ref/
 	install -m 644 compare/*.h $(DESTDIR)$(PREFIX)/include/dsv4check/compare/
 	install -m 644 harness/*.h $(DESTDIR)$(PREFIX)/include/dsv4check/harness/
+	install -m 644 include/*.h $(DESTDIR)$(PREFIX)/include/dsv4check/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' dsv4check.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dsv4check.pc
 
@@ -208,16 +209,25 @@ clean:
 # correct, with a planted bug, and with a wrong ABI version (the plug-in
 # tests check that a wrong kernel fails and a wrong ABI is refused).
 PLUGINS := $(BUILD)/tests/libexample.so $(BUILD)/tests/libexample_wrong.so $(BUILD)/tests/libexample_badabi.so
-$(BUILD)/tests/libexample.so: tests/plugin_example.c harness/dsv4_plugin.h
+$(BUILD)/tests/libexample.so: tests/plugin_example.c include/dsv4_plugin.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -shared -o $@ $< $(LDFLAGS)
-$(BUILD)/tests/libexample_wrong.so: tests/plugin_example.c harness/dsv4_plugin.h
+$(BUILD)/tests/libexample_wrong.so: tests/plugin_example.c include/dsv4_plugin.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -DEXAMPLE_WRONG -shared -o $@ $< $(LDFLAGS)
-$(BUILD)/tests/libexample_badabi.so: tests/plugin_example.c harness/dsv4_plugin.h
+$(BUILD)/tests/libexample_badabi.so: tests/plugin_example.c include/dsv4_plugin.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -DEXAMPLE_BAD_ABI -shared -o $@ $< $(LDFLAGS)
 $(BUILD)/tests/test_ci_features: $(PLUGINS)
+
+# The hostile plug-ins (tests/plugins/hostile.c), one misbehaviour each:
+# build/tests/plugins/libhostile_<mode>.so, for test_integrity and test_badinput.
+HOSTILE_MODES := exit _exit abort segv hang ctor_exit gemm overrun errstr
+HOSTILE := $(HOSTILE_MODES:%=$(BUILD)/tests/plugins/libhostile_%.so)
+$(BUILD)/tests/plugins/libhostile_%.so: tests/plugins/hostile.c include/dsv4_plugin.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DHOSTILE_MODE_$* -shared -o $@ $< $(LDFLAGS)
+$(BUILD)/tests/test_integrity $(BUILD)/tests/test_badinput: $(HOSTILE) $(PLUGINS)
 
 # make fuzz FUZZ_SECONDS=N: libFuzzer targets (clang, ASan+UBSan) for the
 # YAML loader and the HDF5 golden reader, each run N seconds on a copy of its

@@ -22,16 +22,6 @@ const char *dsv4_cmp_kind_name(dsv4_cmp_kind k)
     return (unsigned)k < 4 ? kind_names[k] : "?";
 }
 
-int dsv4_cmp_kind_parse(const char *s, dsv4_cmp_kind *k)
-{
-    for (int i = 0; i < 4; i++)
-        if (strcmp(s, kind_names[i]) == 0) {
-            *k = (dsv4_cmp_kind)i;
-            return DSV4_OK;
-        }
-    return DSV4_EINPUT;
-}
-
 static void record(dsv4_cmp_result *res, const dsv4_tensor *exp, int64_t i, double e, double a,
                    double abs_err, double tol, double ulp, dsv4_locate_fn locate, const void *ctx)
 {

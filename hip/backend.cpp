@@ -1,4 +1,4 @@
-/* backend.cpp - the hip backend: a dsv4check plug-in (harness/dsv4_plugin.h)
+/* backend.cpp - the hip backend: a dsv4check plug-in (include/dsv4_plugin.h)
  * that runs GPU kernels, built with hipcc for AMD or nvcc -x cu for NVIDIA
  * (gpu_compat.h).  Tensors arrive in host memory: run() copies them to
  * device buffers, surrounds every output with guard regions, launches,

@@ -59,11 +59,6 @@ dsv4_kv_encode_opts dsv4_kv_encode_opts_default(int use_fnuz)
     return o;
 }
 
-int64_t dsv4_kv_page_stride(const dsv4_kv_layout *L)
-{
-    return L->page_stride > 0 ? L->page_stride : L->block_size * DSV4_KV_TOKEN_BYTES;
-}
-
 int dsv4_kv_scale_exponent(float amax, float fp8_max)
 {
     /* a = max(amax, 1e-4) (docs/semantics/kvcache.md A2.2 [S1, S15]); smallest e with

@@ -68,7 +68,6 @@ static inline int64_t dsv4_kv_scale_offset(int64_t B, int64_t row)
 {
     return B * DSV4_KV_DATA_BYTES + row * DSV4_KV_SCALE_BYTES;
 }
-int64_t dsv4_kv_page_stride(const dsv4_kv_layout *L);
 
 /* Encodes one token's 512 values into row `row` of `page` (B tokens).  x
  * holds fp32 values; each is first rounded to bf16 (RNE) - the identity for

@@ -290,16 +290,6 @@ void dsv4_mx_dequant_rows_fp4(const uint8_t *packed, const uint8_t *scales, int6
         }
 }
 
-void dsv4_mx_dequant_rows_fp8(const uint8_t *data, const uint8_t *scales, int64_t T, int64_t W,
-                              double *out)
-{
-    const int64_t nb = W / DSV4_MX_BLOCK;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t i = 0; i < W; i++)
-            out[t * W + i] = (double)dsv4_fp8_to_f32(data[t * W + i], DSV4_FP8_E4M3FN) *
-                             dsv4_e8m0_to_f64(scales[t * nb + i / DSV4_MX_BLOCK]);
-}
-
 void dsv4_mx_shuffled_scale_shape(int64_t M, int64_t N, int64_t *rows, int64_t *cols)
 {
     int64_t sn = (N + DSV4_MX_BLOCK - 1) / DSV4_MX_BLOCK;

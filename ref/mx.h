@@ -134,9 +134,6 @@ int dsv4_mx_quant_rows_fp8(const float *x, int64_t T, int64_t W, dsv4_mx_rule ru
  * e8m0_to_f32, docs/semantics/quant.md Q1.3); byte 0xFF -> NaN.  out [T, W] double (exact). */
 void dsv4_mx_dequant_rows_fp4(const uint8_t *packed, const uint8_t *scales, int64_t T,
                               int64_t W, double *out);
-/* value = e4m3fn(byte) * 2^(scale-127) (docs/semantics/quant.md Q2, rocm_mxfp8_wo_a_bmm "deq"). */
-void dsv4_mx_dequant_rows_fp8(const uint8_t *data, const uint8_t *scales, int64_t T, int64_t W,
-                              double *out);
 
 /* ---- aiter shuffled scale layout (docs/semantics/quant.md Q1.3, dynamic_mxfp4_quant shuffle) --- */
 

@@ -18,20 +18,6 @@ float dsv4_f32_from_bits(uint32_t b)
     return x;
 }
 
-uint64_t dsv4_f64_bits(double x)
-{
-    uint64_t b;
-    memcpy(&b, &x, sizeof b);
-    return b;
-}
-
-double dsv4_f64_from_bits(uint64_t b)
-{
-    double x;
-    memcpy(&x, &b, sizeof x);
-    return x;
-}
-
 /* ---- bfloat16: the top 16 bits of fp32, RNE (docs/semantics/numerics.md A1:
  * "bf16 rounding is RNE from fp32"). */
 uint16_t dsv4_bf16_from_f32(float x)

@@ -16,8 +16,6 @@
 /* Bit casts (memcpy based, no aliasing UB). */
 uint32_t dsv4_f32_bits(float x);
 float dsv4_f32_from_bits(uint32_t b);
-uint64_t dsv4_f64_bits(double x);
-double dsv4_f64_from_bits(uint64_t b);
 
 /* bfloat16: RNE from fp32; NaN stays NaN (quiet, sign kept); overflow -> Inf. */
 uint16_t dsv4_bf16_from_f32(float x);

@@ -164,17 +164,6 @@ const char *dsv4_index_str(const dsv4_tensor *t, int64_t flat, char *buf, size_t
     return dims_str(idx, t->ndim, buf, len);
 }
 
-int dsv4_tensor_copy(dsv4_tensor *dst, const dsv4_tensor *src, dsv4_status *st)
-{
-    int rc = dsv4_tensor_alloc(dst, src->name, src->dtype, src->ndim, src->shape, st);
-    if (rc)
-        return rc;
-    dst->output_dtype = src->output_dtype;
-    if (src->nbytes)
-        memcpy(dst->data, src->data, src->nbytes);
-    return DSV4_OK;
-}
-
 double dsv4_tensor_get(const dsv4_tensor *t, int64_t i)
 {
     const uint8_t *p = (const uint8_t *)t->data + (size_t)i * dsv4_dtype_size(t->dtype);
