@@ -307,9 +307,8 @@ int dsv4_baseline_parse(const char *text, const char *where, dsv4_baseline **out
     return DSV4_OK;
 }
 
-/* A report of 1024 cases is about 1.3 MB; this leaves room for many suites
- * in one report while refusing a runaway file before reading it. */
-#define BASELINE_MAX_BYTES ((size_t)64 << 20)
+/* Room for many suites in one report; a runaway file is refused unread. */
+#define BASELINE_MAX_BYTES ((size_t)DSV4_BASELINE_MAX_MIB << 20)
 
 int dsv4_baseline_load(const char *path, dsv4_baseline **out, dsv4_status *st)
 {
