@@ -199,21 +199,23 @@ $(BUILD)/tests/libexample_badabi.so: tests/plugin_example.c harness/dsv4_plugin.
 	$(Q)$(CC) $(CFLAGS) -DEXAMPLE_BAD_ABI -shared -o $@ $< $(LDFLAGS)
 $(BUILD)/tests/test_ci_features: $(PLUGINS)
 
-# make fuzz FUZZ_SECONDS=N: libFuzzer targets (clang, ASan+UBSan) for the
-# YAML loader and the HDF5 golden reader, each run N seconds on a copy of its
-# seeds and past crash inputs (tests/fuzz/corpus/, tests/fuzz/regress/);
-# crashes land in build-fuzz/.  A single allocation over -rss_limit_mb
-# (2048 MB) is reported as out-of-memory.  See
-# tests/fuzz/README.md.
+# make fuzz FUZZ_SECONDS=N: libFuzzer targets (clang 14 or newer, ASan+UBSan)
+# for the YAML loader and the HDF5 golden reader (raw images, and
+# fuzz_golden_struct: HDF5 files written from mutated descriptions), each run
+# N seconds on a copy of its seeds and past crash inputs
+# (tests/fuzz/corpus/, tests/fuzz/regress/); crashes land in build-fuzz/.  A
+# single allocation over -rss_limit_mb (2048 MB) is reported as
+# out-of-memory.  Another clang: FUZZ_CC=clang-15 FUZZ_BUILD=build-fuzz-15.
+# See tests/fuzz/README.md.
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
-FUZZ_BUILD := build-fuzz
+FUZZ_BUILD ?= build-fuzz
 FUZZ_FLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
               -fno-sanitize-recover=undefined
 FUZZ_CFLAGS := -std=c11 -Wall -Wextra -Werror $(PKG_CFLAGS) \
                -DDSV4_VERSION='"$(VERSION)"' -DDSV4_GIT_REV='"$(GIT_REV)$(GIT_DIRTY)"'
 FUZZ_OBJS := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
-FUZZ_TARGETS := cases golden
+FUZZ_TARGETS := cases golden golden_struct
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 
 $(FUZZ_BUILD)/obj/%.o: %.c $(HEADERS)
@@ -236,7 +238,8 @@ fuzz: fuzz-build
 	  cp tests/fuzz/corpus/$$t/* tests/fuzz/regress/$$t/* $(FUZZ_BUILD)/corpus-$$t/ && \
 	  rm -f $(FUZZ_BUILD)/corpus-$$t/README.md && \
 	  echo "== fuzz_$$t for $(FUZZ_SECONDS) s" && \
+	  dict=$$([ -f tests/fuzz/$$t.dict ] && echo -dict=$(CURDIR)/tests/fuzz/$$t.dict) && \
 	  (cd $(FUZZ_BUILD) && LSAN_OPTIONS=print_suppressions=0 ./fuzz_$$t \
 	     -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=25 -print_final_stats=1 \
-	     -dict=../tests/fuzz/$$t.dict corpus-$$t </dev/null) || exit 1; \
+	     $$dict corpus-$$t </dev/null) || exit 1; \
 	  done
