@@ -28,6 +28,7 @@
 #include "html.h"
 #include "parallel.h"
 #include "runner.h"
+#include "yaml_doc.h"
 
 #ifndef DSV4_VERSION
 #define DSV4_VERSION "0"
@@ -85,11 +86,17 @@ static void usage_main(FILE *f)
             "  bench                     time the reference (and --impl) on production shapes\n"
             "\n"
             "`%s COMMAND --help` lists each command's options.\n"
+            "suite files and their includes: regular files only; together at most %d bytes,\n"
+            "%d file loads and %d YAML nodes, nested at most %d deep (README.md \"Limits\").\n"
             "exit codes: 0 passed, 1 tolerance violation, 2 bad usage or input,\n"
             "            3 runtime or device error, 77 skipped (e.g. no GPU)\n"
             "version %s (%s)\n",
-            prog, prog, DSV4_VERSION, DSV4_GIT_REV);
+            prog, prog, DSV4_YAML_MAX_BYTES, DSV4_YAML_MAX_FILES, DSV4_YAML_MAX_NODES,
+            DSV4_YAML_MAX_DEPTH, DSV4_VERSION, DSV4_GIT_REV);
 }
+
+#define DSV4_STR_(x) #x
+#define DSV4_STR(x) DSV4_STR_(x)
 
 static const char common_help[] =
     "  --impl IMPL       ref (default), hip (build/libdsv4_hip.so), or a plug-in .so\n"
@@ -106,6 +113,7 @@ static const char common_help[] =
     "  --html FILE       write a self-contained HTML report (heatmaps of failing outputs)\n"
     "  --repro-dir DIR   write DIR/<case>.h5 for each failing case, replayable with `check`\n"
     "  --baseline JSON   warn when a passing case's error grew since that --json report\n"
+    "                    (a regular file of at most " DSV4_STR(DSV4_BASELINE_MAX_MIB) " MiB)\n"
     "  --drift-factor F  growth that counts as drift (default 2)\n"
     "  --strict          drift fails the run (exit 1)\n"
     "  -v, --verbose     print every output's metrics, not only failures\n"

@@ -431,6 +431,65 @@ static void s_golden_links(void)
     ck_assert_int_eq(link(g, hard), 0);
 }
 static void s_repro_golden(void) { copy_to_tmp(golden_path, "combine_mixed_prefill_c4.h5"); }
+/* ---- gate integrity: suite files and --baseline as bounded inputs ---- */
+
+static void make_fifo(const char *name)
+{
+    char path[400];
+    tmp_path(path, sizeof path, name);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+}
+static void s_yaml_fifo(void) { make_fifo("fifo.yaml"); }
+static void s_include_fifo(void)
+{
+    make_fifo("fifo.yaml");
+    write_text("bad.yaml", "suite: bad\ninclude: [fifo.yaml]\n");
+}
+static void s_include_device(void) { write_text("bad.yaml", "suite: bad\ninclude: [/dev/zero]\n"); }
+/* 100k nested '[' (libyaml alone needs tens of seconds for them). */
+static void s_deep_nesting(void)
+{
+    char *text = malloc(100000 + 32);
+    ck_assert_ptr_nonnull(text);
+    int n = snprintf(text, 32, "suite: bad\ncases: ");
+    memset(text + n, '[', 100000);
+    text[n + 100000] = '\0';
+    write_text("bad.yaml", text);
+    free(text);
+}
+/* L0 .. L7 include the next level 40 times each: 40^8 loads unbounded. */
+static void s_include_dag(void)
+{
+    write_text("L8.yaml", "suite: leaf\ninclude: []\n");
+    for (int k = 0; k < 8; k++) {
+        char name[16], text[1024];
+        int n = snprintf(text, sizeof text, "suite: l%d\ninclude: [", k);
+        for (int i = 0; i < 40; i++)
+            n += snprintf(text + n, sizeof text - (size_t)n, "%sL%d.yaml", i ? ", " : "", k + 1);
+        snprintf(text + n, sizeof text - (size_t)n, "]\n");
+        snprintf(name, sizeof name, "L%d.yaml", k);
+        write_text(name, text);
+    }
+}
+/* Sparse files: over the size limit without writing the bytes. */
+static void sparse_file(const char *name, off_t size)
+{
+    char path[400];
+    tmp_path(path, sizeof path, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(ftruncate(fileno(f), size), 0);
+    fclose(f);
+}
+static void s_yaml_too_big(void) { sparse_file("bad.yaml", (off_t)5 << 20); }
+static void s_baseline_fifo(void) { make_fifo("fifo.json"); }
+static void s_baseline_too_big(void) { sparse_file("big.json", (off_t)65 << 20); }
+static void s_baseline_nul(void)
+{
+    char path[400];
+    tmp_path(path, sizeof path, "nul.json");
+    write_bytes(path, (const unsigned char *)"{\"cases\": []}\0junk", 19);
+}
 
 typedef struct row {
     const char *name;
@@ -442,6 +501,7 @@ typedef struct row {
 
 #define RUN_BAD "run @/bad.yaml --impl ref"
 #define IMPL_ONE "run cases/ci.yaml --filter '^combine_decode_only_c4$' --impl #/plugins/libhostile_"
+#define RUN_ONE "run cases/ci.yaml --filter '^combine_decode_only_c4$'"
 static const row rows[] = {
     /* YAML suites */
     {"malformed_yaml", s_malformed, RUN_BAD, 2, {"@/bad.yaml:", "YAML syntax error", NULL}},
@@ -543,6 +603,23 @@ static const row rows[] = {
       NULL}},
     {"impl_unterminated_err", NULL, IMPL_ONE "errstr.so", 3,
      {"ERROR     combine_decode_only_c4", "hostile-errstr: EEEEEEEE", NULL}},
+    /* gate integrity: suite files and --baseline read only as bounded regular files */
+    {"yaml_is_fifo", s_yaml_fifo, "run @/fifo.yaml", 2, {"@/fifo.yaml: is a FIFO", NULL, NULL}},
+    {"include_fifo", s_include_fifo, RUN_BAD, 2,
+     {"@/bad.yaml:2:11: include 'fifo.yaml': @/fifo.yaml: is a FIFO", NULL, NULL}},
+    {"include_device", s_include_device, RUN_BAD, 2,
+     {"@/bad.yaml:2:11: include '/dev/zero'", "is a character device", NULL}},
+    {"yaml_deep_nesting", s_deep_nesting, RUN_BAD, 2, {"@/bad.yaml:2:71: ", "nested deeper than 64", NULL}},
+    {"include_dag", s_include_dag, "run @/L0.yaml", 2, {"@/L", "more than 256 suite files", NULL}},
+    {"yaml_too_big", s_yaml_too_big, RUN_BAD, 2, {"@/bad.yaml: 5242880 bytes, more than 4194304", NULL, NULL}},
+    {"baseline_fifo", s_baseline_fifo, RUN_ONE " --baseline @/fifo.json", 2,
+     {"--baseline: @/fifo.json: is a FIFO", NULL, NULL}},
+    {"baseline_dev_zero", NULL, RUN_ONE " --baseline /dev/zero", 2,
+     {"--baseline: /dev/zero: is a character device", NULL, NULL}},
+    {"baseline_too_big", s_baseline_too_big, RUN_ONE " --baseline @/big.json", 2,
+     {"--baseline: @/big.json: 68157440 bytes, more than 67108864", NULL, NULL}},
+    {"baseline_nul_byte", s_baseline_nul, RUN_ONE " --baseline @/nul.json", 2,
+     {"--baseline @/nul.json:", "NUL byte at byte 13", NULL}},
 };
 #define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
 
