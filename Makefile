@@ -218,7 +218,7 @@ $(BUILD)/tests/libexample_wrong.so: tests/plugin_example.c include/dsv4_plugin.h
 $(BUILD)/tests/libexample_badabi.so: tests/plugin_example.c include/dsv4_plugin.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -DEXAMPLE_BAD_ABI -shared -o $@ $< $(LDFLAGS)
-$(BUILD)/tests/test_ci_features: $(PLUGINS)
+$(BUILD)/tests/test_ci_features $(BUILD)/tests/test_api: $(PLUGINS)
 
 # The hostile plug-ins (tests/plugins/hostile.c), one misbehaviour each:
 # build/tests/plugins/libhostile_<mode>.so, for test_integrity and test_badinput.

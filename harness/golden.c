@@ -438,6 +438,77 @@ int dsv4_golden_write(const char *path, const dsv4_golden *g, int force, dsv4_st
     return rc;
 }
 
+/* ---- files of named tensor groups (actuals files) ---------------------- */
+
+struct dsv4_h5_sets {
+    hid_t file;
+    char *path, *tmp;
+};
+
+int dsv4_h5_sets_open(const char *path, dsv4_h5_sets **out, dsv4_status *st)
+{
+    dsv4_h5_quiet();
+    *out = NULL;
+    dsv4_h5_sets *w = calloc(1, sizeof *w);
+    if (w)
+        w->path = strdup(path), w->tmp = temp_path(path);
+    if (!w || !w->path || !w->tmp) {
+        dsv4_h5_sets_discard(w);
+        return dsv4_fail(st, DSV4_ERUNTIME, "%s: out of memory", path);
+    }
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl >= 0 && H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_V18) >= 0)
+        w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    else
+        w->file = -1;
+    close_id(fapl, H5Pclose);
+    if (w->file < 0) {
+        char eb[160];
+        dsv4_fail(st, DSV4_EINPUT, "%s: cannot create %s (%s)", path, w->tmp, h5_err(eb));
+        w->file = -1;
+        dsv4_h5_sets_discard(w);
+        return st ? st->code : DSV4_EINPUT;
+    }
+    *out = w;
+    return DSV4_OK;
+}
+
+int dsv4_h5_sets_add(dsv4_h5_sets *w, const char *group, const dsv4_tensors *ts, dsv4_status *st)
+{
+    if (!name_ok(group, 192))
+        return dsv4_fail(st, DSV4_EINPUT, "%s: '%s' cannot name a group (empty, '.', a '/' or too long)",
+                         w->path, group);
+    int rc = write_group(w->file, group, ts, st);
+    return rc ? dsv4_status_prefix(st, "%s", w->path) : DSV4_OK;
+}
+
+int dsv4_h5_sets_commit(dsv4_h5_sets *w, dsv4_status *st)
+{
+    int rc = DSV4_OK;
+    if (H5Fclose(w->file) < 0)
+        rc = dsv4_fail(st, DSV4_ERUNTIME, "%s: cannot close %s", w->path, w->tmp);
+    w->file = -1;
+    if (!rc && sync_file(w->tmp) < 0)
+        rc = dsv4_fail(st, DSV4_ERUNTIME, "%s: cannot sync %s: %s", w->path, w->tmp, strerror(errno));
+    if (!rc && rename(w->tmp, w->path) != 0)
+        rc = dsv4_fail(st, DSV4_EINPUT, "cannot rename %s to %s: %s", w->tmp, w->path, strerror(errno));
+    dsv4_h5_sets_discard(w);
+    return rc;
+}
+
+void dsv4_h5_sets_discard(dsv4_h5_sets *w)
+{
+    if (!w)
+        return;
+    if (w->file >= 0)
+        H5Fclose(w->file);
+    if (w->tmp)
+        remove(w->tmp); /* gone already after a commit */
+    free(w->tmp);
+    free(w->path);
+    free(w);
+}
+
 /* ---- reading ----------------------------------------------------------- */
 
 typedef struct reader {

@@ -38,6 +38,15 @@ typedef struct dsv4_golden {
 
 /* Refuses (DSV4_EINPUT) to replace an existing path unless force. */
 int dsv4_golden_write(const char *path, const dsv4_golden *g, int force, dsv4_status *st);
+/* A file of named tensor groups, one dataset per tensor stored as goldens
+ * store them (the actuals file of `--actual`): written to a temporary file
+ * beside path, group by group, and renamed over path by _commit (which
+ * also frees w; _discard frees it and removes the temporary). */
+typedef struct dsv4_h5_sets dsv4_h5_sets;
+int dsv4_h5_sets_open(const char *path, dsv4_h5_sets **out, dsv4_status *st);
+int dsv4_h5_sets_add(dsv4_h5_sets *w, const char *group, const dsv4_tensors *ts, dsv4_status *st);
+int dsv4_h5_sets_commit(dsv4_h5_sets *w, dsv4_status *st);
+void dsv4_h5_sets_discard(dsv4_h5_sets *w);
 /* Reads and validates the schema: version, required attributes, the dtype
  * attribute of every dataset matching its storage type, shapes within
  * limits.  Any checksum error or structural problem returns DSV4_EINPUT with
