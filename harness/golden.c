@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <hdf5.h>
@@ -26,6 +27,14 @@
 #define CHUNK_TARGET_BYTES ((size_t)64 << 10)
 #define STR_ATTR_MAX 4096 /* longest string attribute we read */
 #define FP4_PACKING "low_nibble_first"
+#define REPRO_NOTE "the implementation's outputs; /outputs holds the expected ones"
+
+#ifndef DSV4_VERSION
+#define DSV4_VERSION "0"
+#endif
+#ifndef DSV4_GIT_REV
+#define DSV4_GIT_REV "unknown"
+#endif
 
 void dsv4_h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
 
@@ -343,7 +352,22 @@ static int write_params(hid_t f, const dsv4_params *ps, dsv4_status *st)
     return rc;
 }
 
-static int write_file(const char *tmp, const dsv4_golden *g, dsv4_status *st)
+/* A repro file's /actual: what the implementation produced, beside the
+ * expected /outputs, for people and h5py. */
+static int write_actual(hid_t f, const dsv4_tensors *actual, dsv4_status *st)
+{
+    int rc = write_group(f, "actual", actual, st);
+    if (rc)
+        return rc;
+    hid_t g = H5Gopen2(f, "actual", H5P_DEFAULT);
+    int bad = g < 0 || write_str_attr(g, "note", REPRO_NOTE, sizeof REPRO_NOTE) < 0;
+    if (g >= 0 && H5Gclose(g) < 0)
+        bad = 1;
+    return bad ? dsv4_fail(st, DSV4_ERUNTIME, "cannot write the note of /actual") : DSV4_OK;
+}
+
+static int write_file(const char *tmp, const dsv4_golden *g, const dsv4_tensors *actual,
+                      dsv4_status *st)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (fapl < 0 || H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_V18) < 0) {
@@ -363,6 +387,8 @@ static int write_file(const char *tmp, const dsv4_golden *g, dsv4_status *st)
         rc = write_group(f, "inputs", &g->inputs, st);
     if (!rc)
         rc = write_group(f, "outputs", &g->outputs, st);
+    if (!rc && actual)
+        rc = write_actual(f, actual, st);
     if (H5Fclose(f) < 0 && !rc)
         rc = dsv4_fail(st, DSV4_ERUNTIME, "cannot close %s", tmp);
     return rc;
@@ -412,7 +438,8 @@ static int publish(const char *tmp, const char *path, int force, dsv4_status *st
     return DSV4_OK;
 }
 
-int dsv4_golden_write(const char *path, const dsv4_golden *g, int force, dsv4_status *st)
+static int write_golden(const char *path, const dsv4_golden *g, const dsv4_tensors *actual,
+                        int force, dsv4_status *st)
 {
     dsv4_h5_quiet();
     struct stat sb;
@@ -422,7 +449,7 @@ int dsv4_golden_write(const char *path, const dsv4_golden *g, int force, dsv4_st
     if (!tmp)
         return dsv4_fail(st, DSV4_ERUNTIME, "%s: out of memory", path);
     dsv4_status loc = {0, ""};
-    int rc = write_file(tmp, g, &loc);
+    int rc = write_file(tmp, g, actual, &loc);
     if (!rc && sync_file(tmp) < 0)
         rc = dsv4_fail(&loc, DSV4_ERUNTIME, "cannot sync %s: %s", tmp, strerror(errno));
     if (!rc)
@@ -436,6 +463,47 @@ int dsv4_golden_write(const char *path, const dsv4_golden *g, int force, dsv4_st
     }
     free(tmp);
     return rc;
+}
+
+int dsv4_golden_write(const char *path, const dsv4_golden *g, int force, dsv4_status *st)
+{
+    return write_golden(path, g, NULL, force, st);
+}
+
+int dsv4_golden_write_repro(const char *path, const dsv4_golden *g, const dsv4_tensors *actual,
+                            dsv4_status *st)
+{
+    return write_golden(path, g, actual, 1, st);
+}
+
+void dsv4_golden_describe(dsv4_golden *g, const dsv4_op *op, int variant, const char *case_name,
+                          uint64_t seed, const dsv4_params *params, const char *how)
+{
+    g->schema = DSV4_SCHEMA_VERSION;
+    snprintf(g->op, sizeof g->op, "%s", op->name);
+    snprintf(g->variant, sizeof g->variant, "%s", dsv4_op_variant_name(op, variant));
+    snprintf(g->case_name, sizeof g->case_name, "%s", case_name);
+    g->seed = seed;
+    snprintf(g->generator, sizeof g->generator, "dsv4check %s (%s)%s", DSV4_VERSION, DSV4_GIT_REV, how);
+    time_t now = time(NULL);
+    struct tm tmv;
+    gmtime_r(&now, &tmv);
+    strftime(g->created, sizeof g->created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    g->params = *params;
+}
+
+void dsv4_golden_file_name(const char *case_name, char *out, size_t len)
+{
+    if (len == 0)
+        return;
+    size_t k = 0;
+    for (; case_name[k] && k + 1 < len; k++) {
+        char ch = case_name[k];
+        int ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+                 ch == '.' || ch == '_' || ch == '-';
+        out[k] = ok ? ch : '_';
+    }
+    out[k] = '\0';
 }
 
 /* ---- reading ----------------------------------------------------------- */

@@ -19,6 +19,7 @@
 
 #include "../ref/status.h"
 #include "../ref/tensor.h"
+#include "op.h"
 #include "params.h"
 
 #define DSV4_SCHEMA_VERSION 1
@@ -36,8 +37,23 @@ typedef struct dsv4_golden {
     dsv4_tensors outputs;
 } dsv4_golden;
 
+/* The header of a golden of one case of op: schema, op and variant names,
+ * case name, seed, a copy of params, generator ("dsv4check VERSION (REV)"
+ * and how, e.g. " --repro-dir") and created (now, UTC). */
+void dsv4_golden_describe(dsv4_golden *g, const dsv4_op *op, int variant, const char *case_name,
+                          uint64_t seed, const dsv4_params *params, const char *how);
+/* The file name (without ".h5") of a case's golden: the case name with every
+ * byte outside [A-Za-z0-9._-] replaced by '_' ("a[k=1]" -> "a_k_1_"),
+ * cut to len - 1 bytes.  Used for golden_dir, gen -o and --repro-dir. */
+void dsv4_golden_file_name(const char *case_name, char *out, size_t len);
+
 /* Refuses (DSV4_EINPUT) to replace an existing path unless force. */
 int dsv4_golden_write(const char *path, const dsv4_golden *g, int force, dsv4_status *st);
+/* A repro file (--repro-dir): the golden g (replacing path) plus the
+ * implementation's outputs under /actual, with a note; the reader ignores
+ * /actual. */
+int dsv4_golden_write_repro(const char *path, const dsv4_golden *g, const dsv4_tensors *actual,
+                            dsv4_status *st);
 /* Reads and validates the schema: version, required attributes, the dtype
  * attribute of every dataset matching its storage type, shapes within
  * limits.  Any checksum error or structural problem returns DSV4_EINPUT with
