@@ -420,6 +420,11 @@ static int finish_case(loader *L, const yaml_node_t *cn, dsv4_case *c)
             return fail_at(L, cn, "case '%s': golden path is longer than %d characters", c->name,
                            DSV4_PATH_MAX - 1);
     }
+    /* Two cases on one golden file would overwrite each other's golden. */
+    for (int i = 0; c->golden[0] && i < s->n; i++)
+        if (dsv4_golden_same_path(s->cases[i].golden, c->golden))
+            return fail_at(L, cn, "cases '%s' (%s:%d) and '%s' both use the golden file %s; rename one",
+                           s->cases[i].name, s->cases[i].file, s->cases[i].line, c->name, c->golden);
     if (s->n == L->cap) {
         int cap = L->cap ? 2 * L->cap : 8;
         dsv4_case *grown = realloc(s->cases, (size_t)cap * sizeof *grown);

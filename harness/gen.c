@@ -42,13 +42,45 @@ static int check_unique_targets(const dsv4_gen_opts *o, const gen_job *jobs, int
 {
     for (int i = 0; i < n; i++)
         for (int j = 0; j < i; j++)
-            if (strcmp(jobs[i].path, jobs[j].path) == 0) {
+            if (dsv4_golden_same_path(jobs[i].path, jobs[j].path)) {
                 fprintf(stderr, "%s: cases '%s' (%s:%d) and '%s' (%s:%d) both write %s; rename one\n",
                         o->prog, jobs[j].c->name, jobs[j].c->file, jobs[j].c->line, jobs[i].c->name,
                         jobs[i].c->file, jobs[i].c->line, jobs[i].path);
                 return DSV4_EINPUT;
             }
     return DSV4_OK;
+}
+
+/* The folder part of path ("." for a bare name) into dir. */
+static void dir_of(const char *path, char *dir, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, len, ".");
+    else
+        snprintf(dir, len, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+}
+
+/* Temporary files a killed gen left in the target folders (each folder once). */
+static void remove_stale_temps(const dsv4_gen_opts *o, const gen_job *jobs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char dir[sizeof jobs[i].path], prev[sizeof jobs[i].path];
+        dir_of(jobs[i].path, dir, sizeof dir);
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) {
+            dir_of(jobs[j].path, prev, sizeof prev);
+            seen = strcmp(dir, prev) == 0;
+        }
+        if (seen)
+            continue;
+        int removed = 0;
+        dsv4_status st = {0};
+        if (dsv4_golden_remove_stale_temps(dir, &removed, &st))
+            fprintf(stderr, "%s: warning: %s\n", o->prog, st.msg);
+        if (removed)
+            printf("gen: removed %d stale temporary file(s) of an interrupted gen from %s\n", removed, dir);
+    }
 }
 
 static int gen_case(const dsv4_gen_opts *o, const gen_job *job)
@@ -127,8 +159,11 @@ int dsv4_gen(const dsv4_gen_opts *o, char *const *suites, int n_suites)
         }
     if (!rc)
         rc = check_unique_targets(o, jobs, n_jobs);
-    if (!rc)
+    if (!rc) {
+        dsv4_golden_catch_signals();
+        remove_stale_temps(o, jobs, n_jobs);
         rc = gen_jobs(o, jobs, n_jobs);
+    }
     free(jobs);
     for (int s = 0; s < n_loaded; s++)
         dsv4_suite_free(&loaded[s]);

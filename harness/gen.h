@@ -19,8 +19,9 @@ typedef struct dsv4_gen_opts {
 } dsv4_gen_opts;
 
 /* Loads every suite first (a load error writes nothing), refuses two
- * selected cases that would write one file (naming both), then writes the
- * goldens.  Reports on
+ * selected cases that would write one file (naming both), removes stale
+ * temporary files of killed gen runs from the target folders, then writes
+ * the goldens; SIGINT/SIGTERM/SIGHUP remove the one being written.  Reports on
  * stdout/stderr; returns the exit code: 0, 2 (bad input, a file that exists
  * without force), 3 (a write failed). */
 int dsv4_gen(const dsv4_gen_opts *o, char *const *suites, int n_suites);

@@ -123,6 +123,8 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "usage: %s gen SUITE.yaml... [options]\n"
                 "Writes each case's golden (inputs and reference outputs) to its golden path,\n"
                 "or under -o DIR.  Writes are atomic; an existing file is kept unless --force.\n"
+                "Two cases that would write one file are refused, naming both.  An interrupted\n"
+                "gen removes its temporary file; the next gen removes those of a killed one.\n"
                 "  -o, --output DIR  write DIR/<case>.h5 instead of the cases' golden paths\n"
                 "  --force           replace existing golden files\n"
                 "  --filter REGEX    only matching cases\n"
@@ -453,6 +455,35 @@ static void cli_free(cli *o)
     o->have_re = 0;
 }
 
+/* --repro-dir must not be a folder holding this run's goldens or inputs. */
+static int check_repro_dir(const cli *o, const char *const *files, int n)
+{
+    if (!o->repro_dir)
+        return DSV4_OK;
+    dsv4_status st = {0};
+    int rc = dsv4_golden_check_repro_dir(o->repro_dir, files, n, &st);
+    if (rc)
+        fprintf(stderr, "%s: %s\n", prog, st.msg);
+    return rc;
+}
+
+/* run: every golden path of the loaded suites, selected or not. */
+static int check_repro_dir_suites(const cli *o, const dsv4_suite *suites, int n_suites, int total)
+{
+    if (!o->repro_dir)
+        return DSV4_OK;
+    const char **files = calloc(total ? (size_t)total : 1, sizeof *files);
+    if (!files)
+        return DSV4_ERUNTIME;
+    int n = 0;
+    for (int k = 0; k < n_suites; k++)
+        for (int i = 0; i < suites[k].n; i++)
+            files[n++] = suites[k].cases[i].golden;
+    int rc = check_repro_dir(o, files, n);
+    free(files);
+    return rc;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     cli o;
@@ -489,6 +520,8 @@ static int cmd_run(int argc, char **argv)
         for (int i = 0; i < suites[k].n; i++)
             if (case_selected(&o, &suites[k].cases[i]))
                 js.cases[js.n++] = &suites[k].cases[i];
+    if (!rc)
+        rc = check_repro_dir_suites(&o, suites, loaded, total);
     if (!rc && js.n == 0) {
         fprintf(stderr, "%s run: no case selected%s%s%s\n", prog, o.filter ? " by --filter " : "",
                 o.filter ? o.filter : "", o.shard_n ? " in this --shard" : "");
@@ -534,7 +567,9 @@ static int cmd_check(int argc, char **argv)
         snprintf(suite, sizeof suite, "check shard %d/%d", o.shard_k, o.shard_n);
     else
         snprintf(suite, sizeof suite, "check");
-    rc = execute_jobs(&o, &js, suite);
+    rc = check_repro_dir(&o, (const char *const *)(argv + optind), argc - optind);
+    if (!rc)
+        rc = execute_jobs(&o, &js, suite);
     free(js.paths);
     cli_free(&o);
     return rc;
