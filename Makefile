@@ -14,7 +14,7 @@ OPT := -O2
 endif
 
 CC ?= gcc
-PKGS := hdf5 yaml-0.1 openblas
+PKGS := hdf5 yaml-0.1 openblas zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)

@@ -2,6 +2,7 @@
  * that closes a compressed entry, with context parallelism.  Semantics:
  * ref/indices.c (docs/semantics/indices.md A5.4). */
 #include <inttypes.h>
+#include <string.h>
 
 #include "indices.h"
 
@@ -63,8 +64,19 @@ static int cslot_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st
     const int64_t W = dsv4_params_int(ps, "cp_world_size");
     if (B < 1 || W < 1)
         return dsv4_fail(st, DSV4_EINPUT, "block_size and cp_world_size must be >= 1");
+    /* The batch generator also makes token_to_req_indices and
+     * is_valid_token, which this op does not take: keep only its inputs. */
+    dsv4_tensors batch = {0};
     int64_t width;
-    return dsv4_indices_gen_paged_batch(c, &rs, 1, 1, ratio * B * W, in, &width, st);
+    rc = dsv4_indices_gen_paged_batch(c, &rs, 1, 1, ratio * B * W, &batch, &width, st);
+    for (const dsv4_io_spec *io = cslot_inputs; !rc && io->name; io++) {
+        const dsv4_tensor *src = dsv4_tensors_get(&batch, io->name);
+        dsv4_tensor *dst;
+        if (!(rc = dsv4_tensors_add(in, io->name, src->dtype, src->ndim, src->shape, &dst, st)))
+            memcpy(dst->data, src->data, src->nbytes);
+    }
+    dsv4_tensors_free(&batch);
+    return rc;
 }
 
 static int cslot_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_cslot_args *a, dsv4_status *st)
