@@ -42,7 +42,7 @@ HEADERS := $(wildcard ref/*.h compare/*.h harness/*.h ops/*.h ops/*/*.h) ops/ops
 PREFIX ?= /usr/local
 
 .PHONY: all setup setup-hip run check unit-tests test-asan bench clean install goldens verify-goldens valgrind \
-        hip hip-compile-check gpu-bundle fuzz fuzz-build
+        hip hip-compile-check gpu-bundle fuzz fuzz-build mutants mutants-build
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/dsv4check $(BUILD)/libdsv4.a $(BUILD)/libdsv4.so
@@ -242,3 +242,35 @@ fuzz: fuzz-build
 	     -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=25 -print_final_stats=1 \
 	     -dict=../tests/fuzz/$$t.dict corpus-$$t </dev/null) || exit 1; \
 	  done
+
+# ---- the mutant catalogue (tests/mutants/README.md) ----
+# One plug-in per line of tests/mutants/catalogue.def: the reference with
+# one planted bug, linked against libdsv4.so.  `make mutants` runs each on
+# the ci cases of its op (--filter '^op/', two at a time) and prints the
+# kill matrix; it fails when a mutant that should be killed survives or a
+# legitimate one fails.
+MUTANT_IDS := $(shell grep -o '^MUTANT.[A-Za-z0-9_]*' tests/mutants/catalogue.def | cut -c8-)
+MUTANT_SRCS := $(filter-out tests/mutants/entry.c,$(wildcard tests/mutants/*.c))
+MUTANT_OBJS := $(MUTANT_SRCS:%.c=$(BUILD)/obj/%.o)
+MUTANT_LIBS := $(MUTANT_IDS:%=$(BUILD)/mutants/libmut_%.so)
+MUTANT_DEPS := $(wildcard tests/mutants/*.h) tests/mutants/catalogue.def
+MUTANT_JOBS ?= 2
+
+$(BUILD)/obj/tests/mutants/%.o: tests/mutants/%.c $(HEADERS) $(MUTANT_DEPS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/mutants/libmutants.a: $(MUTANT_OBJS)
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/mutants/libmut_%.so: tests/mutants/entry.c tests/mutants/plugin_abi.h $(BUILD)/mutants/libmutants.a $(BUILD)/libdsv4.so
+	$(Q)$(CC) $(CFLAGS) -DMUTANT_ID=$* -shared -o $@ $< $(BUILD)/mutants/libmutants.a \
+	  -L$(BUILD) -ldsv4 -Wl,-rpath,'$$ORIGIN/..' $(LDFLAGS) $(LDLIBS)
+
+mutants-build: $(MUTANT_LIBS)
+
+mutants: all mutants-build
+	@python3 tests/mutants/killmatrix.py --dsv4check $(BUILD)/dsv4check --plugins $(BUILD)/mutants \
+	  --catalogue tests/mutants/catalogue.def --suite cases/ci.yaml --jobs $(MUTANT_JOBS)
