@@ -129,6 +129,9 @@ def print_matrix(results, out):
             detail = '%d of %d ran killed it' % (n_kill, n_ran)
             if n_kill:
                 detail += ': ' + names(r['killed_by'])
+            warned = [c for c in r['ran'] if c.get('result') == 'WARN']
+            if warned:
+                detail += '; %d only warned: %s' % (len(warned), names(warned, 2))
         else:
             detail = '%d of %d ran failed' % (n_kill, n_ran)
             wr = worst_ratio(r['ran'])
