@@ -245,7 +245,7 @@ fuzz: fuzz-build
 
 # ---- the mutant catalogue (tests/mutants/README.md) ----
 # One plug-in per line of tests/mutants/catalogue.def: the reference with
-# one planted bug, linked against libdsv4.so.  `make mutants` runs each on
+# one planted bug, loaded into dsv4check.  `make mutants` runs each on
 # the ci cases of its op (--filter '^op/', two at a time) and prints the
 # kill matrix; it fails when a mutant that should be killed survives or a
 # legitimate one fails.
@@ -255,6 +255,7 @@ MUTANT_OBJS := $(MUTANT_SRCS:%.c=$(BUILD)/obj/%.o)
 MUTANT_LIBS := $(MUTANT_IDS:%=$(BUILD)/mutants/libmut_%.so)
 MUTANT_DEPS := $(wildcard tests/mutants/*.h) tests/mutants/catalogue.def
 MUTANT_JOBS ?= 2
+PYTHON ?= python3
 
 $(BUILD)/obj/tests/mutants/%.o: tests/mutants/%.c $(HEADERS) $(MUTANT_DEPS)
 	@mkdir -p $(dir $@)
@@ -265,12 +266,14 @@ $(BUILD)/mutants/libmutants.a: $(MUTANT_OBJS)
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/mutants/libmut_%.so: tests/mutants/entry.c tests/mutants/plugin_abi.h $(BUILD)/mutants/libmutants.a $(BUILD)/libdsv4.so
-	$(Q)$(CC) $(CFLAGS) -DMUTANT_ID=$* -shared -o $@ $< $(BUILD)/mutants/libmutants.a \
-	  -L$(BUILD) -ldsv4 -Wl,-rpath,'$$ORIGIN/..' $(LDFLAGS) $(LDLIBS)
+# The reference's symbols stay undefined: the plug-in takes them from the
+# dsv4check that loads it (linked -rdynamic), so that one copy of every
+# global exists (a second, from libdsv4, is an ODR violation under ASan).
+$(BUILD)/mutants/libmut_%.so: tests/mutants/entry.c tests/mutants/plugin_abi.h $(BUILD)/mutants/libmutants.a $(BUILD)/dsv4check
+	$(Q)$(CC) $(CFLAGS) -DMUTANT_ID=$* -shared -o $@ $< $(BUILD)/mutants/libmutants.a $(LDFLAGS) -lm
 
 mutants-build: $(MUTANT_LIBS)
 
 mutants: all mutants-build
-	@python3 tests/mutants/killmatrix.py --dsv4check $(BUILD)/dsv4check --plugins $(BUILD)/mutants \
+	@$(PYTHON) tests/mutants/killmatrix.py --dsv4check $(BUILD)/dsv4check --plugins $(BUILD)/mutants \
 	  --catalogue tests/mutants/catalogue.def --suite cases/ci.yaml --jobs $(MUTANT_JOBS)

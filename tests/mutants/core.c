@@ -231,6 +231,20 @@ int mut_run_reference_as(mut_call *m, const char *variant)
     return rc;
 }
 
+int mut_run_reference_biased(mut_call *m, const char *output)
+{
+    int rc = mut_run_reference(m);
+    dsv4_tensor *t;
+    if (rc || (rc = mut_need(m, &m->out, output, &t)))
+        return rc;
+    if (t->dtype != DSV4_BF16)
+        return dsv4_fail(m->st, DSV4_ERUNTIME, "output %s is %s, not bfloat16", output, dsv4_dtype_name(t->dtype));
+    uint16_t *b = t->data;
+    for (int64_t i = 0; i < mut_numel(t); i++)
+        b[i] = mut_bf16_next_up(b[i]);
+    return DSV4_OK;
+}
+
 dsv4_tensor *mut_out(mut_call *m, const char *name)
 {
     return dsv4_tensors_find(&m->out, name);

@@ -93,7 +93,9 @@ def worst_ratio(cases):
         for out in c.get('outputs', []):
             if out.get('policy', {}).get('kind') == 'float':
                 r = out.get('metrics', {}).get('worst_ratio')
-                if r is not None and (worst is None or r > worst):
+                if isinstance(r, str):  # the report writes non-finite numbers as strings
+                    r = float(r) if r.lower().lstrip('+-') in ('inf', 'infinity', 'nan') else None
+                if r is not None and (worst is None or not r <= worst):
                     worst = r
     return worst
 
@@ -117,30 +119,26 @@ def names(cases, limit=3):
     return shown + (', +%d more' % (len(cases) - limit) if len(cases) > limit else '')
 
 
-def print_matrix(results, out):
+def print_matrix(results, out, verbose):
     w_id = max(len('mutant'), max(len(r['id']) for r in results))
     w_op = max(len('op'), max(len(r['op']) for r in results))
     fmt = '%%-%ds  %%-%ds  %%-7s %%-5s %%-11s %%s' % (w_id, w_op)
-    print(fmt % ('mutant', 'op', 'expect', 'exit', 'outcome', 'cases'), file=out)
+    print(fmt % ('mutant', 'op', 'expect', 'exit', 'outcome', 'failed/ran: cases that failed'), file=out)
     for r in results:
         word, ok = r['outcome']
         n_ran, n_kill = len(r['ran']), len(r['killed_by'])
-        if r['expect'] == 'KILLED':
-            detail = '%d of %d ran killed it' % (n_kill, n_ran)
-            if n_kill:
-                detail += ': ' + names(r['killed_by'])
-            warned = [c for c in r['ran'] if c.get('result') == 'WARN']
-            if warned:
-                detail += '; %d only warned: %s' % (len(warned), names(warned, 2))
-        else:
-            detail = '%d of %d ran failed' % (n_kill, n_ran)
-            wr = worst_ratio(r['ran'])
-            if wr is not None:
-                detail += '; worst err/bound %.3g' % wr
-            if n_kill:
-                detail += ': ' + names(r['killed_by'])
+        detail = '%d/%d' % (n_kill, n_ran)
+        if n_kill:
+            detail += ' ' + names(r['killed_by'], 2)
+        warned = [c for c in r['ran'] if c.get('result') == 'WARN']
+        if warned and r['expect'] == 'KILLED':
+            detail += '; only warned: %s' % names(warned, 2)
+        wr = worst_ratio(r['ran'])
+        if r['expect'] == 'PASSES' and wr is not None:
+            detail += '; worst err/bound %.3g' % wr
         print(fmt % (r['id'], r['op'], r['expect'].lower(), r['rc'], word, detail), file=out)
-        print('    planted: %s' % r['planted'], file=out)
+        if verbose:
+            print('    planted: %s' % r['planted'], file=out)
         if r['killed_by']:
             place, hint = first_failure(r['killed_by'][0])
             print('    first: %s %s' % (r['killed_by'][0]['name'], place), file=out)
@@ -166,6 +164,7 @@ def main():
     ap.add_argument('--jobs', type=int, default=2)
     ap.add_argument('--timeout', type=int, default=300, help='seconds per mutant')
     ap.add_argument('--only', help='regex: run the mutants whose id matches')
+    ap.add_argument('-v', '--verbose', action='store_true', help='also print what each mutant plants')
     args = ap.parse_args()
     muts = read_catalogue(args.catalogue)
     if args.only:
@@ -178,7 +177,7 @@ def main():
             results = list(pool.map(lambda m: run_mutant(args, m, tmp), muts))
     for r in results:
         r['outcome'] = judge(r)
-    print_matrix(results, sys.stdout)
+    print_matrix(results, sys.stdout, args.verbose)
     bad = [r for r in results if not r['outcome'][1]]
     kills = [r for r in results if r['expect'] == 'KILLED']
     passes = [r for r in results if r['expect'] == 'PASSES']

@@ -237,20 +237,8 @@ int mut_decode_fnuz_read_as_ocp(mut_call *m)
 }
 
 /* The ideal, rounded to bf16, then one ulp more on every element. */
-static int bias_1ulp(mut_call *m)
-{
-    int rc = mut_run_reference(m);
-    dsv4_tensor *o;
-    if (rc || (rc = mut_need(m, &m->out, "output", &o)))
-        return rc;
-    uint16_t *b = o->data;
-    for (int64_t i = 0; i < mut_numel(o); i++)
-        b[i] = mut_bf16_next_up(b[i]);
-    return DSV4_OK;
-}
-
-int mut_attn_bias_1ulp(mut_call *m) { return bias_1ulp(m); }
-int mut_decode_bias_1ulp(mut_call *m) { return bias_1ulp(m); }
+int mut_attn_bias_1ulp(mut_call *m) { return mut_run_reference_biased(m, "output"); }
+int mut_decode_bias_1ulp(mut_call *m) { return mut_run_reference_biased(m, "output"); }
 
 /* ---- the inverse-RoPE epilogues ---- */
 

@@ -120,17 +120,12 @@ int mut_gemm_fnuz_as_ocp(mut_call *m)
     return rc ? rc : gemm_fp32_loop(m, &a, GEMM_NONE);
 }
 
-/* The ideal, rounded to bf16, then one ulp more on every element. */
-int mut_gemm_bias_1ulp(mut_call *m)
-{
-    int rc = mut_run_reference(m);
-    dsv4_tensor *Y;
-    if (rc || (rc = mut_need(m, &m->out, "Y", &Y)))
-        return rc;
-    for (int64_t i = 0; i < mut_numel(Y); i++)
-        ((uint16_t *)Y->data)[i] = mut_bf16_next_up(((uint16_t *)Y->data)[i]);
-    return DSV4_OK;
-}
+/* The ideal, rounded to bf16, then one ulp more on every element (the
+ * one-ulp bias), for each bf16 output of the family. */
+int mut_gemm_bias_1ulp(mut_call *m) { return mut_run_reference_biased(m, "Y"); }
+int mut_einsum_bias_1ulp(mut_call *m) { return mut_run_reference_biased(m, "out"); }
+int mut_bmm_bias_1ulp(mut_call *m) { return mut_run_reference_biased(m, "out"); }
+int mut_qnorm_bias_1ulp(mut_call *m) { return mut_run_reference_biased(m, "q"); }
 
 /* ---- shuffle_weight ---- */
 

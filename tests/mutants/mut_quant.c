@@ -188,3 +188,4 @@ out:
 int mut_qk_rmsnorm_fp32_model(mut_call *m) { return rms_model_run(m, (rms_model){0}); }
 int mut_qk_rmsnorm_y_bf16(mut_call *m) { return rms_model_run(m, (rms_model){.y_bf16 = 1}); }
 int mut_qk_rmsnorm_weight_one_plus(mut_call *m) { return rms_model_run(m, (rms_model){.one_plus_w = 1}); }
+int mut_qk_rmsnorm_kv_bias_1ulp(mut_call *m) { return mut_run_reference_biased(m, "kv_out"); }

@@ -47,6 +47,10 @@ int mut_run_reference(mut_call *m);
  * where the case asks for its own. */
 int mut_run_reference_as(mut_call *m, const char *variant);
 
+/* The reference, then one bf16 ulp more (in magnitude) on every element
+ * of the bf16 output named: the one-ulp bias every float bound must catch. */
+int mut_run_reference_biased(mut_call *m, const char *output);
+
 /* Tensors by name; NULL if absent. */
 dsv4_tensor *mut_out(mut_call *m, const char *name);
 dsv4_tensor *mut_in(mut_call *m, const char *name);
