@@ -141,7 +141,8 @@ def print_matrix(results, out, verbose):
             print('    planted: %s' % r['planted'], file=out)
         if r['killed_by']:
             place, hint = first_failure(r['killed_by'][0])
-            print('    first: %s %s' % (r['killed_by'][0]['name'], place), file=out)
+            line = '%s %s' % (r['killed_by'][0]['name'], place)
+            print('    first: %s' % (line if len(line) <= 200 else line[:197] + '...'), file=out)
             if hint:
                 print('    hint: %s' % hint, file=out)
         elif not ok:
