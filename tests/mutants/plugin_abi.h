@@ -3,6 +3,6 @@
 #ifndef DSV4_MUTANT_PLUGIN_ABI_H
 #define DSV4_MUTANT_PLUGIN_ABI_H
 
-#include "../../harness/dsv4_plugin.h"
+#include "../../include/dsv4_plugin.h"
 
 #endif
