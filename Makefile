@@ -14,7 +14,7 @@ OPT := -O2
 endif
 
 CC ?= gcc
-PKGS := hdf5 yaml-0.1 openblas
+PKGS := hdf5 yaml-0.1 openblas zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -42,7 +42,7 @@ HEADERS := $(wildcard include/*.h ref/*.h compare/*.h harness/*.h ops/*.h ops/*/
 PREFIX ?= /usr/local
 
 .PHONY: all setup setup-hip run check unit-tests test-asan bench clean install goldens verify-goldens valgrind \
-        hip hip-compile-check gpu-bundle fuzz fuzz-build slurm-test check-citations
+        hip hip-compile-check gpu-bundle fuzz fuzz-build slurm-test check-citations mutants mutants-build
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/dsv4check $(BUILD)/libdsv4.a $(BUILD)/libdsv4.so
@@ -141,6 +141,8 @@ check: setup-hip
 	@$(MAKE) --no-print-directory SAN=1 unit-tests
 	@$(MAKE) --no-print-directory verify-goldens
 	@$(MAKE) --no-print-directory valgrind
+	@$(MAKE) --no-print-directory slurm-test
+	@$(MAKE) --no-print-directory check-citations
 
 # The README's Slurm-array recipe on a one-node Slurm that tests/test_slurm.sh
 # starts and stops itself (loopback only, files under a temp dir; ~15 s, at
@@ -278,3 +280,38 @@ fuzz: fuzz-build
 	     -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=25 -print_final_stats=1 \
 	     $$dict corpus-$$t </dev/null) || exit 1; \
 	  done
+
+# ---- the mutant catalogue (tests/mutants/README.md) ----
+# One plug-in per line of tests/mutants/catalogue.def: the reference with
+# one planted bug, loaded into dsv4check.  `make mutants` runs each on
+# the ci cases of its op (--filter '^op/', two at a time) and prints the
+# kill matrix; it fails when a mutant that should be killed survives or a
+# legitimate one fails.
+MUTANT_IDS := $(shell grep -o '^MUTANT.[A-Za-z0-9_]*' tests/mutants/catalogue.def | cut -c8-)
+MUTANT_SRCS := $(filter-out tests/mutants/entry.c,$(wildcard tests/mutants/*.c))
+MUTANT_OBJS := $(MUTANT_SRCS:%.c=$(BUILD)/obj/%.o)
+MUTANT_LIBS := $(MUTANT_IDS:%=$(BUILD)/mutants/libmut_%.so)
+MUTANT_DEPS := $(wildcard tests/mutants/*.h) tests/mutants/catalogue.def
+MUTANT_JOBS ?= 2
+PYTHON ?= python3
+
+$(BUILD)/obj/tests/mutants/%.o: tests/mutants/%.c $(HEADERS) $(MUTANT_DEPS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/mutants/libmutants.a: $(MUTANT_OBJS)
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+# The reference's symbols stay undefined: the plug-in takes them from the
+# dsv4check that loads it (linked -rdynamic), so that one copy of every
+# global exists (a second, from libdsv4, is an ODR violation under ASan).
+$(BUILD)/mutants/libmut_%.so: tests/mutants/entry.c tests/mutants/plugin_abi.h $(BUILD)/mutants/libmutants.a $(BUILD)/dsv4check
+	$(Q)$(CC) $(CFLAGS) -DMUTANT_ID=$* -shared -o $@ $< $(BUILD)/mutants/libmutants.a $(LDFLAGS) -lm
+
+mutants-build: $(MUTANT_LIBS)
+
+mutants: all mutants-build
+	@$(PYTHON) tests/mutants/killmatrix.py --dsv4check $(BUILD)/dsv4check --plugins $(BUILD)/mutants \
+	  --catalogue tests/mutants/catalogue.def --suite cases/ci.yaml --jobs $(MUTANT_JOBS)

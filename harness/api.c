@@ -786,8 +786,8 @@ static int borrow_tensors(const dsv4check_tensor *outputs, int n, dsv4_tensors *
     return DSV4_OK;
 }
 
-int dsv4check_actuals_add(dsv4check_actuals *w, const char *case_name, const dsv4check_tensor *outputs,
-                          int n_outputs, char *err, size_t errlen)
+int dsv4check_actuals_add(dsv4check_actuals *w, const char *case_name, const char *op, const char *variant,
+                          const dsv4check_tensor *outputs, int n_outputs, char *err, size_t errlen)
 {
     dsv4_status st = {0};
     if (!w || !case_name || (n_outputs && !outputs))
@@ -811,7 +811,7 @@ int dsv4check_actuals_add(dsv4check_actuals *w, const char *case_name, const dsv
     if (rc)
         dsv4_status_prefix(&st, "case %s", case_name);
     else
-        rc = dsv4_h5_sets_add(w->w, case_name, &ts, &st);
+        rc = dsv4_h5_sets_add(w->w, case_name, op, variant, &ts, &st);
     if (!rc)
         snprintf(w->names[w->n++], sizeof w->names[0], "%s", case_name);
     return finish(rc, &st, err, errlen);

@@ -3,6 +3,7 @@
  * 1-based line:column of the offending node (libyaml marks are 0-based). */
 #define _POSIX_C_SOURCE 200809L
 #include "cases.h"
+#include "golden.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -421,16 +422,6 @@ static int merge_layers(const loader *L, const yaml_node_t *cn, dsv4_case *c)
 }
 
 /* Every character outside [A-Za-z0-9._-] becomes '_'. */
-static void sanitize(const char *in, char *out, size_t size)
-{
-    size_t i = 0;
-    for (; in[i] && i + 1 < size; i++) {
-        unsigned char ch = (unsigned char)in[i];
-        out[i] = isalnum(ch) || ch == '.' || ch == '_' || ch == '-' ? (char)ch : '_';
-    }
-    out[i] = '\0';
-}
-
 /* Check, complete, resolve and append one (expanded) case. */
 static int finish_case(loader *L, const yaml_node_t *cn, dsv4_case *c)
 {
@@ -450,7 +441,7 @@ static int finish_case(loader *L, const yaml_node_t *cn, dsv4_case *c)
         return dsv4_status_prefix(L->st, "%s", where);
     if (!c->golden[0] && L->golden_dir[0]) {
         char base[sizeof c->name];
-        sanitize(c->name, base, sizeof base);
+        dsv4_golden_file_name(c->name, base, sizeof base);
         size_t n = strlen(L->golden_dir);
         int w = snprintf(c->golden, sizeof c->golden, "%s%s%s.h5", L->golden_dir,
                          L->golden_dir[n - 1] == '/' ? "" : "/", base);
@@ -458,6 +449,11 @@ static int finish_case(loader *L, const yaml_node_t *cn, dsv4_case *c)
             return fail_at(L, cn, "case '%s': golden path is longer than %d characters", c->name,
                            DSV4_PATH_MAX - 1);
     }
+    /* Two cases on one golden file would overwrite each other's golden. */
+    for (int i = 0; c->golden[0] && i < s->n; i++)
+        if (dsv4_golden_same_path(s->cases[i].golden, c->golden))
+            return fail_at(L, cn, "cases '%s' (%s:%d) and '%s' both use the golden file %s; rename one",
+                           s->cases[i].name, s->cases[i].file, s->cases[i].line, c->name, c->golden);
     if (s->n == L->cap) {
         int cap = L->cap ? 2 * L->cap : 8;
         dsv4_case *grown = realloc(s->cases, (size_t)cap * sizeof *grown);

@@ -1,4 +1,4 @@
-/* main.c - the dsv4check command line (design.md section 6).
+/* main.c - the dsv4check command line (README.md, "Command line").
  *
  *   dsv4check list  [SUITE.yaml...]          ops, variants, params; or cases
  *   dsv4check run   SUITE.yaml... [opts]     implementation vs golden / reference
@@ -17,13 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
 #include "cases.h"
 #include "drift.h"
+#include "gen.h"
 #include "golden.h"
 #include "html.h"
 #include "parallel.h"
@@ -52,7 +52,7 @@ typedef struct cli {
     int markdown;
     regex_t re;
     int have_re;
-    /* issue 8: CI features */
+    /* CI features */
     const char *html;
     const char *repro_dir;
     const char *baseline;
@@ -134,6 +134,8 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "usage: %s gen SUITE.yaml... [options]\n"
                 "Writes each case's golden (inputs and reference outputs) to its golden path,\n"
                 "or under -o DIR.  Writes are atomic; an existing file is kept unless --force.\n"
+                "Two cases that would write one file are refused, naming both.  An interrupted\n"
+                "gen removes its temporary file; the next gen removes those of a killed one.\n"
                 "  -o, --output DIR  write DIR/<case>.h5 instead of the cases' golden paths\n"
                 "  --force           replace existing golden files\n"
                 "  --filter REGEX    only matching cases\n"
@@ -495,6 +497,35 @@ static void cli_free(cli *o)
     o->have_re = 0;
 }
 
+/* --repro-dir must not be a folder holding this run's goldens or inputs. */
+static int check_repro_dir(const cli *o, const char *const *files, int n)
+{
+    if (!o->repro_dir)
+        return DSV4_OK;
+    dsv4_status st = {0};
+    int rc = dsv4_golden_check_repro_dir(o->repro_dir, files, n, &st);
+    if (rc)
+        fprintf(stderr, "%s: %s\n", prog, st.msg);
+    return rc;
+}
+
+/* run: every golden path of the loaded suites, selected or not. */
+static int check_repro_dir_suites(const cli *o, const dsv4_suite *suites, int n_suites, int total)
+{
+    if (!o->repro_dir)
+        return DSV4_OK;
+    const char **files = calloc(total ? (size_t)total : 1, sizeof *files);
+    if (!files)
+        return DSV4_ERUNTIME;
+    int n = 0;
+    for (int k = 0; k < n_suites; k++)
+        for (int i = 0; i < suites[k].n; i++)
+            files[n++] = suites[k].cases[i].golden;
+    int rc = check_repro_dir(o, files, n);
+    free(files);
+    return rc;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     cli o;
@@ -539,6 +570,8 @@ static int cmd_run(int argc, char **argv)
         if (bad)
             rc = DSV4_ERUNTIME;
     }
+    if (!rc)
+        rc = check_repro_dir_suites(&o, suites, loaded, total);
     if (!rc && js.n == 0) {
         fprintf(stderr, "%s run: no case selected%s%s%s\n", prog, o.filter ? " by --filter " : "",
                 o.filter ? o.filter : "", o.shard_n ? " in this --shard" : "");
@@ -589,6 +622,8 @@ static int cmd_check(int argc, char **argv)
     else
         snprintf(suite, sizeof suite, "check");
     if (!rc)
+        rc = check_repro_dir(&o, (const char *const *)(argv + optind), argc - optind);
+    if (!rc)
         rc = execute_jobs(&o, &js, suite);
     dsv4_input_files_free(&js.inputs);
     free(js.paths);
@@ -596,63 +631,9 @@ static int cmd_check(int argc, char **argv)
     return rc;
 }
 
-/* ---- gen ---- */
+/* ---- gen (harness/gen.c) ---- */
 
-static void sanitize(const char *name, char *out, size_t len)
-{
-    size_t k = 0;
-    for (; name[k] && k + 1 < len; k++) {
-        char ch = name[k];
-        int ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-                 ch == '.' || ch == '_' || ch == '-';
-        out[k] = ok ? ch : '_';
-    }
-    out[k] = '\0';
-}
-
-static int gen_case(const dsv4_case *c, const cli *o)
-{
-    char path[DSV4_PATH_MAX + 200];
-    if (o->outdir) {
-        char base[200];
-        sanitize(c->name, base, sizeof base);
-        snprintf(path, sizeof path, "%s/%s.h5", o->outdir, base);
-    } else if (c->golden[0]) {
-        snprintf(path, sizeof path, "%s", c->golden);
-    } else {
-        fprintf(stderr, "%s: %s:%d: case %s has no golden path (add golden: or golden_dir:, or use -o DIR)\n",
-                prog, c->file, c->line, c->name);
-        return DSV4_EINPUT;
-    }
-    dsv4_golden g;
-    memset(&g, 0, sizeof g);
-    g.schema = DSV4_SCHEMA_VERSION;
-    snprintf(g.op, sizeof g.op, "%s", c->op->name);
-    snprintf(g.variant, sizeof g.variant, "%s", dsv4_op_variant_name(c->op, c->variant));
-    snprintf(g.case_name, sizeof g.case_name, "%s", c->name);
-    g.seed = o->have_seed ? o->seed : c->seed;
-    snprintf(g.generator, sizeof g.generator, "dsv4check %s (%s)", DSV4_VERSION, DSV4_GIT_REV);
-    time_t now = time(NULL);
-    struct tm tmv;
-    gmtime_r(&now, &tmv);
-    strftime(g.created, sizeof g.created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-    g.params = c->params;
-    dsv4_opctx ctx = dsv4_opctx_make(c->op, &c->params, c->variant, g.seed);
-    dsv4_status st = {0};
-    int rc = c->op->generate(&ctx, &g.inputs, &st);
-    if (!rc)
-        rc = c->op->validate(&ctx, &g.inputs, &st);
-    if (!rc)
-        rc = dsv4_reference_outputs(c->op, &ctx, &g.inputs, &g.outputs, &st);
-    if (!rc)
-        rc = dsv4_golden_write(path, &g, o->force, &st);
-    if (rc)
-        fprintf(stderr, "%s: %s:%d: case %s: %s\n", prog, c->file, c->line, c->name, st.msg);
-    else
-        printf("wrote %s\n", path);
-    dsv4_golden_free(&g);
-    return rc;
-}
+static int gen_selected(const void *ctx, const dsv4_case *c) { return case_selected(ctx, c); }
 
 static int cmd_gen(int argc, char **argv)
 {
@@ -664,35 +645,11 @@ static int cmd_gen(int argc, char **argv)
         usage_cmd(stderr, "gen");
         return DSV4_EINPUT;
     }
-    int worst = 0, wrote = 0;
-    if (o.outdir && mkdir(o.outdir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "%s gen: -o %s: cannot create: %s\n", prog, o.outdir, strerror(errno));
-        if (o.have_re)
-            regfree(&o.re);
-        return DSV4_EINPUT;
-    }
-    for (int a = optind; a < argc; a++) {
-        dsv4_suite s;
-        dsv4_status st = {0};
-        if (dsv4_suite_load(argv[a], &s, &st)) {
-            fprintf(stderr, "%s: %s\n", prog, st.msg);
-            worst = st.code;
-            break;
-        }
-        for (int i = 0; i < s.n; i++) {
-            if (!case_selected(&o, &s.cases[i]))
-                continue;
-            int r = gen_case(&s.cases[i], &o);
-            if (r && (worst == 0 || r == DSV4_EINPUT))
-                worst = r;
-            wrote += r == 0;
-        }
-        dsv4_suite_free(&s);
-    }
-    if (o.have_re)
-        regfree(&o.re);
-    printf("gen: %d golden file(s) written\n", wrote);
-    return worst;
+    dsv4_gen_opts g = {.outdir = o.outdir, .force = o.force, .have_seed = o.have_seed, .seed = o.seed,
+                       .selected = gen_selected, .select_ctx = &o, .prog = prog};
+    rc = dsv4_gen(&g, argv + optind, argc - optind);
+    cli_free(&o);
+    return rc;
 }
 
 /* ---- show ---- */

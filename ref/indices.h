@@ -182,4 +182,30 @@ int dsv4_chunkplan_check(const dsv4_chunkplan_args *a, dsv4_status *st);
 int dsv4_ref_get_prefill_chunk_plan(const dsv4_chunkplan_args *a, int64_t *plan, int64_t *num_chunks,
                                     dsv4_status *st);
 
+/* ---- get_compressed_slot_mapping (docs/semantics/indices.md A5.4 [S20]):
+ * the compressed-cache slot of every token whose position closes a
+ * compressed entry ((pos + 1) % c == 0), with context parallelism: the
+ * compressed positions of a request are spread over cp_world_size ranks in
+ * runs of cp_interleave entries inside each virtual page of
+ * block_size * cp_world_size entries, and a rank writes only its own. */
+
+typedef struct dsv4_cslot_args {
+    const int32_t *query_start_loc; /* [num_reqs + 1], non-decreasing, ends <= out_len */
+    const int32_t *seq_lens;        /* [num_reqs], seq_lens[r] >= query_len[r] */
+    const int32_t *block_table;     /* [num_reqs, bt_cols] compressed-cache pages */
+    int64_t num_reqs, bt_cols;
+    int64_t out_len;                /* the output buffer, >= the batch's tokens */
+    int64_t compress_ratio, block_size;
+    int64_t cp_world_size, cp_rank, cp_interleave;
+} dsv4_cslot_args;
+
+/* What the kernel needs to be defined: positions >= 0 (the upstream guard
+ * fills the buffer with -1 because negative positions would read the block
+ * table out of range), every page a written slot needs inside the block
+ * table, slots inside int32 (the kernel multiplies in int32).  DSV4_EINPUT
+ * naming the request. */
+int dsv4_cslot_check(const dsv4_cslot_args *a, dsv4_status *st);
+/* slot_mapping [out_len]: -1 everywhere, then each valid token's slot. */
+int dsv4_ref_get_compressed_slot_mapping(const dsv4_cslot_args *a, int64_t *slot_mapping, dsv4_status *st);
+
 #endif

@@ -483,19 +483,21 @@ START_TEST(test_actuals_file)
         dsv4check_tensor t[2];
         dsv4check_tensors_get(ref, 0, &t[0]);
         dsv4check_tensors_get(ref, 1, &t[1]);
-        ck_assert_int_eq(dsv4check_actuals_add(w, names[i], t, 2, err, sizeof err), DSV4CHECK_OK);
-        ck_assert_int_eq(dsv4check_actuals_add(w, names[i], t, 2, err, sizeof err), DSV4CHECK_EINPUT);
+        ck_assert_int_eq(dsv4check_actuals_add(w, names[i], dsv4check_case_op(find_case(cases[i])),
+                                               dsv4check_case_variant(find_case(cases[i])), t, 2, err, sizeof err),
+                         DSV4CHECK_OK);
+        ck_assert_int_eq(dsv4check_actuals_add(w, names[i], NULL, NULL, t, 2, err, sizeof err), DSV4CHECK_EINPUT);
         ck_assert_msg(strstr(err, "added twice"), "%s", err);
         t[1].nbytes--;
-        ck_assert_int_eq(dsv4check_actuals_add(w, "other", t, 2, err, sizeof err), DSV4CHECK_EINPUT);
+        ck_assert_int_eq(dsv4check_actuals_add(w, "other", NULL, NULL, t, 2, err, sizeof err), DSV4CHECK_EINPUT);
         ck_assert_msg(strstr(err, "case other: output '"), "%s", err);
         t[1].nbytes++;
         t[1].name = t[0].name;
-        ck_assert_int_eq(dsv4check_actuals_add(w, "other2", t, 2, err, sizeof err), DSV4CHECK_EINPUT);
+        ck_assert_int_eq(dsv4check_actuals_add(w, "other2", NULL, NULL, t, 2, err, sizeof err), DSV4CHECK_EINPUT);
         ck_assert_msg(strstr(err, "given twice"), "%s", err);
         dsv4check_tensors_free(ref);
     }
-    ck_assert_int_eq(dsv4check_actuals_add(w, "a/b", NULL, 0, err, sizeof err), DSV4CHECK_EINPUT);
+    ck_assert_int_eq(dsv4check_actuals_add(w, "a/b", NULL, NULL, NULL, 0, err, sizeof err), DSV4CHECK_EINPUT);
     ck_assert_msg(strstr(err, "cannot name a group"), "%s", err);
     struct stat sb;
     ck_assert_int_ne(stat(path, &sb), 0); /* nothing at path before the commit */

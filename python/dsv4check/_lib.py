@@ -185,7 +185,7 @@ _PROTOTYPES = {
     "dsv4check_verdict_output": (I, (P, I, ctypes.POINTER(Metrics))),
     "dsv4check_verdict_free": (None, (P,)),
     "dsv4check_actuals_open": (I, (S, ctypes.POINTER(P)) + ERR),
-    "dsv4check_actuals_add": (I, (P, S, ctypes.POINTER(Tensor), I) + ERR),
+    "dsv4check_actuals_add": (I, (P, S, S, S, ctypes.POINTER(Tensor), I) + ERR),
     "dsv4check_actuals_commit": (I, (P,) + ERR),
     "dsv4check_actuals_free": (None, (P,)),
 }

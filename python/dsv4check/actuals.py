@@ -52,9 +52,12 @@ class _H5pyWriter:
     def __init__(self, path, tmp):
         import h5py
         self.f = h5py.File(tmp, "w", libver=("v108", "v108"))
+        self.f.attrs["dsv4check_actuals"] = np.int64(1)
 
-    def add(self, case_name, tensors):
+    def add(self, case_name, op, variant, tensors):
         g = self.f.create_group(case_name)
+        g.attrs["op"] = op
+        g.attrs["variant"] = variant
         for name, kind, arr in tensors:
             if arr.ndim == 0 or arr.size == 0:
                 d = g.create_dataset(name, data=arr) if arr.ndim == 0 else \
@@ -80,14 +83,15 @@ class _CWriter:
         L.call(L.lib().dsv4check_actuals_open, L.enc(path), ctypes.byref(w))
         self.w = w
 
-    def add(self, case_name, tensors):
+    def add(self, case_name, op, variant, tensors):
         keep, ts = [], (L.Tensor * max(1, len(tensors)))()
         for k, (name, kind, arr) in enumerate(tensors):
             shape = (ctypes.c_int64 * max(1, arr.ndim))(*arr.shape)
             nm = L.enc(name)
             keep += [shape, nm, arr]
             ts[k] = L.Tensor(nm, D.CODE.get(kind, -1), -1, arr.ndim, shape, arr.ctypes.data, arr.nbytes)
-        L.call(L.lib().dsv4check_actuals_add, self.w, L.enc(case_name), ts, len(tensors))
+        L.call(L.lib().dsv4check_actuals_add, self.w, L.enc(case_name), L.enc(op), L.enc(variant), ts,
+               len(tensors))
 
     def commit(self):
         w, self.w = self.w, None
@@ -130,7 +134,7 @@ class ActualsWriter:
                 raise TypeError(f"case {case.name}: output '{name}' has dtype {kind}, which an actuals file "
                                 f"cannot store; the op produces {case.output_dtypes.get(name, '?')}")
             tensors.append((name, kind, np.ascontiguousarray(arr)))
-        self.w.add(case.name, tensors)
+        self.w.add(case.name, case.op, case.variant, tensors)
         self.names.add(case.name)
 
     def commit(self):
