@@ -176,8 +176,8 @@ class Case:
             else:
                 v = [p.list[j] for j in range(p.n)]
             self.params[L.text(p.name)] = v
-        self.output_dtypes = op_outputs(self.op)
         self._inputs = None
+        self._output_dtypes = None
 
     def __del__(self):
         if getattr(self, "_owned", False) and self._ptr:
@@ -227,6 +227,14 @@ class Case:
         return {k: D.to_torch(v, self.dtype(k), device, raw) for k, v in self.inputs.items()}
 
     # ---- outputs ----
+
+    @property
+    def output_dtypes(self):
+        """{output name: logical dtype} as the op allocates them for this case
+        (a variant may change one, e.g. fp8=fnuz), in declared order."""
+        if self._output_dtypes is None:
+            _, self._output_dtypes, _ = self._c_set(L.lib().dsv4check_case_outputs, None)
+        return self._output_dtypes
 
     def _c_set(self, fn, *args):
         out = ctypes.c_void_p()
