@@ -391,10 +391,9 @@ static int inputs_for(const dsv4check_case *c, const dsv4check_tensors *given, d
                       const dsv4_tensors **in, dsv4_status *st)
 {
     memset(own, 0, sizeof *own);
-    if (given) {
-        dsv4_opctx ctx = case_ctx(c);
+    if (given) { /* made by dsv4check_case_inputs, which validated them */
         *in = &given->ts;
-        return c->c.op->validate(&ctx, *in, st);
+        return DSV4_OK;
     }
     *in = own;
     return load_inputs(c, DSV4CHECK_INPUTS_AUTO, own, st);

@@ -91,12 +91,12 @@ def _supports_actual(exe):
 
 def cmd_run(args):
     exe = args.dsv4check or L.cli_path()
+    provider = load(args.impl)
+    suites = [Suite(p) for p in args.suites]
     if not _supports_actual(exe):
         print(f"python3 -m dsv4check run: {exe} has no --actual option (build this tree's dsv4check)",
               file=sys.stderr)
         return L.EINPUT
-    provider = load(args.impl)
-    suites = [Suite(p) for p in args.suites]
     tmpdir = None
     path = args.actual_out
     if path is None:
@@ -233,15 +233,30 @@ class _Replay:
         return lambda case: self.outputs[case.name]
 
 
+def _generation_seconds(case):
+    """The C generator's time for a case's inputs alone (no copies)."""
+    import ctypes
+    lib, out = L.lib(), ctypes.c_void_p()
+    t = time.perf_counter()
+    L.call(lib.dsv4check_case_inputs, case._ptr, L.INPUTS_GENERATE, ctypes.byref(out))
+    t = time.perf_counter() - t
+    lib.dsv4check_tensors_free(out)
+    return t
+
+
 def cmd_bench_overhead(args):
+    """The Python path on a suite, phase by phase; the overhead is its time
+    beyond the implementation's calls and the input generation (the C
+    generator the CLI runs for a plug-in too), data copies included."""
     from .impl import Provider
     exe = args.dsv4check or L.cli_path()
     suite = Suite(args.suite)
     provider = load(args.impl) if args.impl else Provider(_Replay(suite), "replay of the reference")
+    gen = {c.name: min(_generation_seconds(c) for _ in range(2)) for c in suite.cases(filter=args.filter)}
     t0 = time.perf_counter()
-    fresh = Suite(args.suite)  # the inputs of a fresh load are generated on first use
+    fresh = Suite(args.suite)  # inputs of a fresh load are made on first use
     t_load = time.perf_counter() - t0
-    n, t_inputs, t_call, t_write = 0, 0.0, 0.0, 0.0
+    n, t_inputs, t_call, t_write, t_gen = 0, 0.0, 0.0, 0.0, 0.0
     with tempfile.TemporaryDirectory(prefix="dsv4check-bench.") as d:
         path = os.path.join(d, "actual.h5")
         t_all = time.perf_counter()
@@ -259,12 +274,11 @@ def cmd_bench_overhead(args):
                 t_write += time.perf_counter() - c
                 t_inputs += b - a
                 t_call += c - b
+                t_gen += gen[case.name]
                 n += 1
         t_python = time.perf_counter() - t_all + t_load
-        judge = "the API (dsv4check_judge)"
         t_judge = None
         if _supports_actual(exe):
-            judge = f"{exe} run --actual"
             a = time.perf_counter()
             cmd = [exe, "run", args.suite, "--actual", path] + (["--filter", args.filter] if args.filter else [])
             subprocess.run(cmd, stdout=subprocess.DEVNULL)
@@ -274,14 +288,15 @@ def cmd_bench_overhead(args):
         return L.ESKIP
     ms = 1e3 / n
     print(f"bench-overhead: {n} cases of {args.suite}, implementation {provider.label}, writer {w.kind}")
-    print(f"  suite load                      {t_load * ms:8.3f} ms/case")
-    print(f"  inputs (generate, copy)         {t_inputs * ms:8.3f} ms/case")
-    print(f"  implementation calls            {t_call * ms:8.3f} ms/case")
-    print(f"  outputs to the actuals file     {t_write * ms:8.3f} ms/case")
-    over = t_python - t_call
-    print(f"  Python path beyond the kernel   {over * ms:8.3f} ms/case (everything above but the calls)")
+    print(f"  suite load                          {t_load * ms:8.3f} ms/case")
+    print(f"  inputs                              {t_inputs * ms:8.3f} ms/case, of which the C generator "
+          f"{t_gen * ms:.3f}")
+    print(f"  implementation calls (the kernel)   {t_call * ms:8.3f} ms/case")
+    print(f"  outputs into the actuals file       {t_write * ms:8.3f} ms/case")
+    print(f"  Python path beyond the kernel       {(t_python - t_call - t_gen) * ms:8.3f} ms/case "
+          f"(besides the input generation a plug-in run does too; data copies included)")
     if t_judge is not None:
-        print(f"  judging ({judge}) {t_judge * ms:8.3f} ms/case (the same judging a plug-in gets)")
+        print(f"  judging: {exe} run --actual        {t_judge * ms:8.3f} ms/case (as for a plug-in)")
     return L.OK
 
 

@@ -162,22 +162,32 @@ class Case:
         self.seed = lib.dsv4check_case_seed(ptr)
         self.golden = L.text(lib.dsv4check_case_golden(ptr)) or None
         self.origin = L.text(lib.dsv4check_case_origin(ptr))
-        self.tags = [L.text(lib.dsv4check_case_tag(ptr, k)) for k in range(lib.dsv4check_case_tag_count(ptr))]
-        self.params = {}
-        p = L.Param()
-        for k in range(lib.dsv4check_case_param_count(ptr)):
-            lib.dsv4check_case_param(ptr, k, ctypes.byref(p))
-            if p.kind == L.PARAM_INT:
-                v = p.i
-            elif p.kind == L.PARAM_FLOAT:
-                v = p.f
-            elif p.kind == L.PARAM_STRING:
-                v = L.text(p.s)
-            else:
-                v = [p.list[j] for j in range(p.n)]
-            self.params[L.text(p.name)] = v
+        self._params = None
         self._inputs = None
         self._output_dtypes = None
+
+    @property
+    def tags(self):
+        lib = L.lib()
+        return [L.text(lib.dsv4check_case_tag(self._ptr, k)) for k in range(lib.dsv4check_case_tag_count(self._ptr))]
+
+    @property
+    def params(self):
+        """{name: int, float, str or [int]}, defaults filled in."""
+        if self._params is None:
+            lib, p, self._params = L.lib(), L.Param(), {}
+            for k in range(lib.dsv4check_case_param_count(self._ptr)):
+                lib.dsv4check_case_param(self._ptr, k, ctypes.byref(p))
+                if p.kind == L.PARAM_INT:
+                    v = p.i
+                elif p.kind == L.PARAM_FLOAT:
+                    v = p.f
+                elif p.kind == L.PARAM_STRING:
+                    v = L.text(p.s)
+                else:
+                    v = [p.list[j] for j in range(p.n)]
+                self._params[L.text(p.name)] = v
+        return self._params
 
     def __del__(self):
         if getattr(self, "_owned", False) and self._ptr:
@@ -190,9 +200,17 @@ class Case:
     # ---- inputs ----
 
     def _load_inputs(self, source):
-        out = ctypes.c_void_p()
-        L.call(L.lib().dsv4check_case_inputs, self._ptr, source, ctypes.byref(out))
-        arrays, kinds, _ = _tensor_set(out)
+        """The inputs, and (from the same C tensors) the outputs' dtypes as the
+        op allocates them for these inputs."""
+        lib = L.lib()
+        ins, outs = ctypes.c_void_p(), ctypes.c_void_p()
+        L.call(lib.dsv4check_case_inputs, self._ptr, source, ctypes.byref(ins))
+        try:
+            if self._output_dtypes is None:
+                L.call(lib.dsv4check_case_outputs, self._ptr, ins, ctypes.byref(outs))
+                _, self._output_dtypes, _ = _tensor_set(outs)
+        finally:
+            arrays, kinds, _ = _tensor_set(ins)
         return arrays, kinds
 
     @property
@@ -233,7 +251,7 @@ class Case:
         """{output name: logical dtype} as the op allocates them for this case
         (a variant may change one, e.g. fp8=fnuz), in declared order."""
         if self._output_dtypes is None:
-            _, self._output_dtypes, _ = self._c_set(L.lib().dsv4check_case_outputs, None)
+            self.inputs
         return self._output_dtypes
 
     def _c_set(self, fn, *args):

@@ -6,6 +6,8 @@ codes as uint8), and the helpers here decode them to float32.  torch
 tensors get the real dtype where the installed torch has it.
 """
 
+import sys
+
 import numpy as np
 
 # Code -> (name, numpy storage dtype); the order of include/dsv4check.h.
@@ -80,7 +82,7 @@ _E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, 
 def e8m0_to_float32(codes):
     """e8m0 scale bytes -> 2^(code - 127) as float32 (0xFF -> NaN)."""
     c = np.asarray(codes, dtype=np.uint8)
-    out = np.ldexp(np.float64(1.0), c.astype(np.int32) - 127).astype(np.float32)
+    out = np.ldexp(np.float64(1.0), np.minimum(c, 254).astype(np.int32) - 127).astype(np.float32)
     return np.where(c == 0xFF, np.float32(np.nan), out)
 
 
@@ -151,7 +153,7 @@ def to_torch(array, dtype_name, device="cpu", raw=False):
 
 
 def is_torch(value):
-    torch = _torch()
+    torch = sys.modules.get("torch")  # a value cannot be a tensor of a torch never imported
     return torch is not None and isinstance(value, torch.Tensor)
 
 
@@ -184,6 +186,8 @@ def as_output(value, want):
         if arr.dtype == np.float16 and want == "float16":
             arr = arr.view(np.uint16)
     arr = np.ascontiguousarray(arr)
+    if want not in CODE:  # no such output: the judge names it
+        return own or _NATURAL.get(arr.dtype.str, str(arr.dtype)), arr
     if own is not None and own != want:
         return own, arr
     if own is None and want == "bfloat16" and arr.dtype == np.float32:
