@@ -41,7 +41,8 @@ HEADERS := $(wildcard include/*.h ref/*.h compare/*.h harness/*.h ops/*.h ops/*/
 
 PREFIX ?= /usr/local
 
-.PHONY: all setup setup-hip run check unit-tests test-asan bench clean install goldens verify-goldens valgrind \
+.PHONY: all setup setup-hip run check unit-tests python-tests bench-python test-asan bench clean install goldens \
+        verify-goldens valgrind \
         hip hip-compile-check gpu-bundle fuzz fuzz-build slurm-test check-citations mutants mutants-build
 .DEFAULT_GOAL := all
 
@@ -123,10 +124,33 @@ run: setup
 	@rc=0; $(BUILD)/dsv4check run cases/ci.yaml --impl hip --junit $(BUILD)/ci-hip.xml || rc=$$?; \
 	 if [ $$rc -eq 77 ]; then echo "run: hip backend skipped (no GPU)"; elif [ $$rc -ne 0 ]; then exit $$rc; fi
 
-unit-tests: all $(TEST_BINS)
+unit-tests: all $(TEST_BINS) $(PLUGINS)
 	@fail=0; for t in $(TEST_BINS); do \
 	  echo "== $$t"; DSV4CHECK=$(BUILD)/dsv4check $$t || fail=1; done; \
+	  echo "== python-tests"; $(MAKE) --no-print-directory python-tests || fail=1; \
+	  echo "== tests/test_install.sh"; BUILD=$(BUILD) CC="$(CC)" SANFLAGS="$(SANFLAGS)" tests/test_install.sh || fail=1; \
 	  exit $$fail
+
+# The Python front end (python/dsv4check) and its tests (tests/python, pytest)
+# with Debian's python3, numpy, h5py, pytest and torch (torch tests skip
+# without it).  Under SAN=1 the interpreter preloads the sanitizer runtime
+# that build-asan/libdsv4.so needs; leak checking is off there (the
+# interpreter's own allocations live to the end).
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+PYTHON_VERSION = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYTHON_SITE ?= $(PREFIX)/lib/python$(PYTHON_VERSION)/dist-packages
+PY_SAN_ENV := $(if $(filter 1,$(SAN)),LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+              ASAN_OPTIONS=detect_leaks=0)
+PY_TEST_ENV = DSV4CHECK=$(BUILD)/dsv4check DSV4CHECK_LIB=$(CURDIR)/$(BUILD)/libdsv4.so PYTHONPATH=python:tests/python
+
+python-tests: all $(PLUGINS)
+	@if ! $(PYTHON) -c 'import numpy, pytest, h5py' 2>/dev/null; then \
+	  echo "python-tests: $(PYTHON) lacks numpy, pytest or h5py (scripts/setup.sh installs them)"; exit 1; fi
+	$(PY_TEST_ENV) $(PY_SAN_ENV) $(PYTHON) -m pytest -q -p no:cacheprovider -rs tests/python
+
+# The Python path's cost per case on the ci suite, the kernel aside.
+bench-python: all
+	$(PY_TEST_ENV) $(PYTHON) -m dsv4check bench-overhead cases/ci.yaml
 
 # make check: the hip backend compiled with nvcc and hipcc (no GPU needed;
 # tests/test_hip then loads those builds); the unit and end-to-end tests (the
@@ -203,6 +227,11 @@ install: all
 	install -m 644 include/*.h $(DESTDIR)$(PREFIX)/include/dsv4check/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' dsv4check.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dsv4check.pc
+	install -d $(DESTDIR)$(PYTHON_SITE)/dsv4check/adapters
+	install -m 644 python/dsv4check/*.py $(DESTDIR)$(PYTHON_SITE)/dsv4check/
+	install -m 644 python/dsv4check/adapters/*.py $(DESTDIR)$(PYTHON_SITE)/dsv4check/adapters/
+	printf 'LIBDIR = "%s"\nBINDIR = "%s"\n' '$(PREFIX)/lib' '$(PREFIX)/bin' \
+	  > $(DESTDIR)$(PYTHON_SITE)/dsv4check/_installed.py
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -302,23 +302,27 @@ def cmd_bench_overhead(args):
 
 # ---- main ----
 
+DEFAULT_SUITE = os.path.join(L.SOURCE_ROOT, "cases", "ci.yaml")
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python3 -m dsv4check", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run a Python implementation on suites; the CLI judges it")
     _add_run_options(r)
     i = sub.add_parser("identify", help="which variant of each op an implementation computes")
-    i.add_argument("suite", nargs="?", default=os.path.join(L.SOURCE_ROOT, "cases", "ci.yaml"),
-                   metavar="SUITE.yaml")
+    i.add_argument("suite", nargs="?", default=DEFAULT_SUITE, metavar="SUITE.yaml",
+                   help="default: this source tree's cases/ci.yaml")
     i.add_argument("--impl", required=True, metavar="MODULE:NAME")
     i.add_argument("--filter", metavar="REGEX")
     b = sub.add_parser("bench-overhead", help="time the Python path per case, kernel aside")
-    b.add_argument("suite", nargs="?", default=os.path.join(L.SOURCE_ROOT, "cases", "ci.yaml"),
-                   metavar="SUITE.yaml")
+    b.add_argument("suite", nargs="?", default=DEFAULT_SUITE, metavar="SUITE.yaml",
+                   help="default: this source tree's cases/ci.yaml")
     b.add_argument("--impl", metavar="MODULE:NAME", help="default: a replay of the reference outputs")
     b.add_argument("--filter", metavar="REGEX")
     b.add_argument("--dsv4check", metavar="EXE")
     args = p.parse_args(argv)
+    if getattr(args, "suite", "") == DEFAULT_SUITE and not os.path.exists(DEFAULT_SUITE):
+        p.error("give SUITE.yaml (an installed package has no source tree's cases/ci.yaml)")
     try:
         if args.command == "run":
             return cmd_run(args)
