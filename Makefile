@@ -206,10 +206,12 @@ install: all
 clean:
 	rm -rf build build-asan build-fuzz
 
-# The example plug-in (tests/plugin_example.c) as three shared libraries:
-# correct, with a planted bug, and with a wrong ABI version (the plug-in
-# tests check that a wrong kernel fails and a wrong ABI is refused).
-PLUGINS := $(BUILD)/tests/libexample.so $(BUILD)/tests/libexample_wrong.so $(BUILD)/tests/libexample_badabi.so
+# The example plug-in (tests/plugin_example.c) as four shared libraries:
+# correct (ABI 2), with a planted bug, with a wrong ABI version, and as an
+# ABI 1 plug-in (the plug-in tests check that a wrong kernel fails, a wrong
+# ABI is refused and ABI 1 still loads).
+PLUGINS := $(BUILD)/tests/libexample.so $(BUILD)/tests/libexample_wrong.so $(BUILD)/tests/libexample_badabi.so \
+           $(BUILD)/tests/libexample_abi1.so
 $(BUILD)/tests/libexample.so: tests/plugin_example.c include/dsv4_plugin.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -shared -o $@ $< $(LDFLAGS)
@@ -219,6 +221,9 @@ $(BUILD)/tests/libexample_wrong.so: tests/plugin_example.c include/dsv4_plugin.h
 $(BUILD)/tests/libexample_badabi.so: tests/plugin_example.c include/dsv4_plugin.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -DEXAMPLE_BAD_ABI -shared -o $@ $< $(LDFLAGS)
+$(BUILD)/tests/libexample_abi1.so: tests/plugin_example.c include/dsv4_plugin.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DEXAMPLE_ABI1 -shared -o $@ $< $(LDFLAGS)
 $(BUILD)/tests/test_ci_features: $(PLUGINS)
 
 # The hostile plug-ins (tests/plugins/hostile.c), one misbehaviour each:
