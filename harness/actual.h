@@ -25,7 +25,7 @@
 #define DSV4_ACTUALS_VERSION 1
 /* At most this many cases in one file (groups), each with at most
  * DSV4_MAX_TENSORS outputs. */
-#define DSV4_ACTUAL_MAX_CASES 16384
+#define DSV4_ACTUAL_MAX_CASES 4096
 #define DSV4_ACTUAL_NAME_MAX 192 /* a case name with its NUL, as dsv4_case.name */
 
 typedef struct dsv4_actual dsv4_actual;

@@ -110,11 +110,16 @@ static void tensor_list(const dsv4_tensors *ts, char *txt, size_t tlen, char *js
         const dsv4_tensor *t = &ts->t[k];
         char shape[96];
         dsv4_shape_str(t, shape, sizeof shape);
-        snprintf(txt + strlen(txt), tlen - strlen(txt), "%s%s %s%s", k ? ", " : "", t->name,
-                 dsv4_dtype_name(t->dtype), shape);
+        /* An ideal stored for a float output: what the kernel (and an
+         * actuals file) gives is the output_dtype. */
+        int ideal = t->output_dtype != DSV4_DT_NONE;
+        const char *kdt = ideal ? dsv4_dtype_name(t->output_dtype) : "";
+        snprintf(txt + strlen(txt), tlen - strlen(txt), "%s%s %s%s%s%s%s", k ? ", " : "", t->name,
+                 dsv4_dtype_name(t->dtype), shape, ideal ? " (kernel " : "", kdt, ideal ? ")" : "");
         /* Tensor and dtype names are [A-Za-z0-9_]: no JSON escaping needed. */
-        snprintf(json + strlen(json), jlen - strlen(json), "%s{\"name\": \"%s\", \"dtype\": \"%s\", \"shape\": %s}",
-                 k ? ", " : "", t->name, dsv4_dtype_name(t->dtype), shape);
+        snprintf(json + strlen(json), jlen - strlen(json), "%s{\"name\": \"%s\", \"dtype\": \"%s\", \"shape\": %s%s%s%s}",
+                 k ? ", " : "", t->name, dsv4_dtype_name(t->dtype), shape, ideal ? ", \"kernel_dtype\": \"" : "", kdt,
+                 ideal ? "\"" : "");
     }
     snprintf(json + strlen(json), jlen - strlen(json), "]");
 }

@@ -21,8 +21,10 @@ void dsv4_show_golden(FILE *f, const char *path, const dsv4_golden *g);
 /* list --goldens DIR: every golden DIR/NAME.h5 read (its schema; no op
  * checks), one line each, sorted by op, variant and case:
  *   OP  VARIANT  CASE  FILE  in: NAME DTYPE[SHAPE], ... -> out: ...
- * then "N goldens of M ops in DIR"; with json a JSON array of objects
- * {file, op, variant, case, seed, inputs, outputs} instead.  keep (may be
+ * (a float output stored as its ideal adds "(kernel DTYPE)", the dtype an
+ * actuals file holds), then "N goldens of M ops in DIR"; with json a JSON
+ * array of objects {file, op, variant, case, seed, inputs, outputs} instead
+ * (tensors {name, dtype, shape[, kernel_dtype]}).  keep (may be
  * NULL) selects goldens by case name and op.  A file that is not a golden
  * is reported on stderr (prefixed by prog) and makes the result
  * DSV4_EINPUT; the others are still listed. */
