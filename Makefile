@@ -72,7 +72,7 @@ $(BUILD)/dsv4check: $(BUILD)/obj/harness/main.o $(BUILD)/libdsv4.a
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libdsv4.a
+$(BUILD)/tests/%: tests/%.c tests/testutil.h tests/actualutil.h $(BUILD)/libdsv4.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")
 	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
@@ -224,7 +224,10 @@ $(BUILD)/tests/libexample_badabi.so: tests/plugin_example.c include/dsv4_plugin.
 $(BUILD)/tests/libexample_abi1.so: tests/plugin_example.c include/dsv4_plugin.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -DEXAMPLE_ABI1 -shared -o $@ $< $(LDFLAGS)
-$(BUILD)/tests/test_ci_features: $(PLUGINS)
+$(BUILD)/tests/test_ci_features $(BUILD)/tests/test_actual: $(PLUGINS)
+# identify's test: plug-ins built from the reference of a non-default variant.
+$(BUILD)/tests/test_identify: $(PLUGINS) $(BUILD)/mutants/libmut_mxfp8_log2_exact.so \
+                              $(BUILD)/mutants/libmut_qquant_variant_a_for_b.so
 
 # The hostile plug-ins (tests/plugins/hostile.c), one misbehaviour each:
 # build/tests/plugins/libhostile_<mode>.so, for test_integrity and test_badinput.
