@@ -239,8 +239,9 @@ $(BUILD)/tests/plugins/libhostile_%.so: tests/plugins/hostile.c include/dsv4_plu
 $(BUILD)/tests/test_integrity $(BUILD)/tests/test_badinput: $(HOSTILE) $(PLUGINS)
 
 # make fuzz FUZZ_SECONDS=N: libFuzzer targets (clang 14 or newer, ASan+UBSan)
-# for the YAML loader and the HDF5 golden reader (raw images, and
-# fuzz_golden_struct: HDF5 files written from mutated descriptions), each run
+# for the YAML loader, the HDF5 golden reader (raw images, and
+# fuzz_golden_struct: HDF5 files written from mutated descriptions) and the
+# actuals-file reader (fuzz_actual), each run
 # N seconds on a copy of its seeds and past crash inputs
 # (tests/fuzz/corpus/, tests/fuzz/regress/); crashes land in build-fuzz/.  A
 # single allocation over -rss_limit_mb (2048 MB) is reported as
@@ -254,7 +255,7 @@ FUZZ_FLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,u
 FUZZ_CFLAGS := -std=c11 -Wall -Wextra -Werror $(PKG_CFLAGS) \
                -DDSV4_VERSION='"$(VERSION)"' -DDSV4_GIT_REV='"$(GIT_REV)$(GIT_DIRTY)"'
 FUZZ_OBJS := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
-FUZZ_TARGETS := cases golden golden_struct
+FUZZ_TARGETS := cases golden golden_struct actual
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 
 $(FUZZ_BUILD)/obj/%.o: %.c $(HEADERS)
