@@ -360,22 +360,39 @@ typedef struct mem_image {
     void *p;
     size_t size;
     int kept;
+    /* Every other buffer handed to libhdf5 through these callbacks and not
+     * given back: freed after H5Fclose (some libhdf5 paths allocate a
+     * buffer through the callbacks and drop it without the free callback). */
+    void *extra[8];
+    int n_extra;
 } mem_image;
+
+static void image_forget(mem_image *m, const void *ptr)
+{
+    for (int k = 0; k < m->n_extra; k++)
+        if (m->extra[k] == ptr) {
+            m->extra[k] = m->extra[--m->n_extra];
+            return;
+        }
+}
 
 static void *image_malloc(size_t size, H5FD_file_image_op_t op, void *udata)
 {
     (void)op;
     mem_image *m = udata;
-    /* Where the path exists already (a golden replaced), HDF5's core
-     * driver reads that file into an image and closes it before it creates
-     * the new one: the closed image is no longer HDF5's. */
-    if (m->kept) {
-        free(m->p);
-        m->kept = 0;
+    void *q = malloc(size ? size : 1);
+    if (!q)
+        return NULL;
+    if (m->p) { /* a second buffer: remember the first, which may be dropped */
+        if (m->n_extra == (int)(sizeof m->extra / sizeof m->extra[0])) {
+            free(q);
+            return NULL;
+        }
+        m->extra[m->n_extra++] = m->p;
     }
-    m->p = malloc(size ? size : 1);
-    m->size = m->p ? size : 0;
-    return m->p;
+    m->p = q;
+    m->size = size;
+    return q;
 }
 
 static void *image_memcpy(void *dst, const void *src, size_t size, H5FD_file_image_op_t op, void *udata)
@@ -389,13 +406,13 @@ static void *image_realloc(void *ptr, size_t size, H5FD_file_image_op_t op, void
 {
     (void)op;
     mem_image *m = udata;
-    if (m->kept && ptr != m->p) { /* a new image after a closed one (see image_malloc) */
-        free(m->p);
-        m->p = NULL;
-        m->kept = 0;
-    }
+    /* Compare and forget before the call: ptr is dead once realloc moves it. */
+    const int was_main = ptr == m->p;
+    image_forget(m, ptr);
     void *q = realloc(ptr, size ? size : 1);
     if (q) {
+        if (!was_main && m->p && m->n_extra < (int)(sizeof m->extra / sizeof m->extra[0]))
+            m->extra[m->n_extra++] = m->p;
         m->p = q;
         m->size = size;
     }
@@ -411,6 +428,7 @@ static herr_t image_free(void *ptr, H5FD_file_image_op_t op, void *udata)
     }
     if (ptr == m->p)
         m->p = NULL, m->size = 0;
+    image_forget(m, ptr);
     free(ptr);
     return 0;
 }
@@ -445,7 +463,7 @@ static int build_image(const char *name, dsv4_h5_fill_fn fill, const void *arg, 
                        dsv4_status *st)
 {
     char eb[DSV4_H5_ERR_MAX];
-    mem_image m = {NULL, 0, 0};
+    mem_image m = {NULL, 0, 0, {NULL}, 0};
     H5FD_file_image_callbacks_t cb = {image_malloc, image_memcpy, image_realloc, image_free,
                                       image_udata_copy, image_udata_free, &m};
     *image = NULL;
@@ -463,6 +481,9 @@ static int build_image(const char *name, dsv4_h5_fill_fn fill, const void *arg, 
     int rc = fill(f, arg, st);
     if (H5Fclose(f) < 0 && !rc)
         rc = dsv4_fail(st, DSV4_ERUNTIME, "cannot close the in-memory HDF5 file (%s)", dsv4_h5_err(eb));
+    for (int k = 0; k < m.n_extra; k++)
+        free(m.extra[k]);
+    m.n_extra = 0;
     if (!rc && (!m.kept || !(*len = image_length(&m))))
         rc = dsv4_fail(st, DSV4_ERUNTIME, "the in-memory HDF5 file is not a version-2 superblock file");
     if (rc) {

@@ -1,4 +1,4 @@
-/* main.c - the dsv4check command line (README.md "Command line").
+/* main.c - the dsv4check command line (README.md, "Command line").
  *
  *   dsv4check list  [SUITE.yaml...]          ops, variants, params; or cases
  *   dsv4check list  --goldens [DIR]          every golden: op, variant, case, shapes

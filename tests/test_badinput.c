@@ -441,6 +441,12 @@ static void make_fifo(const char *name)
     ck_assert_int_eq(mkfifo(path, 0600), 0);
 }
 static void s_yaml_fifo(void) { make_fifo("fifo.yaml"); }
+/* A generator parameter that would index past the table it sizes. */
+static void s_gather_narrow_table(void)
+{
+    write_text("bad.yaml", "suite: bad\ncases:\n  - name: g\n    op: dequantize_and_gather_k_cache\n"
+                           "    params: {table_width: 0, req_seq_lens: [100]}\n");
+}
 static void s_include_fifo(void)
 {
     make_fifo("fifo.yaml");
@@ -815,10 +821,11 @@ static const row rows[] = {
      {"--html @/hard.html is the same file as the input @/g.h5", NULL, NULL}},
     {"repro_file_over_golden", s_repro_golden,
      "check @/combine_mixed_prefill_c4.h5 --impl #/libexample_wrong.so --repro-dir @", 2,
-     {"repro file not written: @/combine_mixed_prefill_c4.h5 is the same file as the input "
-      "@/combine_mixed_prefill_c4.h5", NULL, NULL}},
+     {"--repro-dir @ holds @/combine_mixed_prefill_c4.h5, a golden of this run", NULL, NULL}},
     /* implementations that misbehave (tests/plugins/hostile.c): an ERROR of
      * the case, exit 3, never a crash of dsv4check */
+    {"gather_table_too_narrow", s_gather_narrow_table, "run @/bad.yaml", 2,
+     {"table_width = 0: the longest request needs 2 block-table columns", NULL, NULL}},
     {"impl_exit", NULL, IMPL_ONE "exit.so", 3,
      {"ERROR     combine_decode_only_c4", "hostile-exit: the implementation's process exited with status 0 while "
       "running combine_topk_swa_indices [default]", NULL}},
