@@ -73,7 +73,7 @@ $(BUILD)/dsv4check: $(BUILD)/obj/harness/main.o $(BUILD)/libdsv4.a
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libdsv4.a
+$(BUILD)/tests/%: tests/%.c tests/testutil.h tests/actualutil.h $(BUILD)/libdsv4.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")
 	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
@@ -236,10 +236,12 @@ install: all
 clean:
 	rm -rf build build-asan build-fuzz
 
-# The example plug-in (tests/plugin_example.c) as three shared libraries:
-# correct, with a planted bug, and with a wrong ABI version (the plug-in
-# tests check that a wrong kernel fails and a wrong ABI is refused).
-PLUGINS := $(BUILD)/tests/libexample.so $(BUILD)/tests/libexample_wrong.so $(BUILD)/tests/libexample_badabi.so
+# The example plug-in (tests/plugin_example.c) as four shared libraries:
+# correct (ABI 2), with a planted bug, with a wrong ABI version, and as an
+# ABI 1 plug-in (the plug-in tests check that a wrong kernel fails, a wrong
+# ABI is refused and ABI 1 still loads).
+PLUGINS := $(BUILD)/tests/libexample.so $(BUILD)/tests/libexample_wrong.so $(BUILD)/tests/libexample_badabi.so \
+           $(BUILD)/tests/libexample_abi1.so
 $(BUILD)/tests/libexample.so: tests/plugin_example.c include/dsv4_plugin.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -shared -o $@ $< $(LDFLAGS)
@@ -249,7 +251,13 @@ $(BUILD)/tests/libexample_wrong.so: tests/plugin_example.c include/dsv4_plugin.h
 $(BUILD)/tests/libexample_badabi.so: tests/plugin_example.c include/dsv4_plugin.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -DEXAMPLE_BAD_ABI -shared -o $@ $< $(LDFLAGS)
-$(BUILD)/tests/test_ci_features $(BUILD)/tests/test_api: $(PLUGINS)
+$(BUILD)/tests/libexample_abi1.so: tests/plugin_example.c include/dsv4_plugin.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DEXAMPLE_ABI1 -shared -o $@ $< $(LDFLAGS)
+$(BUILD)/tests/test_ci_features $(BUILD)/tests/test_actual $(BUILD)/tests/test_api: $(PLUGINS)
+# identify's test: plug-ins built from the reference of a non-default variant.
+$(BUILD)/tests/test_identify: $(PLUGINS) $(BUILD)/mutants/libmut_mxfp8_log2_exact.so \
+                              $(BUILD)/mutants/libmut_qquant_variant_a_for_b.so
 
 # The hostile plug-ins (tests/plugins/hostile.c), one misbehaviour each:
 # build/tests/plugins/libhostile_<mode>.so, for test_integrity and test_badinput.
@@ -261,8 +269,9 @@ $(BUILD)/tests/plugins/libhostile_%.so: tests/plugins/hostile.c include/dsv4_plu
 $(BUILD)/tests/test_integrity $(BUILD)/tests/test_badinput: $(HOSTILE) $(PLUGINS)
 
 # make fuzz FUZZ_SECONDS=N: libFuzzer targets (clang 14 or newer, ASan+UBSan)
-# for the YAML loader and the HDF5 golden reader (raw images, and
-# fuzz_golden_struct: HDF5 files written from mutated descriptions), each run
+# for the YAML loader, the HDF5 golden reader (raw images, and
+# fuzz_golden_struct: HDF5 files written from mutated descriptions) and the
+# actuals-file reader (fuzz_actual), each run
 # N seconds on a copy of its seeds and past crash inputs
 # (tests/fuzz/corpus/, tests/fuzz/regress/); crashes land in build-fuzz/.  A
 # single allocation over -rss_limit_mb (2048 MB) is reported as
@@ -276,7 +285,7 @@ FUZZ_FLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,u
 FUZZ_CFLAGS := -std=c11 -Wall -Wextra -Werror $(PKG_CFLAGS) \
                -DDSV4_VERSION='"$(VERSION)"' -DDSV4_GIT_REV='"$(GIT_REV)$(GIT_DIRTY)"'
 FUZZ_OBJS := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
-FUZZ_TARGETS := cases golden golden_struct
+FUZZ_TARGETS := cases golden golden_struct actual
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 
 $(FUZZ_BUILD)/obj/%.o: %.c $(HEADERS)

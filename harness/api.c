@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actual.h"
 #include "golden.h"
 #include "parallel.h"
 #include "runner.h"
@@ -51,10 +52,19 @@ struct dsv4check_verdict {
     char *report;
 };
 
+/* The cases added so far, with copies of their outputs: the actuals file is
+ * built whole (actual.c) at the commit. */
+typedef struct actual_entry {
+    char name[DSV4_ACTUAL_NAME_MAX];
+    char op[64], variant[64];
+    int has_op, has_variant;
+    dsv4_tensors outputs;
+} actual_entry;
+
 struct dsv4check_actuals {
-    dsv4_h5_sets *w;
+    char path[DSV4_PATH_MAX];
     int n, cap;
-    char (*names)[192];
+    actual_entry *cases;
 };
 
 /* The status of a call, copied into the caller's buffer. */
@@ -736,15 +746,14 @@ int dsv4check_actuals_open(const char *path, dsv4check_actuals **out, char *err,
     dsv4_status st = {0};
     if (!path || !out)
         return finish(dsv4_fail(&st, DSV4_EINPUT, "dsv4check_actuals_open: NULL argument"), &st, err, errlen);
-    *out = calloc(1, sizeof **out);
-    if (!*out)
+    *out = NULL;
+    if (strlen(path) >= DSV4_PATH_MAX)
+        return finish(dsv4_fail(&st, DSV4_EINPUT, "%.80s...: path longer than %d characters", path,
+                                DSV4_PATH_MAX - 1), &st, err, errlen);
+    if (!(*out = calloc(1, sizeof **out)))
         return finish(dsv4_fail(&st, DSV4_ERUNTIME, "out of memory"), &st, err, errlen);
-    int rc = dsv4_h5_sets_open(path, &(*out)->w, &st);
-    if (rc) {
-        free(*out);
-        *out = NULL;
-    }
-    return finish(rc, &st, err, errlen);
+    snprintf((*out)->path, sizeof (*out)->path, "%s", path);
+    return finish(DSV4_OK, &st, err, errlen);
 }
 
 /* The caller's buffers as tensors that borrow their data (never freed). */
@@ -791,29 +800,48 @@ int dsv4check_actuals_add(dsv4check_actuals *w, const char *case_name, const cha
     dsv4_status st = {0};
     if (!w || !case_name || (n_outputs && !outputs))
         return finish(dsv4_fail(&st, DSV4_EINPUT, "dsv4check_actuals_add: NULL argument"), &st, err, errlen);
+    size_t len = strlen(case_name);
+    if (len == 0 || len >= DSV4_ACTUAL_NAME_MAX || strchr(case_name, '/') || strcmp(case_name, ".") == 0)
+        return finish(dsv4_fail(&st, DSV4_EINPUT, "'%.60s' cannot name a case group (empty, '.', a '/' or over %d bytes)",
+                                case_name, DSV4_ACTUAL_NAME_MAX - 1), &st, err, errlen);
+    if ((op && strlen(op) >= 64) || (variant && strlen(variant) >= 64))
+        return finish(dsv4_fail(&st, DSV4_EINPUT, "case %s: op or variant name over 63 bytes", case_name), &st, err,
+                      errlen);
     for (int k = 0; k < w->n; k++)
-        if (strcmp(w->names[k], case_name) == 0)
+        if (strcmp(w->cases[k].name, case_name) == 0)
             return finish(dsv4_fail(&st, DSV4_EINPUT, "case '%s' added twice", case_name), &st, err, errlen);
-    if (strlen(case_name) >= sizeof w->names[0])
-        return finish(dsv4_fail(&st, DSV4_EINPUT, "case name '%.40s...' is longer than %zu bytes", case_name,
-                                sizeof w->names[0] - 1), &st, err, errlen);
+    if (w->n >= DSV4_ACTUAL_MAX_CASES)
+        return finish(dsv4_fail(&st, DSV4_EINPUT, "%s: more than %d cases", w->path, DSV4_ACTUAL_MAX_CASES), &st, err,
+                      errlen);
     if (w->n == w->cap) {
         int cap = w->cap ? 2 * w->cap : 64;
-        void *p = realloc(w->names, (size_t)cap * sizeof w->names[0]);
+        void *p = realloc(w->cases, (size_t)cap * sizeof *w->cases);
         if (!p)
             return finish(dsv4_fail(&st, DSV4_ERUNTIME, "out of memory"), &st, err, errlen);
-        w->names = p;
+        w->cases = p;
         w->cap = cap;
     }
     dsv4_tensors ts;
     int rc = borrow_tensors(outputs, n_outputs, &ts, &st);
-    if (rc)
+    actual_entry *e = &w->cases[w->n];
+    memset(e, 0, sizeof *e);
+    for (int k = 0; !rc && k < ts.n; k++) { /* copies: the caller may free its buffers */
+        dsv4_tensor *t;
+        if (!(rc = dsv4_tensors_add(&e->outputs, ts.t[k].name, ts.t[k].dtype, ts.t[k].ndim, ts.t[k].shape, &t, &st)))
+            memcpy(t->data, ts.t[k].data, t->nbytes);
+    }
+    if (rc) {
+        dsv4_tensors_free(&e->outputs);
         dsv4_status_prefix(&st, "case %s", case_name);
-    else
-        rc = dsv4_h5_sets_add(w->w, case_name, op, variant, &ts, &st);
-    if (!rc)
-        snprintf(w->names[w->n++], sizeof w->names[0], "%s", case_name);
-    return finish(rc, &st, err, errlen);
+        return finish(rc, &st, err, errlen);
+    }
+    snprintf(e->name, sizeof e->name, "%s", case_name);
+    e->has_op = op != NULL;
+    e->has_variant = variant != NULL;
+    snprintf(e->op, sizeof e->op, "%s", op ? op : "");
+    snprintf(e->variant, sizeof e->variant, "%s", variant ? variant : "");
+    w->n++;
+    return finish(DSV4_OK, &st, err, errlen);
 }
 
 int dsv4check_actuals_commit(dsv4check_actuals *w, char *err, size_t errlen)
@@ -821,9 +849,16 @@ int dsv4check_actuals_commit(dsv4check_actuals *w, char *err, size_t errlen)
     dsv4_status st = {0};
     if (!w)
         return finish(dsv4_fail(&st, DSV4_EINPUT, "dsv4check_actuals_commit: NULL argument"), &st, err, errlen);
-    int rc = dsv4_h5_sets_commit(w->w, &st);
-    free(w->names);
-    free(w);
+    dsv4_actual_case *cs = calloc(w->n ? (size_t)w->n : 1, sizeof *cs);
+    int rc = cs ? DSV4_OK : dsv4_fail(&st, DSV4_ERUNTIME, "out of memory");
+    for (int k = 0; !rc && k < w->n; k++) {
+        const actual_entry *e = &w->cases[k];
+        cs[k] = (dsv4_actual_case){e->name, e->has_op ? e->op : NULL, e->has_variant ? e->variant : NULL, &e->outputs};
+    }
+    if (!rc)
+        rc = dsv4_actual_write(w->path, cs, w->n, &st);
+    free(cs);
+    dsv4check_actuals_free(w);
     return finish(rc, &st, err, errlen);
 }
 
@@ -831,7 +866,8 @@ void dsv4check_actuals_free(dsv4check_actuals *w)
 {
     if (!w)
         return;
-    dsv4_h5_sets_discard(w->w);
-    free(w->names);
+    for (int k = 0; k < w->n; k++)
+        dsv4_tensors_free(&w->cases[k].outputs);
+    free(w->cases);
     free(w);
 }

@@ -1,5 +1,6 @@
-/* backend.c - the ref backend, plug-in loading, the guarded call into a
- * plug-in, and plug-ins hosted in a child process (isolate.c). */
+/* backend.c - the ref backend, the actual backend (actual.c), plug-in
+ * loading (ABI 1 and 2), the guarded call into a plug-in, and plug-ins
+ * hosted in a child process (isolate.c). */
 #define _GNU_SOURCE
 #include "backend.h"
 
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "actual.h"
 #include "isolate.h"
 
 /* build/libdsv4_hip.so next to the running executable. */
@@ -54,11 +56,13 @@ static int open_plugin(const char *path, int device, int is_hip, dsv4_backend *b
     b->plugin = entry();
     if (!b->plugin)
         return dsv4_fail(st, DSV4_EINPUT, "%s: dsv4_plugin_entry returned NULL", path);
-    if (b->plugin->abi_version != DSV4_PLUGIN_ABI_VERSION)
-        return dsv4_fail(st, DSV4_EINPUT, "%s: plug-in ABI version %d, this dsv4check speaks %d", path,
-                         b->plugin->abi_version, DSV4_PLUGIN_ABI_VERSION);
-    if (!b->plugin->supports || !b->plugin->run)
-        return dsv4_fail(st, DSV4_EINPUT, "%s: plug-in lacks supports() or run()", path);
+    int abi = b->plugin->abi_version;
+    if (abi < DSV4_PLUGIN_ABI_OLDEST || abi > DSV4_PLUGIN_ABI_VERSION)
+        return dsv4_fail(st, DSV4_EINPUT, "%s: plug-in ABI version %d, this dsv4check speaks %d to %d", path, abi,
+                         DSV4_PLUGIN_ABI_OLDEST, DSV4_PLUGIN_ABI_VERSION);
+    /* An ABI 1 struct ends at fini: run2 is not read. */
+    if (!b->plugin->supports || (!b->plugin->run && !(abi >= 2 && b->plugin->run2)))
+        return dsv4_fail(st, DSV4_EINPUT, "%s: plug-in lacks supports() or run()%s", path, abi >= 2 ? "/run2()" : "");
     /* %.255s: a name without its NUL is read no further than b->name holds. */
     snprintf(b->name, sizeof b->name, "%.255s", b->plugin->name ? b->plugin->name : path);
     b->device = device;
@@ -86,6 +90,11 @@ int dsv4_backend_open(const char *impl, int device, dsv4_backend *b, dsv4_status
         snprintf(b->name, sizeof b->name, "ref");
         return DSV4_OK;
     }
+    if (strncmp(impl, DSV4_ACTUAL_IMPL, strlen(DSV4_ACTUAL_IMPL)) == 0) {
+        const char *file = impl + strlen(DSV4_ACTUAL_IMPL);
+        snprintf(b->name, sizeof b->name, "actual %s", file);
+        return dsv4_actual_open(file, &b->actual, st);
+    }
     char path[PATH_MAX];
     int is_hip = strcmp(impl, "hip") == 0;
     if (is_hip)
@@ -102,6 +111,8 @@ int dsv4_backend_open(const char *impl, int device, dsv4_backend *b, dsv4_status
 
 void dsv4_backend_close(dsv4_backend *b)
 {
+    dsv4_actual_close(b->actual);
+    b->actual = NULL;
     if (b->iso) {
         dsv4_isolated_stop(b->iso);
         free(b->target);
@@ -119,11 +130,26 @@ void dsv4_backend_close(dsv4_backend *b)
 
 int dsv4_backend_supports(const dsv4_backend *b, const dsv4_op *op, int variant)
 {
-    if (b->is_ref)
+    if (b->is_ref || b->actual)
         return 1;
     if (b->iso)
         return dsv4_isolated_supports(b->iso, op, variant);
     return b->plugin->supports(op->name, dsv4_op_variant_name(op, variant));
+}
+
+int dsv4_backend_provides(const dsv4_backend *b, const dsv4_op *op, int variant, const dsv4_case_id *id,
+                          char *why, size_t len)
+{
+    if (b->actual) {
+        if (dsv4_actual_find(b->actual, id->name) >= 0)
+            return 1;
+        snprintf(why, len, "not provided: %s has no group /%s", dsv4_actual_path(b->actual), id->name);
+        return 0;
+    }
+    if (dsv4_backend_supports(b, op, variant))
+        return 1;
+    snprintf(why, len, "%s does not implement %s [%s]", b->name, op->name, dsv4_op_variant_name(op, variant));
+    return 0;
 }
 
 /* Internal tensors and params as the plug-in ABI sees them. */
@@ -256,7 +282,21 @@ static int check_call(const dsv4_backend *b, const dsv4_tensors *in, const dsv4_
     return rc;
 }
 
-static int guarded_run(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c,
+/* The call itself: run2 with the case where the plug-in has it, else run. */
+static int call_plugin(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c, const dsv4_case_id *id,
+                       abi_args *a, char *err)
+{
+    const char *variant = dsv4_op_variant_name(op, c->variant);
+    if (b->plugin->abi_version >= 2 && b->plugin->run2) {
+        const dsv4_plugin_case cs = {sizeof cs, id && id->name ? id->name : "", op->name, variant, c->seed,
+                                     a->params, a->np, id ? id->golden : NULL};
+        return b->plugin->run2(&cs, a->in, a->nin, a->out, a->nout, err, PLUGIN_ERR_LEN);
+    }
+    return b->plugin->run(op->name, variant, a->params, a->np, a->in, a->nin, a->out,
+                          a->nout, err, PLUGIN_ERR_LEN);
+}
+
+static int guarded_run(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c, const dsv4_case_id *id,
                        const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
 {
     const size_t g = guard_len();
@@ -279,8 +319,7 @@ static int guarded_run(const dsv4_backend *b, const dsv4_op *op, const dsv4_opct
         rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory for the guarded copies of the tensors");
     } else {
         char *err = (char *)errb + g;
-        int prc = b->plugin->run(op->name, dsv4_op_variant_name(op, c->variant), a.params, a.np, a.in, a.nin,
-                                 a.out, a.nout, err, PLUGIN_ERR_LEN);
+        int prc = call_plugin(b, op, c, id, &a, err);
         err[PLUGIN_ERR_LEN - 1] = '\0'; /* read err no further than its length */
         rc = check_call(b, in, out, inb, outb, errb, g, prc, st);
     }
@@ -292,21 +331,23 @@ static int guarded_run(const dsv4_backend *b, const dsv4_op *op, const dsv4_opct
     return rc;
 }
 
-int dsv4_backend_run(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c,
+int dsv4_backend_run(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c, const dsv4_case_id *id,
                      const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
 {
     if (b->is_ref)
         return op->reference(c, in, out, st);
+    if (b->actual)
+        return dsv4_actual_read(b->actual, id->name, op, c->variant, out, st);
     if (b->iso)
-        return dsv4_isolated_run(b->iso, op, c, in, out, st);
-    return guarded_run(b, op, c, in, out, st);
+        return dsv4_isolated_run(b->iso, op, c, id ? id->name : NULL, id ? id->golden : NULL, in, out, st);
+    return guarded_run(b, op, c, id, in, out, st);
 }
 
 int dsv4_backend_time(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c,
                       const dsv4_tensors *in, dsv4_tensors *out, int iters, double *ms,
                       dsv4_status *st)
 {
-    if (b->is_ref || b->iso || !b->plugin->time)
+    if (b->is_ref || b->actual || b->iso || !b->plugin->time)
         return dsv4_fail(st, DSV4_ESKIP, "%s has no device timer%s", b->name,
                          b->iso ? " in a child process" : "");
     abi_args a;
@@ -342,10 +383,11 @@ static int child_supports(void *arg, const dsv4_op *op, int variant)
     return dsv4_backend_supports(&((struct dsv4_isolated_target *)arg)->inner, op, variant);
 }
 
-static int child_run(void *arg, const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
-                     dsv4_tensors *out, dsv4_status *st)
+static int child_run(void *arg, const dsv4_op *op, const dsv4_opctx *c, const char *case_name,
+                     const char *golden, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
 {
-    return dsv4_backend_run(&((struct dsv4_isolated_target *)arg)->inner, op, c, in, out, st);
+    const dsv4_case_id id = {case_name, golden};
+    return dsv4_backend_run(&((struct dsv4_isolated_target *)arg)->inner, op, c, &id, in, out, st);
 }
 
 static void child_close(void *arg) { dsv4_backend_close(&((struct dsv4_isolated_target *)arg)->inner); }
@@ -353,7 +395,8 @@ static void child_close(void *arg) { dsv4_backend_close(&((struct dsv4_isolated_
 int dsv4_backend_open_isolated(const char *impl, int device, double timeout_s, dsv4_backend *b,
                                dsv4_status *st)
 {
-    if (strcmp(impl, "ref") == 0)
+    /* The reference and an actuals file run nothing foreign: no child. */
+    if (strcmp(impl, "ref") == 0 || strncmp(impl, DSV4_ACTUAL_IMPL, strlen(DSV4_ACTUAL_IMPL)) == 0)
         return dsv4_backend_open(impl, device, b, st);
     memset(b, 0, sizeof *b);
     b->device = device;

@@ -5,7 +5,9 @@
  * A plug-in is either loaded into this process (dsv4_backend_open: `list`,
  * `bench`) or into a child process of its own (dsv4_backend_open_isolated:
  * `run` and `check`), where a crash, exit(), abort or hang of the
- * implementation ends that process only and becomes the case's ERROR. */
+ * implementation ends that process only and becomes the case's ERROR.
+ * The actual backend ("actual:FILE", --actual FILE) runs nothing: each
+ * case's outputs come from an actuals file (actual.h). */
 #ifndef DSV4_BACKEND_H
 #define DSV4_BACKEND_H
 
@@ -13,6 +15,17 @@
 #include "op.h"
 
 struct dsv4_isolated;
+struct dsv4_actual;
+
+/* "actual:FILE" as an implementation: the outputs in an actuals file. */
+#define DSV4_ACTUAL_IMPL "actual:"
+
+/* The case a call belongs to: ABI 2 plug-ins are told it, the actual
+ * backend looks its outputs up by name. */
+typedef struct dsv4_case_id {
+    const char *name;   /* the case's name */
+    const char *golden; /* the golden file its inputs come from, or NULL */
+} dsv4_case_id;
 
 typedef struct dsv4_backend {
     char name[256];
@@ -24,10 +37,12 @@ typedef struct dsv4_backend {
      * and what the child loads; NULL for the reference and in-process plug-ins. */
     struct dsv4_isolated *iso;
     struct dsv4_isolated_target *target;
+    struct dsv4_actual *actual; /* the actual backend's file; NULL otherwise */
 } dsv4_backend;
 
 /* impl: "ref", "hip" (build/libdsv4_hip.so beside the executable, or
- * $DSV4_HIP_LIB), or a path to a plug-in .so.  DSV4_ESKIP with a one-line
+ * $DSV4_HIP_LIB), "actual:FILE" (an actuals file), or a path to a
+ * plug-in .so.  DSV4_ESKIP with a one-line
  * reason when the backend cannot run here (no GPU, not built). */
 int dsv4_backend_open(const char *impl, int device, dsv4_backend *b, dsv4_status *st);
 /* The same with the plug-in in a child process; each call into it may take
@@ -37,11 +52,17 @@ int dsv4_backend_open(const char *impl, int device, dsv4_backend *b, dsv4_status
 int dsv4_backend_open_isolated(const char *impl, int device, double timeout_s, dsv4_backend *b,
                                dsv4_status *st);
 void dsv4_backend_close(dsv4_backend *b);
+/* Whether b implements op in that variant (the actual backend: whether
+ * any case's outputs may be in its file, i.e. always). */
 int dsv4_backend_supports(const dsv4_backend *b, const dsv4_op *op, int variant);
+/* Whether b runs this case: supports(), and for the actual backend its
+ * file has the case.  0 with the reason in why ("not provided: ..."). */
+int dsv4_backend_provides(const dsv4_backend *b, const dsv4_op *op, int variant, const dsv4_case_id *id,
+                          char *why, size_t len);
 /* Runs op on inputs into the pre-allocated outputs.  A plug-in sees its own
  * copy of every input and output, each between guard pages that are checked
  * after the call, and an input it changed is reported (DSV4_ERUNTIME). */
-int dsv4_backend_run(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c,
+int dsv4_backend_run(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c, const dsv4_case_id *id,
                      const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st);
 /* Device timing through the plug-in's time hook; DSV4_ESKIP if it has none
  * (and for isolated plug-ins). */

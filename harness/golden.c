@@ -80,7 +80,7 @@ static int write_attr(hid_t loc, const char *name, hid_t ftype, hid_t mtype, hid
 /* -1: HDF5 failed; NOT_TEXT: value is not UTF-8 ending inside its max
  * bytes (what the reader would refuse). */
 #define NOT_TEXT (-2)
-static int write_str_attr(hid_t loc, const char *name, const char *value, size_t max)
+int dsv4_h5_write_str_attr(hid_t loc, const char *name, const char *value, size_t max)
 {
     size_t len = strnlen(value, max);
     if (len >= max || !dsv4_h5_utf8_ok((const unsigned char *)value, len))
@@ -99,6 +99,11 @@ static int write_scalar_attr(hid_t loc, const char *name, hid_t ftype, hid_t mty
     int rc = s < 0 ? -1 : write_attr(loc, name, ftype, mtype, s, v, 0);
     dsv4_h5_close(s, H5Sclose);
     return rc;
+}
+
+int dsv4_h5_write_int_attr(hid_t loc, const char *name, int64_t v)
+{
+    return write_scalar_attr(loc, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v);
 }
 
 static int write_list_attr(hid_t loc, const char *name, int n, const int64_t *v)
@@ -127,7 +132,7 @@ static int write_root_attrs(hid_t f, const dsv4_golden *g, dsv4_status *st)
         write_scalar_attr(f, "seed", H5T_STD_I64LE, H5T_NATIVE_INT64, &seed) < 0)
         return dsv4_fail(st, DSV4_ERUNTIME, "cannot write the root attributes (%s)", dsv4_h5_err(eb));
     for (size_t k = 0; k < sizeof s / sizeof s[0]; k++) {
-        int e = write_str_attr(f, s[k].name, s[k].v, s[k].max);
+        int e = dsv4_h5_write_str_attr(f, s[k].name, s[k].v, s[k].max);
         if (e == NOT_TEXT)
             return dsv4_fail(st, DSV4_EINPUT, "root attribute '%s' is not UTF-8 text of at most %zu bytes",
                              s[k].name, s[k].max - 1);
@@ -151,7 +156,7 @@ static int write_param(hid_t grp, const dsv4_param *p, dsv4_status *st)
     case DSV4_P_FLOAT:
         rc = write_scalar_attr(grp, p->name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &p->f);
         break;
-    case DSV4_P_STR: rc = write_str_attr(grp, p->name, p->s, sizeof p->s); break;
+    case DSV4_P_STR: rc = dsv4_h5_write_str_attr(grp, p->name, p->s, sizeof p->s); break;
     case DSV4_P_INTLIST:
         if (p->n < 0 || p->n > DSV4_PARAM_LIST_MAX)
             return dsv4_fail(st, DSV4_EINPUT, "parameter '%s': list length %d", p->name, p->n);
@@ -239,17 +244,17 @@ static int check_tensor(const dsv4_tensor *t, dsv4_status *st)
 
 static int write_tensor_attrs(hid_t d, const dsv4_tensor *t)
 {
-    if (write_str_attr(d, "dtype", dsv4_dtype_name(t->dtype), 64) < 0)
+    if (dsv4_h5_write_str_attr(d, "dtype", dsv4_dtype_name(t->dtype), 64) < 0)
         return -1;
     if (t->output_dtype != DSV4_DT_NONE &&
-        write_str_attr(d, "output_dtype", dsv4_dtype_name(t->output_dtype), 64) < 0)
+        dsv4_h5_write_str_attr(d, "output_dtype", dsv4_dtype_name(t->output_dtype), 64) < 0)
         return -1;
-    if (t->dtype == DSV4_F4E2M1X2 && write_str_attr(d, "packing", DSV4_FP4_PACKING, 64) < 0)
+    if (t->dtype == DSV4_F4E2M1X2 && dsv4_h5_write_str_attr(d, "packing", DSV4_FP4_PACKING, 64) < 0)
         return -1;
     return 0;
 }
 
-static int write_tensor(hid_t grp, const char *gname, const dsv4_tensor *t, dsv4_status *st)
+int dsv4_h5_write_tensor(hid_t grp, const char *gname, const dsv4_tensor *t, dsv4_status *st)
 {
     int rc = check_tensor(t, st);
     if (rc)
@@ -288,7 +293,7 @@ static int write_group(hid_t f, const char *gname, const dsv4_tensors *ts, dsv4_
         return dsv4_fail(st, DSV4_ERUNTIME, "cannot create /%s (%s)", gname, dsv4_h5_err(eb));
     int rc = DSV4_OK;
     for (int k = 0; k < ts->n && !rc; k++)
-        rc = write_tensor(g, gname, &ts->t[k], st);
+        rc = dsv4_h5_write_tensor(g, gname, &ts->t[k], st);
     if (H5Gclose(g) < 0 && !rc)
         rc = dsv4_fail(st, DSV4_ERUNTIME, "cannot close /%s (%s)", gname, dsv4_h5_err(eb));
     return rc;
@@ -318,7 +323,7 @@ static int write_actual(hid_t f, const dsv4_tensors *actual, dsv4_status *st)
     if (rc)
         return rc;
     hid_t g = H5Gopen2(f, "actual", H5P_DEFAULT);
-    int bad = g < 0 || write_str_attr(g, "note", REPRO_NOTE, sizeof REPRO_NOTE) < 0;
+    int bad = g < 0 || dsv4_h5_write_str_attr(g, "note", REPRO_NOTE, sizeof REPRO_NOTE) < 0;
     if (g >= 0 && H5Gclose(g) < 0)
         bad = 1;
     char eb[DSV4_H5_ERR_MAX];
@@ -326,8 +331,16 @@ static int write_actual(hid_t f, const dsv4_tensors *actual, dsv4_status *st)
                : DSV4_OK;
 }
 
-static int write_contents(hid_t f, const dsv4_golden *g, const dsv4_tensors *actual, dsv4_status *st)
+/* What a golden (or a repro file, with actual) holds. */
+typedef struct golden_contents {
+    const dsv4_golden *g;
+    const dsv4_tensors *actual;
+} golden_contents;
+
+static int write_contents(hid_t f, const void *arg, dsv4_status *st)
 {
+    const dsv4_golden *g = ((const golden_contents *)arg)->g;
+    const dsv4_tensors *actual = ((const golden_contents *)arg)->actual;
     int rc = write_root_attrs(f, g, st);
     if (!rc)
         rc = write_params(f, &g->params, st);
@@ -446,8 +459,8 @@ static size_t image_length(const mem_image *m)
  * half-closed file (1.10.8 crashes at exit after a failed H5Fclose), and the
  * write's errors are ours to report with errno's reason.  *image is
  * malloc'd. */
-static int build_image(const char *name, const dsv4_golden *g, const dsv4_tensors *actual, void **image,
-                       size_t *len, dsv4_status *st)
+static int build_image(const char *name, dsv4_h5_fill_fn fill, const void *arg, void **image, size_t *len,
+                       dsv4_status *st)
 {
     char eb[DSV4_H5_ERR_MAX];
     mem_image m = {NULL, 0, 0, {NULL}, 0};
@@ -465,7 +478,7 @@ static int build_image(const char *name, const dsv4_golden *g, const dsv4_tensor
     H5Pclose(fapl);
     if (f < 0)
         return dsv4_fail(st, DSV4_ERUNTIME, "cannot create an HDF5 file in memory (%s)", dsv4_h5_err(eb));
-    int rc = write_contents(f, g, actual, st);
+    int rc = fill(f, arg, st);
     if (H5Fclose(f) < 0 && !rc)
         rc = dsv4_fail(st, DSV4_ERUNTIME, "cannot close the in-memory HDF5 file (%s)", dsv4_h5_err(eb));
     for (int k = 0; k < m.n_extra; k++)
@@ -585,87 +598,7 @@ static int publish(const char *tmp, const char *path, int force, dsv4_status *st
     return DSV4_OK;
 }
 
-/* ---- files of named tensor groups (actuals files), written as they come ---- */
-
-struct dsv4_h5_sets {
-    hid_t file;
-    char *path, *tmp;
-};
-
-int dsv4_h5_sets_open(const char *path, dsv4_h5_sets **out, dsv4_status *st)
-{
-    dsv4_h5_quiet();
-    *out = NULL;
-    dsv4_h5_sets *w = calloc(1, sizeof *w);
-    if (!w)
-        return dsv4_fail(st, DSV4_ERUNTIME, "%s: out of memory", path);
-    w->file = -1;
-    w->path = strdup(path);
-    w->tmp = temp_path(path);
-    char eb[DSV4_H5_ERR_MAX];
-    hid_t fapl = w->path && w->tmp ? H5Pcreate(H5P_FILE_ACCESS) : -1;
-    if (fapl >= 0 && H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_V18) >= 0)
-        w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    dsv4_h5_close(fapl, H5Pclose);
-    int64_t version = 1;
-    int rc = w->file < 0 ? dsv4_fail(st, DSV4_EINPUT, "%s: cannot create %s (%s)", path, w->tmp ? w->tmp : "?",
-                                     dsv4_h5_err(eb))
-                         : write_scalar_attr(w->file, "dsv4check_actuals", H5T_STD_I64LE, H5T_NATIVE_INT64, &version) < 0
-                               ? dsv4_fail(st, DSV4_ERUNTIME, "%s: cannot write the root attribute", path)
-                               : DSV4_OK;
-    if (rc) {
-        dsv4_h5_sets_discard(w);
-        return rc;
-    }
-    *out = w;
-    return DSV4_OK;
-}
-
-int dsv4_h5_sets_add(dsv4_h5_sets *w, const char *group, const char *op, const char *variant,
-                     const dsv4_tensors *ts, dsv4_status *st)
-{
-    if (!name_ok(group, 192))
-        return dsv4_fail(st, DSV4_EINPUT, "%s: '%s' cannot name a group (empty, '.', a '/' or too long)",
-                         w->path, group);
-    int rc = write_group(w->file, group, ts, st);
-    hid_t g = rc ? -1 : H5Gopen2(w->file, group, H5P_DEFAULT);
-    if (!rc && (g < 0 || (op && write_str_attr(g, "op", op, 64) < 0) ||
-                (variant && write_str_attr(g, "variant", variant, 64) < 0)))
-        rc = dsv4_fail(st, DSV4_ERUNTIME, "/%s: cannot write its op and variant attributes", group);
-    dsv4_h5_close(g, H5Gclose);
-    return rc ? dsv4_status_prefix(st, "%s", w->path) : DSV4_OK;
-}
-
-int dsv4_h5_sets_commit(dsv4_h5_sets *w, dsv4_status *st)
-{
-    int rc = H5Fclose(w->file) < 0 ? dsv4_fail(st, DSV4_ERUNTIME, "%s: cannot close %s", w->path, w->tmp) : DSV4_OK;
-    w->file = -1;
-    int fd = rc ? -1 : open(w->tmp, O_RDONLY | O_CLOEXEC);
-    if (!rc && (fd < 0 || fdatasync(fd) < 0)) /* on disk before the rename publishes it */
-        rc = dsv4_fail(st, DSV4_ERUNTIME, "%s: cannot sync %s: %s", w->path, w->tmp, strerror(errno));
-    if (fd >= 0)
-        close(fd);
-    if (!rc && rename(w->tmp, w->path) != 0)
-        rc = dsv4_fail(st, DSV4_EINPUT, "cannot rename %s to %s: %s", w->tmp, w->path, strerror(errno));
-    dsv4_h5_sets_discard(w);
-    return rc;
-}
-
-void dsv4_h5_sets_discard(dsv4_h5_sets *w)
-{
-    if (!w)
-        return;
-    if (w->file >= 0)
-        H5Fclose(w->file);
-    if (w->tmp)
-        remove(w->tmp); /* already renamed after a commit */
-    free(w->tmp);
-    free(w->path);
-    free(w);
-}
-
-static int write_golden(const char *path, const dsv4_golden *g, const dsv4_tensors *actual,
-                        int force, dsv4_status *st)
+int dsv4_h5_write_file(const char *path, int force, dsv4_h5_fill_fn fill, const void *arg, dsv4_status *st)
 {
     dsv4_h5_quiet();
     struct stat sb;
@@ -677,7 +610,7 @@ static int write_golden(const char *path, const dsv4_golden *g, const dsv4_tenso
     dsv4_status loc = {0, ""};
     void *image = NULL;
     size_t len = 0;
-    int rc = build_image(path, g, actual, &image, &len, &loc);
+    int rc = build_image(path, fill, arg, &image, &len, &loc);
     if (!rc) {
         arm_temp(tmp);
         rc = write_temp(tmp, image, len, &loc);
@@ -700,13 +633,15 @@ static int write_golden(const char *path, const dsv4_golden *g, const dsv4_tenso
 
 int dsv4_golden_write(const char *path, const dsv4_golden *g, int force, dsv4_status *st)
 {
-    return write_golden(path, g, NULL, force, st);
+    const golden_contents gc = {g, NULL};
+    return dsv4_h5_write_file(path, force, write_contents, &gc, st);
 }
 
 int dsv4_golden_write_repro(const char *path, const dsv4_golden *g, const dsv4_tensors *actual,
                             dsv4_status *st)
 {
-    return write_golden(path, g, actual, 1, st);
+    const golden_contents gc = {g, actual};
+    return dsv4_h5_write_file(path, 1, write_contents, &gc, st);
 }
 
 /* ".<name>.h5.tmp.<pid>" with a pid of decimal digits: what temp_path

@@ -55,18 +55,6 @@ int dsv4_golden_write(const char *path, const dsv4_golden *g, int force, dsv4_st
  * /actual. */
 int dsv4_golden_write_repro(const char *path, const dsv4_golden *g, const dsv4_tensors *actual,
                             dsv4_status *st);
-/* A file of named tensor groups, one dataset per tensor stored as goldens
- * store them, with optional op / variant attributes per group and the root
- * attribute dsv4check_actuals = 1: the actuals file of `--actual`.
- * Written to a temporary file beside path, group by group, and renamed
- * over path by _commit (which also frees w; _discard frees it and removes
- * the temporary). */
-typedef struct dsv4_h5_sets dsv4_h5_sets;
-int dsv4_h5_sets_open(const char *path, dsv4_h5_sets **out, dsv4_status *st);
-int dsv4_h5_sets_add(dsv4_h5_sets *w, const char *group, const char *op, const char *variant,
-                     const dsv4_tensors *ts, dsv4_status *st);
-int dsv4_h5_sets_commit(dsv4_h5_sets *w, dsv4_status *st);
-void dsv4_h5_sets_discard(dsv4_h5_sets *w);
 /* Reads a golden and checks it against its op; what run, check and show
  * use.  The file (dsv4_golden_read_schema) and then the op: known op and
  * variant; /params of the declared types, finite, every required one

@@ -87,6 +87,45 @@ typedef struct dsv4_h5_chunked {
  * DSV4_EINPUT naming the file, the dataset and the chunk otherwise. */
 int dsv4_h5_read_chunked(const dsv4_h5_chunked *c, dsv4_status *st);
 
+/* Writing (golden.c).  fill writes a file's contents into the open file f;
+ * dsv4_h5_write_file builds the file in memory with the HDF5 1.8 formats,
+ * writes it to a temporary file beside path, syncs it and renames it into
+ * place (an existing path is kept unless force). */
+typedef int (*dsv4_h5_fill_fn)(hid_t f, const void *arg, dsv4_status *st);
+int dsv4_h5_write_file(const char *path, int force, dsv4_h5_fill_fn fill, const void *arg, dsv4_status *st);
+/* One tensor as schema 1 stores it (chunked, Fletcher32, deflate; a dtype
+ * attribute); messages name /gname/NAME. */
+int dsv4_h5_write_tensor(hid_t grp, const char *gname, const dsv4_tensor *t, dsv4_status *st);
+/* A fixed-length UTF-8 string attribute (value shorter than max); -1 on failure. */
+int dsv4_h5_write_str_attr(hid_t loc, const char *name, const char *value, size_t max);
+/* An int64 scalar attribute; -1 on failure. */
+int dsv4_h5_write_int_attr(hid_t loc, const char *name, int64_t v);
+
+/* Opens path read-only for a reader of untrusted files (golden_walk.c):
+ * with fapl H5P_DEFAULT a regular, non-empty HDF5 file (else the core
+ * driver's image), then a walk over every link: hard links only, each
+ * object linked once, at most max_objects of them, datasets stored in the
+ * file (no external storage, no virtual datasets).  kind ("golden",
+ * "actuals file") names the file in messages.  DSV4_EINPUT naming the file
+ * and the object; *file is closed again on failure. */
+int dsv4_h5_open(const char *path, hid_t fapl, int max_objects, const char *kind, hid_t *file, dsv4_status *st);
+int dsv4_h5_walk(const char *path, hid_t file, int max_objects, const char *kind, dsv4_status *st);
+/* A core-driver file access list holding len bytes at buf (the fuzzers'
+ * in-memory files); -1 on failure. */
+int dsv4_h5_image_fapl(const void *buf, size_t len, hid_t *fapl);
+/* Every dataset of /group (a top-level group) read as the golden reader
+ * reads /inputs: dtype attribute matching the storage type, shapes within
+ * the memory limit, chunked with Fletcher32 (scalars compact or
+ * contiguous), decoded by golden_chunk.c.  Messages name path:/group/NAME. */
+int dsv4_h5_read_group(const char *path, hid_t file, const char *group, dsv4_tensors *ts, dsv4_status *st);
+/* An optional string attribute of loc into buf (untouched when absent),
+ * read as golden attributes are (UTF-8, no NUL, shorter than max). */
+int dsv4_h5_str_attr(const char *path, hid_t loc, const char *name, const char *where, char *buf, size_t max,
+                     dsv4_status *st);
+/* An optional integer scalar attribute of the root group (*v untouched
+ * when absent). */
+int dsv4_h5_int_attr(const char *path, hid_t file, const char *name, int64_t *v, dsv4_status *st);
+
 /* The checks of a golden that need its op (golden_op.c); path for messages. */
 int dsv4_golden_check_op(const char *path, const dsv4_golden *g, dsv4_status *st);
 

@@ -3,23 +3,22 @@
  * that anyone may have written, read without trusting anything in it.
  *
  * Before any attribute or dataset is read, a walk over every link in the
- * file refuses soft, external and user-defined links, a second hard link to
- * one object, external raw storage and virtual datasets: nothing the reader
- * does can open another file or read an object twice under two names.
+ * file (golden_walk.c) refuses soft, external and user-defined links, a
+ * second hard link to one object, external raw storage and virtual
+ * datasets: nothing the reader does can open another file or read an
+ * object twice under two names.
  * Strings are read as stored bytes (no conversion that would stop at an
  * embedded NUL) and must be UTF-8.  Chunked data is decoded by
  * golden_chunk.c; scalars are compact (inside the checksummed object
  * header) or contiguous; the op's own checks follow (golden_op.c). */
 #include "golden_h5.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define STR_ATTR_MAX 4096 /* longest string attribute we read */
-#define MAX_OBJECTS 1024  /* links in a golden: groups and datasets */
+#define MAX_OBJECTS 1024  /* links in a golden: groups and datasets (golden_walk.c) */
 
 typedef struct reader {
     const char *path;
@@ -58,92 +57,6 @@ int dsv4_h5_utf8_ok(const unsigned char *s, size_t n)
         i += len;
     }
     return 1;
-}
-
-/* ---- the walk over every link ------------------------------------------ */
-
-typedef struct walk {
-    const reader *r;
-    int n, rc;
-    haddr_t addr[MAX_OBJECTS + 1];
-    char name[MAX_OBJECTS + 1][64]; /* for messages, cut */
-} walk;
-
-/* A dataset's raw data must be in this file: no external files, no
- * virtual mapping onto other datasets (or files). */
-static int check_storage(const reader *r, hid_t loc, const char *name)
-{
-    hid_t d = H5Dopen2(loc, name, H5P_DEFAULT), dcpl = d < 0 ? -1 : H5Dget_create_plist(d);
-    H5D_layout_t layout = dcpl < 0 ? H5D_LAYOUT_ERROR : H5Pget_layout(dcpl);
-    int ext = dcpl < 0 ? -1 : H5Pget_external_count(dcpl);
-    dsv4_h5_close(dcpl, H5Pclose);
-    dsv4_h5_close(d, H5Dclose);
-    if (layout == H5D_LAYOUT_ERROR || ext < 0)
-        return dsv4_fail(r->st, DSV4_EINPUT, "%s:/%s: unreadable dataset (corrupt file)", r->path, name);
-    if (layout == H5D_VIRTUAL)
-        return dsv4_fail(r->st, DSV4_EINPUT, "%s:/%s: a virtual dataset (its data would come from other "
-                         "datasets or files); schema 1 stores every tensor in the file", r->path, name);
-    if (ext > 0)
-        return dsv4_fail(r->st, DSV4_EINPUT, "%s:/%s: external raw storage (%d file%s outside the golden); "
-                         "schema 1 stores every tensor in the file", r->path, name, ext, ext == 1 ? "" : "s");
-    return DSV4_OK;
-}
-
-static herr_t visit_cb(hid_t root, const char *name, const H5L_info_t *info, void *data)
-{
-    walk *w = data;
-    const reader *r = w->r;
-    H5O_info_t oi;
-    if (!dsv4_h5_utf8_ok((const unsigned char *)name, strlen(name)))
-        w->rc = dsv4_fail(r->st, DSV4_EINPUT, "%s: a link name that is not valid UTF-8", r->path);
-    else if (info->type != H5L_TYPE_HARD)
-        w->rc = dsv4_fail(r->st, DSV4_EINPUT, "%s:/%s: a %s link; schema 1 has hard links only (a link could "
-                          "lead out of the file)", r->path, name,
-                          info->type == H5L_TYPE_SOFT ? "soft" : info->type == H5L_TYPE_EXTERNAL ? "external"
-                                                                                                 : "user-defined");
-    else if (w->n > MAX_OBJECTS)
-        w->rc = dsv4_fail(r->st, DSV4_EINPUT, "%s: more than %d objects (not a golden)", r->path, MAX_OBJECTS);
-    for (int k = 0; !w->rc && k < w->n; k++)
-        if (w->addr[k] == info->u.address)
-            w->rc = dsv4_fail(r->st, DSV4_EINPUT, "%s:/%s: a second hard link to /%s; each tensor and group "
-                              "is stored once", r->path, name, w->name[k]);
-    if (w->rc)
-        return -1;
-    w->addr[w->n] = info->u.address;
-    snprintf(w->name[w->n++], sizeof w->name[0], "%s", name);
-    if (H5Oget_info_by_name2(root, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
-        w->rc = dsv4_fail(r->st, DSV4_EINPUT, "%s:/%s: unreadable object (corrupt file)", r->path, name);
-    else if (oi.type == H5O_TYPE_DATASET)
-        w->rc = check_storage(r, root, name);
-    else if (oi.type != H5O_TYPE_GROUP)
-        w->rc = dsv4_fail(r->st, DSV4_EINPUT, "%s:/%s: a named datatype or other object schema 1 does not "
-                          "have", r->path, name);
-    return w->rc ? -1 : 0;
-}
-
-static int walk_file(const reader *r)
-{
-    walk *w = calloc(1, sizeof *w);
-    if (!w)
-        return dsv4_fail(r->st, DSV4_ERUNTIME, "%s: out of memory", r->path);
-    w->r = r;
-    H5O_info_t oi;
-    int rc = DSV4_OK;
-    if (H5Oget_info2(r->file, &oi, H5O_INFO_BASIC) < 0) {
-        rc = dsv4_fail(r->st, DSV4_EINPUT, "%s: unreadable root group (corrupt file)", r->path);
-    } else {
-        w->addr[w->n] = oi.addr;
-        snprintf(w->name[w->n++], sizeof w->name[0], "(the root group)");
-        herr_t e = H5Lvisit(r->file, H5_INDEX_NAME, H5_ITER_INC, visit_cb, w);
-        rc = w->rc;
-        if (!rc && e < 0) {
-            char eb[DSV4_H5_ERR_MAX];
-            rc = dsv4_fail(r->st, DSV4_EINPUT, "%s: cannot list the file's objects (corrupt file: %s)", r->path,
-                           dsv4_h5_err(eb));
-        }
-    }
-    free(w);
-    return rc;
 }
 
 /* ---- attributes ---------------------------------------------------------- */
@@ -509,7 +422,7 @@ static const char *type_desc(hid_t ft, char *buf, size_t len)
 
 typedef struct dset_ctx {
     const reader *r;
-    char where[128]; /* "/inputs/NAME" */
+    char where[320]; /* "/inputs/NAME", "/CASE/NAME" in an actuals file */
     hid_t d;
 } dset_ctx;
 
@@ -691,33 +604,9 @@ static int read_tensors(const reader *r, const char *gname, dsv4_tensors *ts)
     return rc;
 }
 
-/* Plain-file checks first, so the common mistakes get plain messages. */
-static int precheck(const char *path, dsv4_status *st)
-{
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return dsv4_fail(st, DSV4_EINPUT, "%s: cannot open: %s", path, strerror(errno));
-    if (S_ISDIR(sb.st_mode))
-        return dsv4_fail(st, DSV4_EINPUT, "%s: is a directory, not an HDF5 file", path);
-    if (!S_ISREG(sb.st_mode))
-        return dsv4_fail(st, DSV4_EINPUT, "%s: not a regular file", path);
-    if (sb.st_size == 0)
-        return dsv4_fail(st, DSV4_EINPUT, "%s: empty file, not an HDF5 file", path);
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return dsv4_fail(st, DSV4_EINPUT, "%s: cannot open: %s", path, strerror(errno));
-    fclose(fp);
-    htri_t is = H5Fis_hdf5(path);
-    if (is <= 0)
-        return dsv4_fail(st, DSV4_EINPUT, "%s: not an HDF5 file", path);
-    return DSV4_OK;
-}
-
 static int read_all(const reader *r, dsv4_golden *g)
 {
-    int rc = walk_file(r);
-    if (!rc)
-        rc = read_root(r, g);
+    int rc = read_root(r, g);
     if (!rc)
         rc = read_params(r, &g->params);
     if (!rc)
@@ -735,19 +624,13 @@ static int read_with(const char *path, hid_t fapl, int with_op, dsv4_golden *g, 
     dsv4_h5_quiet();
     memset(g, 0, sizeof *g);
     dsv4_status loc = {0, ""};
-    int rc = fapl == H5P_DEFAULT ? precheck(path, &loc) : DSV4_OK;
+    hid_t f;
+    int rc = dsv4_h5_open(path, fapl, MAX_OBJECTS, "golden", &f, &loc);
     if (!rc) {
-        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-        if (f < 0) {
-            char eb[DSV4_H5_ERR_MAX];
-            rc = dsv4_fail(&loc, DSV4_EINPUT, "%s: cannot open as HDF5, truncated or corrupt "
-                           "file (%s)", path, dsv4_h5_err(eb));
-        } else {
-            reader r = {path, f, &loc};
-            rc = read_all(&r, g);
-            if (H5Fclose(f) < 0 && !rc)
-                rc = dsv4_fail(&loc, DSV4_EINPUT, "%s: error closing (corrupt file)", path);
-        }
+        reader r = {path, f, &loc};
+        rc = read_all(&r, g);
+        if (H5Fclose(f) < 0 && !rc)
+            rc = dsv4_fail(&loc, DSV4_EINPUT, "%s: error closing (corrupt file)", path);
     }
     if (!rc && with_op)
         rc = dsv4_golden_check_op(path, g, &loc);
@@ -779,14 +662,33 @@ int dsv4_golden_read_image(const char *name, const void *buf, size_t len, dsv4_g
         memset(g, 0, sizeof *g);
         return dsv4_fail(st, DSV4_EINPUT, "%s: empty file, not an HDF5 file", name);
     }
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    if (fapl < 0 || H5Pset_fapl_core(fapl, 1 << 16, 0) < 0 ||
-        H5Pset_file_image(fapl, (void *)buf, len) < 0) {
-        dsv4_h5_close(fapl, H5Pclose);
+    hid_t fapl;
+    if (dsv4_h5_image_fapl(buf, len, &fapl)) {
         memset(g, 0, sizeof *g);
         return dsv4_fail(st, DSV4_ERUNTIME, "%s: cannot set up an in-memory HDF5 file", name);
     }
     int rc = read_with(name, fapl, 1, g, st);
     H5Pclose(fapl);
     return rc;
+}
+
+/* ---- groups of tensors in other files (actual.c) ---- */
+
+int dsv4_h5_read_group(const char *path, hid_t file, const char *group, dsv4_tensors *ts, dsv4_status *st)
+{
+    reader r = {path, file, st};
+    return read_tensors(&r, group, ts);
+}
+
+int dsv4_h5_str_attr(const char *path, hid_t loc, const char *name, const char *where, char *buf, size_t max,
+                     dsv4_status *st)
+{
+    reader r = {path, -1, st};
+    return str_attr(&r, loc, name, where, 0, buf, max);
+}
+
+int dsv4_h5_int_attr(const char *path, hid_t file, const char *name, int64_t *v, dsv4_status *st)
+{
+    reader r = {path, file, st};
+    return int_attr(&r, file, name, 0, v);
 }

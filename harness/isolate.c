@@ -22,6 +22,8 @@
 
 #define WIRE_MAGIC 0x64737634u /* "dsv4" */
 #define NAME_LEN 256
+#define CASE_LEN 192   /* a case name with its NUL (dsv4_case.name) */
+#define GOLDEN_LEN 512 /* a golden path with its NUL (DSV4_PATH_MAX) */
 
 typedef struct wire_hello {
     int32_t code;     /* DSV4_OK or the implementation's refusal */
@@ -37,6 +39,9 @@ typedef struct wire_request {
     int32_t nin, nout;
     uint64_t seed;
     dsv4_params params;
+    int32_t has_case, has_golden; /* 0: NULL */
+    char case_name[CASE_LEN];
+    char golden[GOLDEN_LEN];
 } wire_request;
 
 typedef struct wire_tensor {
@@ -294,7 +299,9 @@ static void child_main(int fd, const dsv4_child_impl *impl)
         wire_reply rp;
         memset(&rp, 0, sizeof rp);
         dsv4_status_clear(&st);
-        rp.code = impl->run(impl->arg, op, &ctx, &cc->in, &cc->out, &st);
+        cc->rq.case_name[CASE_LEN - 1] = cc->rq.golden[GOLDEN_LEN - 1] = '\0';
+        rp.code = impl->run(impl->arg, op, &ctx, cc->rq.has_case ? cc->rq.case_name : NULL,
+                            cc->rq.has_golden ? cc->rq.golden : NULL, &cc->in, &cc->out, &st);
         snprintf(rp.msg, sizeof rp.msg, "%s", st.msg);
         int bad = send_all(fd, &rp, sizeof rp, 0) != IO_OK;
         for (int k = 0; !bad && !rp.code && k < cc->out.n; k++)
@@ -474,8 +481,8 @@ static int send_tensor(int fd, const dsv4_tensor *t, double deadline)
     return io ? io : send_all(fd, t->data, t->nbytes, deadline);
 }
 
-static int exchange(dsv4_isolated *x, const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
-                    dsv4_tensors *out, wire_reply *rp)
+static int exchange(dsv4_isolated *x, const dsv4_op *op, const dsv4_opctx *c, const char *case_name,
+                    const char *golden, const dsv4_tensors *in, dsv4_tensors *out, wire_reply *rp)
 {
     double deadline = deadline_of(x);
     wire_request *rq = calloc(1, sizeof *rq);
@@ -488,6 +495,10 @@ static int exchange(dsv4_isolated *x, const dsv4_op *op, const dsv4_opctx *c, co
     rq->nout = out->n;
     rq->seed = c->seed;
     rq->params = *c->params;
+    rq->has_case = case_name != NULL;
+    rq->has_golden = golden != NULL;
+    snprintf(rq->case_name, sizeof rq->case_name, "%s", case_name ? case_name : "");
+    snprintf(rq->golden, sizeof rq->golden, "%s", golden ? golden : "");
     int io = send_all(x->fd, rq, sizeof *rq, deadline);
     free(rq);
     for (int k = 0; !io && k < in->n; k++)
@@ -501,8 +512,8 @@ static int exchange(dsv4_isolated *x, const dsv4_op *op, const dsv4_opctx *c, co
     return io;
 }
 
-int dsv4_isolated_run(dsv4_isolated *x, const dsv4_op *op, const dsv4_opctx *c,
-                      const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
+int dsv4_isolated_run(dsv4_isolated *x, const dsv4_op *op, const dsv4_opctx *c, const char *case_name,
+                      const char *golden, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
 {
     if (!x->broken[0] && !x->pid) { /* the last child died: a fresh one */
         dsv4_status why = {0};
@@ -513,7 +524,7 @@ int dsv4_isolated_run(dsv4_isolated *x, const dsv4_op *op, const dsv4_opctx *c,
     if (x->broken[0])
         return dsv4_fail(st, DSV4_ERUNTIME, "%s", x->broken);
     wire_reply rp;
-    int io = exchange(x, op, c, in, out, &rp);
+    int io = exchange(x, op, c, case_name, golden, in, out, &rp);
     if (io) {
         char how[300];
         end_child(x, io == IO_TIMEOUT, how, sizeof how);

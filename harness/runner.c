@@ -16,6 +16,16 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+const char *dsv4_impl_option(const char *impl, char *buf, size_t len)
+{
+    size_t n = strlen(DSV4_ACTUAL_IMPL);
+    if (strncmp(impl, DSV4_ACTUAL_IMPL, n) == 0)
+        snprintf(buf, len, "--actual %s", impl + n);
+    else
+        snprintf(buf, len, "--impl %s", impl);
+    return buf;
+}
+
 int dsv4_golden_params(const dsv4_op *op, dsv4_params *ps, const char *where, dsv4_status *st)
 {
     for (int k = 0; k < ps->n; k++) {
@@ -73,11 +83,11 @@ int dsv4_reference_outputs(const dsv4_op *op, const dsv4_opctx *c, const dsv4_te
 
 /* The reference as an implementation under test: its golden-dtype result
  * rounded into the kernel dtype (float outputs), else as is. */
-static int run_backend(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c,
+static int run_backend(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c, const dsv4_case_id *id,
                        const dsv4_tensors *in, dsv4_tensors *act, dsv4_status *st)
 {
     if (!b->is_ref)
-        return dsv4_backend_run(b, op, c, in, act, st);
+        return dsv4_backend_run(b, op, c, id, in, act, st);
     dsv4_tensors ideal = {0};
     int rc = dsv4_reference_outputs(op, c, in, &ideal, st);
     for (int k = 0; !rc && k < act->n; k++) {
@@ -118,15 +128,15 @@ static void set_error(dsv4_case_result *r, int code, const dsv4_status *st)
 /* --rerun N: the implementation runs N - 1 more times on fresh outputs and
  * must reproduce the first run bit for bit: nondeterminism is reported
  * apart from inaccuracy.  A difference is a failure (1). */
-static int rerun_identical(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
-                           const dsv4_tensors *first, const dsv4_backend *b, int rerun,
+static int rerun_identical(const dsv4_op *op, const dsv4_opctx *c, const dsv4_case_id *id,
+                           const dsv4_tensors *in, const dsv4_tensors *first, const dsv4_backend *b, int rerun,
                            dsv4_case_result *r, dsv4_status *st)
 {
     for (int k = 1; k < rerun; k++) {
         dsv4_tensors again = {0};
         int rc = op->alloc_outputs(c, in, &again, st);
         if (!rc)
-            rc = run_backend(b, op, c, in, &again, st);
+            rc = run_backend(b, op, c, id, in, &again, st);
         for (int t = 0; !rc && t < again.n; t++) {
             const dsv4_tensor *x = &first->t[t], *y = &again.t[t];
             for (size_t i = 0; i < x->nbytes; i++)
@@ -188,9 +198,87 @@ static void write_repro(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tenso
         if (input)
             r->status = DSV4_EINPUT;
     } else if (r->repro_file[0]) {
-        snprintf(r->replay, sizeof r->replay, "%s check %s --impl %s%s", o->argv0, r->repro_file, o->impl,
-                 o->device_arg ? o->device_arg : "");
+        char impl[DSV4_PATH_MAX + 16];
+        snprintf(r->replay, sizeof r->replay, "%s check %s %s%s", o->argv0, r->repro_file,
+                 dsv4_impl_option(o->impl, impl, sizeof impl), o->device_arg ? o->device_arg : "");
     }
+}
+
+int dsv4_judge_outputs(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
+                       const dsv4_tensors *expected, const dsv4_tensors *act, const dsv4_case *cs, int maps,
+                       dsv4_case_result *r)
+{
+    dsv4_status st = {0};
+    uint8_t *mask = NULL;
+    double *ebound = NULL;
+    int rc = DSV4_OK;
+    r->verdict = DSV4_PASS;
+    r->status = DSV4_OK;
+    for (int k = 0; k < act->n && r->n_outputs < DSV4_MAX_TENSORS; k++) {
+        const dsv4_tensor *a = &act->t[k];
+        const dsv4_tensor *e = dsv4_tensors_get(expected, a->name);
+        dsv4_output_result *out = &r->outputs[r->n_outputs];
+        if (!e) {
+            rc = dsv4_fail(&st, DSV4_EINPUT, "expected output '%s' is missing", a->name);
+            break;
+        }
+        if (!dsv4_tensor_same_shape(e, a)) {
+            char se[96], sa[96];
+            rc = dsv4_fail(&st, DSV4_EINPUT, "expected output '%s' has shape %s; these inputs give %s", a->name,
+                           dsv4_shape_str(e, se, sizeof se), dsv4_shape_str(a, sa, sizeof sa));
+            break;
+        }
+        if ((rc = op->policy(c, in, a->name, &out->pol, &st)))
+            break;
+        if (cs)
+            dsv4_case_apply_overrides(cs, a->name, &out->pol);
+        int64_t n = dsv4_tensor_numel(e);
+        free(mask);
+        mask = NULL;
+        if (op->mask) {
+            if (!(mask = malloc(n ? (size_t)n : 1))) {
+                rc = dsv4_fail(&st, DSV4_ERUNTIME, "out of memory");
+                break;
+            }
+            if ((rc = op->mask(c, in, a->name, mask, n, &st)))
+                break;
+        }
+        locate_ctx lc = {op, c, in, a->name};
+        dsv4_cmp_aux aux = {NULL, NULL, NULL};
+        if (op->bound && (out->pol.kind == DSV4_CMP_FLOAT || out->pol.kind == DSV4_CMP_MX)) {
+            free(ebound);
+            if (!(ebound = calloc(n ? (size_t)n : 1, sizeof *ebound))) {
+                rc = dsv4_fail(&st, DSV4_ERUNTIME, "out of memory");
+                break;
+            }
+            if ((rc = op->bound(c, in, a->name, ebound, n, &st)))
+                break;
+            aux.elem_bound = ebound;
+        }
+        if (out->pol.companion[0]) {
+            aux.expected = dsv4_tensors_get(expected, out->pol.companion);
+            aux.actual = dsv4_tensors_get(act, out->pol.companion);
+            if (!aux.expected) /* a companion may also be an input (scores) */
+                aux.expected = dsv4_tensors_get(in, out->pol.companion);
+        }
+        if ((rc = dsv4_compare(e, a, &out->pol, mask, op->locate ? locate_adapter : NULL, &lc, &aux, &out->cmp,
+                               &st)))
+            break;
+        if (op->hint && out->cmp.bad)
+            op->hint(c, in, a->name, e, a, &out->cmp);
+        if (maps && out->cmp.verdict == DSV4_FAIL)
+            out->map = dsv4_errmap_make(e, a, &out->pol, mask);
+        r->n_outputs++;
+        if (out->cmp.verdict > r->verdict)
+            r->verdict = out->cmp.verdict;
+    }
+    free(mask);
+    free(ebound);
+    if (rc)
+        set_error(r, rc, &st);
+    else if (r->verdict == DSV4_FAIL)
+        r->status = DSV4_EFAIL;
+    return rc;
 }
 
 /* Validate inputs, run the implementation, compare every output. */
@@ -200,114 +288,31 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
 {
     dsv4_status st = {0};
     dsv4_tensors act = {0};
-    uint8_t *mask = NULL;
-    double *ebound = NULL;
     int rc;
     if ((rc = op->validate(c, in, &st))) {
         dsv4_status_prefix(&st, "inputs");
         set_error(r, rc, &st);
         return;
     }
-    if (!dsv4_backend_supports(b, op, c->variant)) {
+    const dsv4_case_id id = {r->name, r->golden[0] ? r->golden : NULL};
+    if (!dsv4_backend_provides(b, op, c->variant, &id, r->error, sizeof r->error)) {
         r->status = DSV4_ESKIP;
-        snprintf(r->error, sizeof r->error, "%s does not implement %s [%s]", b->name, op->name,
-                 dsv4_op_variant_name(op, c->variant));
         return;
     }
     if ((rc = op->alloc_outputs(c, in, &act, &st))) {
         set_error(r, rc, &st);
-        goto out;
-    }
-    if ((rc = run_backend(b, op, c, in, &act, &st)) ||
-        (rc = rerun_identical(op, c, in, &act, b, o->rerun, r, &st))) {
+    } else if ((rc = run_backend(b, op, c, &id, in, &act, &st)) ||
+               (rc = rerun_identical(op, c, &id, in, &act, b, o->rerun, r, &st))) {
         static const dsv4_tensors nothing;
         if (rc != DSV4_EFAIL)
             set_error(r, rc, &st);
-        /* A crashed, killed or refusing implementation: replayable too. */
-        if (rc != DSV4_ESKIP)
+        /* A crashed, killed or refusing implementation: replayable too (a
+         * malformed actuals file is not the kernel's doing). */
+        if (rc != DSV4_ESKIP && !(b->actual && rc == DSV4_EINPUT))
             write_repro(op, c, in, expected, rc == DSV4_EFAIL ? &act : &nothing, o, r);
-        goto out;
-    }
-    r->verdict = DSV4_PASS;
-    r->status = DSV4_OK;
-    for (int k = 0; k < act.n && r->n_outputs < DSV4_MAX_TENSORS; k++) {
-        const dsv4_tensor *a = &act.t[k];
-        const dsv4_tensor *e = dsv4_tensors_get(expected, a->name);
-        dsv4_output_result *out = &r->outputs[r->n_outputs];
-        if (!e) {
-            dsv4_fail(&st, DSV4_EINPUT, "expected output '%s' is missing", a->name);
-            set_error(r, DSV4_EINPUT, &st);
-            goto out;
-        }
-        if (!dsv4_tensor_same_shape(e, a)) {
-            char se[96], sa[96];
-            dsv4_fail(&st, DSV4_EINPUT, "expected output '%s' has shape %s; these inputs give %s",
-                      a->name, dsv4_shape_str(e, se, sizeof se), dsv4_shape_str(a, sa, sizeof sa));
-            set_error(r, DSV4_EINPUT, &st);
-            goto out;
-        }
-        if ((rc = op->policy(c, in, a->name, &out->pol, &st))) {
-            set_error(r, rc, &st);
-            goto out;
-        }
-        if (cs)
-            dsv4_case_apply_overrides(cs, a->name, &out->pol);
-        int64_t n = dsv4_tensor_numel(e);
-        free(mask);
-        mask = NULL;
-        if (op->mask) {
-            mask = malloc(n ? (size_t)n : 1);
-            if (!mask) {
-                dsv4_fail(&st, DSV4_ERUNTIME, "out of memory");
-                set_error(r, DSV4_ERUNTIME, &st);
-                goto out;
-            }
-            if ((rc = op->mask(c, in, a->name, mask, n, &st))) {
-                set_error(r, rc, &st);
-                goto out;
-            }
-        }
-        locate_ctx lc = {op, c, in, a->name};
-        dsv4_cmp_aux aux = {NULL, NULL, NULL};
-        if (op->bound && (out->pol.kind == DSV4_CMP_FLOAT || out->pol.kind == DSV4_CMP_MX)) {
-            free(ebound);
-            if (!(ebound = calloc(n ? (size_t)n : 1, sizeof *ebound))) {
-                dsv4_fail(&st, DSV4_ERUNTIME, "out of memory");
-                set_error(r, DSV4_ERUNTIME, &st);
-                goto out;
-            }
-            if ((rc = op->bound(c, in, a->name, ebound, n, &st))) {
-                set_error(r, rc, &st);
-                goto out;
-            }
-            aux.elem_bound = ebound;
-        }
-        if (out->pol.companion[0]) {
-            aux.expected = dsv4_tensors_get(expected, out->pol.companion);
-            aux.actual = dsv4_tensors_get(&act, out->pol.companion);
-            if (!aux.expected) /* a companion may also be an input (scores) */
-                aux.expected = dsv4_tensors_get(in, out->pol.companion);
-        }
-        if ((rc = dsv4_compare(e, a, &out->pol, mask, op->locate ? locate_adapter : NULL, &lc, &aux,
-                               &out->cmp, &st))) {
-            set_error(r, rc, &st);
-            goto out;
-        }
-        if (op->hint && out->cmp.bad)
-            op->hint(c, in, a->name, e, a, &out->cmp);
-        if (o->maps && out->cmp.verdict == DSV4_FAIL)
-            out->map = dsv4_errmap_make(e, a, &out->pol, mask);
-        r->n_outputs++;
-        if (out->cmp.verdict > r->verdict)
-            r->verdict = out->cmp.verdict;
-    }
-    if (r->verdict == DSV4_FAIL) {
-        r->status = DSV4_EFAIL;
+    } else if (!dsv4_judge_outputs(op, c, in, expected, &act, cs, o->maps, r) && r->verdict == DSV4_FAIL) {
         write_repro(op, c, in, expected, &act, o, r);
     }
-out:
-    free(mask);
-    free(ebound);
     dsv4_tensors_free(&act);
 }
 
@@ -369,8 +374,10 @@ void dsv4_run_case(const dsv4_case *c, const dsv4_backend *b, const dsv4_run_opt
     uint64_t seed = o->seed_override ? o->seed : c->seed;
     result_init(r, c->name, c->op, c->variant, seed);
     snprintf(r->origin, sizeof r->origin, "%s:%d:%d", c->file, c->line, c->col);
-    snprintf(r->repro, sizeof r->repro, "%s run %s --filter '^%s$' --impl %s%s%s", o->argv0, c->file,
-             c->name, o->impl, o->device_arg ? o->device_arg : "", o->seed_override ? " --seed N" : "");
+    char impl[DSV4_PATH_MAX + 16];
+    snprintf(r->repro, sizeof r->repro, "%s run %s --filter '^%s$' %s%s%s", o->argv0, c->file, c->name,
+             dsv4_impl_option(o->impl, impl, sizeof impl), o->device_arg ? o->device_arg : "",
+             o->seed_override ? " --seed N" : "");
     dsv4_opctx ctx = dsv4_opctx_make(c->op, &c->params, c->variant, seed);
     dsv4_status st = {0};
     dsv4_tensors in = {0}, expected = {0};
@@ -410,6 +417,8 @@ void dsv4_run_case(const dsv4_case *c, const dsv4_backend *b, const dsv4_run_opt
 void dsv4_check_golden(const char *path, const dsv4_backend *b, const dsv4_run_opts *o,
                        dsv4_case_result *r)
 {
+    char impl[DSV4_PATH_MAX + 16];
+    dsv4_impl_option(o->impl, impl, sizeof impl);
     double t0 = now_seconds();
     dsv4_golden g;
     dsv4_status st = {0};
@@ -417,8 +426,7 @@ void dsv4_check_golden(const char *path, const dsv4_backend *b, const dsv4_run_o
     result_init(r, path, NULL, 0, 0);
     snprintf(r->origin, sizeof r->origin, "%s", path);
     snprintf(r->golden, sizeof r->golden, "%s", path);
-    snprintf(r->repro, sizeof r->repro, "%s check %s --impl %s%s", o->argv0, path, o->impl,
-                 o->device_arg ? o->device_arg : "");
+    snprintf(r->repro, sizeof r->repro, "%s check %s %s%s", o->argv0, path, impl, o->device_arg ? o->device_arg : "");
     int rc = dsv4_golden_read(path, &g, &st);
     const dsv4_op *op = rc ? NULL : dsv4_op_find(g.op);
     int variant = 0;
@@ -434,8 +442,7 @@ void dsv4_check_golden(const char *path, const dsv4_backend *b, const dsv4_run_o
         result_init(r, g.case_name[0] ? g.case_name : path, op, variant, g.seed);
         snprintf(r->origin, sizeof r->origin, "%s", path);
         snprintf(r->golden, sizeof r->golden, "%s", path);
-        snprintf(r->repro, sizeof r->repro, "%s check %s --impl %s%s", o->argv0, path, o->impl,
-                 o->device_arg ? o->device_arg : "");
+        snprintf(r->repro, sizeof r->repro, "%s check %s %s%s", o->argv0, path, impl, o->device_arg ? o->device_arg : "");
         dsv4_opctx ctx = dsv4_opctx_make(op, &g.params, variant, g.seed);
         execute(op, &ctx, &g.inputs, &g.outputs, b, NULL, o, r);
         if (r->status == DSV4_EINPUT && strncmp(r->error, path, strlen(path)) != 0) {

@@ -30,6 +30,20 @@ void dsv4_run_case(const dsv4_case *c, const dsv4_backend *b, const dsv4_run_opt
 void dsv4_check_golden(const char *path, const dsv4_backend *b, const dsv4_run_opts *o,
                        dsv4_case_result *r);
 
+/* Compares every output of act (the implementation's) with expected under
+ * op's policy for context c (cs: the case's tolerance overrides, or NULL;
+ * maps: error maps of failing outputs) into r's outputs, verdict and
+ * status (DSV4_OK or DSV4_EFAIL).  A comparison that cannot be made (an
+ * expected output missing or of another shape) sets r's error and status
+ * and is returned. */
+int dsv4_judge_outputs(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
+                       const dsv4_tensors *expected, const dsv4_tensors *act, const dsv4_case *cs, int maps,
+                       dsv4_case_result *r);
+
+/* The command-line option that names implementation impl: "--impl IMPL",
+ * or "--actual FILE" for the actual backend ("actual:FILE"); into buf. */
+const char *dsv4_impl_option(const char *impl, char *buf, size_t len);
+
 /* Make the expected-output set for a reference run: the outputs as
  * alloc_outputs made them, float outputs re-typed to their golden dtype. */
 int dsv4_reference_outputs(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,

@@ -306,7 +306,7 @@ static void plugin_fini(void)
 
 static const dsv4_plugin plugin = {
     DSV4_PLUGIN_ABI_VERSION, "hip-" GPU_PLATFORM, plugin_init, plugin_supports, plugin_run, plugin_time,
-    plugin_fini,
+    plugin_fini, NULL, /* run2: the case is not needed */
 };
 
 extern "C" __attribute__((visibility("default"))) const dsv4_plugin *dsv4_plugin_entry(void)

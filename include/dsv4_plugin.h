@@ -11,9 +11,16 @@
  * defines them; see `dsv4check list`).  This header depends on nothing but
  * the C standard library, so a plug-in needs no other dsv4check header.
  *
- * Compatibility: abi_version must equal DSV4_PLUGIN_ABI_VERSION; any change
- * to these structs or the call contract bumps it.  A plug-in with another
- * version is refused (exit 2) before any of its functions is called.
+ * Compatibility: abi_version is the version the plug-in was written for,
+ * DSV4_PLUGIN_ABI_VERSION when built against this header; any change to
+ * these structs or the call contract bumps it.  dsv4check loads versions
+ * DSV4_PLUGIN_ABI_OLDEST to DSV4_PLUGIN_ABI_VERSION and refuses any other
+ * (exit 2) before any of its functions is called.
+ *   ABI 1: run() gets op, variant, parameters and tensors.
+ *   ABI 2: adds run2(), which also gets the case (dsv4_plugin_case: its name,
+ *          seed and golden file); when run2 is set it is called instead of
+ *          run.  An ABI 1 plug-in (a struct without run2) loads and runs as
+ *          before: dsv4check never reads past the fields its version has.
  *
  * Processes and threads: all calls into one loaded copy come from one
  * thread.  `run` and `check` load the plug-in in a child process of their
@@ -38,7 +45,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DSV4_PLUGIN_ABI_VERSION 1
+#define DSV4_PLUGIN_ABI_VERSION 2 /* what this header describes */
+#define DSV4_PLUGIN_ABI_OLDEST 1  /* the oldest version dsv4check still loads */
 
 /* Dtype codes: the order of dsv4_dtype (ref/tensor.h). */
 enum {
@@ -86,12 +94,27 @@ typedef struct dsv4_plugin_param {
     const int64_t *list;
 } dsv4_plugin_param;
 
+/* ABI 2: the case a run2() call belongs to. */
+typedef struct dsv4_plugin_case {
+    size_t size;      /* sizeof(dsv4_plugin_case) in the dsv4check that calls:
+                         later versions only add fields at the end */
+    const char *name; /* the case's name (in its suite, or a golden's case
+                         attribute): the key of an actuals file's group */
+    const char *op;
+    const char *variant;
+    uint64_t seed;    /* the seed its inputs were generated from */
+    const dsv4_plugin_param *params;
+    int nparams;
+    const char *golden; /* the golden file its inputs come from, or NULL */
+} dsv4_plugin_case;
+
 typedef struct dsv4_plugin {
     int abi_version; /* DSV4_PLUGIN_ABI_VERSION */
     const char *name;
     /* Once, before any run: pick device (-1 = default).  77 = cannot run here. */
     int (*init)(int device, char *err, size_t errlen);
-    /* Non-zero if this plug-in implements op in that variant. */
+    /* Non-zero if this plug-in implements op in that variant (a run or
+     * run2 may still decline one case with DSV4_PLUGIN_ESKIP). */
     int (*supports)(const char *op, const char *variant);
     /* Runs one case.  Inputs are read-only host tensors; outputs are host
      * tensors already allocated (and filled as the op defines) that the
@@ -109,6 +132,10 @@ typedef struct dsv4_plugin {
                 const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs,
                 int noutputs, int iters, double *ms, char *err, size_t errlen);
     void (*fini)(void);
+    /* ABI 2 (leave NULL to have run called): runs one case, as run does,
+     * told which case it is. */
+    int (*run2)(const dsv4_plugin_case *cs, const dsv4_plugin_tensor *inputs, int ninputs,
+                dsv4_plugin_tensor *outputs, int noutputs, char *err, size_t errlen);
 } dsv4_plugin;
 
 #define DSV4_PLUGIN_COPY_OP "dsv4_device_copy"

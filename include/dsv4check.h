@@ -250,12 +250,13 @@ void dsv4check_verdict_free(dsv4check_verdict *v);
 
 typedef struct dsv4check_actuals dsv4check_actuals;
 
-/* One HDF5 group per case name holding one dataset per output, with the
- * storage and `dtype` attribute goldens use (data/README.md, root attribute
- * dsv4check_actuals = 1).  Written to a
- * temporary file beside path and renamed over it by _commit. */
+/* The actuals file of data/README.md: one HDF5 group per case name, one
+ * dataset per output with the storage and `dtype` attribute goldens use.
+ * Cases are collected (their outputs copied) and the whole file is written
+ * by _commit to a temporary file beside path, then renamed over it; at most
+ * 4096 cases. */
 int dsv4check_actuals_open(const char *path, dsv4check_actuals **out, char *err, size_t errlen);
-/* Adds (writes) one case's outputs; op and variant (each may be NULL) are
+/* Adds one case's outputs (copied); op and variant (each may be NULL) are
  * recorded with the group so that the judge can refuse outputs of another
  * op.  A case name given twice is refused. */
 int dsv4check_actuals_add(dsv4check_actuals *w, const char *case_name, const char *op, const char *variant,

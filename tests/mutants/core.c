@@ -149,7 +149,7 @@ static int mutant_run(const char *op, const char *variant, const dsv4_plugin_par
 }
 
 static const dsv4_plugin mutant_plugin = {
-    DSV4_PLUGIN_ABI_VERSION, plugin_name, mutant_init, mutant_supports, mutant_run, NULL, NULL,
+    DSV4_PLUGIN_ABI_VERSION, plugin_name, mutant_init, mutant_supports, mutant_run, NULL, NULL, NULL,
 };
 
 const dsv4_plugin *dsv4_mutant_plugin(const char *id)

@@ -126,7 +126,7 @@ static int hostile_run(const char *op, const char *variant, const dsv4_plugin_pa
 }
 
 static const dsv4_plugin hostile = {
-    DSV4_PLUGIN_ABI_VERSION, "hostile-" MODE, NULL, hostile_supports, hostile_run, NULL, NULL,
+    DSV4_PLUGIN_ABI_VERSION, "hostile-" MODE, NULL, hostile_supports, hostile_run, NULL, NULL, NULL,
 };
 
 const dsv4_plugin *dsv4_plugin_entry(void);
