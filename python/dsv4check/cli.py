@@ -107,6 +107,9 @@ def cmd_run(args):
         sys.stdout.flush()
         cmd = [exe, "run", *args.suites, "--actual", path] + _pass_through(args)
         rc = subprocess.run(cmd).returncode
+        if tmpdir and rc not in (L.OK, L.ESKIP):
+            print(f"python: actuals kept at {path} (the reproduce commands above read it)", file=sys.stderr)
+            tmpdir = None
     finally:
         if tmpdir:
             for f in os.listdir(tmpdir):

@@ -38,18 +38,21 @@ def test_run_planted_bug_equals_c_plugin(tmp_path, impl):
     _torch_or_skip(impl)
     rc_c, out_c, _ = run([exe(), "run", SUITE, "--filter", "combine", "--impl", plugin("libexample_wrong.so")])
     rc_py, out_py, err = py("run", SUITE, "--impl", f"impls:{impl}", "--filter", "combine",
-                            "--json", str(tmp_path / "r.json"))
+                            "--json", str(tmp_path / "r.json"), TMPDIR=str(tmp_path))
     assert rc_c == rc_py == 1, err
     c_blocks, py_blocks = case_blocks(out_c), case_blocks(out_py)
     failing = [n for n, b in c_blocks.items() if b.startswith("FAIL")]
     assert len(failing) >= 10
     for name in failing:
         assert py_blocks[name] == c_blocks[name]
-    assert out_c.splitlines()[-1] == out_py.splitlines()[-1]  # the summary line
+    def summary(text):
+        return next(l for l in text.splitlines() if l.startswith("summary:"))
+    assert summary(out_c) == summary(out_py)
+    assert "actuals kept at" in err  # the reproduce commands read it
     report = json.loads((tmp_path / "r.json").read_text())
     assert report  # written by the CLI, as for a plug-in
     # the planted mxfp8 bug fails naming its element
-    rc, out, _ = py("run", SUITE, "--impl", f"impls:{impl}", "--filter", "^mxfp8_heads_f32$")
+    rc, out, _ = py("run", SUITE, "--impl", f"impls:{impl}", "--filter", "^mxfp8_heads_f32$", TMPDIR=str(tmp_path))
     assert rc == 1 and "first [0, 1023]" in out
 
 
@@ -59,7 +62,7 @@ def test_run_missing_case_not_provided():
     assert rc == 0, out + err
     line = next(l for l in out.splitlines() if "combine_mixed_prefill_c4" in l and l.startswith("SKIP"))
     assert line
-    assert "not provided" in out.split(line, 1)[1].splitlines()[0]
+    assert "not provided" in out.split(line, 1)[1].splitlines()[1]
     assert re.search(r"summary: \d+ passed, 0 failed, 3 skipped", out)
 
 
@@ -67,7 +70,7 @@ def test_run_missing_case_not_provided():
 def test_run_raising_implementation_is_an_error(tmp_path):
     (tmp_path / "boom.py").write_text("def f(case):\n    raise RuntimeError('kernel launch failed')\n"
                                       "impl = {'combine_topk_swa_indices': f}\n")
-    rc, out, err = py("run", SUITE, "--impl", "boom:impl", "--filter", "^combine_c128$",
+    rc, out, err = py("run", SUITE, "--impl", "boom:impl", "--filter", "^combine_c128$", TMPDIR=str(tmp_path),
                       PYTHONPATH=f"{tmp_path}{os.pathsep}{os.path.join(ROOT, 'python')}")
     assert rc == 3
     assert "kernel launch failed" in err and "1 case(s) raised in boom:impl" in err
