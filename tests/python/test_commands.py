@@ -31,6 +31,15 @@ def test_run_passes(tmp_path, impl):
 
 
 @needs_actual
+def test_run_with_the_c_writer():
+    """Without h5py the actuals file is written through the C API: same verdicts."""
+    rc, out, err = py("run", SUITE, "--impl", "impls:numpy_impl", "--filter", "mxfp8|combine_c128",
+                      DSV4CHECK_ACTUALS_WRITER="c")
+    assert rc == 0, out + err
+    assert re.search(r"summary: 4 passed, 0 failed, \d+ skipped", out), out
+
+
+@needs_actual
 @pytest.mark.parametrize("impl", ["wrong_numpy_impl", "wrong_torch_impl"])
 def test_run_planted_bug_equals_c_plugin(tmp_path, impl):
     """The Python path with the example plug-in's planted bug reports what
