@@ -23,6 +23,7 @@
 
 #include "bench.h"
 #include "cases.h"
+#include "chain.h"
 #include "drift.h"
 #include "golden.h"
 #include "html.h"
@@ -554,8 +555,17 @@ static void sanitize(const char *name, char *out, size_t len)
     out[k] = '\0';
 }
 
-static int gen_case(const dsv4_case *c, const cli *o)
+static int gen_case(const dsv4_case *c, const cli *o, int *wrote)
 {
+    if (dsv4_chain_of(c->op)) { /* one golden per step (harness/chain.h) */
+        dsv4_status cst = {0};
+        int written = 0;
+        int crc = dsv4_chain_gen_case(c, o->outdir, o->have_seed ? o->seed : c->seed, o->force, &written, &cst);
+        if (crc)
+            fprintf(stderr, "%s: %s:%d: case %s: %s\n", prog, c->file, c->line, c->name, cst.msg);
+        *wrote += written;
+        return crc;
+    }
     char path[DSV4_PATH_MAX + 200];
     if (o->outdir) {
         char base[200];
@@ -594,6 +604,7 @@ static int gen_case(const dsv4_case *c, const cli *o)
         fprintf(stderr, "%s: %s:%d: case %s: %s\n", prog, c->file, c->line, c->name, st.msg);
     else
         printf("wrote %s\n", path);
+    *wrote += rc == 0;
     dsv4_golden_free(&g);
     return rc;
 }
@@ -626,10 +637,9 @@ static int cmd_gen(int argc, char **argv)
         for (int i = 0; i < s.n; i++) {
             if (!case_selected(&o, &s.cases[i]))
                 continue;
-            int r = gen_case(&s.cases[i], &o);
+            int r = gen_case(&s.cases[i], &o, &wrote);
             if (r && (worst == 0 || r == DSV4_EINPUT))
                 worst = r;
-            wrote += r == 0;
         }
         dsv4_suite_free(&s);
     }
@@ -716,6 +726,7 @@ static void list_ops(const dsv4_backend *b)
                    io->golden_dtype != DSV4_DT_NONE ? "; golden stores the ideal as " : "",
                    io->golden_dtype != DSV4_DT_NONE ? dsv4_dtype_name(io->golden_dtype) : "");
     }
+    dsv4_chain_list(stdout);
 }
 
 /* list --impl LIB.so: which ops and variants the implementation provides. */

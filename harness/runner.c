@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "runner.h"
 
+#include "chain.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -319,6 +321,10 @@ static int inputs_match(const dsv4_tensors *gen, const dsv4_tensors *gold, char 
 void dsv4_run_case(const dsv4_case *c, const dsv4_backend *b, const dsv4_run_opts *o,
                    dsv4_case_result *r)
 {
+    if (dsv4_chain_of(c->op)) { /* a composite case: run stage by stage */
+        dsv4_chain_run_case(c, b, o, r);
+        return;
+    }
     double t0 = now_seconds();
     uint64_t seed = o->seed_override ? o->seed : c->seed;
     result_init(r, c->name, c->op, c->variant, seed);
@@ -427,6 +433,8 @@ void dsv4_print_result(FILE *f, const dsv4_case_result *r, int verbose)
             r->variant, r->seconds);
     if (r->error[0])
         fprintf(f, "    %s\n", r->error);
+    if (r->note[0])
+        fprintf(f, "    %s\n", r->note);
     for (int k = 0; k < r->n_outputs; k++)
         if (verbose || r->outputs[k].cmp.verdict != DSV4_PASS)
             dsv4_cmp_print(f, &r->outputs[k].cmp, &r->outputs[k].pol);
@@ -731,6 +739,7 @@ int dsv4_write_json(const char *path, const char *suite, const char *impl,
         json_str(f, "reproduce", r->repro);
         json_str(f, "repro_file", r->repro_file);
         json_str(f, "drift", r->drift);
+        json_str(f, "note", r->note);
         fprintf(f, ",\n     \"outputs\": [");
         for (int k = 0; k < r->n_outputs; k++) {
             const dsv4_output_result *o = &r->outputs[k];
