@@ -210,6 +210,26 @@ $(BUILD)/tests/libexample_badabi.so: tests/plugin_example.c harness/dsv4_plugin.
 	$(Q)$(CC) $(CFLAGS) -DEXAMPLE_BAD_ABI -shared -o $@ $< $(LDFLAGS)
 $(BUILD)/tests/test_ci_features: $(PLUGINS)
 
+# The reference as a plug-in (tests/plugin_chain.c, build/libdsv4.a linked
+# in) for the layer-chain tests: every op, a subset, and three builds with
+# one planted bug each (-DCHAIN_BUG=1 fused_qnorm_rope_kv_insert, 2 wo_a,
+# 3 combine_topk_swa_indices).
+CHAIN_PLUGINS := $(BUILD)/tests/libchain_ref.so $(BUILD)/tests/libchain_partial.so \
+                 $(BUILD)/tests/libchain_bug1.so $(BUILD)/tests/libchain_bug2.so $(BUILD)/tests/libchain_bug3.so
+CHAIN_PLUGIN_DEPS := tests/plugin_chain.c harness/dsv4_plugin.h $(BUILD)/libdsv4.a
+CHAIN_PLUGIN_LINK = -shared -Wl,-Bsymbolic -o $@ $< $(BUILD)/libdsv4.a $(LDFLAGS) $(LDLIBS)
+$(BUILD)/tests/libchain_ref.so: $(CHAIN_PLUGIN_DEPS)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(CHAIN_PLUGIN_LINK)
+$(BUILD)/tests/libchain_partial.so: $(CHAIN_PLUGIN_DEPS)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DCHAIN_OPS='"rocm_sparse_attn_prefill,rocm_sparse_attn_decode,combine_topk_swa_indices"' \
+	  $(CHAIN_PLUGIN_LINK)
+$(BUILD)/tests/libchain_bug%.so: $(CHAIN_PLUGIN_DEPS)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DCHAIN_BUG=$* $(CHAIN_PLUGIN_LINK)
+$(BUILD)/tests/test_chain: $(CHAIN_PLUGINS)
+
 # make fuzz FUZZ_SECONDS=N: libFuzzer targets (clang, ASan+UBSan) for the
 # YAML loader and the HDF5 golden reader, each run N seconds on a copy of its
 # seeds and past crash inputs (tests/fuzz/corpus/, tests/fuzz/regress/);
