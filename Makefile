@@ -228,7 +228,7 @@ $(BUILD)/tests/libchain_partial.so: $(CHAIN_PLUGIN_DEPS)
 $(BUILD)/tests/libchain_bug%.so: $(CHAIN_PLUGIN_DEPS)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -DCHAIN_BUG=$* $(CHAIN_PLUGIN_LINK)
-$(BUILD)/tests/test_chain: $(CHAIN_PLUGINS)
+$(BUILD)/tests/test_chain: $(CHAIN_PLUGINS) $(PLUGINS)
 
 # make fuzz FUZZ_SECONDS=N: libFuzzer targets (clang, ASan+UBSan) for the
 # YAML loader and the HDF5 golden reader, each run N seconds on a copy of its
