@@ -3,6 +3,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "chain.h"
 
+#include "repro.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -573,32 +575,22 @@ static int compare_step(dsv4_chain *x, step_rec *rec, const dsv4_op *op, const d
     return rc;
 }
 
-/* The implementation on a private copy of the inputs (a kernel that
- * writes into an input is an error, not a silent change of the chain's
- * tensors); --rerun N: N - 1 more runs must reproduce the first bit for bit. */
+/* The implementation (dsv4_backend_run hands it its own guarded copies and
+ * reports an input it changed); --rerun N: N - 1 more runs must reproduce
+ * the first bit for bit. */
 static int run_impl(dsv4_chain *x, const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *act,
                     dsv4_status *st)
 {
-    dsv4_tensors cpy = {0};
-    int rc = DSV4_OK;
-    for (int k = 0; k < in->n && !rc; k++)
-        if (!(rc = dsv4_tensor_copy(&cpy.t[k], &in->t[k], st)))
-            cpy.n++;
+    int rc = op->alloc_outputs(c, in, act, st);
     if (!rc)
-        rc = op->alloc_outputs(c, in, act, st);
-    if (!rc)
-        rc = dsv4_backend_run(x->b, op, c, &cpy, act, st);
-    for (int k = 0; !rc && k < in->n; k++)
-        if (!same_tensor(&cpy.t[k], &in->t[k]))
-            rc = dsv4_fail(st, DSV4_ERUNTIME, "%s wrote into its input '%s'", x->b->name, in->t[k].name);
+        rc = dsv4_backend_run(x->b, op, c, in, act, st);
     for (int run = 1; !rc && x->o && run < x->o->rerun; run++) {
         dsv4_tensors again = {0};
-        if (!(rc = op->alloc_outputs(c, in, &again, st)) && !(rc = dsv4_backend_run(x->b, op, c, &cpy, &again, st)) &&
+        if (!(rc = op->alloc_outputs(c, in, &again, st)) && !(rc = dsv4_backend_run(x->b, op, c, in, &again, st)) &&
             !same_set(&again, act))
             rc = dsv4_fail(st, DSV4_EFAIL, "nondeterministic: run %d differs from run 1", run + 1);
         dsv4_tensors_free(&again);
     }
-    dsv4_tensors_free(&cpy);
     return rc;
 }
 
@@ -619,7 +611,11 @@ int dsv4_chain_step(dsv4_chain *x, const char *step, const char *opname, const c
     dsv4_status st = {0};
     char where[96];
     snprintf(where, sizeof where, "chain step %s", step);
-    int rc = dsv4_op_complete_params(op, ps, where, &st);
+    /* A step's inputs come from the chain, not from the op's generator: its
+     * params are the op's own and the generator options that have defaults
+     * (shapes the golden reader checks), without the generator's required
+     * options (query_lens, ...), as a golden's are completed. */
+    int rc = dsv4_golden_params(op, ps, where, &st);
     if (!rc && op->resolve)
         rc = op->resolve(ps, &st);
     if (rc)
@@ -969,12 +965,8 @@ int dsv4_chain_gen_case(const dsv4_case *c, const char *outdir, uint64_t seed, i
     if (!outdir && !c->golden[0])
         return dsv4_fail(st, DSV4_EINPUT, "%s:%d: case %s has no golden path (add golden: or golden_dir:, or use -o DIR)",
                          c->file, c->line, c->name);
-    const char *mode = dsv4_params_str(&c->params, "mode");
-    if (mode && strcmp(mode, "propagated") == 0) {
-        printf("skip %s: a propagated case has no goldens of its own (it reads its isolated twin's at its golden path)\n",
-               c->name);
+    if (!dsv4_chain_has_goldens(c))
         return DSV4_OK;
-    }
     dsv4_chain *x = chain_new(def, RUN_GEN, NULL, NULL, c, NULL, seed);
     if (!x)
         return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
@@ -992,6 +984,12 @@ int dsv4_chain_gen_case(const dsv4_case *c, const char *outdir, uint64_t seed, i
         dsv4_fail(st, rc, "%s", x->st.msg);
     chain_free(x);
     return rc;
+}
+
+int dsv4_chain_has_goldens(const dsv4_case *c)
+{
+    const char *mode = dsv4_params_str(&c->params, "mode");
+    return dsv4_chain_of(c->op) && !(mode && strcmp(mode, "propagated") == 0);
 }
 
 void dsv4_chain_list(FILE *f)

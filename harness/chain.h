@@ -60,6 +60,10 @@ void dsv4_chain_run_case(const dsv4_case *c, const dsv4_backend *b, const dsv4_r
 int dsv4_chain_gen_case(const dsv4_case *c, const char *outdir, uint64_t seed, int force, int *written,
                         dsv4_status *st);
 void dsv4_chain_list(FILE *f);
+/* Non-zero when gen writes goldens for the chain case c (isolated mode;
+ * propagated cases use the live reference, or the goldens an isolated case
+ * of the same name wrote at their golden path). */
+int dsv4_chain_has_goldens(const dsv4_case *c);
 
 /* ---- for chain definitions ---------------------------------------------
  * Errors are sticky: after the first, every call below does nothing and

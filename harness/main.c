@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,10 +24,12 @@
 #include "cases.h"
 #include "chain.h"
 #include "drift.h"
+#include "gen.h"
 #include "golden.h"
 #include "html.h"
 #include "parallel.h"
 #include "runner.h"
+#include "yaml_doc.h"
 
 #ifndef DSV4_VERSION
 #define DSV4_VERSION "0"
@@ -61,6 +62,7 @@ typedef struct cli {
     int jobs;
     int shard_k, shard_n; /* 0 = no --shard */
     char device_arg[32];
+    double timeout; /* --timeout: seconds one call into the implementation may take */
 } cli;
 
 static const char *prog = "dsv4check";
@@ -85,11 +87,17 @@ static void usage_main(FILE *f)
             "  bench                     time the reference (and --impl) on production shapes\n"
             "\n"
             "`%s COMMAND --help` lists each command's options.\n"
+            "suite files and their includes: regular files only; together at most %d bytes,\n"
+            "%d file loads and %d YAML nodes, nested at most %d deep (README.md \"Limits\").\n"
             "exit codes: 0 passed, 1 tolerance violation, 2 bad usage or input,\n"
             "            3 runtime or device error, 77 skipped (e.g. no GPU)\n"
             "version %s (%s)\n",
-            prog, prog, DSV4_VERSION, DSV4_GIT_REV);
+            prog, prog, DSV4_YAML_MAX_BYTES, DSV4_YAML_MAX_FILES, DSV4_YAML_MAX_NODES,
+            DSV4_YAML_MAX_DEPTH, DSV4_VERSION, DSV4_GIT_REV);
 }
+
+#define DSV4_STR_(x) #x
+#define DSV4_STR(x) DSV4_STR_(x)
 
 static const char common_help[] =
     "  --impl IMPL       ref (default), hip (build/libdsv4_hip.so), or a plug-in .so\n"
@@ -101,9 +109,12 @@ static const char common_help[] =
     "  --mem-limit BYTES refuse cases needing more (suffix K, M, G; default: half the RAM)\n"
     "  -j, --jobs N      run N cases at once in worker processes (same results, suite order)\n"
     "  --shard K/N       only the cases whose name hashes to shard K of N (FNV-1a mod N)\n"
+    "  --timeout SECONDS kill an implementation still running a case after this long;\n"
+    "                    the case is an ERROR (default 600)\n"
     "  --html FILE       write a self-contained HTML report (heatmaps of failing outputs)\n"
     "  --repro-dir DIR   write DIR/<case>.h5 for each failing case, replayable with `check`\n"
     "  --baseline JSON   warn when a passing case's error grew since that --json report\n"
+    "                    (a regular file of at most " DSV4_STR(DSV4_BASELINE_MAX_MIB) " MiB)\n"
     "  --drift-factor F  growth that counts as drift (default 2)\n"
     "  --strict          drift fails the run (exit 1)\n"
     "  -v, --verbose     print every output's metrics, not only failures\n"
@@ -124,6 +135,8 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "usage: %s gen SUITE.yaml... [options]\n"
                 "Writes each case's golden (inputs and reference outputs) to its golden path,\n"
                 "or under -o DIR.  Writes are atomic; an existing file is kept unless --force.\n"
+                "Two cases that would write one file are refused, naming both.  An interrupted\n"
+                "gen removes its temporary file; the next gen removes those of a killed one.\n"
                 "  -o, --output DIR  write DIR/<case>.h5 instead of the cases' golden paths\n"
                 "  --force           replace existing golden files\n"
                 "  --filter REGEX    only matching cases\n"
@@ -196,6 +209,7 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
         {"mem-limit", required_argument, NULL, 'm'}, {"output", required_argument, NULL, 'o'},
         {"force", no_argument, NULL, 'F'}, {"rerun", required_argument, NULL, 'R'},
         {"markdown", no_argument, NULL, 'M'}, {"verbose", no_argument, NULL, 'v'},
+        {"timeout", required_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
@@ -203,6 +217,7 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
     o->device = -1;
     o->jobs = 1;
     o->drift_factor = 2.0;
+    o->timeout = 600;
     optind = 1;
     int ch;
     while ((ch = getopt_long(argc, argv, "vho:j:", longopts, NULL)) != -1) {
@@ -235,6 +250,14 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
             o->drift_factor = strtod(optarg, &end);
             if (errno || *end || !(o->drift_factor >= 1) || o->drift_factor > 1e12) {
                 fprintf(stderr, "%s %s: --drift-factor %s: a number >= 1\n", prog, cmd, optarg);
+                return DSV4_EINPUT;
+            }
+            break;
+        case 'W':
+            errno = 0;
+            o->timeout = strtod(optarg, &end);
+            if (errno || *end || !(o->timeout > 0) || o->timeout > 1e6) {
+                fprintf(stderr, "%s %s: --timeout %s: seconds, more than 0 and at most 1e6\n", prog, cmd, optarg);
                 return DSV4_EINPUT;
             }
             break;
@@ -338,6 +361,7 @@ typedef struct job_set {
     const dsv4_case **cases; /* run: the selected cases, in suite order */
     char **paths;            /* check: the golden files */
     int n;
+    dsv4_input_files inputs; /* every suite and golden file the run reads */
     dsv4_run_opts ro;
     int verbose;
     progress pg;
@@ -409,11 +433,30 @@ static int finish_reports(const cli *o, const char *suite, dsv4_case_result *rs,
     return code;
 }
 
+/* No report may replace a file the run reads, under any name or link. */
+static int check_report_paths(const cli *o, const dsv4_input_files *inputs)
+{
+    const struct {
+        const char *option, *path;
+    } reports[] = {{"--junit", o->junit}, {"--json", o->json}, {"--html", o->html}};
+    for (size_t k = 0; k < sizeof reports / sizeof reports[0]; k++) {
+        const char *input = reports[k].path ? dsv4_input_files_match(inputs, reports[k].path) : NULL;
+        if (input) {
+            fprintf(stderr, "%s: %s %s is the same file as the input %s; not overwriting it\n", prog,
+                    reports[k].option, reports[k].path, input);
+            return DSV4_EINPUT;
+        }
+    }
+    return DSV4_OK;
+}
+
 static int execute_jobs(cli *o, job_set *js, const char *suite)
 {
+    if (check_report_paths(o, &js->inputs))
+        return DSV4_EINPUT;
     js->ro = (dsv4_run_opts){.impl = o->impl, .verbose = o->verbose, .seed_override = o->have_seed,
                              .seed = o->seed, .argv0 = prog, .rerun = o->rerun, .repro_dir = o->repro_dir,
-                             .maps = o->html != NULL, .device_arg = o->device_arg};
+                             .maps = o->html != NULL, .device_arg = o->device_arg, .inputs = &js->inputs};
     js->verbose = o->verbose;
     js->pg = (progress){isatty(2), 0, wall_seconds()};
     dsv4_case_result *rs = calloc(js->n ? (size_t)js->n : 1, sizeof *rs);
@@ -422,7 +465,8 @@ static int execute_jobs(cli *o, job_set *js, const char *suite)
         return DSV4_ERUNTIME;
     }
     dsv4_status st = {0};
-    int rc = dsv4_run_jobs(js->n, o->jobs, o->impl, o->device, job_run, job_done, job_name, js, rs, &st);
+    int rc = dsv4_run_jobs(js->n, o->jobs, o->impl, o->device, o->timeout, job_run, job_done, job_name, js, rs,
+                           &st);
     progress_end(&js->pg);
     if (rc == DSV4_ESKIP)
         printf("skipped: %s\n", st.msg);
@@ -452,6 +496,35 @@ static void cli_free(cli *o)
     if (o->have_re)
         regfree(&o->re);
     o->have_re = 0;
+}
+
+/* --repro-dir must not be a folder holding this run's goldens or inputs. */
+static int check_repro_dir(const cli *o, const char *const *files, int n)
+{
+    if (!o->repro_dir)
+        return DSV4_OK;
+    dsv4_status st = {0};
+    int rc = dsv4_golden_check_repro_dir(o->repro_dir, files, n, &st);
+    if (rc)
+        fprintf(stderr, "%s: %s\n", prog, st.msg);
+    return rc;
+}
+
+/* run: every golden path of the loaded suites, selected or not. */
+static int check_repro_dir_suites(const cli *o, const dsv4_suite *suites, int n_suites, int total)
+{
+    if (!o->repro_dir)
+        return DSV4_OK;
+    const char **files = calloc(total ? (size_t)total : 1, sizeof *files);
+    if (!files)
+        return DSV4_ERUNTIME;
+    int n = 0;
+    for (int k = 0; k < n_suites; k++)
+        for (int i = 0; i < suites[k].n; i++)
+            files[n++] = suites[k].cases[i].golden;
+    int rc = check_repro_dir(o, files, n);
+    free(files);
+    return rc;
 }
 
 static int cmd_run(int argc, char **argv)
@@ -490,6 +563,16 @@ static int cmd_run(int argc, char **argv)
         for (int i = 0; i < suites[k].n; i++)
             if (case_selected(&o, &suites[k].cases[i]))
                 js.cases[js.n++] = &suites[k].cases[i];
+    for (int a = 0; !rc && a < loaded; a++) {
+        int bad = dsv4_input_files_add(&js.inputs, argv[optind + a]);
+        for (int i = 0; !bad && i < suites[a].n; i++)
+            bad = dsv4_input_files_add(&js.inputs, suites[a].cases[i].file) ||
+                  (suites[a].cases[i].golden[0] && dsv4_input_files_add(&js.inputs, suites[a].cases[i].golden));
+        if (bad)
+            rc = DSV4_ERUNTIME;
+    }
+    if (!rc)
+        rc = check_repro_dir_suites(&o, suites, loaded, total);
     if (!rc && js.n == 0) {
         fprintf(stderr, "%s run: no case selected%s%s%s\n", prog, o.filter ? " by --filter " : "",
                 o.filter ? o.filter : "", o.shard_n ? " in this --shard" : "");
@@ -502,6 +585,7 @@ static int cmd_run(int argc, char **argv)
     }
     if (!rc)
         rc = execute_jobs(&o, &js, suite_names);
+    dsv4_input_files_free(&js.inputs);
     free(js.cases);
     for (int k = 0; k < loaded; k++)
         dsv4_suite_free(&suites[k]);
@@ -527,87 +611,30 @@ static int cmd_check(int argc, char **argv)
         return DSV4_ERUNTIME;
     }
     /* --shard for check hashes each path as given on the command line. */
-    for (int a = optind; a < argc; a++)
+    for (int a = optind; a < argc; a++) {
         if (!o.shard_n || dsv4_shard_of(argv[a], o.shard_n) == o.shard_k)
             js.paths[js.n++] = argv[a];
+        if (dsv4_input_files_add(&js.inputs, argv[a]))
+            rc = DSV4_ERUNTIME;
+    }
     char suite[64];
     if (o.shard_n)
         snprintf(suite, sizeof suite, "check shard %d/%d", o.shard_k, o.shard_n);
     else
         snprintf(suite, sizeof suite, "check");
-    rc = execute_jobs(&o, &js, suite);
+    if (!rc)
+        rc = check_repro_dir(&o, (const char *const *)(argv + optind), argc - optind);
+    if (!rc)
+        rc = execute_jobs(&o, &js, suite);
+    dsv4_input_files_free(&js.inputs);
     free(js.paths);
     cli_free(&o);
     return rc;
 }
 
-/* ---- gen ---- */
+/* ---- gen (harness/gen.c) ---- */
 
-static void sanitize(const char *name, char *out, size_t len)
-{
-    size_t k = 0;
-    for (; name[k] && k + 1 < len; k++) {
-        char ch = name[k];
-        int ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-                 ch == '.' || ch == '_' || ch == '-';
-        out[k] = ok ? ch : '_';
-    }
-    out[k] = '\0';
-}
-
-static int gen_case(const dsv4_case *c, const cli *o, int *wrote)
-{
-    if (dsv4_chain_of(c->op)) { /* one golden per step (harness/chain.h) */
-        dsv4_status cst = {0};
-        int written = 0;
-        int crc = dsv4_chain_gen_case(c, o->outdir, o->have_seed ? o->seed : c->seed, o->force, &written, &cst);
-        if (crc)
-            fprintf(stderr, "%s: %s:%d: case %s: %s\n", prog, c->file, c->line, c->name, cst.msg);
-        *wrote += written;
-        return crc;
-    }
-    char path[DSV4_PATH_MAX + 200];
-    if (o->outdir) {
-        char base[200];
-        sanitize(c->name, base, sizeof base);
-        snprintf(path, sizeof path, "%s/%s.h5", o->outdir, base);
-    } else if (c->golden[0]) {
-        snprintf(path, sizeof path, "%s", c->golden);
-    } else {
-        fprintf(stderr, "%s: %s:%d: case %s has no golden path (add golden: or golden_dir:, or use -o DIR)\n",
-                prog, c->file, c->line, c->name);
-        return DSV4_EINPUT;
-    }
-    dsv4_golden g;
-    memset(&g, 0, sizeof g);
-    g.schema = DSV4_SCHEMA_VERSION;
-    snprintf(g.op, sizeof g.op, "%s", c->op->name);
-    snprintf(g.variant, sizeof g.variant, "%s", dsv4_op_variant_name(c->op, c->variant));
-    snprintf(g.case_name, sizeof g.case_name, "%s", c->name);
-    g.seed = o->have_seed ? o->seed : c->seed;
-    snprintf(g.generator, sizeof g.generator, "dsv4check %s (%s)", DSV4_VERSION, DSV4_GIT_REV);
-    time_t now = time(NULL);
-    struct tm tmv;
-    gmtime_r(&now, &tmv);
-    strftime(g.created, sizeof g.created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-    g.params = c->params;
-    dsv4_opctx ctx = dsv4_opctx_make(c->op, &c->params, c->variant, g.seed);
-    dsv4_status st = {0};
-    int rc = c->op->generate(&ctx, &g.inputs, &st);
-    if (!rc)
-        rc = c->op->validate(&ctx, &g.inputs, &st);
-    if (!rc)
-        rc = dsv4_reference_outputs(c->op, &ctx, &g.inputs, &g.outputs, &st);
-    if (!rc)
-        rc = dsv4_golden_write(path, &g, o->force, &st);
-    if (rc)
-        fprintf(stderr, "%s: %s:%d: case %s: %s\n", prog, c->file, c->line, c->name, st.msg);
-    else
-        printf("wrote %s\n", path);
-    *wrote += rc == 0;
-    dsv4_golden_free(&g);
-    return rc;
-}
+static int gen_selected(const void *ctx, const dsv4_case *c) { return case_selected(ctx, c); }
 
 static int cmd_gen(int argc, char **argv)
 {
@@ -619,34 +646,11 @@ static int cmd_gen(int argc, char **argv)
         usage_cmd(stderr, "gen");
         return DSV4_EINPUT;
     }
-    int worst = 0, wrote = 0;
-    if (o.outdir && mkdir(o.outdir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "%s gen: -o %s: cannot create: %s\n", prog, o.outdir, strerror(errno));
-        if (o.have_re)
-            regfree(&o.re);
-        return DSV4_EINPUT;
-    }
-    for (int a = optind; a < argc; a++) {
-        dsv4_suite s;
-        dsv4_status st = {0};
-        if (dsv4_suite_load(argv[a], &s, &st)) {
-            fprintf(stderr, "%s: %s\n", prog, st.msg);
-            worst = st.code;
-            break;
-        }
-        for (int i = 0; i < s.n; i++) {
-            if (!case_selected(&o, &s.cases[i]))
-                continue;
-            int r = gen_case(&s.cases[i], &o, &wrote);
-            if (r && (worst == 0 || r == DSV4_EINPUT))
-                worst = r;
-        }
-        dsv4_suite_free(&s);
-    }
-    if (o.have_re)
-        regfree(&o.re);
-    printf("gen: %d golden file(s) written\n", wrote);
-    return worst;
+    dsv4_gen_opts g = {.outdir = o.outdir, .force = o.force, .have_seed = o.have_seed, .seed = o.seed,
+                       .selected = gen_selected, .select_ctx = &o, .prog = prog};
+    rc = dsv4_gen(&g, argv + optind, argc - optind);
+    cli_free(&o);
+    return rc;
 }
 
 /* ---- show ---- */

@@ -35,7 +35,7 @@ try_chromium() {
 trap try_chromium EXIT
 
 # python3-h5py: the end-to-end test that a golden written with h5py (data/README.md) checks.
-want=(libhdf5-dev hdf5-tools check libyaml-dev libopenblas-dev pkg-config make gcc valgrind python3-h5py python3-numpy)
+want=(libhdf5-dev hdf5-tools check libyaml-dev zlib1g-dev libopenblas-dev pkg-config make gcc valgrind python3-h5py python3-numpy)
 for a in "$@"; do
     case "$a" in
         --hip) want+=(hipcc libamdhip64-dev rocm-device-libs) ;;

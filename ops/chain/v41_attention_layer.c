@@ -140,12 +140,6 @@ static dsv4_params *fresh(v41_run *w)
     return &w->ps;
 }
 
-static void lens_params(v41_run *w, dsv4_params *ps, int64_t r0, int64_t r1)
-{
-    dsv4_chain_plist(w->x, ps, "query_lens", w->g.qlen + r0, (int)(r1 - r0));
-    dsv4_chain_plist(w->x, ps, "prefix_lens", w->g.pre + r0, (int)(r1 - r0));
-}
-
 /* y = x W^T, block-scaled fp8 (plain: row-major x scales, the
  * pre-quantized path; bpreshuffle: transposed scales, shuffled W). */
 static int gemm(v41_run *w, const char *step, int shuffled, const char *xq, const char *xs, const char *wq, int64_t M,
@@ -275,7 +269,6 @@ static int stages_compressor(v41_run *w)
     dsv4_params *ps = fresh(w);
     dsv4_chain_pint(x, ps, "compress_ratio", g->c);
     dsv4_chain_pfloat(x, ps, "eps", g->eps);
-    lens_params(w, ps, 0, g->R);
     return dsv4_chain_step(x, "compressor", "compressor", "default", ps,
                            IO({"kv_score", "kv_score"}, {"positions", "positions"}, {"query_start_loc", "query_start_loc"},
                               {"ape", "ape"}, {"state_cache", "state_cache"}, {"state_slot_mapping", "state_slot_mapping"},
@@ -299,7 +292,6 @@ static int stages_indexer(v41_run *w)
     dsv4_chain_pint(x, ps, "page_entries", V41_IDX_PAGE);
     dsv4_chain_pint(x, ps, "compress_ratio", g->c);
     dsv4_chain_pfloat(x, ps, "rms_norm_eps", g->eps);
-    lens_params(w, ps, 0, g->R);
     dsv4_chain_step(x, "indexer_k_store", "rocm_mxfp4_indexer_k_store", "default", ps,
                     IO({"k_pre", "k_pre"}, {"positions", "positions"}, {"cos_sin_cache", "cos_sin_cache"},
                        {"rms_norm_weight", "idx_k_norm_weight"}, {"kv_slot_mapping", "idx_slot_mapping"},
@@ -314,7 +306,6 @@ static int stages_indexer(v41_run *w)
     ps = fresh(w);
     dsv4_chain_pfloat(x, ps, "softmax_scale", 1.0 / sqrt((double)V41_IDX_DIM));
     dsv4_chain_pfloat(x, ps, "head_scale", 1.0 / sqrt((double)g->IH));
-    dsv4_chain_pint(x, ps, "T", g->T);
     dsv4_chain_pint(x, ps, "H", g->IH);
     dsv4_chain_pint(x, ps, "max_position", g->max_S);
     dsv4_chain_step(x, "indexer_q_quant", "rocm_mxfp4_indexer_q_quant", "default", ps,
@@ -328,8 +319,6 @@ static int stages_indexer(v41_run *w)
     dsv4_chain_pint(x, ps, "max_model_len", g->N);
     dsv4_chain_pint(x, ps, "topk", g->itopk);
     dsv4_chain_pint(x, ps, "compress_ratio", g->c);
-    dsv4_chain_plist(x, ps, "seq_lens", g->S, (int)g->R);
-    dsv4_chain_plist(x, ps, "query_lens", g->qlen, (int)g->R);
     return dsv4_chain_step(x, "indexer_topk", "rocm_mxfp4_sparse_attn_indexer", "default", ps,
                            IO({"q", "idx_q"}, {"q_scale", "idx_q_scale"}, {"weights", "idx_weights"},
                               {"kv_cache", "idx_k_cache"}, {"context_lens", "context_lens"},
@@ -358,23 +347,17 @@ static int prefill_chunk(v41_run *w, int64_t k, int64_t start, int64_t end, int6
     dsv4_chain_rows(x, "c_seq", "seq_lens", r0, r1);
     dsv4_chain_rows(x, "c_gather", "gather_lens", r0, r1);
     dsv4_chain_rows(x, "c_swa_bt", "swa_block_table", r0, r1);
-    int64_t seq[DSV4_PARAM_LIST_MAX], gat[DSV4_PARAM_LIST_MAX], cseq[DSV4_PARAM_LIST_MAX];
-    const dsv4_tensor *sl = dsv4_chain_get(x, "c_seq"), *gl = dsv4_chain_get(x, "c_gather");
-    for (int64_t i = 0; sl && gl && i < cs; i++) {
-        seq[i] = i32_at(sl, i), gat[i] = i32_at(gl, i);
-        cseq[i] = g->c ? seq[i] / g->c : 0;
-    }
     dsv4_params *ps;
     if (g->c) { /* compressed rows [0, S // c) of each slab */
         dsv4_chain_rows(x, "c_comp_bt", "comp_block_table", r0, r1);
         dsv4_tensor *t = dsv4_chain_new(x, "c_comp_seq", DSV4_I32, 1, &cs, (const char *const[]){"c_seq", NULL});
-        for (int64_t i = 0; t && i < cs; i++)
-            ((int32_t *)t->data)[i] = (int32_t)cseq[i];
+        const dsv4_tensor *sl = dsv4_chain_get(x, "c_seq");
+        for (int64_t i = 0; t && sl && i < cs; i++) /* seq_lens // c */
+            ((int32_t *)t->data)[i] = (int32_t)(i32_at(sl, i) / g->c);
         ps = fresh(w);
         dsv4_chain_pint(x, ps, "block_size", g->Bc);
         dsv4_chain_pint(x, ps, "offset", 0);
         dsv4_chain_pint(x, ps, "has_gather_lens", 0);
-        dsv4_chain_plist(x, ps, "req_seq_lens", cseq, (int)cs);
         snprintf(step, sizeof step, "gather_compressed.c%" PRId64, k);
         dsv4_chain_step(x, step, "dequantize_and_gather_k_cache", "default", ps,
                         IO({"out", "ws_view"}, {"k_cache", "kv_cache"}, {"seq_lens", "c_comp_seq"},
@@ -385,8 +368,6 @@ static int prefill_chunk(v41_run *w, int64_t k, int64_t start, int64_t end, int6
     dsv4_chain_pint(x, ps, "block_size", V41_SWA_BLOCK);
     dsv4_chain_pint(x, ps, "offset", cN);
     dsv4_chain_pint(x, ps, "has_gather_lens", 1);
-    dsv4_chain_plist(x, ps, "req_seq_lens", seq, (int)cs);
-    dsv4_chain_plist(x, ps, "req_gather_lens", gat, (int)cs);
     snprintf(step, sizeof step, "gather_swa.c%" PRId64, k);
     dsv4_chain_step(x, step, "dequantize_and_gather_k_cache", "default", ps,
                     IO({"out", "ws_view"}, {"k_cache", "swa_cache"}, {"seq_lens", "c_seq"}, {"gather_lens", "c_gather"},
@@ -408,7 +389,6 @@ static int prefill_chunk(v41_run *w, int64_t k, int64_t start, int64_t end, int6
     dsv4_chain_pint(x, ps, "topk", g->K);
     dsv4_chain_pint(x, ps, "M", cM);
     dsv4_chain_pint(x, ps, "N", cN);
-    lens_params(w, ps, r0, r1);
     dsv4_chain_pint(x, ps, "qsl_base", base + qs);
     dsv4_chain_pint(x, ps, "topk_width", width);
     dsv4_chain_pint(x, ps, "max_model_len", g->mml);
@@ -431,7 +411,6 @@ static int prefill_chunk(v41_run *w, int64_t k, int64_t start, int64_t end, int6
     dsv4_chain_pint(x, ps, "window_size", g->W);
     dsv4_chain_pint(x, ps, "compress_ratio", g->c);
     dsv4_chain_pint(x, ps, "topk", g->K);
-    lens_params(w, ps, r0, r1);
     snprintf(step, sizeof step, "prefill_attn.c%" PRId64, k);
     dsv4_chain_step(x, step, "rocm_sparse_attn_prefill", "default", ps,
                     IO({"q", "c_q"}, {"kv", "c_kv"}, {"indices", "c_idx3"}, {"topk_length", "c_lens"},
@@ -453,7 +432,6 @@ static int stages_prefill(v41_run *w)
     dsv4_chain_pint(x, ps, "max_model_len", g->mml);
     dsv4_chain_pint(x, ps, "max_num_batched_tokens", g->mnbt);
     dsv4_chain_pint(x, ps, "has_compressed", g->c > 0);
-    lens_params(w, ps, g->n_dec, g->R);
     dsv4_chain_step(x, "prefill_plan", "get_prefill_chunk_plan", "default", ps,
                     IO({"prefill_seq_lens", "prefill_seq_lens"}, {"prefill_query_lens", "prefill_query_lens"}),
                     IO({"chunk_plan", "chunk_plan"}, {"num_chunks", "num_chunks"}));
@@ -498,7 +476,6 @@ static int stages_decode(v41_run *w)
         dsv4_chain_pint(x, ps, "block_size", g->Bc);
         dsv4_chain_pint(x, ps, "compress_ratio", g->c);
         dsv4_chain_pint(x, ps, "topk", g->K);
-        lens_params(w, ps, 0, g->n_dec);
         dsv4_chain_step(x, "decode_topk_ragged", "compute_global_topk_ragged_indices_and_indptr", "default", ps,
                         IO({"topk_indices", "d_topk"}, {"token_to_req_indices", "d_ttr"}, {"block_table", "d_bt"},
                            {"is_valid_token", "d_valid"}),
@@ -509,7 +486,6 @@ static int stages_decode(v41_run *w)
     dsv4_chain_pint(x, ps, "block_size", V41_SWA_BLOCK);
     dsv4_chain_pint(x, ps, "token_offset", 0);
     dsv4_chain_pint(x, ps, "num_out_rows", g->T_dec);
-    lens_params(w, ps, 0, g->R);
     dsv4_chain_step(x, "decode_swa_indices", "decode_swa_indices_and_lens", "default", ps,
                     IO({"query_start_loc", "query_start_loc"}, {"seq_lens", "seq_lens"},
                        {"token_to_req_indices", "token_to_req"}, {"is_valid_token", "is_valid_token"},
@@ -526,7 +502,6 @@ static int stages_decode(v41_run *w)
     dsv4_chain_pint(x, ps, "window_size", g->W);
     dsv4_chain_pint(x, ps, "compress_ratio", g->c ? g->c : 4);
     dsv4_chain_pint(x, ps, "topk", g->K);
-    lens_params(w, ps, 0, g->n_dec);
     if (g->c)
         dsv4_chain_step(x, "decode_attn", "rocm_sparse_attn_decode", "default", ps,
                         IO({"q", "d_q"}, {"swa_k_cache", "swa_cache"}, {"kv_cache", "kv_cache"},

@@ -171,6 +171,10 @@ static int gather_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *s
     int64_t W = dsv4_params_int(ps, "out_rows"), tw = dsv4_params_int(ps, "table_width");
     W = W < 0 ? off + maxG + 2 : W;
     tw = tw < 0 ? maxb + 1 : tw;
+    /* Every block the gather reads needs its block-table column. */
+    if (tw < maxb)
+        return dsv4_fail(st, DSV4_EINPUT, "table_width = %" PRId64 ": the longest request needs %" PRId64
+                         " block-table columns", tw, maxb);
     const int64_t nb = pages + spare;
     const int64_t tbytes = dsv4_kv_format_token_bytes(rule->format);
     int64_t oshape[3] = {R, W, DSV4_KV_HEAD_DIM}, cshape[3] = {nb, B, tbytes}, bshape[2] = {R, tw};

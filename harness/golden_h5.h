@@ -1,0 +1,93 @@
+/* golden_h5.h - what the golden writer (golden.c), reader (golden_read.c),
+ * chunk decoder (golden_chunk.c) and op check (golden_op.c) share.
+ * Internal to the harness. */
+#ifndef DSV4_GOLDEN_H5_H
+#define DSV4_GOLDEN_H5_H
+
+#include <stdio.h>
+
+#include <hdf5.h>
+
+#include "golden.h"
+
+#define DSV4_FP4_PACKING "low_nibble_first"
+#define DSV4_H5_ERR_MAX 200
+
+static inline void dsv4_h5_close(hid_t id, herr_t (*fn)(hid_t))
+{
+    if (id >= 0)
+        fn(id);
+}
+
+/* The most specific entry of HDF5's error stack (where the error was
+ * detected); for a failed system call it carries errno's text. */
+static inline herr_t dsv4_h5_err_walk(unsigned n, const H5E_error2_t *e, void *data)
+{
+    if (n == 0 && e->desc)
+        snprintf(data, DSV4_H5_ERR_MAX, "%s", e->desc);
+    return 0;
+}
+
+/* buf (DSV4_H5_ERR_MAX bytes) holds the reason, "unknown HDF5 error" when
+ * the stack is empty. */
+static inline const char *dsv4_h5_err(char *buf)
+{
+    snprintf(buf, DSV4_H5_ERR_MAX, "unknown HDF5 error");
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, dsv4_h5_err_walk, buf);
+    return buf;
+}
+
+/* File storage type of each logical dtype (little-endian, no custom types). */
+static inline hid_t dsv4_h5_file_type(dsv4_dtype dt)
+{
+    switch (dt) {
+    case DSV4_F64: return H5T_IEEE_F64LE;
+    case DSV4_F32: return H5T_IEEE_F32LE;
+    case DSV4_BF16:
+    case DSV4_F16: return H5T_STD_U16LE;
+    case DSV4_I64: return H5T_STD_I64LE;
+    case DSV4_I32: return H5T_STD_I32LE;
+    default: return H5T_STD_U8LE;
+    }
+}
+
+static inline hid_t dsv4_h5_mem_type(dsv4_dtype dt)
+{
+    switch (dt) {
+    case DSV4_F64: return H5T_NATIVE_DOUBLE;
+    case DSV4_F32: return H5T_NATIVE_FLOAT;
+    case DSV4_BF16:
+    case DSV4_F16: return H5T_NATIVE_UINT16;
+    case DSV4_I64: return H5T_NATIVE_INT64;
+    case DSV4_I32: return H5T_NATIVE_INT32;
+    default: return H5T_NATIVE_UINT8;
+    }
+}
+
+/* Non-zero when s[0..n) is well-formed UTF-8 (no overlong forms,
+ * surrogates or code points past U+10FFFF) without a NUL byte. */
+int dsv4_h5_utf8_ok(const unsigned char *s, size_t n);
+
+/* One chunked dataset to decode: where it is (for messages) and what it
+ * holds.  shape has ndim dims, none 0; out holds prod(shape) * esize bytes. */
+typedef struct dsv4_h5_chunked {
+    const char *path;  /* the file */
+    const char *where; /* "/inputs/NAME" */
+    hid_t file, dset, dcpl;
+    int ndim;
+    const int64_t *shape;
+    size_t esize;
+    void *out;
+} dsv4_h5_chunked;
+
+/* Reads every chunk of a chunked dataset through dsv4check's own copy of
+ * the filter pipeline (Fletcher32, deflate, shuffle): each chunk's sizes are
+ * checked against its declared shape before any byte is inflated, so no
+ * chunk can make the reader allocate or write more than the dataset's size.
+ * DSV4_EINPUT naming the file, the dataset and the chunk otherwise. */
+int dsv4_h5_read_chunked(const dsv4_h5_chunked *c, dsv4_status *st);
+
+/* The checks of a golden that need its op (golden_op.c); path for messages. */
+int dsv4_golden_check_op(const char *path, const dsv4_golden *g, dsv4_status *st);
+
+#endif
