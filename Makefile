@@ -221,14 +221,15 @@ $(BUILD)/tests/libexample_badabi.so: tests/plugin_example.c include/dsv4_plugin.
 	$(Q)$(CC) $(CFLAGS) -DEXAMPLE_BAD_ABI -shared -o $@ $< $(LDFLAGS)
 $(BUILD)/tests/test_ci_features: $(PLUGINS)
 
-# The reference as a plug-in (tests/plugin_chain.c, build/libdsv4.a linked
-# in) for the layer-chain tests: every op, a subset, and three builds with
-# one planted bug each (-DCHAIN_BUG=1 fused_qnorm_rope_kv_insert, 2 wo_a,
-# 3 combine_topk_swa_indices).
+# The reference as a plug-in (tests/plugin_chain.c) for the layer-chain
+# tests: every op, a subset, and three builds with one planted bug each
+# (-DCHAIN_BUG=1 fused_qnorm_rope_kv_insert, 2 wo_a, 3
+# combine_topk_swa_indices).  Like the mutants, they take the reference
+# from the dsv4check that loads them (one copy of every global).
 CHAIN_PLUGINS := $(BUILD)/tests/libchain_ref.so $(BUILD)/tests/libchain_partial.so \
                  $(BUILD)/tests/libchain_bug1.so $(BUILD)/tests/libchain_bug2.so $(BUILD)/tests/libchain_bug3.so
-CHAIN_PLUGIN_DEPS := tests/plugin_chain.c include/dsv4_plugin.h $(BUILD)/libdsv4.a
-CHAIN_PLUGIN_LINK = -shared -Wl,-Bsymbolic -o $@ $< $(BUILD)/libdsv4.a $(LDFLAGS) $(LDLIBS)
+CHAIN_PLUGIN_DEPS := tests/plugin_chain.c include/dsv4_plugin.h $(HEADERS) $(BUILD)/dsv4check
+CHAIN_PLUGIN_LINK = -shared -o $@ $< $(LDFLAGS) -lm
 $(BUILD)/tests/libchain_ref.so: $(CHAIN_PLUGIN_DEPS)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) $(CHAIN_PLUGIN_LINK)
