@@ -142,6 +142,7 @@ check: setup-hip
 	@$(MAKE) --no-print-directory verify-goldens
 	@$(MAKE) --no-print-directory valgrind
 	@$(MAKE) --no-print-directory slurm-test
+	@$(MAKE) --no-print-directory check-citations
 
 # The README's Slurm-array recipe on a one-node Slurm that tests/test_slurm.sh
 # starts and stops itself (loopback only, files under a temp dir; ~15 s, at

@@ -1,5 +1,5 @@
 /* drift.h - --baseline OLD.json: flag passing cases whose error grew since a
- * previous run's JSON report (issue 8.6).
+ * previous run's JSON report (README.md, "Drift").
  *
  * Metrics compared per (case, output):
  *   exact, index_set and mx outputs: "mismatches" (count of elements that

@@ -1,4 +1,4 @@
-/* golden.h - HDF5 golden files, schema 1 (design.md section 4; the full
+/* golden.h - HDF5 golden files, schema 1 (the full
  * schema is data/README.md).
  *
  *   /                 attrs dsv4check_schema (int 1), op, variant, case,

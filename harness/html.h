@@ -1,4 +1,4 @@
-/* html.h - the self-contained HTML report of --html FILE (issue 8.1): no
+/* html.h - the self-contained HTML report of --html FILE: no
  * network, no scripts; inline CSS and SVG only. */
 #ifndef DSV4_HTML_H
 #define DSV4_HTML_H

@@ -1,4 +1,4 @@
-/* main.c - the dsv4check command line (design.md section 6).
+/* main.c - the dsv4check command line (README.md, "Command line").
  *
  *   dsv4check list  [SUITE.yaml...]          ops, variants, params; or cases
  *   dsv4check run   SUITE.yaml... [opts]     implementation vs golden / reference
@@ -53,7 +53,7 @@ typedef struct cli {
     int markdown;
     regex_t re;
     int have_re;
-    /* issue 8: CI features */
+    /* CI features */
     const char *html;
     const char *repro_dir;
     const char *baseline;

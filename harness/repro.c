@@ -1,4 +1,4 @@
-/* repro.c - a replayable file per failing case (issue 8.2): a schema-1
+/* repro.c - a replayable file per failing case: a schema-1
  * golden (inputs, expected outputs, params, seed) that `dsv4check check`
  * replays, plus the implementation's outputs under /actual for people and
  * h5py (the schema-1 reader ignores groups it does not know).  golden.c

@@ -28,7 +28,7 @@ fail=0
 rules=(
     'shared[/] @@ a path into the shared folder outside the repository'
     '(^|[^a-z_/])design[.]md @@ the design note (outside the repository)'
-    'anchors([.]md| +[0-9]) @@ the anchors note (outside the repository)'
+    '(^|[^a-z_])anchors([.]md| +[0-9]) @@ the anchors note (outside the repository)'
     'toolchain[.]md @@ the toolchain note (outside the repository)'
     '(^|[^/])sparse_attention[.]md @@ a research note by file name: cite docs/semantics/<page>.md A<n>'
     '(^|[^/])quant_and_indexer[.]md @@ a research note by file name: cite docs/semantics/<page>.md Q<n>'

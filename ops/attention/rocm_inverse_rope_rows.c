@@ -185,7 +185,7 @@ const dsv4_op dsv4_op_rocm_inverse_rope_rows = {
     .name = "rocm_inverse_rope_rows",
     .summary = "in-place inverse GPT-J RoPE of attention output rows past `rotated` (bf16 path)",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
-              "(spec sparse_attention.md 9.1)",
+              "(docs/semantics/attention.md A9.1)",
     .variants = rope_variants,
     .params = rope_params,
     .inputs = rope_inputs,

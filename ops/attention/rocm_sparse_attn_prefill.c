@@ -207,7 +207,7 @@ const dsv4_op dsv4_op_rocm_sparse_attn_prefill = {
     .name = "rocm_sparse_attn_prefill",
     .summary = "sparse MLA prefill with sink over the gathered bf16 workspace (dense index rows)",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
-              "(spec sparse_attention.md 8.1-8.3)",
+              "(docs/semantics/attention.md A8.1-A8.3)",
     .variants = prefill_variants,
     .params = prefill_params,
     .inputs = prefill_inputs,

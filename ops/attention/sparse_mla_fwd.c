@@ -12,7 +12,8 @@ static const dsv4_variant aiter_variants[] = {
      "tokens as the extra one, sink in the denominator; same math as rocm_sparse_attn_decode "
      "(ROCm/aiter:aiter/ops/triton/attention/sparse_mla.py@013f408ebe8491e80ddab1fbab4c3dbcbc98bd74)",
      &dsv4_paged_main_ocp},
-    {"fp8=fnuz", "gfx942: fp8 read in the arch-native encoding (FNUZ) for the main cache (spec 8.5 [S24])",
+    {"fp8=fnuz", "gfx942: fp8 read in the arch-native encoding (FNUZ) for the main cache "
+                 "(docs/semantics/attention.md A8.5 [S24])",
      &dsv4_paged_main_fnuz},
     {NULL, NULL, NULL},
 };
@@ -38,7 +39,7 @@ const dsv4_op dsv4_op_sparse_mla_fwd = {
     .name = "sparse_mla_fwd",
     .summary = "aiter Triton sparse MLA with sink, main + extra paged caches (the seed's aiter decode/prefill)",
     .source = "ROCm/aiter:aiter/ops/triton/attention/sparse_mla.py@013f408ebe8491e80ddab1fbab4c3dbcbc98bd74 "
-              "(spec sparse_attention.md 8.5)",
+              "(docs/semantics/attention.md A8.5)",
     .variants = aiter_variants,
     .params = dsv4_paged_params,
     .inputs = aiter_inputs,

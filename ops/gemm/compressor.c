@@ -315,7 +315,8 @@ static int comp_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *
         return DSV4_OK;
     }
     dsv4_policy_exact(pol, "584-byte compressed rows from the ideal n; budget 1/256 of the bytes (warn): fp32 "
-                           "exp/rsqrt flip codes only near bf16/fp8 rounding boundaries (spec 14)");
+                           "exp/rsqrt flip codes only near bf16/fp8 rounding boundaries "
+                           "(docs/semantics/README.md A14)");
     pol->budget = 1.0 / 256;
     return DSV4_OK;
 }
@@ -343,7 +344,8 @@ const dsv4_op dsv4_op_compressor = {
     .source = "vllm-project/vllm:vllm/models/deepseek_v4/compressor.py@01cc1d3e7640a8ada37f99ca60cc3ee66490cf38, "
               "vllm-project/vllm:vllm/models/deepseek_v4/common/ops/save_partial_states.py@0487d5c235baf6fdfb5ad1e0d97449ba548c68a0, "
               "vllm-project/vllm:vllm/v1/attention/backends/mla/compressor_utils.py@0ff8df7bef328b26f94c678c5e7bffb1d2cbc213 "
-              "(spec sparse_attention.md 11, 2.5, 5.4; seed _forward_csa2_full compressor_chain)",
+              "(docs/semantics/gemm.md A11, docs/semantics/kvcache.md A2.5, "
+              "docs/semantics/indices.md A5.4; seed _forward_csa2_full compressor_chain)",
     .variants = comp_variants,
     .params = comp_params,
     .inputs = comp_inputs,

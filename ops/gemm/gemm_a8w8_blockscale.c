@@ -50,9 +50,10 @@ static const dsv4_variant gemm_variants[] = {
      &gemm_plain},
     {"bpreshuffle",
      "gemm_a8w8_blockscale_bpreshuffle: WQ = shuffle_weight(W, (16,16)), x_scale stored transposed "
-     "[K/128][M] (seed _bpre_attn_gemm / prepare_attn_preshuffle; spec 7 bpreshuffle)",
+     "[K/128][M] (seed _bpre_attn_gemm / prepare_attn_preshuffle; docs/semantics/gemm.md Q7 bpreshuffle)",
      &gemm_bpreshuffle},
-    {"fp8=fnuz", "gfx942: XQ and WQ e4m3fnuz codes (spec 7: e4m3fnuz on gfx942), plain layout", &gemm_fnuz},
+    {"fp8=fnuz", "gfx942: XQ and WQ e4m3fnuz codes (docs/semantics/gemm.md Q7: e4m3fnuz on gfx942), plain "
+                 "layout", &gemm_fnuz},
     {NULL, NULL, NULL},
 };
 
@@ -370,7 +371,7 @@ const dsv4_op dsv4_op_gemm_a8w8_blockscale = {
     .summary = "block-scaled fp8 GEMM: per-1x128 activation and per-128x128 weight scales, fp32 accumulation, bf16 out",
     .source = "ROCm/aiter:aiter/ops/gemm_op_a8w8.py@e4048607, "
               "ROCm/aiter:aiter/ops/triton/_triton_kernels/gemm/basic/gemm_a8w8_blockscale.py@e4048607 "
-              "(spec quant_and_indexer.md 7; seed _bpre_attn_gemm, apply_pre_quantized_block_scaled_mm)",
+              "(docs/semantics/gemm.md Q7; seed _bpre_attn_gemm, apply_pre_quantized_block_scaled_mm)",
     .variants = gemm_variants,
     .params = gemm_params,
     .inputs = gemm_inputs,

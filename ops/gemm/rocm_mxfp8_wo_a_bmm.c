@@ -21,7 +21,8 @@
 static const dsv4_variant bmm_variants[] = {
     {"default",
      "a [T, G*K] e4m3fn with e8m0 scales per 1x32 (the MXFP8 epilogue), wo_a [G*R, K] e4m3fn with e8m0 scales "
-     "[G*R, K/32] (the test's 1x32 weight granularity, spec 10.3 / quant 9 q.7); fp32 accumulation, bf16 "
+     "[G*R, K/32] (the test's 1x32 weight granularity, docs/semantics/gemm.md A10.3, "
+     "docs/semantics/README.md Q9.7); fp32 accumulation, bf16 "
      "(vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98)",
      NULL},
     {NULL, NULL, NULL},
@@ -174,7 +175,7 @@ const dsv4_op dsv4_op_rocm_mxfp8_wo_a_bmm = {
     .name = "rocm_mxfp8_wo_a_bmm",
     .summary = "wo_a on the MXFP8 path: grouped MXFP8 x MXFP8 GEMM, fp32 accumulation, bf16 [T, G*R]",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
-              "(spec sparse_attention.md 10.3; seed _o_proj)",
+              "(docs/semantics/gemm.md A10.3; seed _o_proj)",
     .variants = bmm_variants,
     .params = bmm_params,
     .inputs = bmm_inputs,

@@ -12,11 +12,12 @@
 #include "indexer.h"
 
 static const dsv4_param_spec ks_params[] = {
-    {"num_heads", DSV4_P_INT, "64", "index heads: picks the layout's n_per_tile (spec 5.1)", 0},
+    {"num_heads", DSV4_P_INT, "64", "index heads: picks the layout's n_per_tile (docs/semantics/indexer.md Q5.1)", 0},
     {"head_dim", DSV4_P_INT, "128", "D (index head 128 = 64 NoPE + 64 RoPE)", 0},
     {"page_entries", DSV4_P_INT, "32", "cache entries per page (block_size / compress_ratio)", 0},
     {"shuffle", DSV4_P_INT, "1", "1: the preshuffle rocm_paged_mxfp4_cache_layout gives; 0: natural order", 0},
-    {"compress_ratio", DSV4_P_INT, "4", "only tokens with (pos + 1) % c == 0 write (spec 4.1 step 1)", 0},
+    {"compress_ratio", DSV4_P_INT, "4", "only tokens with (pos + 1) % c == 0 write "
+                                        "(docs/semantics/indexer.md Q4.1 step 1)", 0},
     {"rms_norm_eps", DSV4_P_FLOAT, "1e-6", "k_norm epsilon (vLLM passes 1e-6)", 0},
     {"query_lens", DSV4_P_INTLIST, NULL, "generator: tokens of each request", 1},
     {"prefix_lens", DSV4_P_INTLIST, "[]", "generator: positions before each request's tokens", 1},
@@ -205,7 +206,8 @@ static int ks_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *ou
                      dsv4_status *st)
 {
     (void)c, (void)in, (void)output, (void)st;
-    dsv4_policy_exact(pol, "cache bytes; <= 0.5% may differ as a warning (aiter k-store test, spec 4.3)");
+    dsv4_policy_exact(pol, "cache bytes; <= 0.5% may differ as a warning (aiter k-store test, "
+                           "docs/semantics/indexer.md Q4.3)");
     pol->budget = 0.005;
     return DSV4_OK;
 }
@@ -235,7 +237,8 @@ static void ks_locate(const dsv4_opctx *c, const dsv4_tensors *in, const char *o
 const dsv4_op dsv4_op_rocm_mxfp4_indexer_k_store = {
     .name = "rocm_mxfp4_indexer_k_store",
     .summary = "RMSNorm + RoPE (group start) + MXFP4 of index keys into the paged, preshuffled MXFP4 cache",
-    .source = DSV4_INDEXER_SEED0 "; aiter fusions/k_norm_rope_mxfp4_cache.py@689b79d5 (spec 4.1, 5.1)",
+    .source = DSV4_INDEXER_SEED0 "; aiter fusions/k_norm_rope_mxfp4_cache.py@689b79d5 "
+                                 "(docs/semantics/indexer.md Q4.1, Q5.1)",
     .variants = dsv4_indexer_quant_variants,
     .params = ks_params,
     .inputs = ks_inputs,

@@ -21,11 +21,13 @@ typedef struct fq_rule {
 static const dsv4_variant fq_variants[] = {
     {"default",
      "ideal: RMSNorm of q and kv in double; q's y rounded once to fp32, then the aiter HIP 1x128 "
-     "group quant (spec 3.3 step 6: fl(amax*fl(1/448)), reciprocal, clamp, RNE); kv_out = the double ideal",
+     "group quant (docs/semantics/quant.md Q3.3 step 6: fl(amax*fl(1/448)), reciprocal, clamp, RNE); kv_out = the "
+     "double ideal",
      &(const fq_rule){0}},
     {"mode=faithful",
      "faithful: the kernel's fp32 order (sequential FMA sum of squares, 1/sqrtf, fl(fl(x*rcp)*w)); "
-     "kv_out = bf16(y); v_rsq / v_rcp approximations and the reduction tree are not emulated (spec 3.3)",
+     "kv_out = bf16(y); v_rsq / v_rcp approximations and the reduction tree are not emulated "
+     "(docs/semantics/quant.md Q3.3)",
      &(const fq_rule){1}},
     {NULL, NULL, NULL},
 };
@@ -236,7 +238,7 @@ const dsv4_op dsv4_op_fused_qk_rmsnorm_group_quant = {
     .name = "fused_qk_rmsnorm_group_quant",
     .summary = "RMSNorm of q and kv, then fp8 1x128 group quant of q; kv stays bf16",
     .source = "ROCm/aiter:csrc/kernels/fused_qk_rmsnorm_group_quant.cu@e4048607; seeds: "
-              "vllm/models/deepseek_v41/amd/rocm.py _split_qkv_and_norm (spec quant 3.3)",
+              "vllm/models/deepseek_v41/amd/rocm.py _split_qkv_and_norm (docs/semantics/quant.md Q3.3)",
     .variants = fq_variants,
     .params = fq_params,
     .inputs = fq_inputs,
