@@ -1,7 +1,7 @@
 /* chain.c - running a chain of registered ops stage by stage (chain.h;
  * docs/semantics/chain.md). */
 #define _POSIX_C_SOURCE 200809L
-#include "chain.h"
+#include "chain_impl.h"
 
 #include "repro.h"
 
@@ -42,341 +42,6 @@ const dsv4_op *dsv4_chain_find_op(const char *name)
         if (strcmp(chain_table[i]->desc->name, name) == 0)
             return chain_table[i]->desc;
     return NULL;
-}
-
-/* ---- the run context ------------------------------------------------------ */
-
-typedef struct pool_entry {
-    dsv4_tensor t;
-    int diverged; /* propagated: differs from what the reference chain holds */
-} pool_entry;
-
-typedef struct step_rec {
-    int stage; /* index into desc->outputs */
-    char name[DSV4_NAME_MAX], op[64];
-    int provided; /* the implementation ran it (and it was compared) */
-    int n_out;
-    dsv4_output_result *out;
-    dsv4_verdict verdict;
-} step_rec;
-
-typedef enum run_kind {
-    RUN_ISOLATED,   /* steps fed the reference chain's tensors */
-    RUN_PROPAGATED, /* steps fed the implementation's tensors */
-    RUN_REFERENCE,  /* the reference chain alone (the drift's baseline) */
-    RUN_GEN         /* the reference chain, writing one golden per step */
-} run_kind;
-
-struct dsv4_chain {
-    const dsv4_chain_def *def;
-    run_kind kind;
-    const dsv4_backend *b;
-    const dsv4_run_opts *o;
-    const dsv4_case *cs;
-    dsv4_case_result *r;
-    uint64_t seed;
-    char golden_base[DSV4_PATH_MAX + 200]; /* step goldens are <base>.<step>.h5; "" = none */
-    int force, written;
-    pool_entry **pool;
-    int npool, cap;
-    int stage;
-    step_rec *steps;
-    int nsteps, cap_steps;
-    int first_fail; /* step index, -1 = none */
-    int err;
-    dsv4_status st;
-};
-
-int dsv4_chain_failed(const dsv4_chain *x) { return x->err; }
-
-int dsv4_chain_fail(dsv4_chain *x, int code, const char *fmt, ...)
-{
-    if (x->err)
-        return x->err;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(x->st.msg, sizeof x->st.msg, fmt, ap);
-    va_end(ap);
-    x->st.code = code;
-    return x->err = code;
-}
-
-/* Adopt an error a callee wrote into st. */
-static int adopt(dsv4_chain *x, int rc, const dsv4_status *st, const char *step)
-{
-    if (!rc || x->err)
-        return x->err ? x->err : rc;
-    return dsv4_chain_fail(x, rc, "step %s: %s", step, st->msg[0] ? st->msg : "error");
-}
-
-int dsv4_chain_stage(dsv4_chain *x, const char *stage)
-{
-    if (x->err)
-        return x->err;
-    int k = 0;
-    for (const dsv4_io_spec *io = x->def->desc->outputs; io->name; io++, k++)
-        if (strcmp(io->name, stage) == 0) {
-            x->stage = k;
-            return DSV4_OK;
-        }
-    return dsv4_chain_fail(x, DSV4_ERUNTIME, "chain %s has no stage '%s'", x->def->desc->name, stage);
-}
-
-/* ---- the pool ------------------------------------------------------------- */
-
-static pool_entry *pool_find(const dsv4_chain *x, const char *name)
-{
-    for (int i = 0; i < x->npool; i++)
-        if (strcmp(x->pool[i]->t.name, name) == 0)
-            return x->pool[i];
-    return NULL;
-}
-
-static void pool_free_entry(pool_entry *e)
-{
-    dsv4_tensor_free(&e->t);
-    free(e);
-}
-
-void dsv4_chain_drop(dsv4_chain *x, const char *name)
-{
-    for (int i = 0; i < x->npool; i++)
-        if (strcmp(x->pool[i]->t.name, name) == 0) {
-            pool_free_entry(x->pool[i]);
-            x->pool[i] = x->pool[--x->npool];
-            return;
-        }
-}
-
-/* Takes t (its data) into the pool as name, replacing any namesake. */
-static int pool_put(dsv4_chain *x, const char *name, dsv4_tensor *t, int diverged)
-{
-    pool_entry *e = malloc(sizeof *e);
-    if (!e) {
-        free(e);
-        dsv4_tensor_free(t);
-        return dsv4_chain_fail(x, DSV4_ERUNTIME, "out of memory (chain pool)");
-    }
-    if (x->npool == x->cap) {
-        int cap = x->cap ? 2 * x->cap : 64;
-        pool_entry **p = realloc(x->pool, (size_t)cap * sizeof *p);
-        if (!p) {
-            free(e);
-            dsv4_tensor_free(t);
-            return dsv4_chain_fail(x, DSV4_ERUNTIME, "out of memory (chain pool)");
-        }
-        x->pool = p;
-        x->cap = cap;
-    }
-    dsv4_chain_drop(x, name);
-    e->t = *t;
-    snprintf(e->t.name, sizeof e->t.name, "%s", name);
-    e->diverged = diverged;
-    memset(t, 0, sizeof *t);
-    x->pool[x->npool++] = e;
-    return DSV4_OK;
-}
-
-int dsv4_chain_diverged(dsv4_chain *x, const char *name)
-{
-    const pool_entry *e = pool_find(x, name);
-    return e && e->diverged;
-}
-
-static int any_diverged(dsv4_chain *x, const char *const *from)
-{
-    int d = 0;
-    for (; from && *from; from++) {
-        const pool_entry *e = pool_find(x, *from);
-        d |= e && e->diverged;
-    }
-    return d;
-}
-
-dsv4_tensor *dsv4_chain_new(dsv4_chain *x, const char *name, dsv4_dtype dt, int ndim, const int64_t *shape,
-                            const char *const *from)
-{
-    if (x->err)
-        return NULL;
-    dsv4_tensor t;
-    memset(&t, 0, sizeof t);
-    dsv4_status st = {0};
-    int rc = dsv4_tensor_alloc(&t, name, dt, ndim, shape, &st);
-    if (rc) {
-        dsv4_tensor_free(&t);
-        adopt(x, rc, &st, name);
-        return NULL;
-    }
-    if (pool_put(x, name, &t, any_diverged(x, from)))
-        return NULL;
-    return &pool_find(x, name)->t;
-}
-
-const dsv4_tensor *dsv4_chain_get(dsv4_chain *x, const char *name)
-{
-    if (x->err)
-        return NULL;
-    pool_entry *e = pool_find(x, name);
-    if (!e)
-        dsv4_chain_fail(x, DSV4_ERUNTIME, "chain %s: no tensor '%s' at this point", x->def->desc->name, name);
-    return e ? &e->t : NULL;
-}
-
-/* The source of a glue step; dst must be another name (the source's
- * storage is read after dst is added). */
-static const dsv4_tensor *glue_src(dsv4_chain *x, const char *dst, const char *src)
-{
-    if (!x->err && strcmp(dst, src) == 0) {
-        dsv4_chain_fail(x, DSV4_ERUNTIME, "glue from '%s' into itself", src);
-        return NULL;
-    }
-    return dsv4_chain_get(x, src);
-}
-
-static int64_t row_elems(const dsv4_tensor *t)
-{
-    int64_t n = 1;
-    for (int d = 1; d < t->ndim; d++)
-        n *= t->shape[d];
-    return n;
-}
-
-int dsv4_chain_rows(dsv4_chain *x, const char *dst, const char *src, int64_t r0, int64_t r1)
-{
-    const dsv4_tensor *s = glue_src(x, dst, src);
-    if (!s)
-        return x->err;
-    if (s->ndim < 1 || r0 < 0 || r1 < r0 || r1 > s->shape[0])
-        return dsv4_chain_fail(x, DSV4_ERUNTIME, "rows [%" PRId64 ", %" PRId64 ") of '%s' out of range", r0, r1, src);
-    int64_t shape[DSV4_MAX_DIMS];
-    memcpy(shape, s->shape, sizeof shape);
-    shape[0] = r1 - r0;
-    const size_t row = (size_t)row_elems(s) * dsv4_dtype_size(s->dtype);
-    const void *from = (const char *)s->data + (size_t)r0 * row;
-    dsv4_tensor *d = dsv4_chain_new(x, dst, s->dtype, s->ndim, shape, (const char *const[]){src, NULL});
-    if (d && d->nbytes)
-        memcpy(d->data, from, d->nbytes);
-    return x->err;
-}
-
-int dsv4_chain_cols(dsv4_chain *x, const char *dst, const char *src, int64_t c0, int64_t c1)
-{
-    const dsv4_tensor *s = glue_src(x, dst, src);
-    if (!s)
-        return x->err;
-    if (s->ndim != 2 || c0 < 0 || c1 < c0 || c1 > s->shape[1])
-        return dsv4_chain_fail(x, DSV4_ERUNTIME, "columns [%" PRId64 ", %" PRId64 ") of '%s' out of range", c0, c1, src);
-    const int64_t rows = s->shape[0], shape[2] = {rows, c1 - c0};
-    const size_t es = dsv4_dtype_size(s->dtype);
-    const char *base = s->data;
-    const int64_t w = s->shape[1];
-    dsv4_tensor *d = dsv4_chain_new(x, dst, s->dtype, 2, shape, (const char *const[]){src, NULL});
-    for (int64_t i = 0; d && i < rows; i++)
-        memcpy((char *)d->data + (size_t)(i * (c1 - c0)) * es, base + (size_t)(i * w + c0) * es,
-               (size_t)(c1 - c0) * es);
-    return x->err;
-}
-
-int dsv4_chain_reshape(dsv4_chain *x, const char *dst, const char *src, int ndim, const int64_t *shape)
-{
-    const dsv4_tensor *s = glue_src(x, dst, src);
-    if (!s)
-        return x->err;
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++)
-        n *= shape[d];
-    if (n != dsv4_tensor_numel(s))
-        return dsv4_chain_fail(x, DSV4_ERUNTIME, "reshape of '%s': %" PRId64 " elements, not %" PRId64, src,
-                               dsv4_tensor_numel(s), n);
-    const void *from = s->data;
-    dsv4_tensor *d = dsv4_chain_new(x, dst, s->dtype, ndim, shape, (const char *const[]){src, NULL});
-    if (d && d->nbytes)
-        memcpy(d->data, from, d->nbytes);
-    return x->err;
-}
-
-int dsv4_chain_to_f32(dsv4_chain *x, const char *dst, const char *src)
-{
-    const dsv4_tensor *s = glue_src(x, dst, src);
-    if (!s)
-        return x->err;
-    if (s->dtype != DSV4_BF16)
-        return dsv4_chain_fail(x, DSV4_ERUNTIME, "'%s' is %s, not bfloat16", src, dsv4_dtype_name(s->dtype));
-    dsv4_tensor *d = dsv4_chain_new(x, dst, DSV4_F32, s->ndim, s->shape, (const char *const[]){src, NULL});
-    const int64_t n = dsv4_tensor_numel(s);
-    for (int64_t i = 0; d && i < n; i++)
-        ((float *)d->data)[i] = (float)dsv4_tensor_get(s, i);
-    return x->err;
-}
-
-int dsv4_chain_put_rows(dsv4_chain *x, const char *dst, const char *src, int64_t r0)
-{
-    pool_entry *d = x->err ? NULL : pool_find(x, dst);
-    const dsv4_tensor *s = dsv4_chain_get(x, src);
-    if (!s)
-        return x->err;
-    if (!d)
-        return dsv4_chain_fail(x, DSV4_ERUNTIME, "no tensor '%s' to write rows into", dst);
-    if (d->t.dtype != s->dtype || d->t.ndim != s->ndim || row_elems(&d->t) != row_elems(s) || r0 < 0 ||
-        r0 + s->shape[0] > d->t.shape[0])
-        return dsv4_chain_fail(x, DSV4_ERUNTIME, "rows of '%s' do not fit '%s' at row %" PRId64, src, dst, r0);
-    const size_t row = (size_t)row_elems(s) * dsv4_dtype_size(s->dtype);
-    if (s->nbytes)
-        memcpy((char *)d->t.data + (size_t)r0 * row, s->data, s->nbytes);
-    d->diverged |= pool_find(x, src)->diverged;
-    return DSV4_OK;
-}
-
-/* ---- step parameters -------------------------------------------------------- */
-
-static void pset(dsv4_chain *x, dsv4_params *ps, const dsv4_param *p)
-{
-    dsv4_status st = {0};
-    if (!x->err && dsv4_params_set(ps, p, &st))
-        adopt(x, st.code, &st, "params");
-}
-
-static dsv4_param *param_named(dsv4_param *p, const char *name, dsv4_ptype type)
-{
-    memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "%s", name);
-    p->type = type;
-    return p;
-}
-
-void dsv4_chain_pint(dsv4_chain *x, dsv4_params *ps, const char *name, int64_t v)
-{
-    dsv4_param p;
-    param_named(&p, name, DSV4_P_INT)->i = v;
-    pset(x, ps, &p);
-}
-
-void dsv4_chain_pfloat(dsv4_chain *x, dsv4_params *ps, const char *name, double v)
-{
-    dsv4_param p;
-    param_named(&p, name, DSV4_P_FLOAT)->f = v;
-    pset(x, ps, &p);
-}
-
-void dsv4_chain_pstr(dsv4_chain *x, dsv4_params *ps, const char *name, const char *v)
-{
-    dsv4_param p;
-    snprintf(param_named(&p, name, DSV4_P_STR)->s, sizeof p.s, "%s", v);
-    pset(x, ps, &p);
-}
-
-void dsv4_chain_plist(dsv4_chain *x, dsv4_params *ps, const char *name, const int64_t *v, int n)
-{
-    dsv4_param p;
-    param_named(&p, name, DSV4_P_INTLIST);
-    if (n > DSV4_PARAM_LIST_MAX) {
-        dsv4_chain_fail(x, DSV4_EINPUT, "parameter %s: %d entries, at most %d", name, n, DSV4_PARAM_LIST_MAX);
-        return;
-    }
-    p.n = n;
-    if (n)
-        memcpy(p.list, v, (size_t)n * sizeof *v);
-    pset(x, ps, &p);
 }
 
 /* ---- one step ---------------------------------------------------------------- */
@@ -619,12 +284,12 @@ int dsv4_chain_step(dsv4_chain *x, const char *step, const char *opname, const c
     if (!rc && op->resolve)
         rc = op->resolve(ps, &st);
     if (rc)
-        return adopt(x, rc, &st, step);
+        return dsv4_chain_adopt(x, rc, &st, step);
     const dsv4_opctx ctx = dsv4_opctx_make(op, ps, v, x->seed);
     dsv4_tensors in = {0}; /* shallow: the pool's storage, never freed here */
     int in_div = 0;
     for (const dsv4_chain_io *b = in_io; b && b->io; b++) {
-        const pool_entry *e = pool_find(x, b->pool);
+        const pool_entry *e = dsv4_chain_pool_find(x, b->pool);
         if (!e)
             return dsv4_chain_fail(x, DSV4_ERUNTIME, "step %s: input '%s' <- '%s': no such tensor", step, b->io, b->pool);
         if (in.n == DSV4_MAX_TENSORS)
@@ -639,7 +304,7 @@ int dsv4_chain_step(dsv4_chain *x, const char *step, const char *opname, const c
             return dsv4_chain_fail(x, x->first_fail >= 0 ? DSV4_EFAIL : DSV4_EINPUT,
                                    "the chain stopped at step %s (%s): its inputs, from the implementation's "
                                    "upstream outputs, are not valid: %s", step, opname, st.msg);
-        return adopt(x, rc, &st, step);
+        return dsv4_chain_adopt(x, rc, &st, step);
     }
     step_rec *rec = new_step(x, step, opname);
     if (!rec)
@@ -694,7 +359,7 @@ int dsv4_chain_step(dsv4_chain *x, const char *step, const char *opname, const c
             if (!t)
                 rc = dsv4_fail(&st, DSV4_ERUNTIME, "no output '%s' to bind to '%s'", b->io, b->pool);
             else
-                pool_put(x, b->pool, t, out_div);
+                dsv4_chain_pool_put(x, b->pool, t, out_div);
         }
     }
     dsv4_tensors_free(&exp);
@@ -703,7 +368,7 @@ int dsv4_chain_step(dsv4_chain *x, const char *step, const char *opname, const c
     if (g)
         dsv4_golden_free(g);
     free(g);
-    return adopt(x, rc, &st, step);
+    return dsv4_chain_adopt(x, rc, &st, step);
 }
 
 /* ---- a whole run ------------------------------------------------------------ */
@@ -730,7 +395,7 @@ static void chain_free(dsv4_chain *x)
     if (!x)
         return;
     for (int i = 0; i < x->npool; i++)
-        pool_free_entry(x->pool[i]);
+        dsv4_chain_pool_free_entry(x->pool[i]);
     free(x->pool);
     for (int s = 0; s < x->nsteps; s++) {
         for (int k = 0; k < x->steps[s].n_out; k++)
@@ -786,7 +451,7 @@ static void measure_drift(const dsv4_tensor *a, const dsv4_tensor *e, drift_metr
 static void drift_of(const dsv4_chain *x, const dsv4_case *c, drift_metrics *d)
 {
     memset(d, 0, sizeof d[0]);
-    const pool_entry *got = pool_find(x, x->def->result);
+    const pool_entry *got = dsv4_chain_pool_find(x, x->def->result);
     if (!got)
         return;
     if (!got->diverged) {
@@ -798,7 +463,7 @@ static void drift_of(const dsv4_chain *x, const dsv4_case *c, drift_metrics *d)
     if (!ref)
         return;
     snprintf(ref->golden_base, sizeof ref->golden_base, "%s", x->golden_base);
-    const pool_entry *want = chain_execute(ref, &c->params) ? NULL : pool_find(ref, x->def->result);
+    const pool_entry *want = chain_execute(ref, &c->params) ? NULL : dsv4_chain_pool_find(ref, x->def->result);
     if (want && dsv4_tensor_same_shape(&want->t, &got->t))
         measure_drift(&got->t, &want->t, d);
     chain_free(ref);
@@ -943,18 +608,6 @@ void dsv4_chain_run_case(const dsv4_case *c, const dsv4_backend *b, const dsv4_r
     r->seconds = now_seconds() - t0;
 }
 
-static void file_base(const char *name, char *out, size_t len)
-{
-    size_t k = 0;
-    for (; name[k] && k + 1 < len; k++) {
-        const char ch = name[k];
-        const int ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '.' ||
-                       ch == '_' || ch == '-';
-        out[k] = ok ? ch : '_';
-    }
-    out[k] = '\0';
-}
-
 int dsv4_chain_gen_case(const dsv4_case *c, const char *outdir, uint64_t seed, int force, int *written,
                         dsv4_status *st)
 {
@@ -972,8 +625,8 @@ int dsv4_chain_gen_case(const dsv4_case *c, const char *outdir, uint64_t seed, i
         return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
     x->force = force;
     if (outdir) {
-        char base[200];
-        file_base(c->name, base, sizeof base);
+        char base[sizeof c->name];
+        dsv4_golden_file_name(c->name, base, sizeof base);
         snprintf(x->golden_base, sizeof x->golden_base, "%s/%s", outdir, base);
     } else {
         golden_base_of(c->golden, x->golden_base, sizeof x->golden_base);

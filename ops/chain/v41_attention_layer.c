@@ -1,6 +1,6 @@
 /* v41_attention_layer.c - the forward of vLLM's
- * DeepseekV41ROCMAiterMLAAttention (vllm/models/deepseek_v41/amd/rocm.py,
- * seed 000; the non-aiter path: gathered bf16 prefill workspace, ragged
+ * DeepseekV41ROCMAiterMLAAttention ([SEED1], vllm/models/deepseek_v41/amd/
+ * rocm.py; the non-aiter path: gathered bf16 prefill workspace, ragged
  * decode) as a chain of the registered ops, one step per kernel call
  * (docs/semantics/chain.md).  Where the seed calls something no op
  * covers, the step is composed from ops that exist and says so: the input
@@ -19,7 +19,7 @@
 #include "../../ref/numerics.h"
 #include "v41.h"
 
-#define SEED_SRC "vllm-project/vllm:vllm/models/deepseek_v41/amd/rocm.py (seed 000)"
+#define SEED_SRC "vllm-project/vllm:vllm/models/deepseek_v41/amd/rocm.py [SEED1]"
 
 static const dsv4_variant v41_variants[] = {
     {"default",
