@@ -376,9 +376,12 @@ const dsv4_param_spec dsv4_paged_params[] = {
     {NULL, 0, NULL, NULL, 0},
 };
 
-static void poison_token(uint8_t *page, int64_t B, int64_t row)
+/* Token `row` of a page as NaN: the fp8 NaN code of the page's format
+ * (e4m3fn 0x7F; e4m3fnuz has one NaN, 0x80, and reads 0x7F as 240,
+ * docs/semantics/README.md A1), NaN RoPE lanes and e8m0 NaN scales. */
+static void poison_token(uint8_t *page, int64_t B, int64_t row, dsv4_fp8_kind kind)
 {
-    memset(page + dsv4_kv_value_offset(row), 0x7F, DSV4_KV_NOPE_DIM); /* e4m3fn NaN */
+    memset(page + dsv4_kv_value_offset(row), kind == DSV4_FP8_E4M3FNUZ ? 0x80 : 0x7F, DSV4_KV_NOPE_DIM);
     uint16_t nan = 0x7FC0;
     for (int d = 0; d < DSV4_ROPE_DIM; d++)
         memcpy(page + dsv4_kv_rope_offset(row) + 2 * d, &nan, 2);
@@ -450,7 +453,7 @@ int dsv4_paged_generate(const dsv4_paged_names *nm, const dsv4_opctx *c, dsv4_te
         for (int64_t p = 0; p < cache[k]->shape[0]; p++)
             for (int64_t i = 0; i < cache[k]->shape[1]; i++)
                 poison_token((uint8_t *)cache[k]->data + p * cache[k]->shape[1] * DSV4_KV_TOKEN_BYTES,
-                             cache[k]->shape[1], i);
+                             cache[k]->shape[1], i, k == 0 ? rule->main_fp8 : DSV4_FP8_E4M3FN);
     /* Block tables: request r owns pages first_page[r].. in reversed order
      * (a non-identity mapping). */
     dsv4_rng rng, lrng;
