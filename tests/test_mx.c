@@ -50,7 +50,24 @@ START_TEST(fp4_scale_bytes_by_hand)
     /* even: every amax >= 1.75*2^127 gives 254 (spec 1.1 correction). */
     ck_assert_uint_eq(dsv4_mx_fp4_scale_even(ldexpf(1.75f, 127)), 254);
     ck_assert_uint_eq(dsv4_mx_fp4_scale_even(FLT_MAX), 254);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(NAN), 255);
+    /* All-NaN block, even: the bit arithmetic on the canonical NaN 0x7FC00000:
+     * + 0x200000 = 0x7FE00000, & 0xFF800000 = 0x7F800000 = +Inf, log2 -> Inf,
+     * u clamped to 127 -> 254; mode 0 never emits 0xFF (docs/semantics/quant.md
+     * Q1.4 item 3).  The other rules keep 0xFF (the e8m0 NaN). */
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(NAN), 254);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(-NAN), 254);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil(NAN), 255);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_ocp(NAN), 255);
+    for (uint32_t v = 0; v < 0x7F800000u; v += 0x1F3u) /* never 0xFF over the non-negative floats */
+        ck_assert_uint_ne(dsv4_mx_fp4_scale_even(dsv4_f32_from_bits(v)), 0xFF);
+    /* The whole block: scale 254, every code the RNE encoding of NaN. */
+    float nanblk[32];
+    uint8_t codes[32];
+    for (int i = 0; i < 32; i++)
+        nanblk[i] = NAN;
+    ck_assert_uint_eq(dsv4_mx_quant_block_fp4(nanblk, 32, DSV4_MX_FP4_EVEN, DSV4_MX_ELEM_RNE, codes), 254);
+    for (int i = 0; i < 32; i++)
+        ck_assert_uint_eq(codes[i], dsv4_e2m1_from_f32(NAN));
 }
 END_TEST
 
