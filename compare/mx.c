@@ -110,6 +110,10 @@ static void finish(dsv4_cmp_result *res, const dsv4_policy *pol, int64_t scale_b
     /* bad = what makes the verdict: scales beyond tolerance, elements beyond
      * their steps, and the forgivable differences once they exceed the budget. */
     res->bad = scale_bad + elem_bad + (flips_over ? flips : 0) + (scales_over ? scale_within : 0);
+    /* what the budget forgives, of what: code flips of the elements (codes),
+     * e8m0 scale changes within scale_tol of the blocks (scales) */
+    res->budget_compared = codes ? res->compared : blocks;
+    res->budget_bad = codes ? flips : e8m0 ? scale_within : 0;
     char part[256] = "";
     if (scale_diff) {
         size_t n = (size_t)snprintf(part, sizeof part, "%" PRId64 " of %" PRId64 " blocks' scales differ",
