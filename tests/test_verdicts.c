@@ -1,6 +1,8 @@
 /* test_verdicts.c - verdicts that real kernels exposed as wrong: a cache
  * budget that hid a write into another request's slot, pad bytes that a
- * budget forgave, and the FNUZ NaN poison of the paged attention generator.
+ * budget forgave, and the FNUZ NaN poison of the paged attention generator;
+ * and the contract: tags that mark cases beyond a production kernel's
+ * contract.
  * Each test changes one byte of a committed golden's expected output (or
  * builds a case) and checks the CLI's exit code and its words. */
 #define _POSIX_C_SOURCE 200809L
@@ -205,6 +207,31 @@ START_TEST(fnuz_nan_rows_poison_is_the_fnuz_nan)
 }
 END_TEST
 
+/* ---- contracts: cases beyond a production kernel's contract are tagged ---- */
+
+START_TEST(contract_tags_listed_and_selected)
+{
+    int rc = dsv4_test_cli(outbuf, sizeof outbuf, "list cases/ci.yaml --filter contract:");
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, outbuf);
+    ck_assert_int_eq(dsv4_test_count(outbuf, "beyond contract: "), 8);
+    ck_assert_msg(strstr(outbuf, "combine_swa_only_layer") && strstr(outbuf, "empty_topk") &&
+                      strstr(outbuf, "topk_wider_than_indices") && strstr(outbuf, "invalid_pages"),
+                  "%s", outbuf);
+    /* --exclude-tag: a list, and a prefix */
+    rc = dsv4_test_cli(outbuf, sizeof outbuf,
+                       "list cases/ci.yaml --filter contract: --exclude-tag contract:empty_topk,contract:invalid_pages");
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, outbuf);
+    ck_assert_int_eq(dsv4_test_count(outbuf, "beyond contract: "), 5);
+    ck_assert_ptr_null(strstr(outbuf, "combine_swa_only_layer"));
+    rc = dsv4_test_cli(outbuf, sizeof outbuf, "list cases/ci.yaml --exclude-tag 'contract:*'");
+    ck_assert_msg(rc == 0 && strstr(outbuf, "combine_decode_only_c4"), "exit %d:\n%s", rc, outbuf);
+    ck_assert_ptr_null(strstr(outbuf, "beyond contract"));
+    rc = dsv4_test_cli(outbuf, sizeof outbuf,
+                       "run cases/ci/kvcache.yaml --filter invalid_block --exclude-tag 'contract:*'");
+    ck_assert_msg(rc == 2 && strstr(outbuf, "no case selected"), "exit %d:\n%s", rc, outbuf);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("verdicts");
@@ -215,6 +242,7 @@ static Suite *suite(void)
     tcase_add_test(tc, kstore_written_byte_flip_warns);
     tcase_add_test(tc, compressor_pad_byte_fails_value_flip_warns);
     tcase_add_test(tc, fnuz_nan_rows_poison_is_the_fnuz_nan);
+    tcase_add_test(tc, contract_tags_listed_and_selected);
     suite_add_tcase(s, tc);
     return s;
 }
