@@ -219,6 +219,7 @@ static int snd_compare(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensor
 {
     *worst = 0;
     *risk_use = 0;
+    where[0] = '\0';
     *fails = 0;
     for (int k = 0; k < act->n; k++) {
         const dsv4_tensor *a = &act->t[k], *e = dsv4_tensors_get(exp, a->name);
@@ -252,6 +253,8 @@ static int snd_compare(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensor
         *fails += res.verdict == DSV4_FAIL;
         if (op->bound && pol.kind == DSV4_CMP_MX && pol.budget > 0 && res.verdict != DSV4_FAIL) {
             *risk_use = ratio > *risk_use ? ratio : *risk_use;
+            if (!where[0])
+                snprintf(where, wlen, "codes only (see the risk flips)");
             continue;
         }
         if (ratio > *worst || (k == 0 && ratio == 0)) {
