@@ -37,12 +37,12 @@ LIB_SRCS := $(wildcard ref/*.c compare/*.c ops/*.c ops/*/*.c) $(filter-out harne
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
-HEADERS := $(wildcard ref/*.h compare/*.h harness/*.h ops/*.h ops/*/*.h) ops/ops.def
+HEADERS := $(wildcard include/*.h ref/*.h compare/*.h harness/*.h ops/*.h ops/*/*.h) ops/ops.def
 
 PREFIX ?= /usr/local
 
 .PHONY: all setup setup-hip run check unit-tests test-asan bench clean install goldens verify-goldens valgrind \
-        hip hip-compile-check gpu-bundle fuzz fuzz-build soundness
+        hip hip-compile-check gpu-bundle fuzz fuzz-build slurm-test check-citations soundness
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/dsv4check $(BUILD)/libdsv4.a $(BUILD)/libdsv4.so
@@ -91,16 +91,16 @@ $(BUILD)/tests/test_soundness: $(SOUNDNESS_HDRS)
 soundness: $(BUILD)/soundness
 	$(BUILD)/soundness
 
-# ---- hip backend (hip/, harness/dsv4_plugin.h) ----
+# ---- hip backend (hip/, include/dsv4_plugin.h) ----
 # `make hip` builds $(BUILD)/libdsv4_hip.so with nvcc where present (NVIDIA:
 # -arch=sm_90 embeds sm_90 code plus compute_90 PTX), else with hipcc for AMD
-# (always with --offload-arch: without it hipcc silently targets gfx803,
-# toolchain.md 2).  `make hip-compile-check` compiles the backend both ways
+# (always with --offload-arch: without it Debian's hipcc 5.2 silently
+# targets gfx803).  `make hip-compile-check` compiles the backend both ways
 # without a GPU; a missing compiler is skipped with a message.
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 HIPCC ?= $(shell command -v hipcc 2>/dev/null)
 HIP_SRCS := $(wildcard hip/*.cpp)
-HIP_DEPS := $(HIP_SRCS) $(wildcard hip/*.h) harness/dsv4_plugin.h ops/ops.def
+HIP_DEPS := $(HIP_SRCS) $(wildcard hip/*.h) include/dsv4_plugin.h ops/ops.def
 NVCC_FLAGS := -x cu -O2 -std=c++17 -arch=sm_90 -Xcompiler -fPIC,-Wall,-Wextra,-Werror -shared
 HIP_ARCHS ?= gfx90a gfx940
 HIPCC_FLAGS := -x hip -O2 -std=c++17 -fPIC -shared -Wall -Wextra -Werror $(HIP_ARCHS:%=--offload-arch=%)
@@ -155,6 +155,16 @@ check: setup-hip
 	@$(MAKE) --no-print-directory SAN=1 unit-tests
 	@$(MAKE) --no-print-directory verify-goldens
 	@$(MAKE) --no-print-directory valgrind
+	@$(MAKE) --no-print-directory slurm-test
+
+# The README's Slurm-array recipe on a one-node Slurm that tests/test_slurm.sh
+# starts and stops itself (loopback only, files under a temp dir; ~15 s, at
+# most about 4 min).  Exit 77 from the test (no Slurm, or its daemons cannot
+# run here) is a skip.
+slurm-test: all
+	@scripts/setup.sh --slurm
+	@rc=0; DSV4CHECK=$(BUILD)/dsv4check tests/test_slurm.sh || rc=$$?; \
+	 if [ $$rc -eq 77 ]; then echo "slurm-test: skipped"; elif [ $$rc -ne 0 ]; then exit $$rc; fi
 
 bench: all
 	$(BUILD)/dsv4check bench
@@ -186,15 +196,24 @@ valgrind: all
 	$(VALGRIND) $(BUILD)/dsv4check check data/ci/*.h5 --impl ref >/dev/null
 	@echo "valgrind: clean"
 
+# The repository cites only itself: scripts/check-citations.sh lists every
+# tracked line outside docs/ that names material outside the repository, and
+# every docs/semantics citation whose page or tag does not exist.  Its own
+# test (planted bad lines in a scratch repository) runs first.
+check-citations:
+	@tests/test_citations.sh
+	@scripts/check-citations.sh
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	  $(DESTDIR)$(PREFIX)/include/dsv4check/ref $(DESTDIR)$(PREFIX)/include/dsv4check/compare \
-	  $(DESTDIR)$(PREFIX)/include/dsv4check/harness
+	  $(DESTDIR)$(PREFIX)/include/dsv4check/harness $(DESTDIR)$(PREFIX)/include/dsv4check/include
 	install -m 755 $(BUILD)/dsv4check $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(BUILD)/libdsv4.a $(BUILD)/libdsv4.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 ref/*.h $(DESTDIR)$(PREFIX)/include/dsv4check/ref/
 	install -m 644 compare/*.h $(DESTDIR)$(PREFIX)/include/dsv4check/compare/
 	install -m 644 harness/*.h $(DESTDIR)$(PREFIX)/include/dsv4check/harness/
+	install -m 644 include/*.h $(DESTDIR)$(PREFIX)/include/dsv4check/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' dsv4check.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dsv4check.pc
 
@@ -202,34 +221,46 @@ clean:
 	rm -rf build build-asan build-fuzz
 
 # The example plug-in (tests/plugin_example.c) as three shared libraries:
-# correct, with a planted bug, and with a wrong ABI version (issue 8.5).
+# correct, with a planted bug, and with a wrong ABI version (the plug-in
+# tests check that a wrong kernel fails and a wrong ABI is refused).
 PLUGINS := $(BUILD)/tests/libexample.so $(BUILD)/tests/libexample_wrong.so $(BUILD)/tests/libexample_badabi.so
-$(BUILD)/tests/libexample.so: tests/plugin_example.c harness/dsv4_plugin.h
+$(BUILD)/tests/libexample.so: tests/plugin_example.c include/dsv4_plugin.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -shared -o $@ $< $(LDFLAGS)
-$(BUILD)/tests/libexample_wrong.so: tests/plugin_example.c harness/dsv4_plugin.h
+$(BUILD)/tests/libexample_wrong.so: tests/plugin_example.c include/dsv4_plugin.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -DEXAMPLE_WRONG -shared -o $@ $< $(LDFLAGS)
-$(BUILD)/tests/libexample_badabi.so: tests/plugin_example.c harness/dsv4_plugin.h
+$(BUILD)/tests/libexample_badabi.so: tests/plugin_example.c include/dsv4_plugin.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -DEXAMPLE_BAD_ABI -shared -o $@ $< $(LDFLAGS)
 $(BUILD)/tests/test_ci_features: $(PLUGINS)
 
-# make fuzz FUZZ_SECONDS=N: libFuzzer targets (clang, ASan+UBSan) for the
-# YAML loader and the HDF5 golden reader, each run N seconds on a copy of its
-# seeds and past crash inputs (tests/fuzz/corpus/, tests/fuzz/regress/);
-# crashes land in build-fuzz/.  A single allocation over -rss_limit_mb
-# (2048 MB) is reported as out-of-memory.  See
-# tests/fuzz/README.md.
+# The hostile plug-ins (tests/plugins/hostile.c), one misbehaviour each:
+# build/tests/plugins/libhostile_<mode>.so, for test_integrity and test_badinput.
+HOSTILE_MODES := exit _exit abort segv hang ctor_exit gemm overrun errstr
+HOSTILE := $(HOSTILE_MODES:%=$(BUILD)/tests/plugins/libhostile_%.so)
+$(BUILD)/tests/plugins/libhostile_%.so: tests/plugins/hostile.c include/dsv4_plugin.h
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DHOSTILE_MODE_$* -shared -o $@ $< $(LDFLAGS)
+$(BUILD)/tests/test_integrity $(BUILD)/tests/test_badinput: $(HOSTILE) $(PLUGINS)
+
+# make fuzz FUZZ_SECONDS=N: libFuzzer targets (clang 14 or newer, ASan+UBSan)
+# for the YAML loader and the HDF5 golden reader (raw images, and
+# fuzz_golden_struct: HDF5 files written from mutated descriptions), each run
+# N seconds on a copy of its seeds and past crash inputs
+# (tests/fuzz/corpus/, tests/fuzz/regress/); crashes land in build-fuzz/.  A
+# single allocation over -rss_limit_mb (2048 MB) is reported as
+# out-of-memory.  Another clang: FUZZ_CC=clang-15 FUZZ_BUILD=build-fuzz-15.
+# See tests/fuzz/README.md.
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
-FUZZ_BUILD := build-fuzz
+FUZZ_BUILD ?= build-fuzz
 FUZZ_FLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
               -fno-sanitize-recover=undefined
 FUZZ_CFLAGS := -std=c11 -Wall -Wextra -Werror $(PKG_CFLAGS) \
                -DDSV4_VERSION='"$(VERSION)"' -DDSV4_GIT_REV='"$(GIT_REV)$(GIT_DIRTY)"'
 FUZZ_OBJS := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
-FUZZ_TARGETS := cases golden
+FUZZ_TARGETS := cases golden golden_struct
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 
 $(FUZZ_BUILD)/obj/%.o: %.c $(HEADERS)
@@ -246,13 +277,19 @@ $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS)
 .SECONDARY: $(FUZZ_OBJS)
 fuzz-build: $(FUZZ_BINS)
 
+# While tests/fuzz/regress/golden_struct/OPEN lists unfixed findings,
+# fuzz_golden_struct runs with GS_SKIP_OPEN=1 so that they do not stop it.
 fuzz: fuzz-build
-	@for t in $(FUZZ_TARGETS); do \
+	@open=$$(grep -c '^[^#]' tests/fuzz/regress/golden_struct/OPEN 2>/dev/null); \
+	if [ "$${open:-0}" -gt 0 ]; then export GS_SKIP_OPEN=1; \
+	  echo "fuzz: $$open open finding(s) in tests/fuzz/regress/golden_struct/OPEN: GS_SKIP_OPEN=1"; fi; \
+	for t in $(FUZZ_TARGETS); do \
 	  rm -rf $(FUZZ_BUILD)/corpus-$$t && mkdir -p $(FUZZ_BUILD)/corpus-$$t && \
 	  cp tests/fuzz/corpus/$$t/* tests/fuzz/regress/$$t/* $(FUZZ_BUILD)/corpus-$$t/ && \
-	  rm -f $(FUZZ_BUILD)/corpus-$$t/README.md && \
+	  rm -f $(FUZZ_BUILD)/corpus-$$t/README.md $(FUZZ_BUILD)/corpus-$$t/OPEN && \
 	  echo "== fuzz_$$t for $(FUZZ_SECONDS) s" && \
+	  dict=$$([ ! -f tests/fuzz/$$t.dict ] || echo -dict=$(CURDIR)/tests/fuzz/$$t.dict) && \
 	  (cd $(FUZZ_BUILD) && LSAN_OPTIONS=print_suppressions=0 ./fuzz_$$t \
 	     -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=25 -print_final_stats=1 \
-	     -dict=../tests/fuzz/$$t.dict corpus-$$t </dev/null) || exit 1; \
+	     $$dict corpus-$$t </dev/null) || exit 1; \
 	  done

@@ -1,5 +1,5 @@
 /* compare.c - exact and float comparison, census, first/worst mismatches,
- * verdicts and bug-pattern hints (design.md section 5). */
+ * verdicts and bug-pattern hints (README.md, "Tolerances"). */
 #define _POSIX_C_SOURCE 200809L
 #include "compare.h"
 
@@ -20,16 +20,6 @@ static const char *const kind_names[] = {"exact", "float", "index_set", "mx"};
 const char *dsv4_cmp_kind_name(dsv4_cmp_kind k)
 {
     return (unsigned)k < 4 ? kind_names[k] : "?";
-}
-
-int dsv4_cmp_kind_parse(const char *s, dsv4_cmp_kind *k)
-{
-    for (int i = 0; i < 4; i++)
-        if (strcmp(s, kind_names[i]) == 0) {
-            *k = (dsv4_cmp_kind)i;
-            return DSV4_OK;
-        }
-    return DSV4_EINPUT;
 }
 
 static void record(dsv4_cmp_result *res, const dsv4_tensor *exp, int64_t i, double e, double a,
@@ -161,7 +151,8 @@ static void compare_float(const dsv4_tensor *exp, const dsv4_tensor *act, const 
         res->max_abs = res->max_rel = res->max_ulp = res->worst_ratio = INFINITY;
 }
 
-/* Recognisable bug patterns among the mismatches (design.md 5, anchors 5.5). */
+/* Recognisable bug patterns among the mismatches: a hint names the likely
+ * mistake so that a failure report points at the bug, not only at the data. */
 static void hint_exact(const dsv4_tensor *exp, const dsv4_tensor *act, const uint8_t *mask,
                        dsv4_cmp_result *res)
 {

@@ -1,4 +1,4 @@
-/* compare.h - tolerance policies, metrics and verdicts (design.md section 5).
+/* compare.h - tolerance policies, metrics and verdicts (README.md, "Tolerances").
  *
  * One call compares one output tensor (actual, produced by the implementation
  * under test) with its expected value (the reference's, or a golden's) under
@@ -132,7 +132,6 @@ int dsv4_compare_index_set(const dsv4_tensor *expected, const dsv4_tensor *actua
 
 const char *dsv4_verdict_name(dsv4_verdict v);
 const char *dsv4_cmp_kind_name(dsv4_cmp_kind k);
-int dsv4_cmp_kind_parse(const char *s, dsv4_cmp_kind *k);
 
 /* Human-readable report of one result (several lines) to f. */
 void dsv4_cmp_print(FILE *f, const dsv4_cmp_result *res, const dsv4_policy *pol);

@@ -1,4 +1,4 @@
-/* mx.c - the `mx` comparison kind (design.md section 5): MX-aware
+/* mx.c - the `mx` comparison kind (README.md, "Tolerances"): MX-aware
  * comparison of block-quantized outputs.
  *
  * Two uses, told apart by the compared tensor's dtype:

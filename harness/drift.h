@@ -17,6 +17,10 @@
 
 typedef struct dsv4_baseline dsv4_baseline;
 
+/* The report must be a regular file of at most this many MiB (a report of
+ * 1024 cases is about 1.3 MB). */
+#define DSV4_BASELINE_MAX_MIB 64
+
 int dsv4_baseline_load(const char *path, dsv4_baseline **out, dsv4_status *st);
 /* text: a JSON report (as dsv4_write_json writes it); where names it in errors. */
 int dsv4_baseline_parse(const char *text, const char *where, dsv4_baseline **out, dsv4_status *st);

@@ -3,7 +3,7 @@
 #ifndef DSV4_HTML_H
 #define DSV4_HTML_H
 
-#include "runner.h"
+#include "report.h"
 
 /* command: the command line of this run, shown at the top. */
 int dsv4_write_html(const char *path, const char *suite, const char *impl, const char *command,

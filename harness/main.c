@@ -28,6 +28,7 @@
 #include "html.h"
 #include "parallel.h"
 #include "runner.h"
+#include "yaml_doc.h"
 
 #ifndef DSV4_VERSION
 #define DSV4_VERSION "0"
@@ -61,6 +62,7 @@ typedef struct cli {
     int jobs;
     int shard_k, shard_n; /* 0 = no --shard */
     char device_arg[32];
+    double timeout; /* --timeout: seconds one call into the implementation may take */
 } cli;
 
 static const char *prog = "dsv4check";
@@ -85,11 +87,17 @@ static void usage_main(FILE *f)
             "  bench                     time the reference (and --impl) on production shapes\n"
             "\n"
             "`%s COMMAND --help` lists each command's options.\n"
+            "suite files and their includes: regular files only; together at most %d bytes,\n"
+            "%d file loads and %d YAML nodes, nested at most %d deep (README.md \"Limits\").\n"
             "exit codes: 0 passed, 1 tolerance violation, 2 bad usage or input,\n"
             "            3 runtime or device error, 77 skipped (e.g. no GPU)\n"
             "version %s (%s)\n",
-            prog, prog, DSV4_VERSION, DSV4_GIT_REV);
+            prog, prog, DSV4_YAML_MAX_BYTES, DSV4_YAML_MAX_FILES, DSV4_YAML_MAX_NODES,
+            DSV4_YAML_MAX_DEPTH, DSV4_VERSION, DSV4_GIT_REV);
 }
+
+#define DSV4_STR_(x) #x
+#define DSV4_STR(x) DSV4_STR_(x)
 
 static const char common_help[] =
     "  --impl IMPL       ref (default), hip (build/libdsv4_hip.so), or a plug-in .so\n"
@@ -101,9 +109,12 @@ static const char common_help[] =
     "  --mem-limit BYTES refuse cases needing more (suffix K, M, G; default: half the RAM)\n"
     "  -j, --jobs N      run N cases at once in worker processes (same results, suite order)\n"
     "  --shard K/N       only the cases whose name hashes to shard K of N (FNV-1a mod N)\n"
+    "  --timeout SECONDS kill an implementation still running a case after this long;\n"
+    "                    the case is an ERROR (default 600)\n"
     "  --html FILE       write a self-contained HTML report (heatmaps of failing outputs)\n"
     "  --repro-dir DIR   write DIR/<case>.h5 for each failing case, replayable with `check`\n"
     "  --baseline JSON   warn when a passing case's error grew since that --json report\n"
+    "                    (a regular file of at most " DSV4_STR(DSV4_BASELINE_MAX_MIB) " MiB)\n"
     "  --drift-factor F  growth that counts as drift (default 2)\n"
     "  --strict          drift fails the run (exit 1)\n"
     "  -v, --verbose     print every output's metrics, not only failures\n"
@@ -202,6 +213,7 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
         {"mem-limit", required_argument, NULL, 'm'}, {"output", required_argument, NULL, 'o'},
         {"force", no_argument, NULL, 'F'}, {"rerun", required_argument, NULL, 'R'},
         {"markdown", no_argument, NULL, 'M'}, {"verbose", no_argument, NULL, 'v'},
+        {"timeout", required_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
@@ -209,6 +221,7 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
     o->device = -1;
     o->jobs = 1;
     o->drift_factor = 2.0;
+    o->timeout = 600;
     optind = 1;
     int ch;
     while ((ch = getopt_long(argc, argv, "vho:j:", longopts, NULL)) != -1) {
@@ -242,6 +255,14 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
             o->drift_factor = strtod(optarg, &end);
             if (errno || *end || !(o->drift_factor >= 1) || o->drift_factor > 1e12) {
                 fprintf(stderr, "%s %s: --drift-factor %s: a number >= 1\n", prog, cmd, optarg);
+                return DSV4_EINPUT;
+            }
+            break;
+        case 'W':
+            errno = 0;
+            o->timeout = strtod(optarg, &end);
+            if (errno || *end || !(o->timeout > 0) || o->timeout > 1e6) {
+                fprintf(stderr, "%s %s: --timeout %s: seconds, more than 0 and at most 1e6\n", prog, cmd, optarg);
                 return DSV4_EINPUT;
             }
             break;
@@ -365,6 +386,7 @@ typedef struct job_set {
     const dsv4_case **cases; /* run: the selected cases, in suite order */
     char **paths;            /* check: the golden files */
     int n;
+    dsv4_input_files inputs; /* every suite and golden file the run reads */
     dsv4_run_opts ro;
     int verbose;
     progress pg;
@@ -436,11 +458,30 @@ static int finish_reports(const cli *o, const char *suite, dsv4_case_result *rs,
     return code;
 }
 
+/* No report may replace a file the run reads, under any name or link. */
+static int check_report_paths(const cli *o, const dsv4_input_files *inputs)
+{
+    const struct {
+        const char *option, *path;
+    } reports[] = {{"--junit", o->junit}, {"--json", o->json}, {"--html", o->html}};
+    for (size_t k = 0; k < sizeof reports / sizeof reports[0]; k++) {
+        const char *input = reports[k].path ? dsv4_input_files_match(inputs, reports[k].path) : NULL;
+        if (input) {
+            fprintf(stderr, "%s: %s %s is the same file as the input %s; not overwriting it\n", prog,
+                    reports[k].option, reports[k].path, input);
+            return DSV4_EINPUT;
+        }
+    }
+    return DSV4_OK;
+}
+
 static int execute_jobs(cli *o, job_set *js, const char *suite)
 {
+    if (check_report_paths(o, &js->inputs))
+        return DSV4_EINPUT;
     js->ro = (dsv4_run_opts){.impl = o->impl, .verbose = o->verbose, .seed_override = o->have_seed,
                              .seed = o->seed, .argv0 = prog, .rerun = o->rerun, .repro_dir = o->repro_dir,
-                             .maps = o->html != NULL, .device_arg = o->device_arg};
+                             .maps = o->html != NULL, .device_arg = o->device_arg, .inputs = &js->inputs};
     js->verbose = o->verbose;
     js->pg = (progress){isatty(2), 0, wall_seconds()};
     dsv4_case_result *rs = calloc(js->n ? (size_t)js->n : 1, sizeof *rs);
@@ -449,7 +490,8 @@ static int execute_jobs(cli *o, job_set *js, const char *suite)
         return DSV4_ERUNTIME;
     }
     dsv4_status st = {0};
-    int rc = dsv4_run_jobs(js->n, o->jobs, o->impl, o->device, job_run, job_done, job_name, js, rs, &st);
+    int rc = dsv4_run_jobs(js->n, o->jobs, o->impl, o->device, o->timeout, job_run, job_done, job_name, js, rs,
+                           &st);
     progress_end(&js->pg);
     if (rc == DSV4_ESKIP)
         printf("skipped: %s\n", st.msg);
@@ -517,6 +559,14 @@ static int cmd_run(int argc, char **argv)
         for (int i = 0; i < suites[k].n; i++)
             if (case_selected(&o, &suites[k].cases[i]))
                 js.cases[js.n++] = &suites[k].cases[i];
+    for (int a = 0; !rc && a < loaded; a++) {
+        int bad = dsv4_input_files_add(&js.inputs, argv[optind + a]);
+        for (int i = 0; !bad && i < suites[a].n; i++)
+            bad = dsv4_input_files_add(&js.inputs, suites[a].cases[i].file) ||
+                  (suites[a].cases[i].golden[0] && dsv4_input_files_add(&js.inputs, suites[a].cases[i].golden));
+        if (bad)
+            rc = DSV4_ERUNTIME;
+    }
     if (!rc && js.n == 0) {
         fprintf(stderr, "%s run: no case selected%s%s%s\n", prog, o.filter ? " by --filter " : "",
                 o.filter ? o.filter : "", o.shard_n ? " in this --shard" : "");
@@ -529,6 +579,7 @@ static int cmd_run(int argc, char **argv)
     }
     if (!rc)
         rc = execute_jobs(&o, &js, suite_names);
+    dsv4_input_files_free(&js.inputs);
     free(js.cases);
     for (int k = 0; k < loaded; k++)
         dsv4_suite_free(&suites[k]);
@@ -554,15 +605,20 @@ static int cmd_check(int argc, char **argv)
         return DSV4_ERUNTIME;
     }
     /* --shard for check hashes each path as given on the command line. */
-    for (int a = optind; a < argc; a++)
+    for (int a = optind; a < argc; a++) {
         if (!o.shard_n || dsv4_shard_of(argv[a], o.shard_n) == o.shard_k)
             js.paths[js.n++] = argv[a];
+        if (dsv4_input_files_add(&js.inputs, argv[a]))
+            rc = DSV4_ERUNTIME;
+    }
     char suite[64];
     if (o.shard_n)
         snprintf(suite, sizeof suite, "check shard %d/%d", o.shard_k, o.shard_n);
     else
         snprintf(suite, sizeof suite, "check");
-    rc = execute_jobs(&o, &js, suite);
+    if (!rc)
+        rc = execute_jobs(&o, &js, suite);
+    dsv4_input_files_free(&js.inputs);
     free(js.paths);
     cli_free(&o);
     return rc;

@@ -114,7 +114,6 @@ const void *dsv4_op_variant_rule(const dsv4_op *op, int k);
 dsv4_opctx dsv4_opctx_make(const dsv4_op *op, const dsv4_params *params, int variant, uint64_t seed);
 const dsv4_param_spec *dsv4_op_param(const dsv4_op *op, const char *name);
 const dsv4_io_spec *dsv4_op_output(const dsv4_op *op, const char *name);
-const dsv4_io_spec *dsv4_op_input(const dsv4_op *op, const char *name);
 
 /* Check given params against op's declarations (unknown names, types) and
  * fill in defaults.  where names the origin for messages (e.g. file:line). */

@@ -94,11 +94,6 @@ const dsv4_io_spec *dsv4_op_output(const dsv4_op *op, const char *name)
     return find_io(op->outputs, name);
 }
 
-const dsv4_io_spec *dsv4_op_input(const dsv4_op *op, const char *name)
-{
-    return find_io(op->inputs, name);
-}
-
 static int parse_int(const char *text, int64_t *out)
 {
     char *end;

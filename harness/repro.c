@@ -10,7 +10,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "runner.h"
+#include "golden.h"
+#include "repro.h"
 
 /* The HDF5 storage type of a dtype, as data/README.md lists it. */
 static hid_t storage_type(dsv4_dtype dt)

@@ -1,5 +1,5 @@
 /* attention.c - sparse attention with sink and its epilogues; see
- * attention.h.  Every rule cites ../shared/spec/sparse_attention.md. */
+ * attention.h.  Every rule cites docs/semantics/attention.md. */
 #include "attention.h"
 
 #include <cblas.h>
@@ -12,7 +12,7 @@
 
 #define D DSV4_HEAD_DIM
 
-/* Running max initial value of the Triton kernels (spec 8.3 [S9]). */
+/* Running max initial value of the Triton kernels (docs/semantics/attention.md A8.3 [S9]). */
 #define KERNEL_NEG_INIT (-3.4028234663852886e38f)
 
 /* The entries of token t in segment s. */
@@ -23,7 +23,7 @@ static const int32_t *seg_entries(const dsv4_attn_segment *s, int64_t t, int64_t
         return s->indices + s->indptr[t];
     }
     /* Dense rows: len = clamp(lens[t], 0, width), only those columns read
-     * (build_ragged_indices_from_dense, spec 5.8 / 8.2 [S9]). */
+     * (build_ragged_indices_from_dense, docs/semantics/indices.md A5.8; attention.md A8.2 [S9]). */
     int64_t len = s->lens[t];
     *n = len < 0 ? 0 : (len > s->width ? s->width : len);
     return s->indices + t * s->width;
@@ -58,7 +58,7 @@ static int fetch_row(const dsv4_attn_segment *s, int64_t v, float *row, dsv4_sta
         if (rc)
             return rc;
     }
-    if (s->scrub_nan) /* "NaNs in K become 0" (spec 8.4 [S9]) */
+    if (s->scrub_nan) /* "NaNs in K become 0" (docs/semantics/attention.md A8.4 [S9]) */
         for (int d = 0; d < D; d++)
             if (isnan(row[d]))
                 row[d] = 0.0f;
@@ -96,7 +96,7 @@ static int check_segment(const dsv4_attn_args *a, const dsv4_attn_segment *s, ds
                                      "): a referenced key must be finite%s",
                                      s->name, e[j], d, (double)row[d], t, j,
                                      s->scrub_nan ? " (NaN is scrubbed to 0, Inf is not)"
-                                                  : " (prefill does not scrub NaN, spec 8.3)");
+                                                  : " (prefill does not scrub NaN, docs/semantics/attention.md A8.3)");
         }
     }
     return DSV4_OK;
@@ -217,7 +217,7 @@ static double sink_of(const dsv4_attn_args *a, int64_t h)
 }
 
 /* Ideal: S = scale * Q K^T, softmax with the sink in the denominator only,
- * O = W K (spec 8.1). */
+ * O = W K (docs/semantics/attention.md A8.1). */
 static void token_ideal(const dsv4_attn_args *a, int64_t t, int64_t n, double max_norm,
                         attn_work *w, double *out, dsv4_attn_diag *dg)
 {
@@ -273,7 +273,7 @@ static void token_ideal(const dsv4_attn_args *a, int64_t t, int64_t n, double ma
                     w->kabs, D, 0.0, dg->abs_out + t * H * D, D);
 }
 
-/* Faithful: the Triton kernels' fp32 steps (spec 8.3 [S9]). */
+/* Faithful: the Triton kernels' fp32 steps (docs/semantics/attention.md A8.3 [S9]). */
 static void token_faithful(const dsv4_attn_args *a, int64_t t, int64_t n, attn_work *w, double *out)
 {
     const int64_t H = a->H;
@@ -348,7 +348,7 @@ int dsv4_ref_sparse_attn(const dsv4_attn_args *a, dsv4_attn_mode mode, double *o
     return rc;
 }
 
-/* ---- epilogues (spec 9) ---- */
+/* ---- epilogues (docs/semantics/attention.md A9) ---- */
 
 static int rope_check(int64_t T, int64_t H, const int64_t *positions, int64_t num_pos, int rope_dim,
                       int64_t rotated, dsv4_status *st)
@@ -410,7 +410,7 @@ int dsv4_ref_inverse_rope_rows_f32(const uint16_t *o, int64_t T, int64_t H, cons
         if ((o[i] & 0x7F80u) == 0x7F80u) /* bf16 exponent all ones: Inf or NaN */
             return dsv4_fail(st, DSV4_EINPUT, "o[%" PRId64 ", %" PRId64 ", %" PRId64 "] is not finite",
                              i / (H * D), i / D % H, i % D);
-        out[i] = dsv4_bf16_to_f32(o[i]); /* step 1: x = fp32(o) (spec 9.3 [S9]) */
+        out[i] = dsv4_bf16_to_f32(o[i]); /* step 1: x = fp32(o) (docs/semantics/attention.md A9.3 [S9]) */
     }
     /* Step 2: the pairs of lanes 448.. rotate; NoPE pairs (cos 1, sin 0) keep their bits. */
     for (int64_t t = 0; t < T; t++)
@@ -431,7 +431,7 @@ int dsv4_ref_inverse_rope_mxfp8_rows(const uint16_t *o, int64_t T, int64_t H, co
         return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
     int rc = dsv4_ref_inverse_rope_rows_f32(o, T, H, positions, cos_sin_cache, num_pos, rope_dim, x, st);
     /* Step 3: MXFP8 per 512-lane head row; [T*H, 512] rows are exactly the
-     * [T, H*512] / [T, H*16] layouts (spec 9.3 [S9], quant 2 "Layouts"). */
+     * [T, H*512] / [T, H*16] layouts (docs/semantics/attention.md A9.3 [S9]; docs/semantics/quant.md Q2, layouts). */
     if (!rc)
         rc = dsv4_mx_quant_rows_fp8(x, T * H, D, rule, data, scales, st);
     free(x);

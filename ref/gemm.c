@@ -1,5 +1,5 @@
 /* gemm.c - block-scaled FP8 GEMM, shuffle_weight, wo_a; see gemm.h.
- * "spec" is ../shared/spec/quant_and_indexer.md unless named otherwise. */
+ * Semantics: docs/semantics/gemm.md Q7 (the GEMM, shuffle_weight) and A10 (wo_a). */
 #include "gemm.h"
 
 #include <cblas.h>
@@ -21,7 +21,7 @@ int64_t dsv4_shuffle_index(int64_t n, int64_t k, int64_t K, int elem_size)
 {
     /* aiter shuffle.py: IN = IK = 16, BK = 2*IK = 32, K_pack = 16 / elem_size;
      * view (N/IN, IN, K/BK, BK/Kp, Kp) permuted to (N/IN, K/BK, BK/Kp, IN, Kp)
-     * (spec 7, ROCm/aiter:aiter/ops/shuffle.py@e4048607). */
+     * (docs/semantics/gemm.md Q7, ROCm/aiter:aiter/ops/shuffle.py@e4048607). */
     const int64_t Kp = 16 / elem_size;
     return ((((n / 16) * (K / 32) + k / 32) * (32 / Kp) + (k % 32) / Kp) * 16 + n % 16) * Kp + k % Kp;
 }
@@ -71,7 +71,7 @@ static int64_t kblocks(const dsv4_gemm_args *a) { return a->K / BLK; }
 
 static float xscale(const dsv4_gemm_args *a, int64_t m, int64_t kb)
 {
-    /* bpreshuffle: memory [K/128][M], logical [M, K/128] (spec 7) */
+    /* bpreshuffle: memory [K/128][M], logical [M, K/128] (docs/semantics/gemm.md Q7) */
     return a->x_scale_transposed ? a->x_scale[kb * a->M + m] : a->x_scale[m * kblocks(a) + kb];
 }
 
@@ -211,7 +211,7 @@ int dsv4_ref_gemm_a8w8_blockscale_f32(const dsv4_gemm_args *a, float *y, dsv4_st
                 float *yr = y + (m0 + i) * N;
                 const float *pr = P + i * N;
                 for (int64_t n = 0; n < N; n++) {
-                    float px = pr[n] * xs;            /* fl(P * xs) (spec 7, Triton) */
+                    float px = pr[n] * xs;            /* fl(P * xs) (docs/semantics/gemm.md Q7, Triton) */
                     yr[n] = yr[n] + px * wscale(a, n, kb); /* acc += fl(.)*ws, unfused */
                 }
             }
@@ -240,7 +240,7 @@ int dsv4_gemm_abs_gauge(const dsv4_gemm_args *a, double *g, dsv4_status *st)
 }
 
 /* ------------------------------------------------------------------ */
-/* rocm_inv_rope_einsum (sparse_attention.md 10.2 [S9])                */
+/* rocm_inv_rope_einsum (docs/semantics/gemm.md A10.2 [S9])            */
 
 /* Head row o[t, h, :] as double, inverse-rotated when asked; err (may be
  * NULL) gets each lane's kernel-vs-ideal error bound (0 for NoPE lanes). */
@@ -252,7 +252,7 @@ static int einsum_row(const dsv4_einsum_args *a, int64_t t, int64_t h, double *x
         if (err)
             err[d] = 0;
     }
-    if (!a->inverse_rope) /* o is already rotated and bf16 (spec 10.2 step 1) */
+    if (!a->inverse_rope) /* o is already rotated and bf16 (docs/semantics/gemm.md A10.2 step 1) */
         return DSV4_OK;
     const float *row;
     char what[48];
@@ -263,7 +263,8 @@ static int einsum_row(const dsv4_einsum_args *a, int64_t t, int64_t h, double *x
     double *lanes = x + DSV4_HEAD_DIM - a->rope_dim;
     double orig[DSV4_HEAD_DIM];
     memcpy(orig, lanes, (size_t)a->rope_dim * sizeof *orig);
-    dsv4_rope_gptj_f64(lanes, row, a->rope_dim, DSV4_ROPE_INVERSE); /* spec 9.1: e c + o s, o c - e s */
+    /* docs/semantics/attention.md A9.1: e c + o s, o c - e s */
+    dsv4_rope_gptj_f64(lanes, row, a->rope_dim, DSV4_ROPE_INVERSE);
     if (err)
         for (int k = 0; k < a->rope_dim / 2; k++) {
             const double c = row[k], s = row[a->rope_dim / 2 + k];
@@ -321,7 +322,7 @@ int dsv4_ref_inv_rope_einsum(const dsv4_einsum_args *a, double *out, double *gau
 }
 
 /* ------------------------------------------------------------------ */
-/* rocm_mxfp8_wo_a_bmm (sparse_attention.md 10.3 [S9])                 */
+/* rocm_mxfp8_wo_a_bmm (docs/semantics/gemm.md A10.3 [S9])             */
 
 int dsv4_ref_mxfp8_wo_a_bmm(const dsv4_wo_a_bmm_args *a, double *out, double *gauge, dsv4_status *st)
 {
@@ -348,7 +349,7 @@ int dsv4_ref_mxfp8_wo_a_bmm(const dsv4_wo_a_bmm_args *a, double *out, double *ga
                 const uint8_t *ar = a->a + t * G * K + g * K, *wr = a->w + (g * R + r) * K;
                 const uint8_t *as = a->a_scale + t * G * KB + g * KB, *ws = a->w_scale + (g * R + r) * KB;
                 double s = 0, sa = 0;
-                for (int64_t kb = 0; kb < KB; kb++) { /* tiles never cross groups (spec 10.3) */
+                for (int64_t kb = 0; kb < KB; kb++) { /* tiles never cross groups (docs/semantics/gemm.md A10.3) */
                     double p = 0, pa = 0;             /* exact: 32 fp8 products */
                     for (int k = 0; k < 32; k++) {
                         p += lut[ar[kb * 32 + k]] * lut[wr[kb * 32 + k]];

@@ -1,5 +1,5 @@
 /* indices.c - index builders; see indices.h.  Every rule cites
- * ../shared/spec/sparse_attention.md (the "spec") and its sources. */
+ * docs/semantics/indices.md and its sources. */
 #include "indices.h"
 
 #include <inttypes.h>
@@ -12,7 +12,7 @@ static int32_t wrap_i32(int64_t v)
     return u <= INT32_MAX ? (int32_t)u : (int32_t)(u - 0x80000000u) + INT32_MIN;
 }
 
-/* Torch integer `//` is floor division (spec 1: "floor division plus
+/* Torch integer `//` is floor division (docs/semantics/numerics.md A1: "floor division plus
  * clamp_min(0)" [S4]); C's `/` truncates toward zero. */
 static int64_t floor_div(int64_t a, int64_t b)
 {
@@ -68,7 +68,7 @@ int dsv4_combine_check(const dsv4_combine_args *a, dsv4_combine_variant v, dsv4_
     return DSV4_OK;
 }
 
-/* One request's rows.  Spec 6.2: qs/qe relative to qsl[0]; positions
+/* One request's rows.  docs/semantics/indices.md A6.2: qs/qe relative to qsl[0]; positions
  * p0 + (t - qs) with p0 = S - L; g0 = S - G. */
 static void combine_request(const dsv4_combine_args *a, dsv4_combine_variant v, int64_t r,
                             int64_t P, int32_t *combined, int32_t *lens)
@@ -104,7 +104,7 @@ static void combine_request(const dsv4_combine_args *a, dsv4_combine_variant v, 
                 row[j] = (val >= 0 && val < a->N) ? wrap_i32(rM + val) : -1;
         }
         /* Window part, relative to the gathered SWA buffer at offset N:
-         * r*M + N + (pos - sw + 1 + i) - g0 (spec 6.2). */
+         * r*M + N + (pos - sw + 1 + i) - g0 (docs/semantics/indices.md A6.2). */
         for (int64_t i = 0; i < sw && tk + i < P; i++)
             row[tk + i] = wrap_i32(rM + a->N + (pos - sw + 1 + i) - g0);
         lens[t] = wrap_i32(tk + sw);
@@ -125,9 +125,9 @@ int dsv4_ref_combine_topk_swa_indices(const dsv4_combine_args *a, dsv4_combine_v
 }
 
 /* ------------------------------------------------------------------ */
-/* compute_global_topk_indices_and_lens / ..._ragged_... (spec 5.6, 5.7) */
+/* compute_global_topk_indices_and_lens / ..._ragged_... (docs/semantics/indices.md A5.6, A5.7) */
 
-/* block_table[r, v // Bc] * Bc + v % Bc in int32 arithmetic (spec 5.6 [S1]);
+/* block_table[r, v // Bc] * Bc + v % Bc in int32 arithmetic (docs/semantics/indices.md A5.6 [S1]);
  * v >= 0 here, so C division is floor division. */
 static int32_t global_slot(const int32_t *bt, int64_t cols, int64_t r, int64_t v, int64_t bc)
 {
@@ -154,7 +154,7 @@ int dsv4_gtopk_check(const dsv4_gtopk_args *a, dsv4_gtopk_variant v, int ragged,
         const int32_t *row = a->topk_indices + t * a->topk_width;
         const int64_t r = a->token_to_req[t];
         /* The ragged op reads columns j < lens[t] only, i.e. none of an
-         * invalid token's (spec 5.7 step 3). */
+         * invalid token's (docs/semantics/indices.md A5.7 step 3). */
         int64_t n = a->topk_width;
         if (ragged && !a->is_valid_token[t])
             n = 0;
@@ -190,7 +190,7 @@ int dsv4_ref_compute_global_topk_indices_and_lens(const dsv4_gtopk_args *a, dsv4
         const int64_t r = a->token_to_req[t];
         int64_t count = 0;
         if (v == DSV4_GTOPK_BASE) {
-            /* Column j -> column j, -1 for v < 0 (spec 5.6 base [S1]). */
+            /* Column j -> column j, -1 for v < 0 (docs/semantics/indices.md A5.6 base [S1]). */
             for (int64_t j = 0; j < K; j++) {
                 dst[j] = src[j] >= 0 ? global_slot(a->block_table, a->bt_cols, r, src[j], bc) : -1;
                 count += src[j] >= 0;
@@ -205,7 +205,7 @@ int dsv4_ref_compute_global_topk_indices_and_lens(const dsv4_gtopk_args *a, dsv4
             for (int64_t j = count; j < K; j++)
                 dst[j] = -1;
         }
-        /* lens = is_valid_token ? count : 0 (spec 5.6). */
+        /* lens = is_valid_token ? count : 0 (docs/semantics/indices.md A5.6). */
         lens[t] = a->is_valid_token[t] ? wrap_i32(count) : 0;
     }
     return DSV4_OK;
@@ -229,7 +229,7 @@ int dsv4_ref_compute_global_topk_ragged_indices_and_indptr(const dsv4_gtopk_args
         lens[t] = a->is_valid_token[t] ? wrap_i32(count) : 0;
         indptr[t] = wrap_i32(off);
         /* Step 3: the FIRST lens[t] columns, -1 kept, trailing valid ones
-         * dropped (spec 5.7 [S6]). */
+         * dropped (docs/semantics/indices.md A5.7 [S6]). */
         for (int64_t j = 0; j < lens[t]; j++)
             flat[off + j] = src[j] >= 0
                                 ? global_slot(a->block_table, a->bt_cols, a->token_to_req[t], src[j], bc)
@@ -241,16 +241,16 @@ int dsv4_ref_compute_global_topk_ragged_indices_and_indptr(const dsv4_gtopk_args
 }
 
 /* ------------------------------------------------------------------ */
-/* build_prefill_topk_ragged_indices (spec 5.9, inferred from [S29])   */
+/* build_prefill_topk_ragged_indices (docs/semantics/indices.md A5.9, inferred from [S29])   */
 
-/* Position of batch token t in request r (spec 5.1). */
+/* Position of batch token t in request r (docs/semantics/indices.md A5.1). */
 static int64_t token_pos(const int32_t *qsl, const int32_t *seq, int64_t r, int64_t t)
 {
     return ((int64_t)seq[r] - ((int64_t)qsl[r + 1] - qsl[r])) + (t - qsl[r]);
 }
 
 /* Token t must lie in request r's query range for its position to mean
- * anything (spec 5.1). */
+ * anything (docs/semantics/indices.md A5.1). */
 static int check_token_req(const int32_t *qsl, int64_t R, const int32_t *t2r, int64_t t,
                            dsv4_status *st)
 {
@@ -348,7 +348,7 @@ int dsv4_ref_build_prefill_topk_ragged_indices(const dsv4_pftopk_args *a, dsv4_p
 }
 
 /* ------------------------------------------------------------------ */
-/* decode_swa_indices_and_lens (spec 5.2 [S12]), ragged form (5.8)     */
+/* decode_swa_indices_and_lens (docs/semantics/indices.md A5.2 [S12]), ragged form (A5.8)    */
 
 int dsv4_swa_check(const dsv4_swa_args *a, dsv4_status *st)
 {
@@ -419,7 +419,7 @@ void dsv4_ref_build_ragged_indices_from_dense(const int32_t *indices, int64_t n,
 }
 
 /* ------------------------------------------------------------------ */
-/* _copy_ragged_to_graph_buffers (seed 000, vllm deepseek_v41/amd/rocm.py) */
+/* _copy_ragged_to_graph_buffers (vllm deepseek_v41/amd/rocm.py [SEED1]) */
 
 /* Torch's dst.copy_(src) for 1-D tensors: equal sizes, or src broadcast
  * from one element; anything else raises. */
@@ -465,7 +465,7 @@ int dsv4_ref_copy_ragged_to_graph_buffers(const dsv4_graphcopy_args *a, int32_t 
 }
 
 /* ------------------------------------------------------------------ */
-/* get_prefill_chunk_plan (spec 7 [S12])                               */
+/* get_prefill_chunk_plan (docs/semantics/indices.md A7 [S12])         */
 
 int dsv4_chunkplan_check(const dsv4_chunkplan_args *a, dsv4_status *st)
 {

@@ -1,4 +1,4 @@
-/* kvcache.c - the V4 fp8_ds_mla cache (spec sparse_attention.md 2, 4). */
+/* kvcache.c - the V4 fp8_ds_mla cache (docs/semantics/kvcache.md A2, A4). */
 #include "kvcache.h"
 
 #include <inttypes.h>
@@ -59,15 +59,10 @@ dsv4_kv_encode_opts dsv4_kv_encode_opts_default(int use_fnuz)
     return o;
 }
 
-int64_t dsv4_kv_page_stride(const dsv4_kv_layout *L)
-{
-    return L->page_stride > 0 ? L->page_stride : L->block_size * DSV4_KV_TOKEN_BYTES;
-}
-
 int dsv4_kv_scale_exponent(float amax, float fp8_max)
 {
-    /* a = max(amax, 1e-4) (spec 2.2 [S1, S15]); smallest e with
-     * 2^e * FP8MAX >= a, the exact form of ceil(log2(a / FP8MAX)) (spec 2.2
+    /* a = max(amax, 1e-4) (docs/semantics/kvcache.md A2.2 [S1, S15]); smallest e with
+     * 2^e * FP8MAX >= a, the exact form of ceil(log2(a / FP8MAX)) (docs/semantics/kvcache.md A2.2
      * log2 note).  All products below are exact in double. */
     double a = amax > DSV4_KV_AMAX_FLOOR ? (double)amax : (double)DSV4_KV_AMAX_FLOOR;
     int ea, em;
@@ -131,7 +126,7 @@ int dsv4_kv_encode_token(uint8_t *page, int64_t B, int64_t row, const float *x,
 }
 
 /* fp32 2^(b - 127) as Triton's exp2 builds it: 2^-127 is an fp32
- * subnormal, 2^128 overflows to +Inf (spec 1, 4). */
+ * subnormal, 2^128 overflows to +Inf (docs/semantics/numerics.md A1; docs/semantics/kvcache.md A4). */
 static float scale_f32(uint8_t b)
 {
     int e = (int)b - 127;
@@ -328,7 +323,7 @@ int dsv4_ref_dequantize_and_gather_k_cache_fmt(const dsv4_gather_args *a, dsv4_g
 }
 
 /* ------------------------------------------------------------------ */
-/* V4.1 formats (spec 2.4 [S22])                                       */
+/* V4.1 formats (docs/semantics/kvcache.md A2.4 [S22])                 */
 
 int64_t dsv4_kv_format_token_bytes(dsv4_kv_format f)
 {

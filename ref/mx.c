@@ -1,5 +1,5 @@
-/* mx.c - MXFP4 / MXFP8 scale rules and quantizers; see mx.h.  "spec" is
- * ../shared/spec/quant_and_indexer.md unless another file is named. */
+/* mx.c - MXFP4 / MXFP8 scale rules and quantizers; see mx.h.  Semantics:
+ * docs/semantics/quant.md Q1, Q2 (and the pages named beside a rule). */
 #include "mx.h"
 
 #include <float.h>
@@ -8,8 +8,8 @@
 
 #include "numerics.h"
 
-#define INV6_BITS 0x3E2AAAABu       /* fl(1/6) (spec 1.1 mode 1 step 2) */
-#define SIX_MIN_NORMAL 0x01C00000u  /* 6 * 2^-126 = 1.5 * 2^-124, exact (spec 1.1 mode 1 step 1) */
+#define INV6_BITS 0x3E2AAAABu       /* fl(1/6) (docs/semantics/quant.md Q1.1 mode 1 step 2) */
+#define SIX_MIN_NORMAL 0x01C00000u  /* 6 * 2^-126 = 1.5 * 2^-124, exact (docs/semantics/quant.md Q1.1 mode 1 step 1) */
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
@@ -27,7 +27,7 @@ float dsv4_mx_amax(const float *x, int n)
     int seen = 0;
     for (int i = 0; i < n; i++) {
         float a = fabsf(x[i]);
-        if (isnan(a)) /* tl.max ignores NaN unless all are NaN (spec 1.1, inferred) */
+        if (isnan(a)) /* tl.max ignores NaN unless all are NaN (docs/semantics/quant.md Q1.1, inferred) */
             continue;
         seen = 1;
         if (a > m)
@@ -57,7 +57,7 @@ uint8_t dsv4_mx_fp4_scale_ceil_f32log2(float amax)
     if (isnan(amax))
         return 0xFF;
     /* a = max(amax, 6*2^-126); lr = clamp(ceil(log2_f32(fl(a*fl(1/6)))), -127, 127)
-     * (spec 4.1 step 4, variant A; pa_mqa_logits_mxfp4_cache.py@034adb58). */
+     * (docs/semantics/indexer.md Q4.1 step 4, variant A; pa_mqa_logits_mxfp4_cache.py@034adb58). */
     float a = fmaxf(amax, dsv4_f32_from_bits(SIX_MIN_NORMAL));
     float ratio = a * dsv4_f32_from_bits(INV6_BITS);
     float l = ceilf(dsv4_log2_f32(ratio));
@@ -69,7 +69,7 @@ uint8_t dsv4_mx_fp4_scale_ceil(float amax)
 {
     if (isnan(amax))
         return 0xFF;
-    /* Mode 1 bit rule (spec 1.1 SCALING_MODE 1 steps 1-3). */
+    /* Mode 1 bit rule (docs/semantics/quant.md Q1.1 SCALING_MODE 1 steps 1-3). */
     float a = fmaxf(amax, dsv4_f32_from_bits(SIX_MIN_NORMAL));
     float ratio = a * dsv4_f32_from_bits(INV6_BITS);
     return (uint8_t)((dsv4_f32_bits(ratio) + 0x7FFFFFu) >> 23);
@@ -105,7 +105,7 @@ uint8_t dsv4_mx_fp4_scale_even(float amax)
     return (uint8_t)(even_u(amax) + 127);
 }
 
-/* OCP's u, or 128 for a NaN scale (spec 1.4 items 1-3). */
+/* OCP's u, or 128 for a NaN scale (docs/semantics/quant.md Q1.4 items 1-3). */
 static int ocp_u(float amax)
 {
     if (isinf(amax))
@@ -129,7 +129,7 @@ uint8_t dsv4_mx_fp8_scale_ceil(float amax)
         return 0xFF;
     if (isinf(amax))
         return 254;
-    /* clamp(ceil(log2(max(amax, FLT_MIN)/448)) + 127, 0, 254) (spec 2 steps 1-2);
+    /* clamp(ceil(log2(max(amax, FLT_MIN)/448)) + 127, 0, 254) (docs/semantics/quant.md Q2 steps 1-2);
      * a/448 in double cannot round onto a power of two (a has 24 bits). */
     double a = fmax((double)amax, (double)FLT_MIN);
     return (uint8_t)clampi(ceil_log2(a / 448.0) + 127, 0, 254);
@@ -139,7 +139,7 @@ uint8_t dsv4_mx_fp8_scale_ceil_f32log2(float amax)
 {
     if (isnan(amax))
         return 0xFF;
-    /* The kernel's fp32 Triton: fl(a / 448), tl.log2, tl.ceil (spec 2 step 2). */
+    /* The kernel's fp32 Triton: fl(a / 448), tl.log2, tl.ceil (docs/semantics/quant.md Q2 step 2). */
     float r = fmaxf(amax, FLT_MIN) / 448.0f;
     float l = ceilf(dsv4_log2_f32(r));
     if (isinf(l))
@@ -180,7 +180,7 @@ uint8_t dsv4_mx_e2m1_encode(float q, dsv4_mx_elem elem)
     if (elem == DSV4_MX_ELEM_RNE || isnan(q))
         return dsv4_e2m1_from_f32(q);
     /* Half away from zero on {0, .5, 1, 1.5, 2, 3, 4, 6}: the midpoints
-     * themselves go up (microxcaling round="nearest", spec 1.4 item 4). */
+     * themselves go up (microxcaling round="nearest", docs/semantics/quant.md Q1.4 item 4). */
     static const float mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
     float a = fabsf(q);
     uint8_t c = 0;
@@ -194,7 +194,7 @@ static float fp4_multiplier(dsv4_mx_rule rule, uint8_t b, float amax)
 {
     switch (rule) {
     case DSV4_MX_FP4_CEIL:
-        /* f32((254 - byte) << 23), wrapping for byte 255 (spec 1.1 mode 1 step 4). */
+        /* f32((254 - byte) << 23), wrapping for byte 255 (docs/semantics/quant.md Q1.1 mode 1 step 4). */
         return dsv4_f32_from_bits((uint32_t)(254u - b) << 23);
     case DSV4_MX_FP4_EVEN: return ldexpf(1.0f, -even_u(amax));
     case DSV4_MX_FP4_OCP: return ldexpf(1.0f, -ocp_u(amax));
@@ -209,7 +209,7 @@ uint8_t dsv4_mx_quant_block_fp4(const float *x, int n, dsv4_mx_rule rule, dsv4_m
     uint8_t b = dsv4_mx_scale_byte(rule, amax);
     if (isnan(amax) || (rule == DSV4_MX_FP4_OCP && b == 0xFF)) {
         /* NaN scale: every element encodes as NaN does (mx.h convention;
-         * microxcaling NaN-fills the block, spec 1.4 item 3). */
+         * microxcaling NaN-fills the block, docs/semantics/quant.md Q1.4 item 3). */
         for (int i = 0; i < n; i++)
             codes[i] = dsv4_mx_e2m1_encode(NAN, elem);
         return b;
@@ -235,7 +235,8 @@ uint8_t dsv4_mx_quant_block_fp8(const float *x, int n, dsv4_mx_rule rule, uint8_
             codes[i] = dsv4_fp8_from_f32(x[i] / d, DSV4_FP8_E4M3FN, 1);
         return b;
     }
-    float m = ldexpf(1.0f, 127 - (int)b); /* exp2(127 - code), reciprocal multiply (spec 2 step 3) */
+    /* exp2(127 - code), reciprocal multiply (docs/semantics/quant.md Q2 step 3) */
+    float m = ldexpf(1.0f, 127 - (int)b);
     for (int i = 0; i < n; i++)
         codes[i] = dsv4_fp8_from_f32(x[i] * m, DSV4_FP8_E4M3FN, 1);
     return b;
@@ -266,7 +267,7 @@ int dsv4_mx_quant_rows_fp4(const float *x, int64_t T, int64_t W, dsv4_mx_rule ru
             const float *xb = x + t * W + j * DSV4_MX_BLOCK;
             scales[t * nb + j] = dsv4_mx_quant_block_fp4(xb, DSV4_MX_BLOCK, rule, elem, codes);
             uint8_t *pb = packed + t * (W / 2) + j * (DSV4_MX_BLOCK / 2);
-            for (int i = 0; i < DSV4_MX_BLOCK / 2; i++) /* even element low (spec 1.2) */
+            for (int i = 0; i < DSV4_MX_BLOCK / 2; i++) /* even element low (docs/semantics/quant.md Q1.2) */
                 pb[i] = dsv4_e2m1_pack(codes[2 * i], codes[2 * i + 1]);
         }
     return DSV4_OK;
@@ -300,16 +301,6 @@ void dsv4_mx_dequant_rows_fp4(const uint8_t *packed, const uint8_t *scales, int6
         }
 }
 
-void dsv4_mx_dequant_rows_fp8(const uint8_t *data, const uint8_t *scales, int64_t T, int64_t W,
-                              double *out)
-{
-    const int64_t nb = W / DSV4_MX_BLOCK;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t i = 0; i < W; i++)
-            out[t * W + i] = (double)dsv4_fp8_to_f32(data[t * W + i], DSV4_FP8_E4M3FN) *
-                             dsv4_e8m0_to_f64(scales[t * nb + i / DSV4_MX_BLOCK]);
-}
-
 void dsv4_mx_shuffled_scale_shape(int64_t M, int64_t N, int64_t *rows, int64_t *cols)
 {
     int64_t sn = (N + DSV4_MX_BLOCK - 1) / DSV4_MX_BLOCK;
@@ -319,7 +310,7 @@ void dsv4_mx_shuffled_scale_shape(int64_t M, int64_t N, int64_t *rows, int64_t *
 
 int64_t dsv4_mx_scale_shuffle_idx(int64_t x, int64_t y, int64_t scaleN_pad)
 {
-    /* aiter fp4_utils.dynamic_mxfp4_quant(shuffle=True) (spec 1.3). */
+    /* aiter fp4_utils.dynamic_mxfp4_quant(shuffle=True) (docs/semantics/quant.md Q1.3). */
     return (x / 32) * 32 * scaleN_pad + (y / 8) * 256 + (y % 4) * 64 + (x % 16) * 4 +
            ((y % 8) / 4) * 2 + (x % 32) / 16;
 }

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../harness/dsv4_plugin.h"
+#include "../include/dsv4_plugin.h"
 
 #ifndef MODE
 #error "build with -DMODE=1..4"

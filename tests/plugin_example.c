@@ -1,8 +1,8 @@
 /* plugin_example.c - an example external implementation for dsv4check,
- * written against harness/dsv4_plugin.h only (no other dsv4check header),
+ * written against include/dsv4_plugin.h only (no other dsv4check header),
  * as a kernel team would write one.  It provides combine_topk_swa_indices
  * in its default variant, on the CPU, formulated per output row (the
- * reference works per request), from spec sparse_attention.md 6.2.
+ * reference works per request), from docs/semantics/indices.md A6.2.
  *
  * The test build compiles it three ways:
  *   (plain)              correct;
@@ -11,13 +11,14 @@
  * The plain build also perturbs the first K rows' column 0 by one when
  * DSV4_EXAMPLE_PERTURB=K is set (used by the drift test).
  *
- * Build: cc -shared -fPIC -I harness -o libexample.so tests/plugin_example.c
+ * Build: cc -shared -fPIC -o libexample.so tests/plugin_example.c (an installed
+ *        dsv4check: cc $(pkg-config --cflags dsv4check) with #include <dsv4_plugin.h>)
  * Use:   dsv4check run cases/ci.yaml --impl ./libexample.so */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../harness/dsv4_plugin.h"
+#include "../include/dsv4_plugin.h"
 
 static char plugin_name[64] = "example-cpu";
 

@@ -472,7 +472,7 @@ START_TEST(test_sink_hints)
 }
 END_TEST
 
-/* ---- rocm_inverse_rope_mxfp8_rows (spec 9.3) ---- */
+/* ---- rocm_inverse_rope_mxfp8_rows (docs/semantics/attention.md A9.3) ---- */
 
 /* Hand-derived bytes.  Position 0: cos 1, sin 0 (pairs unchanged); position
  * 1: cos 0, sin 1, so (a, b) -> (a*0 + b*1, b*0 - a*1) = (b, -a).

@@ -1,17 +1,20 @@
-/* test_badinput.c - the bad-input matrix (issue 9.3, 9.5, 9.6): one row per
+/* test_badinput.c - the bad-input matrix (README.md "Reliability"): one row per
  * class of bad input, run end to end through build/dsv4check (or
- * $DSV4CHECK).  Every row asserts the documented exit code (2 = bad input),
- * a message naming the file and the place, a normal exit (no crash; under the
- * ASan build, a leak makes LeakSanitizer change the exit code, so "no leak"
- * is asserted by the same check), and that no committed golden changed
- * (checksums of data/ci/ before and after).
+ * $DSV4CHECK).  Every row asserts the documented exit code (2 = bad input,
+ * 3 = an implementation that crashed, hung, exited or broke its contract:
+ * the hostile plug-ins of tests/plugins/), a message naming the file and
+ * the place, a normal exit (no crash; under the ASan build, a leak makes
+ * LeakSanitizer change the exit code, so "no leak" is asserted by the same
+ * check), and that no committed golden changed (checksums of data/ci/
+ * before and after).
  *
  * The rows are one table of {name, setup, args, exit, fragments}: setup
  * writes the bad file into the temporary folder, args is the command line
- * with "@" standing for that folder.  A new class or a new op adds a row.
- * The only op on main is combine_topk_swa_indices, so every row uses it; it
- * has integer inputs only, so "NaN where forbidden" is exercised on the
- * float parameters and tolerances that forbid it.
+ * with "@" standing for that folder and "#" for build/tests (the plug-ins).
+ * A new class or a new op adds a row.  Most rows use
+ * combine_topk_swa_indices; it has integer inputs only, so "NaN where
+ * forbidden" is exercised on the float parameters and tolerances that
+ * forbid it.
  *
  * libhdf5 1.10.8 leaks on some corrupt-file error paths; the ASan run of the
  * CLI gets tests/lsan-hdf5.supp (libhdf5 only, never our code). */
@@ -34,18 +37,31 @@ static char tmpdir[256];
 static char out[1 << 16];
 static const char *golden_path = "data/ci/combine_mixed_prefill_c4.h5";
 
-/* Runs `dsv4check ARGS` ("@" = tmpdir) with stdout and stderr into out[];
+/* text with "@" as tmpdir and "#" as the folder of the test plug-ins
+ * (build/tests, beside this program), into buf. */
+static void expand(const char *text, char *buf, size_t len)
+{
+    char exe[400];
+    snprintf(exe, sizeof exe, "%s", dsv4_test_exe());
+    const char *slash = strrchr(exe, '/');
+    buf[0] = '\0';
+    for (const char *p = text; *p; p++) {
+        size_t n = strlen(buf);
+        if (*p == '@')
+            snprintf(buf + n, len - n, "%s", tmpdir);
+        else if (*p == '#')
+            snprintf(buf + n, len - n, "%.*s/tests", slash ? (int)(slash - exe) : 1, slash ? exe : ".");
+        else if (n + 1 < len)
+            buf[n] = *p, buf[n + 1] = '\0';
+    }
+}
+
+/* Runs `dsv4check ARGS` (expanded) with stdout and stderr into out[];
  * returns the exit code, failing on a signal (a crash). */
 static int run_args(const char *args)
 {
-    char exp[2048] = "";
-    for (const char *p = args; *p; p++) {
-        size_t n = strlen(exp);
-        if (*p == '@')
-            snprintf(exp + n, sizeof exp - n, "%s", tmpdir);
-        else if (n + 1 < sizeof exp)
-            exp[n] = *p, exp[n + 1] = '\0';
-    }
+    char exp[2048];
+    expand(args, exp, sizeof exp);
     return dsv4_test_cli(out, sizeof out, "%s", exp);
 }
 
@@ -389,6 +405,92 @@ static void s_h5_huge_shape(void)
 /* Output paths that cannot be written. */
 static void s_out_file(void) { write_text("afile", "x"); }
 
+/* Report paths that are the run's own inputs. */
+static void copy_to_tmp(const char *src, const char *name)
+{
+    size_t n;
+    unsigned char *b = (unsigned char *)dsv4_test_slurp_len(src, &n);
+    char path[400];
+    tmp_path(path, sizeof path, name);
+    write_bytes(path, b, n);
+    free(b);
+}
+static void s_suite(void)
+{
+    write_text("s.yaml", "suite: s\ncases:\n  - name: a\n    op: combine_topk_swa_indices\n"
+                         "    params: {query_lens: [1]}\n");
+}
+static void s_golden_links(void)
+{
+    char g[400], sym[400], hard[400];
+    copy_to_tmp(golden_path, "g.h5");
+    tmp_path(g, sizeof g, "g.h5");
+    tmp_path(sym, sizeof sym, "sym.xml");
+    tmp_path(hard, sizeof hard, "hard.html");
+    ck_assert_int_eq(symlink("g.h5", sym), 0);
+    ck_assert_int_eq(link(g, hard), 0);
+}
+static void s_repro_golden(void) { copy_to_tmp(golden_path, "combine_mixed_prefill_c4.h5"); }
+/* ---- gate integrity: suite files and --baseline as bounded inputs ---- */
+
+static void make_fifo(const char *name)
+{
+    char path[400];
+    tmp_path(path, sizeof path, name);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+}
+static void s_yaml_fifo(void) { make_fifo("fifo.yaml"); }
+static void s_include_fifo(void)
+{
+    make_fifo("fifo.yaml");
+    write_text("bad.yaml", "suite: bad\ninclude: [fifo.yaml]\n");
+}
+static void s_include_device(void) { write_text("bad.yaml", "suite: bad\ninclude: [/dev/zero]\n"); }
+/* 100k nested '[' (libyaml alone needs tens of seconds for them). */
+static void s_deep_nesting(void)
+{
+    char *text = malloc(100000 + 32);
+    ck_assert_ptr_nonnull(text);
+    int n = snprintf(text, 32, "suite: bad\ncases: ");
+    memset(text + n, '[', 100000);
+    text[n + 100000] = '\0';
+    write_text("bad.yaml", text);
+    free(text);
+}
+/* L0 .. L7 include the next level 40 times each: 40^8 loads unbounded. */
+static void s_include_dag(void)
+{
+    write_text("L8.yaml", "suite: leaf\ninclude: []\n");
+    for (int k = 0; k < 8; k++) {
+        char name[16], text[1024];
+        int n = snprintf(text, sizeof text, "suite: l%d\ninclude: [", k);
+        for (int i = 0; i < 40; i++)
+            n += snprintf(text + n, sizeof text - (size_t)n, "%sL%d.yaml", i ? ", " : "", k + 1);
+        snprintf(text + n, sizeof text - (size_t)n, "]\n");
+        snprintf(name, sizeof name, "L%d.yaml", k);
+        write_text(name, text);
+    }
+}
+/* Sparse files: over the size limit without writing the bytes. */
+static void sparse_file(const char *name, off_t size)
+{
+    char path[400];
+    tmp_path(path, sizeof path, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(ftruncate(fileno(f), size), 0);
+    fclose(f);
+}
+static void s_yaml_too_big(void) { sparse_file("bad.yaml", (off_t)5 << 20); }
+static void s_baseline_fifo(void) { make_fifo("fifo.json"); }
+static void s_baseline_too_big(void) { sparse_file("big.json", (off_t)65 << 20); }
+static void s_baseline_nul(void)
+{
+    char path[400];
+    tmp_path(path, sizeof path, "nul.json");
+    write_bytes(path, (const unsigned char *)"{\"cases\": []}\0junk", 19);
+}
+
 typedef struct row {
     const char *name;
     void (*setup)(void);
@@ -398,6 +500,8 @@ typedef struct row {
 } row;
 
 #define RUN_BAD "run @/bad.yaml --impl ref"
+#define IMPL_ONE "run cases/ci.yaml --filter '^combine_decode_only_c4$' --impl #/plugins/libhostile_"
+#define RUN_ONE "run cases/ci.yaml --filter '^combine_decode_only_c4$'"
 static const row rows[] = {
     /* YAML suites */
     {"malformed_yaml", s_malformed, RUN_BAD, 2, {"@/bad.yaml:", "YAML syntax error", NULL}},
@@ -463,6 +567,59 @@ static const row rows[] = {
      {"@/no/such/dir/r.xml", NULL, NULL}},
     {"json_into_directory", NULL,
      "run cases/ci.yaml --filter '^combine_decode_only_c4$' --json @", 2, {"@", NULL, NULL}},
+    /* reports over the run's inputs (also through links): exit 2 naming both */
+    {"json_over_suite", s_suite, "run @/s.yaml --json @/s.yaml", 2,
+     {"--json @/s.yaml is the same file as the input @/s.yaml", NULL, NULL}},
+    {"junit_symlink_to_golden", s_golden_links, "check @/g.h5 --junit @/sym.xml", 2,
+     {"--junit @/sym.xml is the same file as the input @/g.h5", NULL, NULL}},
+    {"html_hardlink_to_golden", s_golden_links, "check @/g.h5 --html @/hard.html", 2,
+     {"--html @/hard.html is the same file as the input @/g.h5", NULL, NULL}},
+    {"repro_file_over_golden", s_repro_golden,
+     "check @/combine_mixed_prefill_c4.h5 --impl #/libexample_wrong.so --repro-dir @", 2,
+     {"repro file not written: @/combine_mixed_prefill_c4.h5 is the same file as the input "
+      "@/combine_mixed_prefill_c4.h5", NULL, NULL}},
+    /* implementations that misbehave (tests/plugins/hostile.c): an ERROR of
+     * the case, exit 3, never a crash of dsv4check */
+    {"impl_exit", NULL, IMPL_ONE "exit.so", 3,
+     {"ERROR     combine_decode_only_c4", "hostile-exit: the implementation's process exited with status 0 while "
+      "running combine_topk_swa_indices [default]", NULL}},
+    {"impl__exit", NULL, IMPL_ONE "_exit.so", 3,
+     {"ERROR     combine_decode_only_c4", "process exited with status 0 while running", NULL}},
+    {"impl_abort", NULL, IMPL_ONE "abort.so", 3,
+     {"ERROR     combine_decode_only_c4", "process was killed by signal 6 (Aborted) while running", NULL}},
+    {"impl_segv", NULL, IMPL_ONE "segv.so", 3,
+     {"ERROR     combine_decode_only_c4", "process was killed by signal 11 (Segmentation fault)", NULL}},
+    {"impl_hang", NULL, IMPL_ONE "hang.so --timeout 1", 3,
+     {"ERROR     combine_decode_only_c4", "process timed out after 1 s (--timeout) and was killed", NULL}},
+    {"impl_constructor_exits", NULL, IMPL_ONE "ctor_exit.so", 3,
+     {"ERROR     combine_decode_only_c4", "libhostile_ctor_exit.so: the implementation's process exited with "
+      "status 0 while loading", NULL}},
+    {"impl_modifies_input", NULL,
+     "run cases/ci.yaml --filter '^gemm_wq_b_v41_k1280$' --impl #/plugins/libhostile_gemm.so", 3,
+     {"ERROR     gemm_wq_b_v41_k1280", "input 'x_scale' was modified by the implementation (inputs are read-only)",
+      "first changed element [0, 0]"}},
+    {"impl_writes_past_output", NULL, IMPL_ONE "overrun.so", 3,
+     {"ERROR     combine_decode_only_c4", "output 'combined_indices': guard bytes after the buffer overwritten",
+      NULL}},
+    {"impl_unterminated_err", NULL, IMPL_ONE "errstr.so", 3,
+     {"ERROR     combine_decode_only_c4", "hostile-errstr: EEEEEEEE", NULL}},
+    /* gate integrity: suite files and --baseline read only as bounded regular files */
+    {"yaml_is_fifo", s_yaml_fifo, "run @/fifo.yaml", 2, {"@/fifo.yaml: is a FIFO", NULL, NULL}},
+    {"include_fifo", s_include_fifo, RUN_BAD, 2,
+     {"@/bad.yaml:2:11: include 'fifo.yaml': @/fifo.yaml: is a FIFO", NULL, NULL}},
+    {"include_device", s_include_device, RUN_BAD, 2,
+     {"@/bad.yaml:2:11: include '/dev/zero'", "is a character device", NULL}},
+    {"yaml_deep_nesting", s_deep_nesting, RUN_BAD, 2, {"@/bad.yaml:2:71: ", "nested deeper than 64", NULL}},
+    {"include_dag", s_include_dag, "run @/L0.yaml", 2, {"@/L", "more than 256 suite files", NULL}},
+    {"yaml_too_big", s_yaml_too_big, RUN_BAD, 2, {"@/bad.yaml: 5242880 bytes, more than 4194304", NULL, NULL}},
+    {"baseline_fifo", s_baseline_fifo, RUN_ONE " --baseline @/fifo.json", 2,
+     {"--baseline: @/fifo.json: is a FIFO", NULL, NULL}},
+    {"baseline_dev_zero", NULL, RUN_ONE " --baseline /dev/zero", 2,
+     {"--baseline: /dev/zero: is a character device", NULL, NULL}},
+    {"baseline_too_big", s_baseline_too_big, RUN_ONE " --baseline @/big.json", 2,
+     {"--baseline: @/big.json: 68157440 bytes, more than 67108864", NULL, NULL}},
+    {"baseline_nul_byte", s_baseline_nul, RUN_ONE " --baseline @/nul.json", 2,
+     {"--baseline @/nul.json:", "NUL byte at byte 13", NULL}},
 };
 #define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
 
@@ -488,14 +645,8 @@ START_TEST(bad_input_row)
     int rc = run_args(r->args);
     ck_assert_msg(rc == r->exit, "%s: exit %d, expected %d:\n%s", r->name, rc, r->exit, out);
     for (int k = 0; k < 3 && r->frag[k]; k++) {
-        char want[700] = "";
-        for (const char *p = r->frag[k]; *p; p++) {
-            size_t n = strlen(want);
-            if (*p == '@')
-                snprintf(want + n, sizeof want - n, "%s", tmpdir);
-            else if (n + 1 < sizeof want)
-                want[n] = *p, want[n + 1] = '\0';
-        }
+        char want[700];
+        expand(r->frag[k], want, sizeof want);
         ck_assert_msg(strstr(out, want) != NULL, "%s: message lacks '%s':\n%s", r->name, want, out);
     }
     ck_assert_msg(strstr(out, "AddressSanitizer") == NULL && strstr(out, "runtime error") == NULL,
@@ -504,7 +655,7 @@ START_TEST(bad_input_row)
 }
 END_TEST
 
-/* Issue 9.5 at the CLI: a copy of a golden with one byte flipped, at many
+/* A corrupt golden at the CLI: a copy of a golden with one byte flipped, at many
  * offsets across the file.  `check` must exit 2 naming the file, or 1 (a
  * changed parameter makes the reference disagree: a loud failure), or 0 only
  * when the flipped copy still reads back with the same tensors, params and

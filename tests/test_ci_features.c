@@ -1,4 +1,4 @@
-/* test_ci_features.c - end-to-end tests of the CI features (issue 8): the
+/* test_ci_features.c - end-to-end tests of the CI features (README.md "For CI"): the
  * HTML report rendered by headless Chromium, repro files that replay, -j
  * with identical results, shards that partition the suite and JUnit files
  * that merge, the bisect helper on a scratch repository with a planted

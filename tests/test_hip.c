@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../harness/dsv4_plugin.h"
+#include "../include/dsv4_plugin.h"
 #include "testutil.h"
 
 static char tmpdir[256];

@@ -1,5 +1,6 @@
 /* test_indices.c - combine_topk_swa_indices against rows derived by hand
- * from the seed's Torch function (shared/seeds/000_...txt), not against the
+ * from the seeds' Torch function (combine_topk_swa_indices of vllm
+ * deepseek_v41/amd/rocm.py [SEED1]; docs/semantics/indices.md A6.2), not against the
  * reference itself. */
 #include <string.h>
 

@@ -37,7 +37,7 @@ START_TEST(fp4_scale_bytes_by_hand)
     /* amax 6.5 = 1.625*4: ceil -> 128 (s > 1.5), even -> 127 (s < 1.75). */
     ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil(6.5f), 128);
     ck_assert_uint_eq(dsv4_mx_fp4_scale_even(6.5f), 127);
-    /* Zero block: ceil rules byte 1 (6*2^-126 floor), even 0, ocp 0 (spec 1.4 item 2). */
+    /* Zero block: ceil rules byte 1 (6*2^-126 floor), even 0, ocp 0 (docs/semantics/quant.md Q1.4 item 2). */
     ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil(0.0f), 1);
     ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil_f32log2(0.0f), 1);
     ck_assert_uint_eq(dsv4_mx_fp4_scale_even(0.0f), 0);
@@ -47,7 +47,7 @@ START_TEST(fp4_scale_bytes_by_hand)
     ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil_f32log2(INFINITY), 254);
     ck_assert_uint_eq(dsv4_mx_fp4_scale_even(INFINITY), 254);
     ck_assert_uint_eq(dsv4_mx_fp4_scale_ocp(INFINITY), 255);
-    /* even: every amax >= 1.75*2^127 gives 254 (spec 1.1 correction). */
+    /* even: every amax >= 1.75*2^127 gives 254 (docs/semantics/quant.md Q1.1 correction). */
     ck_assert_uint_eq(dsv4_mx_fp4_scale_even(ldexpf(1.75f, 127)), 254);
     ck_assert_uint_eq(dsv4_mx_fp4_scale_even(FLT_MAX), 254);
     /* All-NaN block, even: the bit arithmetic on the canonical NaN 0x7FC00000:
@@ -84,7 +84,7 @@ START_TEST(fp8_scale_bytes_by_hand)
     ck_assert_uint_eq(dsv4_mx_fp8_scale_floor(1.0f), 127);
     ck_assert_uint_eq(dsv4_mx_fp8_scale_floor(0.0f), 1);
     /* fp32 log2 one binade low: amax/448 one fp32 ulp above 2^4, where the
-     * correctly rounded fp32 log2 is exactly 4 (spec 4.3). */
+     * correctly rounded fp32 log2 is exactly 4 (docs/semantics/indexer.md Q4.3). */
     float amax = nextafterf(448.0f * 16.0f, INFINITY);
     ck_assert_uint_eq(dsv4_mx_fp8_scale_ceil(amax), 127 + 5);
     ck_assert_uint_eq(dsv4_mx_fp8_scale_ceil_f32log2(amax), 127 + 4);

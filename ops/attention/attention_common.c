@@ -422,7 +422,7 @@ const dsv4_param_spec dsv4_paged_params[] = {
 
 /* Token `row` of a page as NaN: the fp8 NaN code of the page's format
  * (e4m3fn 0x7F; e4m3fnuz has one NaN, 0x80, and reads 0x7F as 240,
- * docs/semantics/README.md A1), NaN RoPE lanes and e8m0 NaN scales. */
+ * docs/semantics/numerics.md A1), NaN RoPE lanes and e8m0 NaN scales. */
 static void poison_token(uint8_t *page, int64_t B, int64_t row, dsv4_fp8_kind kind)
 {
     memset(page + dsv4_kv_value_offset(row), kind == DSV4_FP8_E4M3FNUZ ? 0x80 : 0x7F, DSV4_KV_NOPE_DIM);

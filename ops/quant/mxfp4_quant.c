@@ -24,7 +24,7 @@ static const dsv4_variant mxfp4_variants[] = {
      "bit rule, zero block -> byte 1, RNE e2m1 bit method",
      &(const mxfp4_rule){DSV4_MX_FP4_CEIL, DSV4_MX_ELEM_RNE, 0}},
     {"scale_rule=ceil_log2_f32,e2m1=threshold",
-     "spec 4.1 variant A (aiter pa_mqa_logits_mxfp4_cache.py@034adb58): "
+     "docs/semantics/indexer.md Q4.1 variant A (aiter pa_mqa_logits_mxfp4_cache.py@034adb58): "
      "ceil(log2_f32(max(amax, 6*2^-126)/6)) scale, threshold e2m1 (-0 -> 0x0)",
      &(const mxfp4_rule){DSV4_MX_FP4_CEIL_F32LOG2, DSV4_MX_ELEM_THRESHOLD, 0}},
     {"scale_rule=even",
@@ -32,13 +32,15 @@ static const dsv4_variant mxfp4_variants[] = {
      "round amax up at 1.75, floor(log2) - 2, clamp (an all-NaN block: 254); RNE e2m1",
      &(const mxfp4_rule){DSV4_MX_FP4_EVEN, DSV4_MX_ELEM_RNE, 0}},
     {"scale_rule=ocp",
-     "OCP MX v1.0 (microxcaling, spec 1.4): floor(log2 amax) - 2, zero -> byte 0, Inf -> NaN scale; RNE e2m1",
+     "OCP MX v1.0 (microxcaling, docs/semantics/quant.md Q1.4): floor(log2 amax) - 2, zero -> byte 0, "
+     "Inf -> NaN scale; RNE e2m1",
      &(const mxfp4_rule){DSV4_MX_FP4_OCP, DSV4_MX_ELEM_RNE, 0}},
     {"scale_rule=ocp,round=half_away",
-     "microxcaling default round=nearest (spec 1.4 item 4): OCP scale, e2m1 ties away from zero",
+     "microxcaling default round=nearest (docs/semantics/quant.md Q1.4 item 4): OCP scale, e2m1 ties away "
+     "from zero",
      &(const mxfp4_rule){DSV4_MX_FP4_OCP, DSV4_MX_ELEM_HALF_AWAY, 0}},
     {"scale_rule=even,scale_layout=shuffled",
-     "aiter dynamic_mxfp4_quant(shuffle=True) (spec 1.3): mode-0 math, scales padded to "
+     "aiter dynamic_mxfp4_quant(shuffle=True) (docs/semantics/quant.md Q1.3): mode-0 math, scales padded to "
      "[ceil(M/256)*256, ceil(N/256)*8] in the mx_scale_shuffle_idx order, padding 0",
      &(const mxfp4_rule){DSV4_MX_FP4_EVEN, DSV4_MX_ELEM_RNE, 1}},
     {NULL, NULL, NULL},
@@ -116,7 +118,8 @@ const dsv4_op dsv4_op_mxfp4_quant = {
     .source = "ROCm/aiter:aiter/ops/triton/_triton_kernels/quant/quant.py, the PR version with SCALING_MODE "
               "(id 69103446897; main@b8faf138 has mode 0 only, scale_rule=even), as called by "
               "aiter/ops/triton/fusions/k_norm_rope_mxfp4_cache.py@689b79d5 and rope/q_rope_mxfp4_quant.py@5677775a; "
-              "aiter/ops/triton/attention/pa_mqa_logits_mxfp4_cache.py@034adb58 (docs/semantics/quant.md Q0, Q1, Q4.1)",
+              "aiter/ops/triton/attention/pa_mqa_logits_mxfp4_cache.py@034adb58 (docs/semantics/README.md Q0, "
+              "docs/semantics/quant.md Q1, docs/semantics/indexer.md Q4.1)",
     .variants = mxfp4_variants,
     .params = dsv4_quant_mx_params,
     .inputs = dsv4_quant_x_inputs,

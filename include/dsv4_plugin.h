@@ -16,9 +16,21 @@
  * version is refused (exit 2) before any of its functions is called.
  *
  * Processes and threads: all calls into one loaded copy come from one
- * thread.  With `-j N` each of the N worker processes loads the plug-in and
- * calls init(device) itself (after fork: a GPU runtime is never inherited).
- * The name may be rewritten by init (dsv4check reads it again after init).
+ * thread.  `run` and `check` load the plug-in in a child process of their
+ * own (each of the N workers of `-j N` has one), which calls init(device)
+ * itself (after fork: a GPU runtime is never inherited); `list` and `bench`
+ * load it in the dsv4check process.  A crash, exit(), abort or signal in
+ * the plug-in ends that child only: the case it was running is an ERROR
+ * (exit 3) and the next case gets a fresh child.  A run() still going after
+ * --timeout seconds (default 600) is killed the same way.
+ * The name may be rewritten by init (dsv4check reads it again after init,
+ * at most 255 bytes).
+ *
+ * Memory: run() sees its own copies of the inputs and outputs, each between
+ * guard regions of at least a page that are checked after the call (a write
+ * past either end is an ERROR naming the tensor), and an input that differs
+ * from what dsv4check passed is an ERROR naming it and its first changed
+ * element.  err is read up to errlen bytes; its last byte is forced to NUL.
  * tests/plugin_example.c is a complete example. */
 #ifndef DSV4_PLUGIN_H
 #define DSV4_PLUGIN_H
@@ -28,7 +40,7 @@
 
 #define DSV4_PLUGIN_ABI_VERSION 1
 
-/* Dtype codes: the order of design.md section 4's vocabulary. */
+/* Dtype codes: the order of dsv4_dtype (ref/tensor.h). */
 enum {
     DSV4_PLUGIN_FLOAT64 = 0,
     DSV4_PLUGIN_FLOAT32,
@@ -83,7 +95,8 @@ typedef struct dsv4_plugin {
     int (*supports)(const char *op, const char *variant);
     /* Runs one case.  Inputs are read-only host tensors; outputs are host
      * tensors already allocated (and filled as the op defines) that the
-     * plug-in overwrites.  Returns a code above; err gets a message. */
+     * plug-in overwrites.  Returns a code above; err gets a message (at most
+     * errlen bytes with the NUL). */
     int (*run)(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
                const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs,
                int noutputs, char *err, size_t errlen);
