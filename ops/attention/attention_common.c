@@ -38,8 +38,8 @@
  *   bound = 1 ulp_bf16(|e| + delta) + delta.  Rows with no valid key have A = 0, e = 0: they must be 0 (to one
  * bf16 subnormal).  A keeps the bound proportional to the output's
  * magnitude, not to max|V|.  tests/soundness.h measures the bound against
- * a kernel model on 13,000 cases (docs/semantics/attention.md, "Error
- * bound"). */
+ * a kernel model on 13,300 cases (docs/semantics/attention.md, "Error bound
+ * of the attention output"). */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <math.h>
