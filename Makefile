@@ -42,7 +42,7 @@ HEADERS := $(wildcard include/*.h ref/*.h compare/*.h harness/*.h ops/*.h ops/*/
 PREFIX ?= /usr/local
 
 .PHONY: all setup setup-hip run check unit-tests test-asan bench clean install goldens verify-goldens valgrind \
-        hip hip-compile-check gpu-bundle fuzz fuzz-build slurm-test check-citations mutants mutants-build
+        hip hip-compile-check gpu-bundle fuzz fuzz-build slurm-test check-citations mutants mutants-build soundness
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/dsv4check $(BUILD)/libdsv4.a $(BUILD)/libdsv4.so
@@ -76,6 +76,20 @@ $(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libdsv4.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")
 	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
+
+# The soundness table (tests/soundness.h): every derived float bound
+# against a model of a correct kernel on many seeded cases (worst err/bound
+# <= 0.8) and against the reference moved one bf16 ulp (must fail).  `make
+# soundness` runs the full table (a few minutes); test_soundness a slice.
+SOUNDNESS_HDRS := tests/soundness.h tests/soundness_models.h
+$(BUILD)/soundness: tests/soundness.c $(SOUNDNESS_HDRS) $(BUILD)/libdsv4.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDFLAGS) $(LDLIBS)
+$(BUILD)/tests/test_soundness: $(SOUNDNESS_HDRS)
+
+soundness: $(BUILD)/soundness
+	$(BUILD)/soundness
 
 # ---- hip backend (hip/, include/dsv4_plugin.h) ----
 # `make hip` builds $(BUILD)/libdsv4_hip.so with nvcc where present (NVIDIA:

@@ -347,15 +347,39 @@ typedef struct mem_image {
     void *p;
     size_t size;
     int kept;
+    /* Every other buffer handed to libhdf5 through these callbacks and not
+     * given back: freed after H5Fclose (some libhdf5 paths allocate a
+     * buffer through the callbacks and drop it without the free callback). */
+    void *extra[8];
+    int n_extra;
 } mem_image;
+
+static void image_forget(mem_image *m, const void *ptr)
+{
+    for (int k = 0; k < m->n_extra; k++)
+        if (m->extra[k] == ptr) {
+            m->extra[k] = m->extra[--m->n_extra];
+            return;
+        }
+}
 
 static void *image_malloc(size_t size, H5FD_file_image_op_t op, void *udata)
 {
     (void)op;
     mem_image *m = udata;
-    m->p = malloc(size ? size : 1);
-    m->size = m->p ? size : 0;
-    return m->p;
+    void *q = malloc(size ? size : 1);
+    if (!q)
+        return NULL;
+    if (m->p) { /* a second buffer: remember the first, which may be dropped */
+        if (m->n_extra == (int)(sizeof m->extra / sizeof m->extra[0])) {
+            free(q);
+            return NULL;
+        }
+        m->extra[m->n_extra++] = m->p;
+    }
+    m->p = q;
+    m->size = size;
+    return q;
 }
 
 static void *image_memcpy(void *dst, const void *src, size_t size, H5FD_file_image_op_t op, void *udata)
@@ -369,8 +393,13 @@ static void *image_realloc(void *ptr, size_t size, H5FD_file_image_op_t op, void
 {
     (void)op;
     mem_image *m = udata;
+    /* Compare and forget before the call: ptr is dead once realloc moves it. */
+    const int was_main = ptr == m->p;
+    image_forget(m, ptr);
     void *q = realloc(ptr, size ? size : 1);
     if (q) {
+        if (!was_main && m->p && m->n_extra < (int)(sizeof m->extra / sizeof m->extra[0]))
+            m->extra[m->n_extra++] = m->p;
         m->p = q;
         m->size = size;
     }
@@ -386,6 +415,7 @@ static herr_t image_free(void *ptr, H5FD_file_image_op_t op, void *udata)
     }
     if (ptr == m->p)
         m->p = NULL, m->size = 0;
+    image_forget(m, ptr);
     free(ptr);
     return 0;
 }
@@ -420,7 +450,7 @@ static int build_image(const char *name, const dsv4_golden *g, const dsv4_tensor
                        size_t *len, dsv4_status *st)
 {
     char eb[DSV4_H5_ERR_MAX];
-    mem_image m = {NULL, 0, 0};
+    mem_image m = {NULL, 0, 0, {NULL}, 0};
     H5FD_file_image_callbacks_t cb = {image_malloc, image_memcpy, image_realloc, image_free,
                                       image_udata_copy, image_udata_free, &m};
     *image = NULL;
@@ -438,6 +468,9 @@ static int build_image(const char *name, const dsv4_golden *g, const dsv4_tensor
     int rc = write_contents(f, g, actual, st);
     if (H5Fclose(f) < 0 && !rc)
         rc = dsv4_fail(st, DSV4_ERUNTIME, "cannot close the in-memory HDF5 file (%s)", dsv4_h5_err(eb));
+    for (int k = 0; k < m.n_extra; k++)
+        free(m.extra[k]);
+    m.n_extra = 0;
     if (!rc && (!m.kept || !(*len = image_length(&m))))
         rc = dsv4_fail(st, DSV4_ERUNTIME, "the in-memory HDF5 file is not a version-2 superblock file");
     if (rc) {

@@ -41,6 +41,7 @@
 typedef struct cli {
     const char *impl;
     const char *filter;
+    const char *exclude_tag; /* comma-separated tags; "prefix*" matches a prefix */
     const char *junit;
     const char *json;
     const char *outdir;
@@ -101,7 +102,7 @@ static void usage_main(FILE *f)
 
 static const char common_help[] =
     "  --impl IMPL       ref (default), hip (build/libdsv4_hip.so), or a plug-in .so\n"
-    "  --filter REGEX    only cases whose name or op/name matches (POSIX extended)\n"
+    "  --filter REGEX    only cases whose name, op/name or contract: tag matches (POSIX extended)\n"
     "  --junit FILE      write a JUnit XML report (one testcase per case and output)\n"
     "  --json FILE       write a JSON report with every metric\n"
     "  --device N        GPU to use for --impl hip or a GPU plug-in\n"
@@ -128,7 +129,9 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "Runs each case: inputs from its golden (checked against the generator), the\n"
                 "implementation under test, and a comparison of every output under its policy.\n"
                 "A case without a golden is compared with the live CPU reference.\n"
-                "  --seed N          override every case's seed (goldens are then not used)\n%s",
+                "  --seed N          override every case's seed (goldens are then not used)\n"
+                "  --exclude-tag T   skip the cases tagged T (comma-separated; 'contract:*' skips every\n"
+                "                    case beyond a production kernel's contract, see README)\n%s",
                 prog, common_help);
     else if (strcmp(cmd, "gen") == 0)
         fprintf(f,
@@ -140,6 +143,7 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "  -o, --output DIR  write DIR/<case>.h5 instead of the cases' golden paths\n"
                 "  --force           replace existing golden files\n"
                 "  --filter REGEX    only matching cases\n"
+                "  --exclude-tag T   skip the cases tagged T (comma-separated, 'prefix*')\n"
                 "  --seed N          override every case's seed\n"
                 "  -h, --help        this help\n",
                 prog);
@@ -154,9 +158,11 @@ static void usage_cmd(FILE *f, const char *cmd)
                 prog);
     else if (strcmp(cmd, "list") == 0)
         fprintf(f,
-                "usage: %s list [SUITE.yaml...] [--impl IMPL [--device N]] [--filter RE] [--shard K/N]\n"
+                "usage: %s list [SUITE.yaml...] [--impl IMPL [--device N]] [--filter RE] [--exclude-tag T]\n"
+                "          [--shard K/N]\n"
                 "Without suites: every op, its variants (the first is the default) with sources,\n"
-                "its parameters, inputs and outputs.  With suites: their cases.  With --impl:\n"
+                "its parameters, inputs and outputs.  With suites: their cases and the production\n"
+                "contracts they exceed (contract: tags).  With --impl:\n"
                 "which ops and variants that implementation provides.  --markdown: the\n"
                 "README's table of ops, variants and sources.\n",
                 prog);
@@ -200,6 +206,7 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
 {
     static const struct option longopts[] = {
         {"impl", required_argument, NULL, 'i'}, {"filter", required_argument, NULL, 'f'},
+        {"exclude-tag", required_argument, NULL, 'X'},
         {"junit", required_argument, NULL, 'J'}, {"json", required_argument, NULL, 'Y'},
         {"jobs", required_argument, NULL, 'j'}, {"shard", required_argument, NULL, 'S'},
         {"html", required_argument, NULL, 'H'}, {"repro-dir", required_argument, NULL, 'P'},
@@ -225,6 +232,7 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
         switch (ch) {
         case 'i': o->impl = optarg; break;
         case 'f': o->filter = optarg; break;
+        case 'X': o->exclude_tag = optarg; break;
         case 'J': o->junit = optarg; break;
         case 'Y': o->json = optarg; break;
         case 'H': o->html = optarg; break;
@@ -317,14 +325,34 @@ static int parse_options(int argc, char **argv, const char *cmd, cli *o)
     return 0;
 }
 
+/* Does the case carry a tag of the comma-separated list (an entry ending
+ * in '*' matches every tag with that prefix)? */
+static int has_listed_tag(const dsv4_case *c, const char *list)
+{
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        const int prefix = n > 0 && p[n - 1] == '*';
+        for (int i = 0; i < c->n_tags; i++)
+            if (prefix ? strncmp(c->tags[i], p, n - 1) == 0 : strlen(c->tags[i]) == n && !strncmp(c->tags[i], p, n))
+                return 1;
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
 static int case_selected(const cli *o, const dsv4_case *c)
 {
     if (o->shard_n && dsv4_shard_of(c->name, o->shard_n) != o->shard_k)
+        return 0;
+    if (o->exclude_tag && has_listed_tag(c, o->exclude_tag))
         return 0;
     if (!o->have_re)
         return 1;
     char full[300];
     snprintf(full, sizeof full, "%s/%s", c->op->name, c->name);
+    for (int i = 0; i < c->n_tags; i++) /* contract: tags too (no case name has a colon) */
+        if (!strncmp(c->tags[i], "contract:", 9) && regexec(&o->re, c->tags[i], 0, NULL, 0) == 0)
+            return 1;
     return regexec(&o->re, c->name, 0, NULL, 0) == 0 || regexec(&o->re, full, 0, NULL, 0) == 0;
 }
 
@@ -795,9 +823,16 @@ static int cmd_list(int argc, char **argv)
         }
         printf("%s (suite %s): %d cases\n", argv[a], s.name, s.n);
         for (int i = 0; i < s.n; i++)
-            if (case_selected(&o, &s.cases[i]))
-                printf("  %-56s %-30s %s\n", s.cases[i].name, s.cases[i].op->name,
-                       dsv4_op_variant_name(s.cases[i].op, s.cases[i].variant));
+            if (case_selected(&o, &s.cases[i])) {
+                const dsv4_case *cs = &s.cases[i];
+                printf("  %-56s %-30s %s", cs->name, cs->op->name, dsv4_op_variant_name(cs->op, cs->variant));
+                for (int t = 0, first = 1; t < cs->n_tags; t++) /* the contracts it exceeds */
+                    if (!strncmp(cs->tags[t], "contract:", 9)) {
+                        printf("%s%s", first ? "  beyond contract: " : ", ", cs->tags[t] + 9);
+                        first = 0;
+                    }
+                printf("\n");
+            }
         dsv4_suite_free(&s);
     }
     if (have_b)
