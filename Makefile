@@ -43,7 +43,7 @@ PREFIX ?= /usr/local
 
 .PHONY: all setup setup-hip run check unit-tests python-tests bench-python test-asan bench clean install goldens \
         verify-goldens valgrind \
-        hip hip-compile-check gpu-bundle fuzz fuzz-build slurm-test check-citations mutants mutants-build
+        hip hip-compile-check gpu-bundle fuzz fuzz-build slurm-test check-citations mutants mutants-build soundness
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/dsv4check $(BUILD)/libdsv4.a $(BUILD)/libdsv4.so
@@ -77,6 +77,20 @@ $(BUILD)/tests/%: tests/%.c tests/testutil.h tests/actualutil.h $(BUILD)/libdsv4
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")
 	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
+
+# The soundness table (tests/soundness.h): every derived float bound
+# against a model of a correct kernel on many seeded cases (worst err/bound
+# <= 0.8) and against the reference moved one bf16 ulp (must fail).  `make
+# soundness` runs the full table (a few minutes); test_soundness a slice.
+SOUNDNESS_HDRS := tests/soundness.h tests/soundness_models.h
+$(BUILD)/soundness: tests/soundness.c $(SOUNDNESS_HDRS) $(BUILD)/libdsv4.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDFLAGS) $(LDLIBS)
+$(BUILD)/tests/test_soundness: $(SOUNDNESS_HDRS)
+
+soundness: $(BUILD)/soundness
+	$(BUILD)/soundness
 
 # ---- hip backend (hip/, include/dsv4_plugin.h) ----
 # `make hip` builds $(BUILD)/libdsv4_hip.so with nvcc where present (NVIDIA:
@@ -258,6 +272,27 @@ $(BUILD)/tests/test_ci_features $(BUILD)/tests/test_actual $(BUILD)/tests/test_a
 # identify's test: plug-ins built from the reference of a non-default variant.
 $(BUILD)/tests/test_identify: $(PLUGINS) $(BUILD)/mutants/libmut_mxfp8_log2_exact.so \
                               $(BUILD)/mutants/libmut_qquant_variant_a_for_b.so
+
+# The reference as a plug-in (tests/plugin_chain.c) for the layer-chain
+# tests: every op, a subset, and three builds with one planted bug each
+# (-DCHAIN_BUG=1 fused_qnorm_rope_kv_insert, 2 wo_a, 3
+# combine_topk_swa_indices).  Like the mutants, they take the reference
+# from the dsv4check that loads them (one copy of every global).
+CHAIN_PLUGINS := $(BUILD)/tests/libchain_ref.so $(BUILD)/tests/libchain_partial.so \
+                 $(BUILD)/tests/libchain_bug1.so $(BUILD)/tests/libchain_bug2.so $(BUILD)/tests/libchain_bug3.so
+CHAIN_PLUGIN_DEPS := tests/plugin_chain.c include/dsv4_plugin.h $(HEADERS) $(BUILD)/dsv4check
+CHAIN_PLUGIN_LINK = -shared -o $@ $< $(LDFLAGS) -lm
+$(BUILD)/tests/libchain_ref.so: $(CHAIN_PLUGIN_DEPS)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(CHAIN_PLUGIN_LINK)
+$(BUILD)/tests/libchain_partial.so: $(CHAIN_PLUGIN_DEPS)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DCHAIN_OPS='"rocm_sparse_attn_prefill,rocm_sparse_attn_decode,combine_topk_swa_indices"' \
+	  $(CHAIN_PLUGIN_LINK)
+$(BUILD)/tests/libchain_bug%.so: $(CHAIN_PLUGIN_DEPS)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DCHAIN_BUG=$* $(CHAIN_PLUGIN_LINK)
+$(BUILD)/tests/test_chain: $(CHAIN_PLUGINS) $(PLUGINS)
 
 # The hostile plug-ins (tests/plugins/hostile.c), one misbehaviour each:
 # build/tests/plugins/libhostile_<mode>.so, for test_integrity and test_badinput.

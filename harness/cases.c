@@ -14,6 +14,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "chain.h"
 #include "yaml_doc.h"
 
 /* A dsv4_case is ~95 KB (its params hold int lists), so 1024 cases already
@@ -556,7 +557,7 @@ static int load_case_into(loader *L, const yaml_node_t *cn, dsv4_case *base, dsv
     char opname[64];
     if ((rc = get_string(L, op, "'op'", opname, sizeof opname)))
         return rc;
-    if (!(base->op = dsv4_op_find(opname)))
+    if (!(base->op = dsv4_op_find(opname)) && !(base->op = dsv4_chain_find_op(opname)))
         return fail_at(L, op, "unknown op '%s' (dsv4check list shows the ops)", opname);
     snprintf(base->file, sizeof base->file, "%s", L->file);
     base->line = (int)cn->start_mark.line + 1;

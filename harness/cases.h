@@ -82,7 +82,7 @@ typedef struct dsv4_case {
     int n_overrides;
     dsv4_tol_override overrides[DSV4_MAX_OVERRIDES];
     int n_tags;
-    char tags[DSV4_MAX_TAGS][32];
+    char tags[DSV4_MAX_TAGS][48]; /* "contract:<name>" marks a production contract the case exceeds (README) */
 } dsv4_case;
 
 typedef struct dsv4_suite {

@@ -43,6 +43,7 @@ int dsv4_cli_parse(int argc, char **argv, const char *cmd, const char *prog, dsv
 {
     static const struct option longopts[] = {
         {"impl", required_argument, NULL, 'i'}, {"filter", required_argument, NULL, 'f'},
+        {"exclude-tag", required_argument, NULL, 'X'},
         {"actual", required_argument, NULL, 'A'}, {"goldens", no_argument, NULL, 'G'},
         {"junit", required_argument, NULL, 'J'}, {"json", required_argument, NULL, 'Y'},
         {"jobs", required_argument, NULL, 'j'}, {"shard", required_argument, NULL, 'S'},
@@ -71,6 +72,7 @@ int dsv4_cli_parse(int argc, char **argv, const char *cmd, const char *prog, dsv
         case 'A': o->actual = optarg; break;
         case 'G': o->goldens = 1; break;
         case 'f': o->filter = optarg; break;
+        case 'X': o->exclude_tag = optarg; break;
         case 'J': o->junit = optarg; break;
         case 'Y': o->json = optarg; break;
         case 'H': o->html = optarg; break;
@@ -177,14 +179,34 @@ int dsv4_cli_parse(int argc, char **argv, const char *cmd, const char *prog, dsv
     return 0;
 }
 
+/* Does the case carry a tag of the comma-separated list (an entry ending
+ * in '*' matches every tag with that prefix)? */
+static int has_listed_tag(const dsv4_case *c, const char *list)
+{
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        const int prefix = n > 0 && p[n - 1] == '*';
+        for (int i = 0; i < c->n_tags; i++)
+            if (prefix ? strncmp(c->tags[i], p, n - 1) == 0 : strlen(c->tags[i]) == n && !strncmp(c->tags[i], p, n))
+                return 1;
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
 int dsv4_cli_case_selected(const dsv4_cli *o, const dsv4_case *c)
 {
     if (o->shard_n && dsv4_shard_of(c->name, o->shard_n) != o->shard_k)
+        return 0;
+    if (o->exclude_tag && has_listed_tag(c, o->exclude_tag))
         return 0;
     if (!o->have_re)
         return 1;
     char full[300];
     snprintf(full, sizeof full, "%s/%s", c->op->name, c->name);
+    for (int i = 0; i < c->n_tags; i++) /* contract: tags too (no case name has a colon) */
+        if (!strncmp(c->tags[i], "contract:", 9) && regexec(&o->re, c->tags[i], 0, NULL, 0) == 0)
+            return 1;
     return regexec(&o->re, c->name, 0, NULL, 0) == 0 || regexec(&o->re, full, 0, NULL, 0) == 0;
 }
 

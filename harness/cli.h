@@ -15,6 +15,7 @@ typedef struct dsv4_cli {
     char actual_impl[4200];    /* "actual:FILE", the backend's name for it */
     int goldens;               /* list --goldens */
     const char *filter;
+    const char *exclude_tag;   /* --exclude-tag: comma-separated tags; "prefix*" matches a prefix */
     const char *junit;
     const char *json;
     const char *outdir;
@@ -46,8 +47,8 @@ int dsv4_cli_parse(int argc, char **argv, const char *cmd, const char *prog, dsv
 void dsv4_cli_free(dsv4_cli *o);
 /* The memory limit before --mem-limit: half the RAM. */
 void dsv4_cli_default_memory_limit(void);
-/* Whether --shard and --filter keep case c (the filter matches its name or
- * op/name). */
+/* Whether --shard, --exclude-tag and --filter keep case c (the filter
+ * matches its name, op/name or one of its contract: tags). */
 int dsv4_cli_case_selected(const dsv4_cli *o, const dsv4_case *c);
 /* The same for a golden's case name and op (no shard): the ctx is a dsv4_cli. */
 int dsv4_cli_golden_selected(const void *ctx, const char *case_name, const char *op);

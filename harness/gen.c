@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "chain.h"
 #include "golden.h"
 #include "runner.h"
 
@@ -112,10 +113,19 @@ static int gen_jobs(const dsv4_gen_opts *o, const gen_job *jobs, int n)
 {
     int worst = DSV4_OK, wrote = 0;
     for (int i = 0; i < n; i++) {
-        int r = gen_case(o, &jobs[i]);
+        const dsv4_case *c = jobs[i].c;
+        int r, chain_wrote = 0;
+        if (dsv4_chain_of(c->op)) { /* one golden per step, <golden base>.<step>.h5 (chain.h) */
+            dsv4_status st = {0};
+            if ((r = dsv4_chain_gen_case(c, o->outdir, o->have_seed ? o->seed : c->seed, o->force, &chain_wrote, &st)))
+                fprintf(stderr, "%s: %s:%d: case %s: %s\n", o->prog, c->file, c->line, c->name, st.msg);
+            wrote += chain_wrote;
+        } else {
+            r = gen_case(o, &jobs[i]);
+            wrote += r == DSV4_OK;
+        }
         if (r && (worst == DSV4_OK || r == DSV4_EINPUT))
             worst = r;
-        wrote += r == DSV4_OK;
     }
     printf("gen: %d golden file(s) written\n", wrote);
     return worst;
@@ -151,7 +161,7 @@ int dsv4_gen(const dsv4_gen_opts *o, char *const *suites, int n_suites)
     for (int s = 0; !rc && s < n_loaded; s++)
         for (int i = 0; !rc && i < loaded[s].n; i++) {
             const dsv4_case *c = &loaded[s].cases[i];
-            if (o->selected && !o->selected(o->select_ctx, c))
+            if ((o->selected && !o->selected(o->select_ctx, c)) || (dsv4_chain_of(c->op) && !dsv4_chain_has_goldens(c)))
                 continue;
             jobs[n_jobs].c = c;
             rc = target_path(o, c, jobs[n_jobs].path, sizeof jobs[n_jobs].path);

@@ -51,7 +51,7 @@ static const char common_help[] =
     "  --actual FILE     judge the outputs in FILE, an actuals file (one group per case,\n"
     "                    one dataset per output; data/README.md), instead of running an\n"
     "                    implementation; a case FILE lacks is skipped as not provided\n"
-    "  --filter REGEX    only cases whose name or op/name matches (POSIX extended)\n"
+    "  --filter REGEX    only cases whose name, op/name or contract: tag matches (POSIX extended)\n"
     "  --junit FILE      write a JUnit XML report (one testcase per case and output)\n"
     "  --json FILE       write a JSON report with every metric\n"
     "  --device N        GPU to use for --impl hip or a GPU plug-in\n"
@@ -78,7 +78,9 @@ void dsv4_usage_cmd(FILE *f, const char *prog, const char *cmd)
                 "Runs each case: inputs from its golden (checked against the generator), the\n"
                 "implementation under test, and a comparison of every output under its policy.\n"
                 "A case without a golden is compared with the live CPU reference.\n"
-                "  --seed N          override every case's seed (goldens are then not used)\n%s",
+                "  --seed N          override every case's seed (goldens are then not used)\n"
+                "  --exclude-tag T   skip the cases tagged T (comma-separated; 'contract:*' skips every\n"
+                "                    case beyond a production kernel's contract, see README)\n%s",
                 prog, common_help);
     else if (strcmp(cmd, "gen") == 0)
         fprintf(f,
@@ -90,6 +92,7 @@ void dsv4_usage_cmd(FILE *f, const char *prog, const char *cmd)
                 "  -o, --output DIR  write DIR/<case>.h5 instead of the cases' golden paths\n"
                 "  --force           replace existing golden files\n"
                 "  --filter REGEX    only matching cases\n"
+                "  --exclude-tag T   skip the cases tagged T (comma-separated, 'prefix*')\n"
                 "  --seed N          override every case's seed\n"
                 "  -h, --help        this help\n",
                 prog);
@@ -117,13 +120,15 @@ void dsv4_usage_cmd(FILE *f, const char *prog, const char *cmd)
                 prog);
     else if (strcmp(cmd, "list") == 0)
         fprintf(f,
-                "usage: %s list [SUITE.yaml...] [--impl IMPL [--device N]] [--filter RE] [--shard K/N]\n"
+                "usage: %s list [SUITE.yaml...] [--impl IMPL [--device N]] [--filter RE] [--exclude-tag T]\n"
+                "          [--shard K/N]\n"
                 "       %s list --goldens [DIR] [--filter RE] [--json]\n"
                 "Without suites: every op, its variants (the first is the default) with sources,\n"
                 "its parameters, inputs and outputs (each output's dtype is what an actuals file\n"
-                "holds).  With suites: their cases.  With --impl: which ops and variants that\n"
-                "implementation provides.  --markdown: the README's table of ops, variants and\n"
-                "sources.  --goldens: every golden DIR/NAME.h5 (default data/ci), one line each\n"
+                "holds).  With suites: their cases and the production contracts they exceed\n"
+                "(contract: tags).  With --impl: which ops and variants that implementation\n"
+                "provides.  --markdown: the README's table of ops, variants and sources.\n"
+                "--goldens: every golden DIR/NAME.h5 (default data/ci), one line each\n"
                 "sorted by op, variant and case, with its inputs' and outputs' dtypes and shapes;\n"
                 "--json prints them as a JSON array.\n",
                 prog, prog);

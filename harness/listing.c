@@ -2,6 +2,8 @@
 /* listing.c - the text of `list` and `show` (listing.h). */
 #include "listing.h"
 
+#include "chain.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -29,6 +31,7 @@ void dsv4_list_ops(FILE *f, const dsv4_backend *b)
                     io->golden_dtype != DSV4_DT_NONE ? "; golden stores the ideal as " : "",
                     io->golden_dtype != DSV4_DT_NONE ? dsv4_dtype_name(io->golden_dtype) : "");
     }
+    dsv4_chain_list(f);
 }
 
 void dsv4_list_impl(FILE *f, const dsv4_backend *b)

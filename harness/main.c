@@ -498,9 +498,16 @@ static int cmd_list(int argc, char **argv)
         }
         printf("%s (suite %s): %d cases\n", argv[a], s.name, s.n);
         for (int i = 0; i < s.n; i++)
-            if (dsv4_cli_case_selected(&o, &s.cases[i]))
-                printf("  %-56s %-30s %s\n", s.cases[i].name, s.cases[i].op->name,
-                       dsv4_op_variant_name(s.cases[i].op, s.cases[i].variant));
+            if (dsv4_cli_case_selected(&o, &s.cases[i])) {
+                const dsv4_case *cs = &s.cases[i];
+                printf("  %-56s %-30s %s", cs->name, cs->op->name, dsv4_op_variant_name(cs->op, cs->variant));
+                for (int t = 0, first = 1; t < cs->n_tags; t++) /* the contracts it exceeds */
+                    if (!strncmp(cs->tags[t], "contract:", 9)) {
+                        printf("%s%s", first ? "  beyond contract: " : ", ", cs->tags[t] + 9);
+                        first = 0;
+                    }
+                printf("\n");
+            }
         dsv4_suite_free(&s);
     }
     if (have_b)

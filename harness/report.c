@@ -36,6 +36,8 @@ void dsv4_print_result(FILE *f, const dsv4_case_result *r, int verbose)
             r->variant, r->seconds);
     if (r->error[0])
         fprintf(f, "    %s\n", r->error);
+    if (r->note[0])
+        fprintf(f, "    %s\n", r->note);
     for (int k = 0; k < r->n_outputs; k++)
         if (verbose || r->outputs[k].cmp.verdict != DSV4_PASS)
             dsv4_cmp_print(f, &r->outputs[k].cmp, &r->outputs[k].pol);
@@ -64,17 +66,22 @@ int dsv4_exit_code(const dsv4_case_result *rs, int n)
     return (n > 0 && !ran) ? DSV4_ESKIP : DSV4_OK;
 }
 
-/* The worst output of a case as "name: ratio" for the table. */
+/* The worst output of a case as "name: value" for the table: float
+ * outputs by err/bound, the others (exact, mx, index_set) by their count of
+ * mismatches; a failing output before any passing one. */
 static void worst_str(const dsv4_case_result *r, char *buf, size_t len)
 {
     double worst = 0;
     const char *name = "";
+    int worst_fails = 0;
     for (int k = 0; k < r->n_outputs; k++) {
         const dsv4_cmp_result *c = &r->outputs[k].cmp;
-        double v = r->outputs[k].pol.kind == DSV4_CMP_EXACT ? (double)c->bad : c->worst_ratio;
-        if (k == 0 || v > worst) {
+        double v = r->outputs[k].pol.kind == DSV4_CMP_FLOAT ? c->worst_ratio : (double)c->bad;
+        int fails = c->verdict == DSV4_FAIL;
+        if (k == 0 || fails > worst_fails || (fails == worst_fails && v > worst)) {
             worst = v;
             name = c->output;
+            worst_fails = fails;
         }
     }
     if (!r->n_outputs)
@@ -86,7 +93,7 @@ static void worst_str(const dsv4_case_result *r, char *buf, size_t len)
 int dsv4_print_summary(FILE *f, const dsv4_case_result *rs, int n)
 {
     int pass = 0, fail = 0, skip = 0, warn = 0;
-    fprintf(f, "\n%-48s %-34s %-10s %s\n", "case", "op", "result", "worst (exact: #diff; float: err/bound)");
+    fprintf(f, "\n%-48s %-34s %-10s %s\n", "case", "op", "result", "worst (float: err/bound; others: #mismatches)");
     for (int i = 0; i < n; i++) {
         char w[128];
         worst_str(&rs[i], w, sizeof w);
@@ -326,6 +333,7 @@ int dsv4_write_json(const char *path, const char *suite, const char *impl,
         json_str(f, "reproduce", r->repro);
         json_str(f, "repro_file", r->repro_file);
         json_str(f, "drift", r->drift);
+        json_str(f, "note", r->note);
         fprintf(f, ",\n     \"outputs\": [");
         for (int k = 0; k < r->n_outputs; k++) {
             const dsv4_output_result *o = &r->outputs[k];

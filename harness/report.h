@@ -35,6 +35,7 @@ typedef struct dsv4_case_result {
     char repro_file[DSV4_PATH_MAX + 200]; /* --repro-dir: the file written, "" if none */
     char replay[DSV4_PATH_MAX * 2 + 400]; /* the command that replays repro_file */
     char drift[512];                      /* --baseline: why an error grew, "" if not */
+    char note[512];                       /* chains: what ran where, the layer drift (chain.h) */
 } dsv4_case_result;
 
 /* Frees the error maps of a result (and sets them NULL). */

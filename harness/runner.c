@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "runner.h"
 
+#include "chain.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -370,6 +372,10 @@ static int inputs_match(const dsv4_tensors *gen, const dsv4_tensors *gold, char 
 void dsv4_run_case(const dsv4_case *c, const dsv4_backend *b, const dsv4_run_opts *o,
                    dsv4_case_result *r)
 {
+    if (dsv4_chain_of(c->op)) { /* a composite case: run stage by stage (chain.h) */
+        dsv4_chain_run_case(c, b, o, r);
+        return;
+    }
     double t0 = now_seconds();
     uint64_t seed = o->seed_override ? o->seed : c->seed;
     result_init(r, c->name, c->op, c->variant, seed);

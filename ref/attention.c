@@ -239,6 +239,8 @@ static void token_ideal(const dsv4_attn_args *a, int64_t t, int64_t n, double ma
                 dg->sink_w[t * H + h] = sink_of(a, h) > -INFINITY ? 1.0 : 0.0;
             if (dg->abs_out)
                 memset(dg->abs_out + (t * H + h) * D, 0, D * sizeof(double));
+            if (dg->abs_top)
+                memset(dg->abs_top + (t * H + h) * D, 0, D * sizeof(double));
         }
         return;
     }
@@ -246,8 +248,11 @@ static void token_ideal(const dsv4_attn_args *a, int64_t t, int64_t n, double ma
                 w->kd, D, 0.0, w->sd, (int)n);
     for (int64_t h = 0; h < H; h++) {
         double *s = w->sd + h * n, sink = sink_of(a, h), m = sink;
-        for (int64_t i = 0; i < n; i++)
+        int64_t top = 0; /* the highest-scoring key (the first of equals) */
+        for (int64_t i = 0; i < n; i++) {
             m = s[i] > m ? s[i] : m;
+            top = s[i] > s[top] ? i : top;
+        }
         double l = 0;
         for (int64_t i = 0; i < n; i++)
             l += (s[i] = exp(s[i] - m));
@@ -257,6 +262,9 @@ static void token_ideal(const dsv4_attn_args *a, int64_t t, int64_t n, double ma
             s[i] /= l;
         if (dg && dg->sink_w)
             dg->sink_w[t * H + h] = es / l;
+        if (dg && dg->abs_top)
+            for (int d = 0; d < D; d++)
+                dg->abs_top[(t * H + h) * D + d] = s[top] * fabs((double)w->kd[top * D + d]);
     }
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)H, D, (int)n, 1.0, w->sd, (int)n, w->kd,
                 D, 0.0, out + t * H * D, D);
@@ -338,12 +346,6 @@ int dsv4_ref_sparse_attn(const dsv4_attn_args *a, dsv4_attn_mode mode, double *o
     }
     work_free(&w);
     return rc;
-}
-
-double dsv4_attn_rho(int64_t nvalid, double score_mag)
-{
-    const double u32 = 0x1p-24, delta = 513.0 * u32 * score_mag;
-    return 0x1p-9 + expm1(2.0 * delta) + (2.0 * (double)nvalid + 16.0) * u32;
 }
 
 /* ---- epilogues (docs/semantics/attention.md A9) ---- */

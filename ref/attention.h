@@ -76,6 +76,8 @@ typedef struct dsv4_attn_diag {
     double *sink_w;    /* [T, H]: e^{sink - m} / denominator, the sink's weight */
     int64_t *nvalid;   /* [T]: valid keys of the token */
     double *score_mag; /* [T, H]: scale * ||q_th||_2 * max_i ||K_i||_2 (0 if no key) */
+    double *abs_top;   /* [T, H, 512]: w_top |V_top,d|, the share of abs_out of the
+                        * row's highest-scoring key (0 if no key) */
 } dsv4_attn_diag;
 
 /* Shapes, indptr monotonicity and bounds, sink values (no NaN, no +Inf), and
@@ -90,14 +92,6 @@ int64_t dsv4_attn_count_valid(const dsv4_attn_args *a, int64_t t);
  * (faithful mode ignores it). */
 int dsv4_ref_sparse_attn(const dsv4_attn_args *a, dsv4_attn_mode mode, double *out,
                          dsv4_attn_diag *diag, dsv4_status *st);
-
-/* The relative factor rho of the per-element bound of a kernel output
- * against the ideal (ops_attention.c derives it):
- *   |kernel - ideal| <= 1 ulp_bf16(ideal) + rho * sum_i w_i |V_i,d|,
- *   rho = 2^-9 + (e^{2 delta} - 1) + (2n + 16) 2^-24,
- *   delta = 513 * 2^-24 * score_mag,
- * n = valid keys of the row, score_mag as in dsv4_attn_diag. */
-double dsv4_attn_rho(int64_t nvalid, double score_mag);
 
 /* rocm_inverse_rope_rows_ (docs/semantics/attention.md A9.1 [S9]): in place on bf16 o [T, H, 512];
  * rows t >= rotated get the inverse GPT-J rotation of lanes 448..511 in fp32

@@ -267,3 +267,11 @@ int dsv4_ref_compressor_step(const dsv4_compressor_args *a, double *latent, dsv4
     }
     return rc;
 }
+
+int dsv4_compressor_emit_row(const dsv4_compressor_args *a, int64_t t, int64_t *page, int64_t *row)
+{
+    if (t < 0 || t >= a->T || !emits(a, t))
+        return 0;
+    const int64_t r = req_of(a, t);
+    return r >= 0 && comp_slot(a, r, a->positions[t], page, row, NULL) == DSV4_OK;
+}

@@ -87,4 +87,11 @@ int dsv4_compressor_check(const dsv4_compressor_args *a, dsv4_status *st);
  * token's normalized row (NaN for tokens that emit none). */
 int dsv4_ref_compressor_step(const dsv4_compressor_args *a, double *latent, dsv4_status *st);
 
+/* The compressed-cache row that token t of the step writes: 1 with *page,
+ * *row when it emits one (a state slot and (pos + 1) % c == 0), else 0
+ * (also when its request or block table is out of range: a passes
+ * dsv4_compressor_check first).  For the tolerance of kv_cache: only those
+ * rows may differ by a rounding flip. */
+int dsv4_compressor_emit_row(const dsv4_compressor_args *a, int64_t t, int64_t *page, int64_t *row);
+
 #endif

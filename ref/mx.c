@@ -75,23 +75,34 @@ uint8_t dsv4_mx_fp4_scale_ceil(float amax)
     return (uint8_t)((dsv4_f32_bits(ratio) + 0x7FFFFFu) >> 23);
 }
 
-/* Mode 0's unbiased exponent u, clamped to [-127, 127] (docs/semantics/quant.md Q1.1 mode 0). */
+/* The bits mode 0 reads of a NaN amax: the max of an all-NaN block is a
+ * NaN, taken as the canonical quiet NaN 0x7FC00000 (docs/semantics/quant.md
+ * Q1.1: tl.max keeps NaN only when every element is NaN). */
+#define CANONICAL_NAN_BITS 0x7FC00000u
+
+/* Mode 0's unbiased exponent u, clamped to [-127, 127], by the bit
+ * arithmetic of docs/semantics/quant.md Q1.1 steps 1-2 on any amax, NaN
+ * included: r = (bits + 0x200000) & 0xFF800000 is +-0 (log2 -> -inf ->
+ * -127), +Inf or NaN (exponent field 0xFF: log2 -> +inf or NaN, clamped to
+ * 127; the carry of the Q1.1 correction and the canonical NaN's
+ * 0x7FC00000 + 0x200000 -> 0x7F800000 land here), or a power of two. */
 static int even_u(float amax)
 {
-    uint32_t r = (dsv4_f32_bits(amax) + 0x200000u) & 0xFF800000u; /* step 1 */
-    if (r == 0)
-        return -127; /* log2(0) = -inf, clamped (step 2) */
-    int E = (int)(r >> 23);
-    if (E >= 255)
-        return 127; /* carry into 0xFF: Inf, clamped (docs/semantics/quant.md Q1.1 correction) */
+    const uint32_t bits = isnan(amax) ? CANONICAL_NAN_BITS : dsv4_f32_bits(amax);
+    const uint32_t r = (bits + 0x200000u) & 0xFF800000u; /* step 1 */
+    if ((r & 0x7FFFFFFFu) == 0)
+        return -127; /* log2(+-0) = -inf, clamped (step 2) */
+    const int E = (int)((r >> 23) & 0xFFu);
+    if (E == 255)
+        return 127; /* log2(Inf) = Inf, clamped */
     return clampi(E - 127 - 2, -127, 127);
 }
 
 uint8_t dsv4_mx_fp4_scale_even(float amax)
 {
-    if (isnan(amax))
-        return 0xFF;
-    return (uint8_t)(even_u(amax) + 127); /* step 3 (signed add, see docs/semantics/quant.md Q10) */
+    /* step 3 (signed add, docs/semantics/quant.md Q10): 0..254, never 0xFF; an all-NaN
+     * block gives 254 (u = 127) like an Inf one. */
+    return (uint8_t)(even_u(amax) + 127);
 }
 
 /* OCP's u, or 128 for a NaN scale (docs/semantics/quant.md Q1.4 items 1-3). */

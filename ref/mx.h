@@ -15,10 +15,12 @@
  * scale (t, j) covers elements [32j, 32j+32) of row t (docs/semantics/quant.md Q2 "Layouts").
  *
  * amax of a block is max |x_i| over its non-NaN elements (Triton's tl.max
- * does not propagate NaN, docs/semantics/quant.md Q1.1 "inferred"); an all-NaN block has amax NaN.
- * Every rule maps amax NaN to byte 0xFF (the e8m0 NaN) and then encodes
- * each element as the element encoder encodes NaN: a convention of ours,
- * since docs/semantics/README.md Q9.5 leaves NaN behaviour open. */
+ * does not propagate NaN, docs/semantics/quant.md Q1.1 "inferred"); an
+ * all-NaN block has amax NaN.  Every rule but mode 0 maps amax NaN to byte
+ * 0xFF (the e8m0 NaN); mode 0's bit arithmetic gives 254 (DSV4_MX_FP4_EVEN).
+ * Every element of an all-NaN block then encodes as the element encoder
+ * encodes NaN: a convention of ours, since docs/semantics/README.md
+ * Q9.5 leaves NaN behaviour open. */
 #ifndef DSV4_MX_H
 #define DSV4_MX_H
 
@@ -43,7 +45,9 @@ typedef enum dsv4_mx_rule {
     DSV4_MX_FP4_CEIL,
     /* MXFP4 aiter SCALING_MODE 0 "even" (docs/semantics/quant.md Q1.1, with its correction):
      * r = f32((bits(amax) + 0x200000) & 0xFF800000); u = clamp(floor(log2 r) - 2,
-     * -127, 127); byte = u + 127.  All-zero block: byte 0; amax >= 1.75*2^127: 254. */
+     * -127, 127); byte = u + 127.  All-zero block: byte 0; amax >= 1.75*2^127: 254;
+     * an all-NaN block (amax the canonical NaN 0x7FC00000: r = +Inf): 254, never
+     * 0xFF (docs/semantics/quant.md Q1.1, Q1.4 item 3). */
     DSV4_MX_FP4_EVEN,
     /* MXFP4 OCP MX v1.0 / microxcaling (docs/semantics/quant.md Q1.4 items 1-3): u = floor(log2 amax)
      * - 2 with amax = 0 replaced by FLT_MIN; u < -127 -> -127; u > 127
@@ -66,7 +70,8 @@ typedef enum dsv4_mx_rule {
     DSV4_MX_RULE_COUNT
 } dsv4_mx_rule;
 
-/* Per-block scale byte of one rule from the block's amax (NaN -> 0xFF). */
+/* Per-block scale byte of one rule from the block's amax (NaN -> 0xFF, except
+ * mode 0: 254). */
 uint8_t dsv4_mx_fp4_scale_ceil_f32log2(float amax);
 uint8_t dsv4_mx_fp4_scale_ceil(float amax);
 uint8_t dsv4_mx_fp4_scale_even(float amax);

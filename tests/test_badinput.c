@@ -91,7 +91,7 @@ static void write_bytes(const char *path, const unsigned char *b, size_t n)
 
 /* ---- golden checksums ---------------------------------------------- */
 
-#define MAX_GOLDENS 256
+#define MAX_GOLDENS 1024
 static int n_goldens;
 static char golden_names[MAX_GOLDENS][256];
 static uint64_t golden_sums[MAX_GOLDENS];

@@ -343,8 +343,8 @@ static const error_row error_rows[] = {
     {"suite: t\ndefaults: {tags: [a, b, c, d, e]}\ncases:\n  - name: a\n"
      "    op: combine_topk_swa_indices\n    params: {query_lens: [1]}\n"
      "    tags: [a, f, g, h, i]\n", 7, 24, "tag 'i': more than 8 tags"},
-    {HEAD "    params: {query_lens: [1]}\n    tags: [abcdefghijklmnopqrstuvwxyz0123456]\n", 6, 12,
-     "longer than 31 characters"},
+    {HEAD "    params: {query_lens: [1]}\n    tags: [abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKL]\n", 6, 12,
+     "longer than 47 characters"},
     {"suite: t\ncases:\n  - name: " A16x12 "\n    op: combine_topk_swa_indices\n", 3, 11,
      "longer than 191 characters"},
     {"suite: t\ncases:\n  - name: " A16x11 "aaaaaaaa\n    op: combine_topk_swa_indices\n"

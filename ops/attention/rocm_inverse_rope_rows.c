@@ -6,9 +6,9 @@
  * lane is bf16(fp32(a*c) +- fp32(b*s)) against the double a*c +- b*s of the
  * same fp32 c, s: the fp32 value is within delta = 3 * 2^-24 (|a c| + |b s|)
  * (two products and one sum, each rounded once; an FMA is closer still),
- * the bf16 store adds 0.5 ulp_bf16 of that value (dsv4_bf16_store_bound),
- * and the float32 golden 2^-24 |e|:
- * bound = 0.5 ulp_bf16(|e| + delta) + delta + 2^-24 |e|. */
+ * the bf16 store one ulp_bf16 of that value (either neighbour:
+ * dsv4_bf16_store_bound), and the float32 golden 2^-24 |e|:
+ * bound = 1 ulp_bf16(|e| + delta) + delta + 2^-24 |e|. */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <math.h>
@@ -129,7 +129,7 @@ static int rope_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *
 {
     (void)c, (void)in, (void)output, (void)st;
     dsv4_policy_float(pol, DSV4_BF16,
-                      "NoPE lanes and rows < rotated exact; RoPE lanes 0.5 ulp_bf16(|e|+delta) + delta + 2^-24|e|, "
+                      "NoPE lanes and rows < rotated exact; RoPE lanes 1 ulp_bf16(|e|+delta) + delta + 2^-24|e|, "
                       "delta = 3*2^-24(|a c| + |b s|) (fp32 products and sum)");
     return DSV4_OK;
 }

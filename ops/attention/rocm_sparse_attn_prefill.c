@@ -203,6 +203,11 @@ static int prefill_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_a
 
 DSV4_ATTN_OP_CALLBACKS(prefill, prefill_args)
 
+int dsv4_attn_args_prefill(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)
+{
+    return prefill_args(c, in, a, st);
+}
+
 const dsv4_op dsv4_op_rocm_sparse_attn_prefill = {
     .name = "rocm_sparse_attn_prefill",
     .summary = "sparse MLA prefill with sink over the gathered bf16 workspace (dense index rows)",

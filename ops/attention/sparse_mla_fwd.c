@@ -35,6 +35,11 @@ static const dsv4_io_spec aiter_inputs[] = {
 
 DSV4_PAGED_ATTN_OP_CALLBACKS(aiter, aiter_names)
 
+int dsv4_attn_args_sparse_mla(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)
+{
+    return aiter_args(c, in, a, st);
+}
+
 const dsv4_op dsv4_op_sparse_mla_fwd = {
     .name = "sparse_mla_fwd",
     .summary = "aiter Triton sparse MLA with sink, main + extra paged caches (the seed's aiter decode/prefill)",

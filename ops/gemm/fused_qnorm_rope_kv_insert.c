@@ -10,7 +10,8 @@
  * through the square root: <= 256u + 4u; x r: u; RoPE: 3u on |e c| + |o s|.
  * Relative to mag (|y| on NoPE lanes, |e c| + |o s| or |e s| + |o c| on
  * RoPE lanes) that is <= 264u; rho = 2^-15 = 512u keeps a factor 2 for the
- * rsqrt approximation.  bound = 0.5 ulp_bf16(|e| + rho mag) + rho mag.
+ * rsqrt approximation.  bound = 1 ulp_bf16(|e| + rho mag) + rho mag (the
+ * store: either bf16 neighbour, gemm.h).
  * swa_cache: bit-exact bytes (docs/semantics/gemm.md A3 KV branch 1-4,
  * docs/semantics/kvcache.md A2.2): RoPE lanes from unfused fp32 products
  * (an FMA-contracting kernel may differ by one bf16 ulp in a RoPE lane: an
@@ -227,7 +228,7 @@ static int qi_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *ou
         return DSV4_OK;
     }
     dsv4_policy_float(pol, DSV4_BF16,
-                      "per element: 0.5 ulp_bf16(|e|+d) + d, d = 2^-15 m, m = |y| (NoPE) or |e c|+|o s| (RoPE): "
+                      "per element: 1 ulp_bf16(|e|+d) + d, d = 2^-15 m, m = |y| (NoPE) or |e c|+|o s| (RoPE): "
                       "fp32 sum of 512 squares, rsqrt (approximate), products, rotation");
     return DSV4_OK;
 }

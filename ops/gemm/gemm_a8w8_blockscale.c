@@ -11,7 +11,7 @@
  *    n = K + 3 K/128 roundings, |y_f32 - e| <= delta = gamma_n G,
  *    gamma_n = n u / (1 - n u) (Higham, Accuracy and Stability, 3.1;
  *    ordering-free);
- *  - the bf16 store: bound = 0.5 ulp_bf16(|e| + delta) + delta (gemm.h).
+ *  - the bf16 store: bound = 1 ulp_bf16(|e| + delta) + delta (gemm.h).
  * The golden's own error (the double rounding of K/128 scaled block sums)
  * is below 2^-50 G and neglected.  G is computed from the inputs in the
  * bound pass (dgemm on |A|, |B|: a bound, never a golden, so its summation
@@ -282,9 +282,9 @@ static int gemm_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *
 {
     (void)in, (void)output, (void)st;
     dsv4_policy_float(pol, DSV4_BF16,
-                      use_f32(c) ? "per element: 0.5 ulp_bf16(|e|+d) + d, d = 2 gamma_n G (ref_accum=f32: the "
+                      use_f32(c) ? "per element: 1 ulp_bf16(|e|+d) + d, d = 2 gamma_n G (ref_accum=f32: the "
                                    "reference is itself an fp32 model), G = sum_k |a xs||b ws|, n = K + 3K/128"
-                                 : "per element: 0.5 ulp_bf16(|e|+d) + d, d = gamma_n G, G = sum_k |a xs||b ws|, "
+                                 : "per element: 1 ulp_bf16(|e|+d) + d, d = gamma_n G, G = sum_k |a xs||b ws|, "
                                    "n = K + 3K/128 fp32 roundings, u = 2^-24");
     return DSV4_OK;
 }

@@ -7,7 +7,7 @@
  * inputs (G = sum_d |o_r||w|); with inverse_rope the kernel's o_r lanes are
  * bf16(fp32 rotation), each within err_d = 1 ulp_bf16 + 3 2^-24 (|a c| +
  * |b s| + |b c| + |a s|) of the exact rotation the ideal uses, adding
- * E = sum_{rope d} err_d |w|.  delta = gamma_Dg G + E; bound = 0.5
+ * E = sum_{rope d} err_d |w|.  delta = gamma_Dg G + E; bound = 1
  * ulp_bf16(|e| + delta) + delta (gemm.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -161,7 +161,7 @@ static int einsum_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char
 {
     (void)c, (void)in, (void)output, (void)st;
     dsv4_policy_float(pol, DSV4_BF16,
-                      "per element: 0.5 ulp_bf16(|e|+d) + d, d = gamma_Dg sum_d |o_r||w| + sum_{rope d} (1 ulp_bf16 + "
+                      "per element: 1 ulp_bf16(|e|+d) + d, d = gamma_Dg sum_d |o_r||w| + sum_{rope d} (1 ulp_bf16 + "
                       "3*2^-24 (|ac|+|bs|+|bc|+|as|)) |w| (bf16 fp32-rotated o_r), u = 2^-24");
     return DSV4_OK;
 }

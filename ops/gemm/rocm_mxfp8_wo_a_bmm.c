@@ -6,7 +6,7 @@
  * (for the scale range the generators and the epilogue produce), so the
  * fp32 dot over K lanes (tl.dot_scaled) is within gamma_n G of the ideal,
  * n = K + 2 K/32 (block scale products counted generously), G = sum_k |deq
- * a||deq w|; the bf16 store adds 0.5 ulp_bf16(|e| + delta) (gemm.h). */
+ * a||deq w|; the bf16 store adds 1 ulp_bf16(|e| + delta) (gemm.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <math.h>
@@ -159,7 +159,7 @@ static int bmm_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *o
 {
     (void)c, (void)in, (void)output, (void)st;
     dsv4_policy_float(pol, DSV4_BF16,
-                      "per element: 0.5 ulp_bf16(|e|+d) + d, d = gamma_n sum_k |deq a||deq w|, n = K + 2K/32, "
+                      "per element: 1 ulp_bf16(|e|+d) + d, d = gamma_n sum_k |deq a||deq w|, n = K + 2K/32, "
                       "u = 2^-24 (fp32 tl.dot_scaled accumulation)");
     return DSV4_OK;
 }
