@@ -27,7 +27,60 @@ typedef struct list_ctx {
     dsv4_status *st;
 } list_ctx;
 
-/* Collects the top-level names; each must be a group named like a case. */
+static int add_name(list_ctx *c, const char *name)
+{
+    dsv4_actual *a = c->a;
+    if (a->n >= DSV4_ACTUAL_MAX_CASES) {
+        c->rc = dsv4_fail(c->st, DSV4_EINPUT, "%s: more than %d cases", a->path, DSV4_ACTUAL_MAX_CASES);
+        return -1;
+    }
+    if (a->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 64;
+        void *p = realloc(a->name, (size_t)cap * sizeof *a->name);
+        if (!p) {
+            c->rc = dsv4_fail(c->st, DSV4_ERUNTIME, "%s: out of memory", a->path);
+            return -1;
+        }
+        a->name = p;
+        c->cap = cap;
+    }
+    snprintf(a->name[a->n++], DSV4_ACTUAL_NAME_MAX, "%s", name);
+    return 0;
+}
+
+typedef struct stage_ctx {
+    list_ctx *c;
+    const char *chain;  /* the top-level group's name */
+    int datasets;       /* members that are not groups */
+} stage_ctx;
+
+/* A chain case's group holds one subgroup per stage, named as the stage's
+ * step golden names its case: "<chain case>/<step>". */
+static herr_t stage_cb(hid_t g, const char *name, const H5L_info_t *info, void *data)
+{
+    (void)info;
+    stage_ctx *s = data;
+    H5O_info_t oi;
+    char full[DSV4_ACTUAL_NAME_MAX];
+    if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+        s->c->rc = dsv4_fail(s->c->st, DSV4_EINPUT, "%s:/%s/%s: unreadable object (corrupt file)", s->c->a->path,
+                             s->chain, name);
+        return -1;
+    }
+    if (oi.type != H5O_TYPE_GROUP) {
+        s->datasets++;
+        return 0;
+    }
+    if ((size_t)snprintf(full, sizeof full, "%s/%s", s->chain, name) >= sizeof full) {
+        s->c->rc = dsv4_fail(s->c->st, DSV4_EINPUT, "%s:/%s/%.60s...: a stage name longer than a case name (%d "
+                             "bytes at most)", s->c->a->path, s->chain, name, DSV4_ACTUAL_NAME_MAX - 1);
+        return -1;
+    }
+    return add_name(s->c, full);
+}
+
+/* Collects the top-level names; each must be a group named like a case
+ * (holding the case's outputs) or a chain case's (holding its stages). */
 static herr_t list_cb(hid_t root, const char *name, const H5L_info_t *info, void *data)
 {
     (void)info;
@@ -42,22 +95,27 @@ static herr_t list_cb(hid_t root, const char *name, const H5L_info_t *info, void
     else if (oi.type != H5O_TYPE_GROUP)
         c->rc = dsv4_fail(c->st, DSV4_EINPUT, "%s:/%s: a dataset at the top level; an actuals file holds one "
                           "group per case, with the case's outputs in it", a->path, name);
-    else if (a->n >= DSV4_ACTUAL_MAX_CASES)
-        c->rc = dsv4_fail(c->st, DSV4_EINPUT, "%s: more than %d cases", a->path, DSV4_ACTUAL_MAX_CASES);
     if (c->rc)
         return -1;
-    if (a->n == c->cap) {
-        int cap = c->cap ? 2 * c->cap : 64;
-        void *p = realloc(a->name, (size_t)cap * sizeof *a->name);
-        if (!p) {
-            c->rc = dsv4_fail(c->st, DSV4_ERUNTIME, "%s: out of memory", a->path);
-            return -1;
-        }
-        a->name = p;
-        c->cap = cap;
+    hid_t g = H5Gopen2(root, name, H5P_DEFAULT);
+    if (g < 0) {
+        c->rc = dsv4_fail(c->st, DSV4_EINPUT, "%s:/%s: not a readable group", a->path, name);
+        return -1;
     }
-    snprintf(a->name[a->n++], DSV4_ACTUAL_NAME_MAX, "%s", name);
-    return 0;
+    stage_ctx s = {c, name, 0};
+    hsize_t idx = 0;
+    const int before = a->n;
+    herr_t e = H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &idx, stage_cb, &s);
+    H5Gclose(g);
+    if (c->rc)
+        return -1;
+    if (e < 0) {
+        c->rc = dsv4_fail(c->st, DSV4_EINPUT, "%s:/%s: cannot list its members (corrupt file)", a->path, name);
+        return -1;
+    }
+    /* A case group (outputs, or empty: judged as missing its outputs)
+     * unless it holds only stages. */
+    return s.datasets || a->n == before ? add_name(c, name) : 0;
 }
 
 static int name_cmp(const void *x, const void *y) { return strcmp(x, y); }
@@ -251,20 +309,36 @@ typedef struct write_ctx {
     int n;
 } write_ctx;
 
+static int component_ok(const char *s, size_t n)
+{
+    return n > 0 && !(n == 1 && s[0] == '.') && !memchr(s, '/', n);
+}
+
+/* A case name, or a chain stage's "<chain case>/<step>" (two groups). */
 static int group_name_ok(const char *s)
 {
     size_t n = strlen(s);
-    return n > 0 && n < DSV4_ACTUAL_NAME_MAX && !strchr(s, '/') && strcmp(s, ".") != 0 &&
-           dsv4_h5_utf8_ok((const unsigned char *)s, n);
+    const char *slash = strchr(s, '/');
+    if (n == 0 || n >= DSV4_ACTUAL_NAME_MAX || !dsv4_h5_utf8_ok((const unsigned char *)s, n))
+        return 0;
+    return slash ? component_ok(s, (size_t)(slash - s)) && component_ok(slash + 1, n - (size_t)(slash - s) - 1)
+                 : component_ok(s, n);
 }
 
 static int write_case(hid_t f, const dsv4_actual_case *c, dsv4_status *st)
 {
     if (!group_name_ok(c->name))
-        return dsv4_fail(st, DSV4_EINPUT, "case name '%.200s' cannot name a group (empty, '/', '.', not UTF-8 or "
-                         "%d bytes or more)", c->name, DSV4_ACTUAL_NAME_MAX);
+        return dsv4_fail(st, DSV4_EINPUT, "case name '%.200s' cannot name a group (empty, '.', more than one '/', "
+                         "not UTF-8 or %d bytes or more)", c->name, DSV4_ACTUAL_NAME_MAX);
     char eb[DSV4_H5_ERR_MAX];
-    hid_t g = H5Gcreate2(f, c->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE); /* a stage's chain group is made on the way */
+    if (lcpl < 0 || H5Pset_create_intermediate_group(lcpl, 1) < 0) {
+        if (lcpl >= 0)
+            H5Pclose(lcpl);
+        return dsv4_fail(st, DSV4_ERUNTIME, "cannot set up the creation of /%s (%s)", c->name, dsv4_h5_err(eb));
+    }
+    hid_t g = H5Gcreate2(f, c->name, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    H5Pclose(lcpl);
     if (g < 0)
         return dsv4_fail(st, DSV4_EINPUT, "cannot create /%s (%s)", c->name, dsv4_h5_err(eb));
     int rc = DSV4_OK;

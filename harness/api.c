@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chain.h"
 #include "golden.h"
 #include "parallel.h"
 #include "runner.h"
@@ -312,8 +313,20 @@ static int read_case_golden(const dsv4check_case *c, dsv4_golden *g, dsv4_status
     return dsv4_golden_read(c->c.golden, g, st);
 }
 
+int dsv4_api_single_op(const dsv4check_case *c, dsv4_status *st)
+{
+    if (!dsv4_chain_of(c->c.op))
+        return DSV4_OK;
+    return dsv4_fail(st, DSV4_EINPUT, "case %s is a layer chain (%s): this API runs and judges one op at a time; "
+                     "a chain's stages run through `dsv4check run` (docs/semantics/chain.md)", c->c.name,
+                     c->c.op->name);
+}
+
 static int load_inputs(const dsv4check_case *c, int source, dsv4_tensors *in, dsv4_status *st)
 {
+    int rc0 = dsv4_api_single_op(c, st);
+    if (rc0)
+        return rc0;
     if (source == DSV4CHECK_INPUTS_AUTO)
         source = c->golden_file ? DSV4CHECK_INPUTS_GOLDEN : DSV4CHECK_INPUTS_GENERATE;
     dsv4_opctx ctx = case_ctx(c);
@@ -450,6 +463,8 @@ int dsv4check_case_expected(const dsv4check_case *c, dsv4check_tensors **out, ch
     dsv4_status st = {0};
     if (!c || !out)
         return finish(dsv4_fail(&st, DSV4_EINPUT, "dsv4check_case_expected: NULL argument"), &st, err, errlen);
+    if (dsv4_api_single_op(c, &st))
+        return finish(st.code, &st, err, errlen);
     if (!c->c.golden[0])
         return dsv4check_case_reference(c, NULL, 1, out, err, errlen);
     *out = tensors_new(&st);

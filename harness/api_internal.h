@@ -26,4 +26,8 @@ struct dsv4check_tensors {
 /* rc, with st's message (or "" on success) copied into the caller's err. */
 int dsv4_api_finish(int rc, const dsv4_status *st, char *err, size_t errlen);
 
+/* DSV4_OK for a case of one op; for a layer chain's case, a message that
+ * the API does not run chains (their stages go through `dsv4check run`). */
+int dsv4_api_single_op(const dsv4check_case *c, dsv4_status *st);
+
 #endif

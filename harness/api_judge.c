@@ -153,6 +153,8 @@ int dsv4check_judge(const dsv4check_case *c, const dsv4check_tensor *outputs, in
     if (!c || !out || n_outputs < 0 || (n_outputs && !outputs))
         return finish(dsv4_fail(&st, DSV4_EINPUT, "dsv4check_judge: bad arguments"), &st, err, errlen);
     *out = NULL;
+    if (dsv4_api_single_op(c, &st))
+        return finish(st.code, &st, err, errlen);
     for (int k = 0; k < n_outputs; k++)
         if (!outputs[k].name || outputs[k].ndim < 0 || outputs[k].ndim > DSV4_MAX_DIMS ||
             (outputs[k].ndim && !outputs[k].shape))

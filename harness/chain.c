@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "chain_impl.h"
 
+#include "actual.h"
 #include "repro.h"
 
 #include <errno.h>
@@ -242,20 +243,16 @@ static int compare_step(dsv4_chain *x, step_rec *rec, const dsv4_op *op, const d
 
 /* The implementation (dsv4_backend_run hands it its own guarded copies and
  * reports an input it changed); --rerun N: N - 1 more runs must reproduce
- * the first bit for bit.  The stage's case is "<chain case>/<step>", the
- * name its step golden carries. */
-static int run_impl(dsv4_chain *x, const char *step, const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
-                    dsv4_tensors *act, dsv4_status *st)
+ * the first bit for bit. */
+static int run_impl(dsv4_chain *x, const dsv4_case_id *id, const dsv4_op *op, const dsv4_opctx *c,
+                    const dsv4_tensors *in, dsv4_tensors *act, dsv4_status *st)
 {
-    char name[sizeof x->cs->name + 72];
-    snprintf(name, sizeof name, "%s/%s", x->cs->name, step);
-    const dsv4_case_id id = {name, NULL};
     int rc = op->alloc_outputs(c, in, act, st);
     if (!rc)
-        rc = dsv4_backend_run(x->b, op, c, &id, in, act, st);
+        rc = dsv4_backend_run(x->b, op, c, id, in, act, st);
     for (int run = 1; !rc && x->o && run < x->o->rerun; run++) {
         dsv4_tensors again = {0};
-        if (!(rc = op->alloc_outputs(c, in, &again, st)) && !(rc = dsv4_backend_run(x->b, op, c, &id, in, &again, st)) &&
+        if (!(rc = op->alloc_outputs(c, in, &again, st)) && !(rc = dsv4_backend_run(x->b, op, c, id, in, &again, st)) &&
             !same_set(&again, act))
             rc = dsv4_fail(st, DSV4_EFAIL, "nondeterministic: run %d differs from run 1", run + 1);
         dsv4_tensors_free(&again);
@@ -337,12 +334,17 @@ int dsv4_chain_step(dsv4_chain *x, const char *step, const char *opname, const c
     }
     if (!rc && !(rc = op->alloc_outputs(&ctx, &in, &kern, &st)))
         round_into(&kern, &exp);
+    /* The stage's case is "<chain case>/<step>", the name its step golden
+     * carries (and an actuals file's group for it). */
+    char stage_name[sizeof x->cs->name + 72], why[256];
+    snprintf(stage_name, sizeof stage_name, "%s/%s", x->cs->name, step);
+    const dsv4_case_id id = {stage_name, NULL};
     const int provided = !rc && (x->kind == RUN_ISOLATED || x->kind == RUN_PROPAGATED) &&
-                         dsv4_backend_supports(x->b, op, v);
+                         dsv4_backend_provides(x->b, op, v, &id, why, sizeof why);
     dsv4_tensors *actual = x->b && x->b->is_ref ? &kern : &act;
     if (provided) {
         rec->provided = 1;
-        if (!x->b->is_ref && (rc = run_impl(x, step, op, &ctx, &in, &act, &st)) != DSV4_OK)
+        if (!x->b->is_ref && (rc = run_impl(x, &id, op, &ctx, &in, &act, &st)) != DSV4_OK)
             dsv4_status_prefix(&st, "%s [%s]", opname, variant);
         if (!rc && !(rc = compare_step(x, rec, op, &ctx, &in, &exp, actual, &st)) && rec->verdict == DSV4_FAIL &&
             x->first_fail < 0) {
@@ -563,8 +565,12 @@ static void assemble(dsv4_chain *x, const dsv4_case *c, const drift_metrics *d, 
     }
     if (!x->err && !provided) {
         r->status = DSV4_ESKIP;
-        snprintf(r->error, sizeof r->error, "%s implements none of the ops of chain %s", x->b->name,
-                 x->def->desc->name);
+        if (x->b->actual) /* counted as not provided, like a missing case */
+            snprintf(r->error, sizeof r->error, "not provided: %s has no group /%s/<step> for any stage",
+                     dsv4_actual_path(x->b->actual), x->cs->name);
+        else
+            snprintf(r->error, sizeof r->error, "%s implements none of the ops of chain %s", x->b->name,
+                     x->def->desc->name);
     }
     if (r->repro_file[0] && x->o)
         snprintf(r->replay, sizeof r->replay, "%s check %s --impl %s%s", x->o->argv0, r->repro_file, x->o->impl,

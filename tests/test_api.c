@@ -459,6 +459,15 @@ START_TEST(test_load_errors)
     ck_assert_ptr_null(ts);
     ck_assert_int_eq(dsv4check_case_inputs(live, 7, &ts, err, sizeof err), DSV4CHECK_EINPUT);
     dsv4check_case_free(live);
+    /* a layer chain's case is refused with a message, never run as one op */
+    const dsv4check_case *chain = find_case("chain_c4_decode_mxfp8");
+    ck_assert_int_eq(dsv4check_case_inputs(chain, DSV4CHECK_INPUTS_AUTO, &ts, err, sizeof err), DSV4CHECK_EINPUT);
+    ck_assert_msg(strstr(err, "is a layer chain (v41_attention_layer)"), "%s", err);
+    ck_assert_ptr_null(ts);
+    dsv4check_tensors *ref = NULL;
+    ck_assert_int_eq(dsv4check_case_reference(chain, NULL, 0, &ref, err, sizeof err), DSV4CHECK_EINPUT);
+    ck_assert_int_eq(dsv4check_case_expected(chain, &ref, err, sizeof err), DSV4CHECK_EINPUT);
+    ck_assert_ptr_null(ref);
     dsv4check_suite_free(NULL);
     dsv4check_tensors_free(NULL);
     dsv4check_verdict_free(NULL);
