@@ -287,6 +287,7 @@ int dsv4_judge_outputs(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensor
     free(mask);
     free(ebound);
     dsv4_special_free(&sl);
+    r->special.relied &= r->verdict != DSV4_FAIL; /* a pass (or warn) that separate made */
     if (rc)
         set_error(r, rc, &st);
     else if (r->verdict == DSV4_FAIL)

@@ -45,7 +45,7 @@ typedef struct dsv4_special_split {
 typedef struct dsv4_case_special {
     dsv4_special_mode mode;
     int has_lanes;   /* some output has a special lane: the splits are set */
-    int relied;      /* separate: some output passes only because special lanes are not counted */
+    int relied;      /* separate: the case passes only because special lanes are not counted */
     char unknown[256]; /* non-finite inputs whose lanes could not be found: why ("" = found) */
 } dsv4_case_special;
 
