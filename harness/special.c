@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "special.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +47,26 @@ static int has_special_input(const dsv4_tensors *in)
     return 0;
 }
 
-/* A copy of in with every non-finite element of a float input set to fill. */
-static int replaced_inputs(const dsv4_tensors *in, double fill, dsv4_tensors *out, dsv4_status *st)
+/* The largest finite value of a float dtype (e8m0: byte 0xFE). */
+static double max_finite(dsv4_dtype dt)
+{
+    switch (dt) {
+    case DSV4_F64: return DBL_MAX;
+    case DSV4_F32: return FLT_MAX;
+    case DSV4_BF16: return ldexp(2.0 - ldexp(1.0, -7), 127);
+    case DSV4_F16: return 65504.0;
+    case DSV4_F8E4M3FN: return 448.0;
+    case DSV4_F8E4M3FNUZ: return 240.0;
+    case DSV4_F8E8M0: return ldexp(1.0, 127);
+    default: return 0;
+    }
+}
+
+/* A copy of in with every non-finite element of a float input replaced:
+ * NaN by nan_fill, +-Inf by the dtype's largest finite value of that sign
+ * (so that an infinity used as a bound, a -inf "no sink" or a -inf mask,
+ * marks nothing: only lanes where it acts unlike a huge number do). */
+static int replaced_inputs(const dsv4_tensors *in, double nan_fill, dsv4_tensors *out, dsv4_status *st)
 {
     for (int k = 0; k < in->n; k++) {
         const dsv4_tensor *t = &in->t[k];
@@ -60,9 +79,14 @@ static int replaced_inputs(const dsv4_tensors *in, double fill, dsv4_tensors *ou
         if (!may_hold_special(t))
             continue;
         const int64_t n = dsv4_tensor_numel(t);
-        for (int64_t i = 0; i < n; i++)
-            if (!isfinite(dsv4_tensor_get(t, i)))
-                dsv4_tensor_set(c, i, fill);
+        const double big = max_finite(t->dtype);
+        for (int64_t i = 0; i < n; i++) {
+            const double v = dsv4_tensor_get(t, i);
+            if (isnan(v))
+                dsv4_tensor_set(c, i, nan_fill);
+            else if (isinf(v))
+                dsv4_tensor_set(c, i, v > 0 ? big : -big);
+        }
     }
     return DSV4_OK;
 }
@@ -137,7 +161,7 @@ int dsv4_special_find(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors
         unknown[0] = '\0';
     if (!has_special_input(in))
         return DSV4_OK;
-    /* 0 first; 1 where the validator refuses 0 (a scale input). */
+    /* NaN as 0 first; as 1 where the validator refuses 0 (a scale input). */
     static const double fills[] = {0.0, 1.0};
     dsv4_tensors alt_in = {0};
     dsv4_status why = {0};
@@ -151,7 +175,7 @@ int dsv4_special_find(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors
     dsv4_tensors ref = {0}, alt = {0};
     dsv4_status run = {0};
     if (!rc && !valid) {
-        snprintf(unknown, unknown_len, "NaN/Inf inputs replaced by 0 or 1 are refused: %s", why.msg);
+        snprintf(unknown, unknown_len, "NaN/Inf inputs replaced by finite values are refused: %s", why.msg);
     } else if (!rc) {
         int r1 = dsv4_reference_outputs(op, c, in, &ref, &run);
         int r2 = r1 ? r1 : dsv4_reference_outputs(op, c, &alt_in, &alt, &run);
