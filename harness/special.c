@@ -98,15 +98,27 @@ void dsv4_special_free(dsv4_special_lanes *sl)
     memset(sl, 0, sizeof *sl);
 }
 
-const uint8_t *dsv4_special_lanes_of(const dsv4_special_lanes *sl, const char *output, int64_t *count)
+static int lanes_index(const dsv4_special_lanes *sl, const char *output)
 {
     for (int k = 0; k < sl->n; k++)
-        if (strcmp(sl->name[k], output) == 0) {
-            if (count)
-                *count = sl->count[k];
-            return sl->lane[k];
-        }
-    return NULL;
+        if (strcmp(sl->name[k], output) == 0)
+            return k;
+    return -1;
+}
+
+const uint8_t *dsv4_special_lanes_of(const dsv4_special_lanes *sl, const char *output, int64_t *count)
+{
+    const int k = lanes_index(sl, output);
+    if (k >= 0 && count)
+        *count = sl->count[k];
+    return k >= 0 ? sl->lane[k] : NULL;
+}
+
+/* The lanes of an output while they are being found (NULL: none). */
+static uint8_t *lanes_named(dsv4_special_lanes *sl, const char *output)
+{
+    const int k = lanes_index(sl, output);
+    return k >= 0 ? sl->lane[k] : NULL;
 }
 
 /* Lanes whose element differs bit for bit between the two reference runs. */
@@ -128,26 +140,40 @@ static int diff_lanes(const dsv4_tensors *ref, const dsv4_tensors *alt, dsv4_spe
     return DSV4_OK;
 }
 
-/* mx codes and their scales are one block: a special code makes its
- * scale special and the reverse. */
-static int widen_mx_blocks(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in, const dsv4_case *cs,
-                           const dsv4_tensors *ref, dsv4_special_lanes *sl, dsv4_status *st)
+/* index_set compares whole rows: a row with a special lane is special. */
+static void widen_rows(const dsv4_tensor *t, uint8_t *lane)
+{
+    const int64_t k = t->ndim ? t->shape[t->ndim - 1] : 1, rows = k ? dsv4_tensor_numel(t) / k : 0;
+    for (int64_t r = 0; r < rows; r++) {
+        int any = 0;
+        for (int64_t i = 0; i < k && !any; i++)
+            any = lane[r * k + i] != 0;
+        if (any)
+            memset(lane + r * k, 1, (size_t)k);
+    }
+}
+
+/* Lanes compared together are special together: mx codes and their
+ * scales are one block (a special code makes its scale special and the
+ * reverse), an index_set row is one set. */
+static int widen_lanes(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in, const dsv4_case *cs,
+                       const dsv4_tensors *ref, dsv4_special_lanes *sl, dsv4_status *st)
 {
     for (int k = 0; k < ref->n; k++) {
-        const dsv4_tensor *codes = &ref->t[k];
+        const dsv4_tensor *out = &ref->t[k];
         dsv4_policy pol;
         memset(&pol, 0, sizeof pol);
-        int rc = op->policy(c, in, codes->name, &pol, st);
+        int rc = op->policy(c, in, out->name, &pol, st);
         if (rc)
             return rc;
         if (cs)
-            dsv4_case_apply_overrides(cs, codes->name, &pol);
+            dsv4_case_apply_overrides(cs, out->name, &pol);
+        if (pol.kind == DSV4_CMP_INDEX_SET)
+            widen_rows(out, lanes_named(sl, out->name));
         const dsv4_tensor *scales = pol.companion[0] ? dsv4_tensors_get(ref, pol.companion) : NULL;
-        if (pol.kind != DSV4_CMP_MX || !scales)
-            continue;
-        uint8_t *cl = (uint8_t *)dsv4_special_lanes_of(sl, codes->name, NULL);
-        uint8_t *scl = (uint8_t *)dsv4_special_lanes_of(sl, scales->name, NULL);
-        if ((rc = dsv4_mx_widen_lanes(codes, scales, &pol, cl, scl, st)))
+        if (pol.kind == DSV4_CMP_MX && scales &&
+            (rc = dsv4_mx_widen_lanes(out, scales, &pol, lanes_named(sl, out->name), lanes_named(sl, scales->name),
+                                      st)))
             return rc;
     }
     return DSV4_OK;
@@ -183,7 +209,7 @@ int dsv4_special_find(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors
             rc = dsv4_fail(st, DSV4_ERUNTIME, "special lanes: %s", run.msg);
         } else if (r1 || r2) {
             snprintf(unknown, unknown_len, "the reference on NaN/Inf inputs replaced: %s", run.msg);
-        } else if (!(rc = diff_lanes(&ref, &alt, sl, st)) && !(rc = widen_mx_blocks(op, c, in, cs, &ref, sl, st))) {
+        } else if (!(rc = diff_lanes(&ref, &alt, sl, st)) && !(rc = widen_lanes(op, c, in, cs, &ref, sl, st))) {
             int any = 0;
             for (int k = 0; k < sl->n; k++) {
                 const int64_t n = dsv4_tensor_numel(dsv4_tensors_get(&ref, sl->name[k]));

@@ -6,10 +6,13 @@
  * counts shown and pass under --special=separate with the special lanes
  * listed; one that also differs in a finite lane fails under both.  Through
  * the public API (dsv4check_judge_special) and the CLI (--actual FILE
- * --special MODE, console and JSON).  Runs from the repository root. */
+ * --special MODE, console and JSON); the lane filter of each comparison
+ * kind directly.  Runs from the repository root. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 
+#include "../compare/compare.h"
+#include "../compare/policy.h"
 #include "../include/dsv4check.h"
 #include "testutil.h"
 
@@ -279,6 +282,96 @@ START_TEST(cli_special_modes)
 }
 END_TEST
 
+/* ---- the lane filter of every comparison kind (dsv4_cmp_aux.lanes) ---- */
+
+START_TEST(lane_filter_per_kind)
+{
+    dsv4_status st = {0};
+    dsv4_cmp_result res;
+    /* exact: only the lanes kept are compared and counted */
+    dsv4_tensor e = {0}, a = {0};
+    int64_t sh[2] = {2, 4};
+    ck_assert_int_eq(dsv4_tensor_alloc(&e, "idx", DSV4_I32, 2, sh, &st), 0);
+    ck_assert_int_eq(dsv4_tensor_alloc(&a, "idx", DSV4_I32, 2, sh, &st), 0);
+    int32_t *pe = e.data, *pa = a.data;
+    for (int i = 0; i < 8; i++)
+        pe[i] = pa[i] = i;
+    pa[1] = 7; /* row 0 has {0, 7, 2, 3}: a different set, one differing element */
+    uint8_t row1[8] = {0, 0, 0, 0, 1, 1, 1, 1}, row0[8] = {1, 1, 0, 0, 0, 0, 0, 0};
+    dsv4_policy pol = {0};
+    dsv4_policy_exact(&pol, "test");
+    dsv4_cmp_aux aux = {NULL, NULL, NULL, row1};
+    ck_assert_int_eq(dsv4_compare(&e, &a, &pol, NULL, NULL, NULL, &aux, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, DSV4_PASS);
+    ck_assert_int_eq(res.compared, 4);
+    aux.lanes = row0;
+    ck_assert_int_eq(dsv4_compare(&e, &a, &pol, NULL, NULL, NULL, &aux, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, DSV4_FAIL);
+    ck_assert_int_eq(res.compared, 2);
+    ck_assert_int_eq(res.bad, 1);
+    ck_assert_str_eq(res.first[0].index, "[0, 1]");
+    /* index_set: a row counts when any of its lanes does */
+    dsv4_policy_index_set(&pol, "", 0, "test");
+    pol.companion[0] = '\0';
+    uint8_t one_of_row0[8] = {0, 0, 0, 1, 0, 0, 0, 0};
+    aux.lanes = one_of_row0;
+    ck_assert_int_eq(dsv4_compare(&e, &a, &pol, NULL, NULL, NULL, &aux, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, DSV4_FAIL);
+    ck_assert_int_eq(res.compared, 1);
+    aux.lanes = row1;
+    ck_assert_int_eq(dsv4_compare(&e, &a, &pol, NULL, NULL, NULL, &aux, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, DSV4_PASS);
+    ck_assert_int_eq(res.compared, 1);
+    dsv4_tensor_free(&e);
+    dsv4_tensor_free(&a);
+
+    /* mx: a block counts when any of its code lanes does, its scale with it;
+     * widening marks the whole block, codes and scale */
+    dsv4_tensor ce = {0}, ca = {0}, se = {0}, sa = {0};
+    int64_t cs[2] = {1, 64}, ss[2] = {1, 2};
+    ck_assert_int_eq(dsv4_tensor_alloc(&ce, "data", DSV4_F8E4M3FN, 2, cs, &st), 0);
+    ck_assert_int_eq(dsv4_tensor_alloc(&ca, "data", DSV4_F8E4M3FN, 2, cs, &st), 0);
+    ck_assert_int_eq(dsv4_tensor_alloc(&se, "scale", DSV4_F8E8M0, 2, ss, &st), 0);
+    ck_assert_int_eq(dsv4_tensor_alloc(&sa, "scale", DSV4_F8E8M0, 2, ss, &st), 0);
+    memset(se.data, 0xFF, 1); /* block 0: NaN scale expected, 1 written */
+    memset(sa.data, 0x7F, 1);
+    ((uint8_t *)se.data)[1] = ((uint8_t *)sa.data)[1] = 0x7F;
+    dsv4_policy_mx(&pol, "scale", 32, "test");
+    uint8_t code_lanes[64] = {0}, scale_lanes[2] = {0};
+    code_lanes[5] = 1;
+    ck_assert_int_eq(dsv4_mx_widen_lanes(&ce, &se, &pol, code_lanes, scale_lanes, &st), 0);
+    for (int i = 0; i < 64; i++)
+        ck_assert_int_eq(code_lanes[i], i < 32);
+    ck_assert_int_eq(scale_lanes[0], 1);
+    ck_assert_int_eq(scale_lanes[1], 0);
+    uint8_t finite_lanes[64];
+    for (int i = 0; i < 64; i++)
+        finite_lanes[i] = !code_lanes[i];
+    dsv4_cmp_aux mx = {&se, &sa, NULL, finite_lanes};
+    ck_assert_int_eq(dsv4_compare(&ce, &ca, &pol, NULL, NULL, NULL, &mx, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, DSV4_PASS);
+    ck_assert_int_eq(res.compared, 32);
+    mx.lanes = code_lanes;
+    ck_assert_int_eq(dsv4_compare(&ce, &ca, &pol, NULL, NULL, NULL, &mx, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, DSV4_FAIL);
+    ck_assert_ptr_nonnull(strstr(res.first[0].where, "block [0, 0]"));
+    /* the scales' own comparison, per scale */
+    dsv4_policy_mx(&pol, "data", 32, "test");
+    dsv4_cmp_aux sc = {NULL, NULL, NULL, &scale_lanes[0]};
+    uint8_t other[2] = {0, 1};
+    ck_assert_int_eq(dsv4_compare(&se, &sa, &pol, NULL, NULL, NULL, &sc, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, DSV4_FAIL);
+    sc.lanes = other;
+    ck_assert_int_eq(dsv4_compare(&se, &sa, &pol, NULL, NULL, NULL, &sc, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, DSV4_PASS);
+    ck_assert_int_eq(res.compared, 1);
+    dsv4_tensor_free(&ce);
+    dsv4_tensor_free(&ca);
+    dsv4_tensor_free(&se);
+    dsv4_tensor_free(&sa);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("special");
@@ -289,6 +382,7 @@ int main(void)
     tcase_add_test(tc, fp8_nan_code_written_finite);
     tcase_add_test(tc, finite_inputs_have_no_split);
     tcase_add_test(tc, cli_special_modes);
+    tcase_add_test(tc, lane_filter_per_kind);
     suite_add_tcase(s, tc);
     return dsv4_test_run(s);
 }
