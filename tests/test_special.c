@@ -258,7 +258,8 @@ START_TEST(cli_special_modes)
     ck_assert_int_eq(dsv4_test_cli(out, OUT_MAX, "run %s --actual %s --json %s", sel, path, json), 1);
     ck_assert_msg(strstr(out, "mismatches: 0 in finite lanes, 1 in lanes touched by NaN/Inf inputs"), "%s", out);
     char *j = dsv4_test_slurp(json);
-    ck_assert_msg(strstr(j, "\"special_mode\": \"strict\", \"special_lanes\": true, \"special_relied\": false"), "%s", j);
+    ck_assert_msg(strstr(j, "\"special_mode\": \"strict\", \"special_lanes\": true, \"special_relied\": false"), "%s",
+                  j);
     ck_assert_msg(strstr(j, "\"finite_mismatches\": 0, \"special_mismatches\": 1"), "%s", j);
     free(j);
 
