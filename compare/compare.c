@@ -5,6 +5,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../ref/numerics.h"
@@ -230,9 +231,40 @@ static void hint_float(const dsv4_tensor *exp, const dsv4_tensor *act, const uin
                  ratio0);
 }
 
+/* The mask restricted to aux's lanes (exact and float kinds): a lane left
+ * out is DSV4_MASK_SKIP; without a mask every lane kept is under the
+ * budget, as an unmasked comparison has it.  NULL when out of memory. */
+static uint8_t *mask_with_lanes(const uint8_t *mask, const uint8_t *lanes, int64_t n)
+{
+    uint8_t *m = malloc(n > 0 ? (size_t)n : 1);
+    for (int64_t i = 0; m && i < n; i++)
+        m[i] = !lanes[i] ? DSV4_MASK_SKIP : mask ? mask[i] : DSV4_MASK_BUDGET;
+    return m;
+}
+
+static int compare_kind(const dsv4_tensor *expected, const dsv4_tensor *actual, const dsv4_policy *pol,
+                        const uint8_t *mask, dsv4_locate_fn locate, const void *locate_ctx,
+                        const dsv4_cmp_aux *aux, dsv4_cmp_result *res, dsv4_status *st);
+
 int dsv4_compare(const dsv4_tensor *expected, const dsv4_tensor *actual, const dsv4_policy *pol,
                  const uint8_t *mask, dsv4_locate_fn locate, const void *locate_ctx,
                  const dsv4_cmp_aux *aux, dsv4_cmp_result *res, dsv4_status *st)
+{
+    const int lanes = aux && aux->lanes && (pol->kind == DSV4_CMP_EXACT || pol->kind == DSV4_CMP_FLOAT) &&
+                      dsv4_tensor_same_shape(expected, actual);
+    if (!lanes)
+        return compare_kind(expected, actual, pol, mask, locate, locate_ctx, aux, res, st);
+    uint8_t *m = mask_with_lanes(mask, aux->lanes, dsv4_tensor_numel(expected));
+    if (!m)
+        return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
+    int rc = compare_kind(expected, actual, pol, m, locate, locate_ctx, aux, res, st);
+    free(m);
+    return rc;
+}
+
+static int compare_kind(const dsv4_tensor *expected, const dsv4_tensor *actual, const dsv4_policy *pol,
+                        const uint8_t *mask, dsv4_locate_fn locate, const void *locate_ctx,
+                        const dsv4_cmp_aux *aux, dsv4_cmp_result *res, dsv4_status *st)
 {
     memset(res, 0, sizeof *res);
     snprintf(res->output, sizeof res->output, "%s", expected->name);

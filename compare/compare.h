@@ -96,6 +96,13 @@ typedef struct dsv4_cmp_aux {
     const dsv4_tensor *actual;   /* the companion the implementation produced, if an output */
     const double *elem_bound;    /* float: per-element absolute term added to the bound;
                                     mx: extra steps per code element; or NULL */
+    /* Lanes the comparison is restricted to (one byte per element of
+     * expected, nonzero = compared), on top of the mask; NULL = all.  The
+     * split of mismatches into finite and special lanes (harness/special.h)
+     * compares once per side.  index_set: a row counts when any of its
+     * lanes does; mx codes: a block (its scale too) when any of its lanes
+     * does; mx scales: per scale. */
+    const uint8_t *lanes;
 } dsv4_cmp_aux;
 
 /* The values of a comparison mask (one byte per element of expected). */
@@ -124,6 +131,13 @@ int dsv4_compare(const dsv4_tensor *expected, const dsv4_tensor *actual,
 int dsv4_compare_mx(const dsv4_tensor *expected, const dsv4_tensor *actual,
                     const dsv4_policy *pol, const uint8_t *mask, const dsv4_cmp_aux *aux,
                     dsv4_cmp_result *res, dsv4_status *st);
+/* Widens lanes marked in an mx codes output and its scales to whole
+ * blocks: a block is marked (every code lane and its scale) when any of
+ * its code lanes or its scale is.  codes and scales as pol (an mx policy
+ * of the codes output) pairs them; DSV4_EINPUT when they do not fit.
+ * Nothing is done when codes is not a codes dtype (the scales' policy). */
+int dsv4_mx_widen_lanes(const dsv4_tensor *codes, const dsv4_tensor *scales, const dsv4_policy *pol,
+                        uint8_t *code_lanes, uint8_t *scale_lanes, dsv4_status *st);
 
 /* The index_set kind (compare/index_set.c); dsv4_compare dispatches to it. */
 int dsv4_compare_index_set(const dsv4_tensor *expected, const dsv4_tensor *actual,

@@ -111,6 +111,15 @@ static void add_item(char *buf, size_t len, int64_t j, double s, int have_scores
         snprintf(buf + n, len - n, " %" PRId64, j);
 }
 
+/* Whether row r has a lane in lanes (dsv4_cmp_aux.lanes). */
+static int row_in_lanes(const uint8_t *lanes, int64_t r, int64_t k)
+{
+    for (int64_t i = 0; i < k; i++)
+        if (lanes[r * k + i])
+            return 1;
+    return 0;
+}
+
 int dsv4_compare_index_set(const dsv4_tensor *expected, const dsv4_tensor *actual, const dsv4_policy *pol,
                            const uint8_t *mask, const dsv4_cmp_aux *aux, dsv4_cmp_result *res,
                            dsv4_status *st)
@@ -144,6 +153,8 @@ int dsv4_compare_index_set(const dsv4_tensor *expected, const dsv4_tensor *actua
     }
     int64_t forgiven = 0, pad_rows = 0, invalid_rows = 0, unforgiven = 0;
     for (int64_t r = 0; r < rows; r++) {
+        if (aux && aux->lanes && !row_in_lanes(aux->lanes, r, k))
+            continue;
         load_row(expected, actual, r, k, W, &s);
         res->compared++;
         double kth = NAN, rowmax = 0;
@@ -212,14 +223,14 @@ int dsv4_compare_index_set(const dsv4_tensor *expected, const dsv4_tensor *actua
         res->verdict = DSV4_PASS;
         if (forgiven)
             snprintf(res->message, sizeof res->message, "%" PRId64 " rows equal as sets; %" PRId64
-                     " entries differ within the tie tolerance", rows, forgiven);
+                     " entries differ within the tie tolerance", res->compared, forgiven);
         return DSV4_OK;
     }
     res->verdict = DSV4_FAIL;
     snprintf(res->message, sizeof res->message, "%" PRId64 " of %" PRId64 " rows differ as sets: %" PRId64
              " indices beyond the tie tolerance, %" PRId64 " rows with a different -1 padding, %" PRId64
              " with invalid entries (%" PRId64 " differences forgiven as ties)",
-             res->bad, rows, unforgiven, pad_rows, invalid_rows, forgiven);
+             res->bad, res->compared, unforgiven, pad_rows, invalid_rows, forgiven);
     if (pad_rows == res->bad && unforgiven == 0)
         snprintf(res->hint, sizeof res->hint, "only the count of -1 padding differs: a row length "
                  "(context, row end or candidate count) off by some");

@@ -70,6 +70,35 @@ static int64_t scale_index(const mx_geom *g, int64_t r, int64_t j)
     return g->transposed ? j * g->rows + r : r * g->nb + j;
 }
 
+/* The blocks of codes e under scales se and sa (pol's block and layout);
+ * -1 when the scales do not cover them. */
+static int mx_geometry(const dsv4_tensor *e, const dsv4_tensor *se, const dsv4_tensor *sa, const dsv4_policy *pol,
+                       mx_geom *g)
+{
+    const int fp4 = e->dtype == DSV4_F4E2M1X2;
+    const int64_t last = e->ndim ? e->shape[e->ndim - 1] : 1;
+    *g = (mx_geom){0, 0, 0, pol->block, pol->scale_transposed};
+    if (pol->block <= 0)
+        return -1;
+    g->rows = last ? dsv4_tensor_numel(e) / last : 0;
+    g->W = last * (fp4 ? 2 : 1);
+    g->nb = g->W / g->block;
+    if (g->W % g->block != 0 || dsv4_tensor_numel(se) != g->rows * g->nb ||
+        dsv4_tensor_numel(sa) != g->rows * g->nb || se->dtype != sa->dtype)
+        return -1;
+    return 0;
+}
+
+/* Whether block (r, j) has a code lane in lanes (dsv4_cmp_aux.lanes). */
+static int block_in_lanes(const mx_geom *g, int fp4, const uint8_t *lanes, int64_t r, int64_t j)
+{
+    const int64_t v0 = r * g->W + j * g->block;
+    for (int i = 0; i < g->block; i++)
+        if (lanes[fp4 ? (v0 + i) / 2 : v0 + i])
+            return 1;
+    return 0;
+}
+
 static void add_mismatch(dsv4_cmp_result *res, const dsv4_tensor *t, int64_t flat, double e,
                          double a, double err, double unit, double tol, const char *where)
 {
@@ -137,15 +166,18 @@ static void finish(dsv4_cmp_result *res, const dsv4_policy *pol, int64_t scale_b
 
 /* Scales only: one element per block. */
 static int compare_scales(const dsv4_tensor *e, const dsv4_tensor *a, const dsv4_policy *pol,
-                          dsv4_cmp_result *res, dsv4_status *st)
+                          const uint8_t *lanes, dsv4_cmp_result *res, dsv4_status *st)
 {
     if (e->dtype != a->dtype && !(e->dtype != DSV4_F32 && a->dtype != DSV4_F32))
         return dsv4_fail(st, DSV4_EINPUT, "output '%s': scale dtype %s, expected %s", e->name,
                          dsv4_dtype_name(a->dtype), dsv4_dtype_name(e->dtype));
     const int64_t n = dsv4_tensor_numel(e);
     const int64_t last = e->ndim ? e->shape[e->ndim - 1] : 1;
-    int64_t bad = 0, diff = 0;
+    int64_t bad = 0, diff = 0, blocks = 0;
     for (int64_t i = 0; i < n; i++) {
+        if (lanes && !lanes[i])
+            continue;
+        blocks++;
         double d = scale_dist(e, a, i);
         res->compared++;
         res->nonfinite_bad += isinf(d) != 0; /* a NaN scale against a number */
@@ -165,7 +197,7 @@ static int compare_scales(const dsv4_tensor *e, const dsv4_tensor *a, const dsv4
         add_mismatch(res, e, i, scale_value(e, i), scale_value(a, i), d, 1.0, pol->scale_tol, where);
     }
     res->count = n;
-    finish(res, pol, bad, diff, n, 0, 0, e->dtype != DSV4_F32, 0);
+    finish(res, pol, bad, diff, blocks, 0, 0, e->dtype != DSV4_F32, 0);
     return DSV4_OK;
 }
 
@@ -191,7 +223,7 @@ int dsv4_compare_mx(const dsv4_tensor *e, const dsv4_tensor *a, const dsv4_polic
     if (pol->block <= 0)
         return dsv4_fail(st, DSV4_EINPUT, "output '%s': mx policy needs block > 0", e->name);
     if (is_scale_dtype(e->dtype))
-        return compare_scales(e, a, pol, res, st);
+        return compare_scales(e, a, pol, aux ? aux->lanes : NULL, res, st);
     if (!is_code_dtype(e->dtype) || a->dtype != e->dtype)
         return dsv4_fail(st, DSV4_EINPUT, "output '%s': mx comparison of %s against %s", e->name,
                          dsv4_dtype_name(a->dtype), dsv4_dtype_name(e->dtype));
@@ -200,21 +232,20 @@ int dsv4_compare_mx(const dsv4_tensor *e, const dsv4_tensor *a, const dsv4_polic
         return dsv4_fail(st, DSV4_EINPUT, "output '%s': mx comparison needs scales '%s' on both sides",
                          e->name, pol->companion);
     const int fp4 = e->dtype == DSV4_F4E2M1X2;
-    mx_geom g = {0, 0, 0, pol->block, pol->scale_transposed};
-    const int64_t last = e->ndim ? e->shape[e->ndim - 1] : 1;
-    g.rows = last ? dsv4_tensor_numel(e) / last : 0;
-    g.W = last * (fp4 ? 2 : 1);
-    g.nb = g.W / g.block;
-    if (g.W % g.block != 0 || dsv4_tensor_numel(se) != g.rows * g.nb ||
-        dsv4_tensor_numel(sa) != g.rows * g.nb || se->dtype != sa->dtype)
+    mx_geom g;
+    if (mx_geometry(e, se, sa, pol, &g))
         return dsv4_fail(st, DSV4_EINPUT,
                          "output '%s': scales '%s' (%" PRId64 " and %" PRId64 " elements, %s/%s) do not "
                          "cover %" PRId64 " rows x %" PRId64 " blocks of %d",
                          e->name, pol->companion, dsv4_tensor_numel(se), dsv4_tensor_numel(sa),
                          dsv4_dtype_name(se->dtype), dsv4_dtype_name(sa->dtype), g.rows, g.nb, g.block);
-    int64_t scale_bad = 0, scale_diff = 0, flips = 0, elem_bad = 0;
+    int64_t scale_bad = 0, scale_diff = 0, flips = 0, elem_bad = 0, blocks = 0;
+    const uint8_t *lanes = aux->lanes;
     for (int64_t r = 0; r < g.rows; r++)
         for (int64_t j = 0; j < g.nb; j++) {
+            if (lanes && !block_in_lanes(&g, fp4, lanes, r, j))
+                continue;
+            blocks++;
             int64_t si = scale_index(&g, r, j);
             double sd = scale_dist(se, sa, si), sve = scale_value(se, si), sva = scale_value(sa, si);
             char where[160];
@@ -268,6 +299,28 @@ int dsv4_compare_mx(const dsv4_tensor *e, const dsv4_tensor *a, const dsv4_polic
                 add_mismatch(res, e, flat, de, da, err, step, tol, where);
             }
         }
-    finish(res, pol, scale_bad, scale_diff, g.rows * g.nb, flips, elem_bad, se->dtype != DSV4_F32, 1);
+    finish(res, pol, scale_bad, scale_diff, blocks, flips, elem_bad, se->dtype != DSV4_F32, 1);
+    return DSV4_OK;
+}
+
+int dsv4_mx_widen_lanes(const dsv4_tensor *codes, const dsv4_tensor *scales, const dsv4_policy *pol,
+                        uint8_t *code_lanes, uint8_t *scale_lanes, dsv4_status *st)
+{
+    mx_geom g;
+    const int fp4 = codes->dtype == DSV4_F4E2M1X2;
+    if (!is_code_dtype(codes->dtype)) /* the scales' own policy: widened from the codes' */
+        return DSV4_OK;
+    if (mx_geometry(codes, scales, scales, pol, &g))
+        return dsv4_fail(st, DSV4_EINPUT, "output '%s': scales '%s' do not cover its blocks of %d", codes->name,
+                         scales->name, pol->block);
+    for (int64_t r = 0; r < g.rows; r++)
+        for (int64_t j = 0; j < g.nb; j++) {
+            const int64_t si = scale_index(&g, r, j), v0 = r * g.W + j * g.block;
+            if (!scale_lanes[si] && !block_in_lanes(&g, fp4, code_lanes, r, j))
+                continue;
+            scale_lanes[si] = 1;
+            for (int i = 0; i < g.block; i++)
+                code_lanes[fp4 ? (v0 + i) / 2 : v0 + i] = 1;
+        }
     return DSV4_OK;
 }

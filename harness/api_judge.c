@@ -149,8 +149,16 @@ static char *report_text(const dsv4_case_result *r, int verbose)
 int dsv4check_judge(const dsv4check_case *c, const dsv4check_tensor *outputs, int n_outputs,
                     const dsv4check_judge_opts *opts, dsv4check_verdict **out, char *err, size_t errlen)
 {
+    return dsv4check_judge_special(c, outputs, n_outputs, opts, DSV4CHECK_SPECIAL_STRICT, out, err, errlen);
+}
+
+int dsv4check_judge_special(const dsv4check_case *c, const dsv4check_tensor *outputs, int n_outputs,
+                            const dsv4check_judge_opts *opts, int special, dsv4check_verdict **out, char *err,
+                            size_t errlen)
+{
     dsv4_status st = {0};
-    if (!c || !out || n_outputs < 0 || (n_outputs && !outputs))
+    if (!c || !out || n_outputs < 0 || (n_outputs && !outputs) ||
+        (special != DSV4CHECK_SPECIAL_STRICT && special != DSV4CHECK_SPECIAL_SEPARATE))
         return finish(dsv4_fail(&st, DSV4_EINPUT, "dsv4check_judge: bad arguments"), &st, err, errlen);
     *out = NULL;
     if (dsv4_api_single_op(c, &st))
@@ -180,7 +188,9 @@ int dsv4check_judge(const dsv4check_case *c, const dsv4check_tensor *outputs, in
                               .argv0 = opts && opts->argv0 ? opts->argv0 : "dsv4check",
                               .repro_dir = opts ? opts->repro_dir : NULL,
                               .device_arg = "",
-                              .inputs = &inputs};
+                              .inputs = &inputs,
+                              .special = special == DSV4CHECK_SPECIAL_SEPARATE ? DSV4_SPECIAL_SEPARATE
+                                                                              : DSV4_SPECIAL_STRICT};
     dsv4_h5_quiet();
     const given_outputs given = {outputs, n_outputs};
     given_now = &given;
@@ -238,6 +248,31 @@ int dsv4check_verdict_output(const dsv4check_verdict *v, int k, dsv4check_metric
     };
     return DSV4CHECK_OK;
 }
+
+int dsv4check_verdict_output_special(const dsv4check_verdict *v, int k, dsv4check_special_split *out)
+{
+    if (!v || !out || k < 0 || k >= v->r.n_outputs)
+        return DSV4CHECK_EINPUT;
+    const dsv4_special_split *s = &v->r.outputs[k].special;
+    if (!v->r.special.has_lanes) {
+        *out = (dsv4check_special_split){0, 0, 0, 0, 0, 0, "", "", ""};
+        return DSV4CHECK_OK;
+    }
+    *out = (dsv4check_special_split){
+        .has = 1,
+        .lanes = s->lanes,
+        .finite_mismatches = s->finite_bad,
+        .special_mismatches = s->special_bad,
+        .strict_verdict = (int)s->strict_verdict,
+        .finite_verdict = (int)s->finite_verdict,
+        .first_finite_index = s->has_finite_first ? s->finite_first.index : "",
+        .first_special_index = s->n_listed ? s->listed[0].index : "",
+        .first_special_where = s->n_listed ? s->listed[0].where : "",
+    };
+    return DSV4CHECK_OK;
+}
+
+int dsv4check_verdict_special_relied(const dsv4check_verdict *v) { return v ? v->r.special.relied : 0; }
 
 void dsv4check_verdict_free(dsv4check_verdict *v)
 {

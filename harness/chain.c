@@ -210,7 +210,7 @@ static int compare_step(dsv4_chain *x, step_rec *rec, const dsv4_op *op, const d
             rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
         if (!rc && mask)
             rc = op->mask(c, in, a->name, mask, n, st);
-        dsv4_cmp_aux aux = {NULL, NULL, NULL};
+        dsv4_cmp_aux aux = {NULL, NULL, NULL, NULL};
         if (!rc && op->bound && (out->pol.kind == DSV4_CMP_FLOAT || out->pol.kind == DSV4_CMP_MX)) {
             if (!(bound = calloc(n ? (size_t)n : 1, sizeof *bound)))
                 rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory");

@@ -54,7 +54,7 @@ int dsv4_cli_parse(int argc, char **argv, const char *cmd, const char *prog, dsv
         {"mem-limit", required_argument, NULL, 'm'}, {"output", required_argument, NULL, 'o'},
         {"force", no_argument, NULL, 'F'}, {"rerun", required_argument, NULL, 'R'},
         {"markdown", no_argument, NULL, 'M'}, {"verbose", no_argument, NULL, 'v'},
-        {"timeout", required_argument, NULL, 'W'},
+        {"timeout", required_argument, NULL, 'W'}, {"special", required_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
@@ -79,6 +79,12 @@ int dsv4_cli_parse(int argc, char **argv, const char *cmd, const char *prog, dsv
         case 'P': o->repro_dir = optarg; break;
         case 'B': o->baseline = optarg; break;
         case 'T': o->strict = 1; break;
+        case 'N':
+            if (dsv4_special_mode_parse(optarg, &o->special)) {
+                fprintf(stderr, "%s %s: --special %s: strict or separate\n", prog, cmd, optarg);
+                return DSV4_EINPUT;
+            }
+            break;
         case 'j':
             errno = 0;
             o->jobs = (int)strtol(optarg, &end, 10);

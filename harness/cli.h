@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "cases.h"
+#include "special.h"
 
 typedef struct dsv4_cli {
     const char *impl;
@@ -38,6 +39,7 @@ typedef struct dsv4_cli {
     int shard_k, shard_n; /* 0 = no --shard */
     char device_arg[32];
     double timeout; /* --timeout: seconds one call into the implementation may take */
+    dsv4_special_mode special; /* --special: strict (default) or separate (special.h) */
 } dsv4_cli;
 
 /* Parses the options of command cmd (getopt: optind is left at the first

@@ -67,6 +67,9 @@ static const char common_help[] =
     "                    (a regular file of at most " DSV4_STR(DSV4_BASELINE_MAX_MIB) " MiB)\n"
     "  --drift-factor F  growth that counts as drift (default 2)\n"
     "  --strict          drift fails the run (exit 1)\n"
+    "  --special MODE    strict (default): every lane counts; separate: for cases with NaN/Inf\n"
+    "                    inputs, the verdict counts the lanes those inputs do not touch, and\n"
+    "                    mismatches in the touched lanes are listed as a note (README)\n"
     "  -v, --verbose     print every output's metrics, not only failures\n"
     "  -h, --help        this help\n";
 

@@ -169,7 +169,28 @@ static void mismatch_row(FILE *f, const char *label, const dsv4_mismatch *m)
     fprintf(f, "</td></tr>\n");
 }
 
-static void output_section(FILE *f, const dsv4_output_result *o)
+/* The split by lane (docs/semantics/numerics.md A16), when the case has
+ * lanes touched by NaN/Inf inputs. */
+static void special_paragraph(FILE *f, const dsv4_case_result *r, const dsv4_output_result *o)
+{
+    const dsv4_special_split *s = &o->special;
+    fprintf(f, "<p>Special lanes (touched by NaN/Inf inputs): %lld of %lld; mismatches: %lld in finite lanes, "
+               "%lld in lanes touched by NaN/Inf inputs (--special=%s%s).</p>\n",
+            (long long)s->lanes, (long long)o->cmp.count, (long long)s->finite_bad, (long long)s->special_bad,
+            dsv4_special_mode_name(r->special.mode),
+            r->special.mode == DSV4_SPECIAL_SEPARATE ? ": the verdict is the finite lanes'" : "");
+    if (!s->n_listed && !s->has_finite_first)
+        return;
+    fprintf(f, "<table><tr><th></th><th>index</th><th>expected</th><th>actual</th><th>abs</th><th>ulp</th>"
+               "<th>bound</th><th>where</th></tr>\n");
+    if (s->has_finite_first)
+        mismatch_row(f, "first finite", &s->finite_first);
+    for (int j = 0; j < s->n_listed; j++)
+        mismatch_row(f, j ? "" : "special", &s->listed[j]);
+    fprintf(f, "</table>\n");
+}
+
+static void output_section(FILE *f, const dsv4_case_result *r, const dsv4_output_result *o)
 {
     const dsv4_cmp_result *c = &o->cmp;
     fprintf(f, "<h3>output <code>");
@@ -207,6 +228,8 @@ static void output_section(FILE *f, const dsv4_output_result *o)
             mismatch_row(f, j ? "" : "first", &c->first[j]);
         fprintf(f, "</table>\n");
     }
+    if (r->special.has_lanes)
+        special_paragraph(f, r, o);
 }
 
 static void case_section(FILE *f, int i, const dsv4_case_result *r)
@@ -237,7 +260,7 @@ static void case_section(FILE *f, int i, const dsv4_case_result *r)
     }
     for (int k = 0; k < r->n_outputs; k++)
         if (r->outputs[k].cmp.verdict != DSV4_PASS)
-            output_section(f, &r->outputs[k]);
+            output_section(f, r, &r->outputs[k]);
     fprintf(f, "</div>\n");
 }
 
@@ -300,6 +323,9 @@ int dsv4_write_html(const char *path, const char *suite, const char *impl, const
         fprintf(f, " [");
         dsv4_xml_escape(f, r->variant);
         fprintf(f, "]</td><td><span class=\"b %s\">%s</span>", dsv4_status_word(r), dsv4_status_word(r));
+        if (r->special.relied)
+            fprintf(f, " <span class=\"b WARN\" title=\"passes under --special=separate only: mismatches in "
+                       "lanes touched by NaN/Inf inputs are not counted\">SEPARATE</span>");
         if (r->drift[0]) {
             fprintf(f, " <span class=\"b WARN\" title=\"");
             dsv4_xml_escape(f, r->drift);

@@ -237,7 +237,7 @@ static void judge_variant(const dsv4_op *op, const item *it, const loaded *l, in
     int same = 0, rc = r ? op->validate(&c, l->in, &st) : dsv4_fail(&st, DSV4_ERUNTIME, "out of memory");
     if (!rc)
         rc = dsv4_reference_outputs(op, &c, l->in, &exp, &st);
-    if (!rc && (rc = dsv4_judge_outputs(op, &c, l->in, &exp, act, it->cs, 0, r)))
+    if (!rc && (rc = dsv4_judge_outputs(op, &c, l->in, &exp, act, it->cs, 0, DSV4_SPECIAL_STRICT, r)))
         snprintf(st.msg, sizeof st.msg, "%s", r->error);
     if (!rc && r->status == DSV4_OK)
         rc = bit_exact(op, &c, l->in, &exp, act, &same, &st);

@@ -214,7 +214,8 @@ static int execute_jobs(cli *o, job_set *js, const char *suite)
         return DSV4_EINPUT;
     js->ro = (dsv4_run_opts){.impl = o->impl, .verbose = o->verbose, .seed_override = o->have_seed,
                              .seed = o->seed, .argv0 = prog, .rerun = o->rerun, .repro_dir = o->repro_dir,
-                             .maps = o->html != NULL, .device_arg = o->device_arg, .inputs = &js->inputs};
+                             .maps = o->html != NULL, .device_arg = o->device_arg, .inputs = &js->inputs,
+                             .special = o->special};
     js->verbose = o->verbose;
     js->pg = (progress){isatty(2), 0, wall_seconds()};
     dsv4_case_result *rs = calloc(js->n ? (size_t)js->n : 1, sizeof *rs);

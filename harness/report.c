@@ -30,6 +30,33 @@ const char *dsv4_status_word(const dsv4_case_result *r)
     }
 }
 
+static void print_located(FILE *f, const char *label, const dsv4_mismatch *m)
+{
+    fprintf(f, "      %s %s: expected %.9g, actual %.9g%s%s%s\n", label, m->index, m->expected, m->actual,
+            m->where[0] ? " (" : "", m->where, m->where[0] ? ")" : "");
+}
+
+/* The split of one output's mismatches by lane (docs/semantics/numerics.md
+ * A16): counts, the first finite mismatch, and under separate the special
+ * lanes' mismatches as a note. */
+static void print_special(FILE *f, const dsv4_case_result *r, const dsv4_output_result *o)
+{
+    const dsv4_special_split *s = &o->special;
+    const int separate = r->special.mode == DSV4_SPECIAL_SEPARATE;
+    fprintf(f, "      special lanes (touched by NaN/Inf inputs): %" PRId64 " of %" PRId64 "; mismatches: %" PRId64
+            " in finite lanes, %" PRId64 " in lanes touched by NaN/Inf inputs%s\n",
+            s->lanes, o->cmp.count, s->finite_bad, s->special_bad,
+            separate ? " (--special=separate: the verdict is the finite lanes')" : "");
+    if (s->has_finite_first && !separate)
+        print_located(f, "first finite", &s->finite_first);
+    if (separate && s->special_bad) {
+        fprintf(f, "      note: %" PRId64 " mismatch%s in lanes touched by NaN/Inf inputs, not counted (strict verdict "
+                "%s):\n", s->special_bad, s->special_bad == 1 ? "" : "es", dsv4_verdict_name(s->strict_verdict));
+        for (int k = 0; k < s->n_listed; k++)
+            print_located(f, "special", &s->listed[k]);
+    }
+}
+
 void dsv4_print_result(FILE *f, const dsv4_case_result *r, int verbose)
 {
     fprintf(f, "%-9s %s  [%s %s] %.3f s\n", dsv4_status_word(r), r->name, r->op[0] ? r->op : "?",
@@ -38,9 +65,17 @@ void dsv4_print_result(FILE *f, const dsv4_case_result *r, int verbose)
         fprintf(f, "    %s\n", r->error);
     if (r->note[0])
         fprintf(f, "    %s\n", r->note);
-    for (int k = 0; k < r->n_outputs; k++)
-        if (verbose || r->outputs[k].cmp.verdict != DSV4_PASS)
-            dsv4_cmp_print(f, &r->outputs[k].cmp, &r->outputs[k].pol);
+    if (r->special.unknown[0])
+        fprintf(f, "    special lanes unknown (every lane counts): %s\n", r->special.unknown);
+    for (int k = 0; k < r->n_outputs; k++) {
+        const dsv4_output_result *o = &r->outputs[k];
+        const int has_special = r->special.has_lanes && (o->special.finite_bad || o->special.special_bad);
+        if (verbose || o->cmp.verdict != DSV4_PASS || has_special) {
+            dsv4_cmp_print(f, &o->cmp, &o->pol);
+            if (r->special.has_lanes)
+                print_special(f, r, o);
+        }
+    }
     if ((r->status == DSV4_EFAIL || r->status == DSV4_ERUNTIME || r->status == DSV4_EINPUT ||
          r->verdict == DSV4_WARN) && r->repro[0])
         fprintf(f, "    at %s; reproduce: %s\n", r->origin, r->repro);
@@ -92,7 +127,7 @@ static void worst_str(const dsv4_case_result *r, char *buf, size_t len)
 
 int dsv4_print_summary(FILE *f, const dsv4_case_result *rs, int n)
 {
-    int pass = 0, fail = 0, skip = 0, warn = 0;
+    int pass = 0, fail = 0, skip = 0, warn = 0, relied = 0;
     fprintf(f, "\n%-48s %-34s %-10s %s\n", "case", "op", "result", "worst (float: err/bound; others: #mismatches)");
     for (int i = 0; i < n; i++) {
         char w[128];
@@ -101,13 +136,16 @@ int dsv4_print_summary(FILE *f, const dsv4_case_result *rs, int n)
         if (rs[i].status == DSV4_ESKIP)
             skip++;
         else if (rs[i].status == DSV4_OK)
-            pass++, warn += rs[i].verdict == DSV4_WARN;
+            pass++, warn += rs[i].verdict == DSV4_WARN, relied += rs[i].special.relied;
         else
             fail++;
     }
     fprintf(f, "summary: %d passed, %d failed, %d skipped\n", pass, fail, skip);
     if (warn)
         fprintf(f, "(%d of the passed cases warn: within budget, see above)\n", warn);
+    if (relied)
+        fprintf(f, "(%d of the passed cases pass under --special=separate only: their mismatches in lanes touched "
+                "by NaN/Inf inputs are not counted, see above)\n", relied);
     return dsv4_exit_code(rs, n);
 }
 
@@ -251,6 +289,11 @@ int dsv4_write_junit(const char *path, const char *suite, const char *impl,
                 junit_property(f, "worst_ratio", o->cmp.worst_ratio);
                 junit_property(f, "nmse", o->cmp.nmse);
                 junit_property(f, "cosine", o->cmp.cosine);
+                if (r->special.has_lanes) {
+                    junit_property(f, "special_lanes", (double)o->special.lanes);
+                    junit_property(f, "finite_mismatches", (double)o->special.finite_bad);
+                    junit_property(f, "special_mismatches", (double)o->special.special_bad);
+                }
             }
             fprintf(f, "      </properties>\n");
             if (r->status == DSV4_ESKIP) {
@@ -304,6 +347,28 @@ static void json_mismatch(FILE *f, const dsv4_mismatch *m)
     fprintf(f, "}");
 }
 
+/* An output's split by lane: both counts, the strict and the finite
+ * verdicts, the first finite and the first special mismatches. */
+static void json_special(FILE *f, const dsv4_special_split *s)
+{
+    fprintf(f, "{\"lanes\": %" PRId64 ", \"finite_mismatches\": %" PRId64 ", \"special_mismatches\": %" PRId64,
+            s->lanes, s->finite_bad, s->special_bad);
+    json_str(f, "strict_verdict", dsv4_verdict_name(s->strict_verdict));
+    json_str(f, "finite_verdict", dsv4_verdict_name(s->finite_verdict));
+    fprintf(f, ", \"first_finite\": ");
+    if (s->has_finite_first)
+        json_mismatch(f, &s->finite_first);
+    else
+        fprintf(f, "null");
+    fprintf(f, ", \"special_first\": [");
+    for (int k = 0; k < s->n_listed; k++) {
+        if (k)
+            fprintf(f, ", ");
+        json_mismatch(f, &s->listed[k]);
+    }
+    fprintf(f, "]}");
+}
+
 int dsv4_write_json(const char *path, const char *suite, const char *impl,
                     const dsv4_case_result *rs, int n, dsv4_status *st)
 {
@@ -334,6 +399,10 @@ int dsv4_write_json(const char *path, const char *suite, const char *impl,
         json_str(f, "repro_file", r->repro_file);
         json_str(f, "drift", r->drift);
         json_str(f, "note", r->note);
+        json_str(f, "special_mode", dsv4_special_mode_name(r->special.mode));
+        fprintf(f, ", \"special_lanes\": %s, \"special_relied\": %s", r->special.has_lanes ? "true" : "false",
+                r->special.relied ? "true" : "false");
+        json_str(f, "special_unknown", r->special.unknown);
         fprintf(f, ",\n     \"outputs\": [");
         for (int k = 0; k < r->n_outputs; k++) {
             const dsv4_output_result *o = &r->outputs[k];
@@ -367,6 +436,11 @@ int dsv4_write_json(const char *path, const char *suite, const char *impl,
             fprintf(f, "], \"worst\": ");
             if (o->cmp.has_worst)
                 json_mismatch(f, &o->cmp.worst);
+            else
+                fprintf(f, "null");
+            fprintf(f, ",\n       \"special\": ");
+            if (r->special.has_lanes)
+                json_special(f, &o->special);
             else
                 fprintf(f, "null");
             fprintf(f, "}");

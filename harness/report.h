@@ -11,11 +11,13 @@
 #include "../ref/status.h"
 #include "cases.h"
 #include "errmap.h"
+#include "special.h"
 
 typedef struct dsv4_output_result {
     dsv4_policy pol;
     dsv4_cmp_result cmp;
     dsv4_errmap *map;          /* failing outputs with dsv4_run_opts.maps; else NULL */
+    dsv4_special_split special; /* set when the case's special.has_lanes (special.h) */
 } dsv4_output_result;
 
 typedef struct dsv4_case_result {
@@ -36,6 +38,7 @@ typedef struct dsv4_case_result {
     char replay[DSV4_PATH_MAX * 2 + 400]; /* the command that replays repro_file */
     char drift[512];                      /* --baseline: why an error grew, "" if not */
     char note[512];                       /* chains: what ran where, the layer drift (chain.h) */
+    dsv4_case_special special;            /* lanes touched by NaN/Inf inputs (special.h) */
 } dsv4_case_result;
 
 /* Frees the error maps of a result (and sets them NULL). */

@@ -208,15 +208,18 @@ static void write_repro(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tenso
 
 int dsv4_judge_outputs(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
                        const dsv4_tensors *expected, const dsv4_tensors *act, const dsv4_case *cs, int maps,
-                       dsv4_case_result *r)
+                       dsv4_special_mode special, dsv4_case_result *r)
 {
     dsv4_status st = {0};
     uint8_t *mask = NULL;
     double *ebound = NULL;
-    int rc = DSV4_OK;
+    dsv4_special_lanes sl;
     r->verdict = DSV4_PASS;
     r->status = DSV4_OK;
-    for (int k = 0; k < act->n && r->n_outputs < DSV4_MAX_TENSORS; k++) {
+    r->special.mode = special;
+    int rc = dsv4_special_find(op, c, in, cs, &sl, r->special.unknown, sizeof r->special.unknown, &st);
+    r->special.has_lanes = sl.n > 0;
+    for (int k = 0; !rc && k < act->n && r->n_outputs < DSV4_MAX_TENSORS; k++) {
         const dsv4_tensor *a = &act->t[k];
         const dsv4_tensor *e = dsv4_tensors_get(expected, a->name);
         dsv4_output_result *out = &r->outputs[r->n_outputs];
@@ -246,7 +249,7 @@ int dsv4_judge_outputs(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensor
                 break;
         }
         locate_ctx lc = {op, c, in, a->name};
-        dsv4_cmp_aux aux = {NULL, NULL, NULL};
+        dsv4_cmp_aux aux = {NULL, NULL, NULL, NULL};
         if (op->bound && (out->pol.kind == DSV4_CMP_FLOAT || out->pol.kind == DSV4_CMP_MX)) {
             free(ebound);
             if (!(ebound = calloc(n ? (size_t)n : 1, sizeof *ebound))) {
@@ -266,6 +269,13 @@ int dsv4_judge_outputs(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensor
         if ((rc = dsv4_compare(e, a, &out->pol, mask, op->locate ? locate_adapter : NULL, &lc, &aux, &out->cmp,
                                &st)))
             break;
+        int64_t n_special = 0;
+        const uint8_t *lanes = dsv4_special_lanes_of(&sl, a->name, &n_special);
+        if (lanes && (rc = dsv4_special_split_output(e, a, &out->pol, mask, op->locate ? locate_adapter : NULL, &lc,
+                                                     &aux, lanes, n_special, special, &out->cmp, &out->special,
+                                                     &st)))
+            break;
+        r->special.relied |= lanes && out->cmp.verdict < out->special.strict_verdict;
         if (op->hint && out->cmp.bad)
             op->hint(c, in, a->name, e, a, &out->cmp);
         if (maps && out->cmp.verdict == DSV4_FAIL)
@@ -276,6 +286,8 @@ int dsv4_judge_outputs(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensor
     }
     free(mask);
     free(ebound);
+    dsv4_special_free(&sl);
+    r->special.relied &= r->verdict != DSV4_FAIL; /* a pass (or warn) that separate made */
     if (rc)
         set_error(r, rc, &st);
     else if (r->verdict == DSV4_FAIL)
@@ -312,7 +324,7 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
          * malformed actuals file is not the kernel's doing). */
         if (rc != DSV4_ESKIP && !(b->actual && rc == DSV4_EINPUT))
             write_repro(op, c, in, expected, rc == DSV4_EFAIL ? &act : &nothing, o, r);
-    } else if (!dsv4_judge_outputs(op, c, in, expected, &act, cs, o->maps, r) && r->verdict == DSV4_FAIL) {
+    } else if (!dsv4_judge_outputs(op, c, in, expected, &act, cs, o->maps, o->special, r) && r->verdict == DSV4_FAIL) {
         write_repro(op, c, in, expected, &act, o, r);
     }
     dsv4_tensors_free(&act);

@@ -19,6 +19,7 @@ typedef struct dsv4_run_opts {
     int maps;               /* compute error maps of failing outputs (--html) */
     const char *device_arg; /* " --device N" or "" for the reproduce commands */
     const dsv4_input_files *inputs; /* what the run reads: no repro file replaces one */
+    dsv4_special_mode special;      /* --special: how lanes touched by NaN/Inf inputs count */
 } dsv4_run_opts;
 
 /* Run one YAML case against backend b: versus its golden when the case has
@@ -33,12 +34,13 @@ void dsv4_check_golden(const char *path, const dsv4_backend *b, const dsv4_run_o
 /* Compares every output of act (the implementation's) with expected under
  * op's policy for context c (cs: the case's tolerance overrides, or NULL;
  * maps: error maps of failing outputs) into r's outputs, verdict and
- * status (DSV4_OK or DSV4_EFAIL).  A comparison that cannot be made (an
- * expected output missing or of another shape) sets r's error and status
- * and is returned. */
+ * status (DSV4_OK or DSV4_EFAIL); when inputs hold NaN/Inf, mismatches are
+ * split by lane and special says which lanes count (special.h).  A
+ * comparison that cannot be made (an expected output missing or of another
+ * shape) sets r's error and status and is returned. */
 int dsv4_judge_outputs(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
                        const dsv4_tensors *expected, const dsv4_tensors *act, const dsv4_case *cs, int maps,
-                       dsv4_case_result *r);
+                       dsv4_special_mode special, dsv4_case_result *r);
 
 /* The command-line option that names implementation impl: "--impl IMPL",
  * or "--actual FILE" for the actual backend ("actual:FILE"); into buf. */

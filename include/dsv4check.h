@@ -213,6 +213,14 @@ typedef struct dsv4check_judge_opts {
  * mistyped or misshaped output makes a BAD-INPUT verdict naming it. */
 int dsv4check_judge(const dsv4check_case *c, const dsv4check_tensor *outputs, int n_outputs,
                     const dsv4check_judge_opts *opts, dsv4check_verdict **out, char *err, size_t errlen);
+/* How mismatches in lanes touched by NaN/Inf inputs count (--special;
+ * README.md, "Special values"): STRICT, every lane (dsv4check_judge);
+ * SEPARATE, the verdict is the finite lanes'. */
+enum { DSV4CHECK_SPECIAL_STRICT = 0, DSV4CHECK_SPECIAL_SEPARATE = 1 };
+/* dsv4check_judge under a --special mode (an unknown mode is DSV4CHECK_EINPUT). */
+int dsv4check_judge_special(const dsv4check_case *c, const dsv4check_tensor *outputs, int n_outputs,
+                            const dsv4check_judge_opts *opts, int special, dsv4check_verdict **out, char *err,
+                            size_t errlen);
 
 /* DSV4CHECK_OK (passed), _EFAIL, _EINPUT, _ERUNTIME or _ESKIP. */
 int dsv4check_verdict_status(const dsv4check_verdict *v);
@@ -244,6 +252,23 @@ typedef struct dsv4check_metrics {
 int dsv4check_verdict_output_count(const dsv4check_verdict *v);
 /* Borrowed (valid until the verdict is freed); DSV4CHECK_EINPUT past the end. */
 int dsv4check_verdict_output(const dsv4check_verdict *v, int k, dsv4check_metrics *out);
+/* One output's mismatches split by lane, when the case's inputs hold NaN/Inf
+ * that some output depends on (has = 1); else has = 0 and the rest 0/"". */
+typedef struct dsv4check_special_split {
+    int has;
+    int64_t lanes;              /* this output's lanes touched by NaN/Inf inputs */
+    int64_t finite_mismatches;  /* mismatches in the other lanes */
+    int64_t special_mismatches; /* mismatches in the touched lanes */
+    int strict_verdict;         /* every lane's verdict (0 pass, 1 warn, 2 fail) */
+    int finite_verdict;         /* the finite lanes' verdict */
+    const char *first_finite_index;  /* "" if none */
+    const char *first_special_index; /* "" if none */
+    const char *first_special_where;
+} dsv4check_special_split;
+/* Borrowed strings; DSV4CHECK_EINPUT past the end. */
+int dsv4check_verdict_output_special(const dsv4check_verdict *v, int k, dsv4check_special_split *out);
+/* 1 when the verdict passes under SEPARATE only (some output fails strict). */
+int dsv4check_verdict_special_relied(const dsv4check_verdict *v);
 void dsv4check_verdict_free(dsv4check_verdict *v);
 
 /* ---- actuals files (what `dsv4check run/check --actual FILE` reads) ---- */

@@ -614,7 +614,7 @@ static int rmx_compare(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensor
     *at_risk = 0;
     for (int64_t i = 0; i < n; i++)
         *at_risk += bound[i] > 0;
-    dsv4_cmp_aux aux = {dsv4_tensors_get(e, "scale"), dsv4_tensors_get(a, "scale"), bound};
+    dsv4_cmp_aux aux = {dsv4_tensors_get(e, "scale"), dsv4_tensors_get(a, "scale"), bound, NULL};
     dsv4_cmp_result res;
     memset(&res, 0, sizeof res);
     ck_assert_int_eq(dsv4_compare(de, dsv4_tensors_get(a, "data"), &pol, NULL, NULL, NULL, &aux, &res, &st), 0);

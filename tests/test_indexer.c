@@ -426,7 +426,7 @@ START_TEST(index_set_kinds)
     pol.kind = DSV4_CMP_INDEX_SET;
     pol.atol = 1e-3;
     snprintf(pol.companion, sizeof pol.companion, "logits");
-    dsv4_cmp_aux aux = {&ts, NULL, NULL};
+    dsv4_cmp_aux aux = {&ts, NULL, NULL, NULL};
     dsv4_cmp_result res;
     struct {
         int32_t act[6];
@@ -454,7 +454,7 @@ START_TEST(index_set_kinds)
     /* without scores every difference fails */
     const int32_t near[6] = {0, 4, 3, 0, 1, -1};
     mk_i32(&ta, "topk_indices", 2, 3, near);
-    dsv4_cmp_aux none = {NULL, NULL, NULL};
+    dsv4_cmp_aux none = {NULL, NULL, NULL, NULL};
     ck_assert_int_eq(dsv4_compare(&te, &ta, &pol, NULL, NULL, NULL, &none, &res, &st), DSV4_OK);
     ck_assert_int_eq(res.verdict, DSV4_FAIL);
     dsv4_tensor_free(&ta);

@@ -247,7 +247,7 @@ START_TEST(ragged_mask_excludes_tail)
     dsv4_policy pol;
     dsv4_policy_exact(&pol, "test");
     dsv4_cmp_result res;
-    dsv4_cmp_aux aux = {NULL, NULL, NULL};
+    dsv4_cmp_aux aux = {NULL, NULL, NULL, NULL};
     ck_assert_int_eq(dsv4_compare(e, a, &pol, mask, NULL, NULL, &aux, &res, &st), 0);
     ck_assert_int_eq(res.verdict, DSV4_PASS);
     ((int32_t *)a->data)[1] = 0; /* inside: must fail */

@@ -256,7 +256,7 @@ START_TEST(mx_compare_reports_block_and_element)
     pol.kind = DSV4_CMP_MX;
     pol.block = 32;
     snprintf(pol.companion, sizeof pol.companion, "scale");
-    dsv4_cmp_aux aux = {&se, &sa, NULL};
+    dsv4_cmp_aux aux = {&se, &sa, NULL, NULL};
     dsv4_cmp_result res;
     ck_assert_int_eq(dsv4_compare(&ce, &ca, &pol, NULL, NULL, NULL, &aux, &res, &st), 0);
     ck_assert_int_eq(res.verdict, DSV4_PASS);

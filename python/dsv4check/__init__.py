@@ -16,12 +16,12 @@ case.  See README.md, "Checking your kernel from Python".
 
 from ._lib import API_VERSION, Dsv4Error
 from .actuals import ActualsWriter
-from .core import Case, Mismatch, OutputMetrics, Suite, Verdict, api_version, op_outputs, ops, set_memory_limit, version
+from .core import Case, Mismatch, OutputMetrics, SpecialSplit, Suite, Verdict, api_version, op_outputs, ops, set_memory_limit, version
 from .dtypes import bf16_to_float32, e8m0_to_float32, float32_to_bf16, to_float32, to_torch
 from .impl import NotProvided, Provider, load
 
 __all__ = [
     "API_VERSION", "ActualsWriter", "Case", "Dsv4Error", "Mismatch", "NotProvided", "OutputMetrics", "Provider",
-    "Suite", "Verdict", "api_version", "bf16_to_float32", "e8m0_to_float32", "float32_to_bf16", "load",
+    "SpecialSplit", "Suite", "Verdict", "api_version", "bf16_to_float32", "e8m0_to_float32", "float32_to_bf16", "load",
     "op_outputs", "ops", "set_memory_limit", "to_float32", "to_torch", "version",
 ]

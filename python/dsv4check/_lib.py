@@ -127,6 +127,23 @@ class Metrics(ctypes.Structure):
     ]
 
 
+class SpecialSplit(ctypes.Structure):
+    _fields_ = [
+        ("has", ctypes.c_int),
+        ("lanes", ctypes.c_int64),
+        ("finite_mismatches", ctypes.c_int64),
+        ("special_mismatches", ctypes.c_int64),
+        ("strict_verdict", ctypes.c_int),
+        ("finite_verdict", ctypes.c_int),
+        ("first_finite_index", ctypes.c_char_p),
+        ("first_special_index", ctypes.c_char_p),
+        ("first_special_where", ctypes.c_char_p),
+    ]
+
+
+# --special modes (dsv4check_judge_special).
+SPECIAL_MODES = {"strict": 0, "separate": 1}
+
 P = ctypes.c_void_p
 S = ctypes.c_char_p
 I = ctypes.c_int
@@ -175,6 +192,10 @@ _PROTOTYPES = {
     "dsv4check_tensors_find": (I, (P, S)),
     "dsv4check_tensors_free": (None, (P,)),
     "dsv4check_judge": (I, (P, ctypes.POINTER(Tensor), I, ctypes.POINTER(JudgeOpts), ctypes.POINTER(P)) + ERR),
+    "dsv4check_judge_special": (I, (P, ctypes.POINTER(Tensor), I, ctypes.POINTER(JudgeOpts), I, ctypes.POINTER(P))
+                                + ERR),
+    "dsv4check_verdict_output_special": (I, (P, I, ctypes.POINTER(SpecialSplit))),
+    "dsv4check_verdict_special_relied": (I, (P,)),
     "dsv4check_verdict_status": (I, (P,)),
     "dsv4check_verdict_word": (S, (P,)),
     "dsv4check_verdict_case": (S, (P,)),

@@ -24,7 +24,7 @@ from .impl import NotProvided, load, outputs_of
 # Options handed to `dsv4check run` as they are: (flag, takes a value).
 PASS_THROUGH = [("-j", True), ("--shard", True), ("--junit", True), ("--json", True), ("--html", True),
                 ("--repro-dir", True), ("--filter", True), ("--baseline", True), ("--drift-factor", True),
-                ("--strict", False), ("--timeout", True), ("--mem-limit", True), ("-v", False)]
+                ("--strict", False), ("--special", True), ("--timeout", True), ("--mem-limit", True), ("-v", False)]
 
 
 def _add_run_options(p):
@@ -40,6 +40,9 @@ def _add_run_options(p):
     p.add_argument("--baseline", metavar="JSON")
     p.add_argument("--drift-factor", metavar="F")
     p.add_argument("--strict", action="store_true")
+    p.add_argument("--special", choices=("strict", "separate"),
+                   help="strict (default): every lane counts; separate: lanes touched by NaN/Inf inputs are listed, "
+                   "not counted (dsv4check --special)")
     p.add_argument("--timeout", metavar="SECONDS")
     p.add_argument("--mem-limit", metavar="BYTES")
     p.add_argument("-v", "--verbose", dest="v", action="store_true")

@@ -98,10 +98,27 @@ class OutputMetrics:
     first: Optional[Mismatch]
     hint: str
     message: str
+    # When the case's inputs hold NaN/Inf (README "Special values"), the
+    # mismatches split by lane; else None.
+    special: Optional["SpecialSplit"] = None
 
     @property
     def passed(self):
         return self.verdict != "fail"
+
+
+@dataclass
+class SpecialSplit:
+    """One output's mismatches split into lanes whose inputs are finite and
+    lanes touched by NaN/Inf inputs."""
+    lanes: int               # this output's lanes touched by NaN/Inf inputs
+    finite_mismatches: int
+    special_mismatches: int
+    strict_verdict: str      # every lane's verdict: pass, warn, fail
+    finite_verdict: str      # the finite lanes' verdict
+    first_finite_index: str  # "" if none
+    first_special_index: str
+    first_special_where: str
 
 
 class Verdict:
@@ -129,9 +146,22 @@ class Verdict:
                 self.outputs[name] = OutputMetrics(
                     name, ("pass", "warn", "fail")[m.verdict], L.text(m.kind), L.text(m.rule), m.count,
                     m.compared, m.mismatches, m.max_abs, m.max_rel, m.max_ulp, m.worst_ratio, m.nmse,
-                    m.cosine, first, L.text(m.hint), L.text(m.message))
+                    m.cosine, first, L.text(m.hint), L.text(m.message), self._special(lib, ptr, k))
+            # judged with special="separate" and passing only because of it
+            self.special_relied = bool(lib.dsv4check_verdict_special_relied(ptr))
         finally:
             lib.dsv4check_verdict_free(ptr)
+
+    @staticmethod
+    def _special(lib, ptr, k):
+        s = L.SpecialSplit()
+        lib.dsv4check_verdict_output_special(ptr, k, ctypes.byref(s))
+        if not s.has:
+            return None
+        words = ("pass", "warn", "fail")
+        return SpecialSplit(s.lanes, s.finite_mismatches, s.special_mismatches, words[s.strict_verdict],
+                            words[s.finite_verdict], L.text(s.first_finite_index), L.text(s.first_special_index),
+                            L.text(s.first_special_where))
 
     @property
     def passed(self):
@@ -274,10 +304,14 @@ class Case:
         """What a judgement compares with: the golden's outputs, else the ideal."""
         return self._c_set(L.lib().dsv4check_case_expected)[0]
 
-    def judge(self, outputs, impl=None, verbose=False, repro_dir=None, argv0=None):
+    def judge(self, outputs, impl=None, verbose=False, repro_dir=None, argv0=None, special="strict"):
         """Judges outputs ({name: numpy array or torch tensor}, or a sequence
         in declared order) as `dsv4check run` judges an implementation's; a
-        Verdict.  impl names the implementation in the reproduce line."""
+        Verdict.  impl names the implementation in the reproduce line;
+        special is --special: "strict" (every lane counts) or "separate"
+        (lanes touched by NaN/Inf inputs are listed, not counted)."""
+        if special not in L.SPECIAL_MODES:
+            raise ValueError(f"special={special!r}: 'strict' or 'separate'")
         named = outputs_of(self, outputs)
         keep, ts = [], (L.Tensor * max(1, len(named)))()
         for k, (name, value) in enumerate(named.items()):
@@ -288,7 +322,8 @@ class Case:
             ts[k] = L.Tensor(nm, D.CODE.get(kind, -1), -1, arr.ndim, shape, arr.ctypes.data, arr.nbytes)
         opts = L.JudgeOpts(L.enc(impl), L.enc(argv0), 1 if verbose else 0, L.enc(repro_dir))
         out = ctypes.c_void_p()
-        L.call(L.lib().dsv4check_judge, self._ptr, ts, len(named), ctypes.byref(opts), ctypes.byref(out))
+        L.call(L.lib().dsv4check_judge_special, self._ptr, ts, len(named), ctypes.byref(opts),
+               L.SPECIAL_MODES[special], ctypes.byref(out))
         return Verdict(out)
 
     # ---- variants and selection ----

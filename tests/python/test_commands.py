@@ -85,6 +85,21 @@ def test_run_raising_implementation_is_an_error(tmp_path):
     assert "kernel launch failed" in err and "1 case(s) raised in boom:impl" in err
 
 
+@needs_actual
+def test_run_special_passed_through(tmp_path):
+    """A kernel that differs only where the inputs are NaN fails strict and
+    passes with --special separate, handed to dsv4check run."""
+    args = ("run", SUITE, "--impl", "impls:nan_scale_numpy_impl", "--filter", "^mxfp8_special_bf16_default$")
+    rc, out, err = py(*args)
+    assert rc == 1 and "mismatches: 0 in finite lanes, " in out, out + err
+    rc, out, err = py(*args, "--special", "separate", "--json", str(tmp_path / "r.json"))
+    assert rc == 0 and "(1 of the passed cases pass under --special=separate only" in out, out + err
+    (case,) = json.loads((tmp_path / "r.json").read_text())["cases"]
+    assert case["special_mode"] == "separate" and case["special_relied"] is True
+    rc, out, err = py(*args, "--special", "lenient")
+    assert rc == 2 and "invalid choice: 'lenient'" in err
+
+
 def test_run_bad_impl_spec():
     rc, _, err = py("run", SUITE, "--impl", "no_colon")
     assert rc == 2 and "expected MODULE:NAME" in err

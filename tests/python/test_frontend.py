@@ -142,6 +142,25 @@ def test_bad_outputs(suite):
     assert "output 'combined_indices' has shape [" in v.error
 
 
+def test_judge_special(suite):
+    """Scale 1 where the reference has the NaN scale of an all-NaN block:
+    strict fails with the mismatches split by lane, separate passes."""
+    c = suite["mxfp8_special_bf16_default"]
+    ref = c.reference()
+    out = {**ref, "scale": np.where(ref["scale"] == 0xFF, 0x7F, ref["scale"]).astype(np.uint8)}
+    v = c.judge(out)
+    s = v.outputs["scale"].special
+    assert not v.passed and not v.special_relied
+    assert (s.finite_mismatches, s.strict_verdict, s.finite_verdict) == (0, "fail", "pass")
+    assert s.special_mismatches >= 1 and s.lanes > 0 and s.first_special_index
+    v = c.judge(out, special="separate")
+    assert v.passed and v.special_relied and "not counted (strict verdict FAIL)" in v.report
+    plain = suite["mxfp8_heads_f32"]
+    assert plain.judge(plain.reference()).outputs["data"].special is None
+    with pytest.raises(ValueError, match="'strict' or 'separate'"):
+        c.judge(out, special="lenient")
+
+
 def test_float32_for_bf16_only_when_exact(suite):
     c = suite["inv_rope_rows_all"]
     ref = c.reference()
