@@ -253,6 +253,37 @@ static int open_backend(const cli *o, dsv4_backend *b)
     return rc;
 }
 
+/* The backend of --impl, opened, or none for ref (the reference runs in
+ * this process): *have_b says which.  Errors are printed. */
+static int open_backend_unless_ref(const cli *o, dsv4_backend *b, int *have_b)
+{
+    *have_b = 0;
+    if (strcmp(o->impl, "ref") == 0)
+        return DSV4_OK;
+    int rc = open_backend(o, b);
+    *have_b = rc == DSV4_OK;
+    return rc;
+}
+
+/* Every command's start: its options into o.  Returns 1 where the command
+ * is done before it began, its exit code in *rc (--help: 0; a bad option,
+ * or no operand where need_operand asks for one: the error). */
+static int parse_command(int argc, char **argv, const char *cmd, int need_operand, cli *o, int *rc)
+{
+    *rc = dsv4_cli_parse(argc, argv, cmd, prog, o);
+    if (*rc) {
+        *rc = *rc < 0 ? 0 : *rc;
+        return 1;
+    }
+    if (need_operand && optind >= argc) {
+        usage_cmd(stderr, cmd);
+        dsv4_cli_free(o);
+        *rc = DSV4_EINPUT;
+        return 1;
+    }
+    return 0;
+}
+
 /* --repro-dir must not be a folder holding this run's goldens or inputs. */
 static int check_repro_dir(const cli *o, const char *const *files, int n)
 {
@@ -285,13 +316,9 @@ static int check_repro_dir_suites(const cli *o, const dsv4_suite *suites, int n_
 static int cmd_run(int argc, char **argv)
 {
     cli o;
-    int rc = dsv4_cli_parse(argc, argv, "run", prog, &o);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    if (optind >= argc) {
-        usage_cmd(stderr, "run");
-        return DSV4_EINPUT;
-    }
+    int rc;
+    if (parse_command(argc, argv, "run", 1, &o, &rc))
+        return rc;
     /* Every suite is loaded (and the selection made) before any case runs:
      * the workers of -j share the loaded cases, and a load error costs no
      * run. */
@@ -354,13 +381,9 @@ static int cmd_run(int argc, char **argv)
 static int cmd_check(int argc, char **argv)
 {
     cli o;
-    int rc = dsv4_cli_parse(argc, argv, "check", prog, &o);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    if (optind >= argc) {
-        usage_cmd(stderr, "check");
-        return DSV4_EINPUT;
-    }
+    int rc;
+    if (parse_command(argc, argv, "check", 1, &o, &rc))
+        return rc;
     job_set js = {0};
     js.paths = calloc((size_t)(argc - optind), sizeof *js.paths);
     if (!js.paths) {
@@ -398,13 +421,9 @@ static int gen_selected(const void *ctx, const dsv4_case *c) { return dsv4_cli_c
 static int cmd_gen(int argc, char **argv)
 {
     cli o;
-    int rc = dsv4_cli_parse(argc, argv, "gen", prog, &o);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    if (optind >= argc) {
-        usage_cmd(stderr, "gen");
-        return DSV4_EINPUT;
-    }
+    int rc;
+    if (parse_command(argc, argv, "gen", 1, &o, &rc))
+        return rc;
     dsv4_gen_opts g = {.outdir = o.outdir, .force = o.force, .have_seed = o.have_seed, .seed = o.seed,
                        .selected = gen_selected, .select_ctx = &o, .prog = prog};
     rc = dsv4_gen(&g, argv + optind, argc - optind);
@@ -469,22 +488,22 @@ static int list_goldens(cli *o, int argc, char **argv)
 static int cmd_list(int argc, char **argv)
 {
     cli o;
-    int rc = dsv4_cli_parse(argc, argv, "list", prog, &o);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    int rc;
+    if (parse_command(argc, argv, "list", 0, &o, &rc))
+        return rc;
     if (o.goldens) {
         rc = list_goldens(&o, argc, argv);
         dsv4_cli_free(&o);
         return rc;
     }
     dsv4_backend b;
-    int have_b = 0;
-    if (strcmp(o.impl, "ref") != 0) {
-        if ((rc = open_backend(&o, &b)))
-            return rc;
-        have_b = 1;
-        printf("implementation: %s\n", b.name);
+    int have_b;
+    if ((rc = open_backend_unless_ref(&o, &b, &have_b))) {
+        dsv4_cli_free(&o);
+        return rc;
     }
+    if (have_b)
+        printf("implementation: %s\n", b.name);
     if (optind >= argc && o.markdown)
         dsv4_list_markdown(stdout);
     else if (optind >= argc && have_b)
@@ -515,8 +534,7 @@ static int cmd_list(int argc, char **argv)
     }
     if (have_b)
         dsv4_backend_close(&b);
-    if (o.have_re)
-        regfree(&o.re);
+    dsv4_cli_free(&o);
     return rc;
 }
 
@@ -525,9 +543,9 @@ static int cmd_list(int argc, char **argv)
 static int cmd_identify(int argc, char **argv)
 {
     cli o;
-    int rc = dsv4_cli_parse(argc, argv, "identify", prog, &o);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    int rc;
+    if (parse_command(argc, argv, "identify", 0, &o, &rc))
+        return rc;
     if (!o.impl_given && !o.actual) {
         fprintf(stderr, "%s identify: name the implementation: --impl IMPL or --actual FILE\n", prog);
         dsv4_cli_free(&o);
@@ -553,21 +571,19 @@ static int cmd_identify(int argc, char **argv)
 static int cmd_bench(int argc, char **argv)
 {
     cli o;
-    int rc = dsv4_cli_parse(argc, argv, "bench", prog, &o);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    int rc;
+    if (parse_command(argc, argv, "bench", 0, &o, &rc))
+        return rc;
     dsv4_backend b;
-    int have_b = 0;
-    if (strcmp(o.impl, "ref") != 0) {
-        if ((rc = open_backend(&o, &b)))
-            return rc;
-        have_b = 1;
+    int have_b;
+    if ((rc = open_backend_unless_ref(&o, &b, &have_b))) {
+        dsv4_cli_free(&o);
+        return rc;
     }
     rc = dsv4_bench_run(have_b ? &b : NULL, o.have_re ? &o.re : NULL, o.verbose, stdout);
     if (have_b)
         dsv4_backend_close(&b);
-    if (o.have_re)
-        regfree(&o.re);
+    dsv4_cli_free(&o);
     return rc;
 }
 

@@ -63,31 +63,17 @@ __global__ void mxfp4_kernel(const void *__restrict__ x, int is_bf16, long long 
     }
 }
 
-struct mx_shape {
-    int x, d, s, is_bf16;
-    long long T, W;
-};
-
-int shape_of(const dsv4_hip_call *c, mx_shape *s, char *err, size_t errlen)
+int shape_of(const dsv4_hip_call *c, mx_rows *s, char *err, size_t errlen)
 {
-    int rc;
-    if ((rc = quant_input_x(c, &s->x, &s->is_bf16, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "x_fp4", DSV4_PLUGIN_FLOAT4_E2M1FN_X2, 2, &s->d, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "scales", DSV4_PLUGIN_FLOAT8_E8M0FNU, 2, &s->s, err, errlen)))
-        return rc;
-    s->T = c->in[s->x].shape[0];
-    s->W = c->in[s->x].shape[1];
-    return DSV4_PLUGIN_OK;
+    return mx_rows_of(c, "x_fp4", DSV4_PLUGIN_FLOAT4_E2M1FN_X2, "scales", DSV4_PLUGIN_FLOAT8_E8M0FNU, s, err, errlen);
 }
 
 int mxfp4_check(const dsv4_hip_call *c, char *err, size_t errlen)
 {
-    mx_shape s;
+    mx_rows s;
     int rc = shape_of(c, &s, err, errlen);
     if (rc)
         return rc;
-    if (s.W % 32 != 0)
-        return QFAIL("mxfp4_quant: W = %lld is not a multiple of 32", s.W);
     const dsv4_plugin_tensor *d = &c->out[s.d], *sc = &c->out[s.s];
     long long sr = s.T, scol = s.W / 32;
     if (c->variant == V_SHUFFLED) { /* ceil(M/256)*256, ceil(ceil(N/32)/8)*8 (docs/semantics/quant.md Q1.3) */
@@ -96,14 +82,12 @@ int mxfp4_check(const dsv4_hip_call *c, char *err, size_t errlen)
     }
     if (d->shape[0] != s.T || d->shape[1] != s.W / 2 || sc->shape[0] != sr || sc->shape[1] != scol)
         return QFAIL("mxfp4_quant: outputs must be [%lld, %lld] and [%lld, %lld]", s.T, s.W / 2, sr, scol);
-    if (s.T * s.W / 8 > (long long)0x7fffffff * 256)
-        return QFAIL("mxfp4_quant: tensor too large for the grid");
     return DSV4_PLUGIN_OK;
 }
 
 hipError_t mxfp4_launch(const dsv4_hip_call *c, hipStream_t stream)
 {
-    mx_shape s;
+    mx_rows s;
     char err[8];
     if (shape_of(c, &s, err, sizeof err))
         return hipErrorInvalidValue;

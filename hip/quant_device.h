@@ -76,6 +76,31 @@ static inline int quant_input_x(const dsv4_hip_call *c, int *xi, int *is_bf16, c
     return DSV4_PLUGIN_OK;
 }
 
+/* The MX row ops (mxfp4_quant, mxfp8_quant): input x [T, W], W a multiple
+ * of 32, and their two 2-D outputs, the codes and the e8m0 scales (each
+ * op checks the outputs' shapes). */
+struct mx_rows {
+    int x, d, s, is_bf16;
+    long long T, W;
+};
+
+static inline int mx_rows_of(const dsv4_hip_call *c, const char *codes, int codes_dtype, const char *scales,
+                             int scales_dtype, mx_rows *s, char *err, size_t errlen)
+{
+    int rc;
+    if ((rc = quant_input_x(c, &s->x, &s->is_bf16, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 1, codes, codes_dtype, 2, &s->d, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 1, scales, scales_dtype, 2, &s->s, err, errlen)))
+        return rc;
+    s->T = c->in[s->x].shape[0];
+    s->W = c->in[s->x].shape[1];
+    if (s->W % 32 != 0)
+        return QFAIL("%s: W = %lld is not a multiple of 32", c->op, s->W);
+    if (s->T * s->W / 8 > (long long)0x7fffffff * 256)
+        return QFAIL("%s: tensor too large for the grid", c->op);
+    return DSV4_PLUGIN_OK;
+}
+
 /* Blocks of `threads` covering n work items (host side). */
 static inline unsigned grid_for(long long n, int threads)
 {

@@ -24,18 +24,8 @@ static char tmpdir[256];
 static char *out;
 #define OUT_MAX (1 << 20)
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char cmd[16384];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    char full[16500];
-    snprintf(full, sizeof full, "( %s ) 2>&1", cmd);
-    return dsv4_test_popen(out, OUT_MAX, full);
-}
+/* Runs a shell command line, stdout + stderr into out; the exit code. */
+#define sh(...) dsv4_test_sh(out, OUT_MAX, __VA_ARGS__)
 
 /* tmpdir/name; the 32 most recent stay valid. */
 static const char *tmp(const char *name)
@@ -46,14 +36,8 @@ static const char *tmp(const char *name)
     return buf[k++ & 31];
 }
 
-static const char *plugin(const char *name)
-{
-    static char buf[512];
-    char dir[400];
-    snprintf(dir, sizeof dir, "%s", dsv4_test_exe());
-    snprintf(buf, sizeof buf, "%s/tests/%s", dirname(dir), name);
-    return buf;
-}
+/* build/tests/<name>: the example plug-ins sit beside the test programs. */
+static const char *plugin(const char *name) { return dsv4_test_build_path("tests", name); }
 
 static void setup(void)
 {

@@ -15,18 +15,8 @@
 static char *out;
 #define OUT_MAX (1 << 20)
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    char full[4200];
-    snprintf(full, sizeof full, "( %s ) 2>&1", cmd);
-    return dsv4_test_popen(out, OUT_MAX, full);
-}
+/* Runs a shell command line, stdout + stderr into out; the exit code. */
+#define sh(...) dsv4_test_sh(out, OUT_MAX, __VA_ARGS__)
 
 static void setup(void)
 {

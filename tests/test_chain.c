@@ -12,15 +12,8 @@
 #define OUT_LEN (1 << 20)
 static char out[OUT_LEN];
 
-static const char *plugin(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    char dir[400];
-    snprintf(dir, sizeof dir, "%s", dsv4_test_exe());
-    snprintf(buf[k & 3], sizeof buf[0], "%s/tests/%s", dirname(dir), name);
-    return buf[k++ & 3];
-}
+/* build/tests/<name>: the example plug-ins sit beside the test programs. */
+static const char *plugin(const char *name) { return dsv4_test_build_path("tests", name); }
 
 /* Small live-reference chains (no goldens): one per layer kind and batch. */
 static const char *live_cases =

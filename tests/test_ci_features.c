@@ -28,29 +28,10 @@ static char *out; /* the last command's stdout + stderr */
 #define OUT_MAX (1 << 20)
 
 /* build/tests/<name>: the example plug-ins sit beside the test programs. */
-static const char *plugin(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    char dir[400];
-    snprintf(dir, sizeof dir, "%s", dsv4_test_exe());
-    snprintf(buf[k & 3], sizeof buf[0], "%s/tests/%s", dirname(dir), name);
-    return buf[k++ & 3];
-}
+static const char *plugin(const char *name) { return dsv4_test_build_path("tests", name); }
 
 /* Runs a shell command line, stdout + stderr into out; the exit code. */
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    char full[8300];
-    snprintf(full, sizeof full, "( %s ) 2>&1", cmd);
-    return dsv4_test_popen(out, OUT_MAX, full);
-}
+#define sh(...) dsv4_test_sh(out, OUT_MAX, __VA_ARGS__)
 
 static void setup(void)
 {

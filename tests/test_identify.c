@@ -23,29 +23,11 @@ static char tmpdir[256];
 static char *out;
 #define OUT_MAX (1 << 20)
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    char full[8300];
-    snprintf(full, sizeof full, "( %s ) 2>&1", cmd);
-    return dsv4_test_popen(out, OUT_MAX, full);
-}
+/* Runs a shell command line, stdout + stderr into out; the exit code. */
+#define sh(...) dsv4_test_sh(out, OUT_MAX, __VA_ARGS__)
 
 /* A library beside the tests (tests/NAME) or the mutants (mutants/NAME). */
-static const char *lib(const char *sub, const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    char dir[400];
-    snprintf(dir, sizeof dir, "%s", dsv4_test_exe());
-    snprintf(buf[k & 3], sizeof buf[0], "%s/%s/%s", dirname(dir), sub, name);
-    return buf[k++ & 3];
-}
+#define lib dsv4_test_build_path
 
 static void setup(void)
 {

@@ -61,6 +61,7 @@ static inline void dsv4_test_write_file(const char *path, const char *text)
 /* The process helpers need POSIX (popen, mkdtemp): a test program that uses
  * them defines _POSIX_C_SOURCE 200809L before its first #include. */
 #if defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200809L
+#include <libgen.h>
 #include <sys/wait.h>
 
 /* The dsv4check under test: $DSV4CHECK, else build/dsv4check (tests run
@@ -83,6 +84,34 @@ static inline int dsv4_test_popen(char *out, size_t len, const char *cmd)
     int status = pclose(p);
     ck_assert_msg(WIFEXITED(status), "`%s` did not exit normally (crash?):\n%s", cmd, out);
     return WEXITSTATUS(status);
+}
+
+/* Runs the shell command line fmt (printf-style) as `( CMD ) 2>&1`, its
+ * stdout + stderr into out; the exit code, as dsv4_test_popen. */
+static inline int dsv4_test_sh(char *out, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline int dsv4_test_sh(char *out, size_t len, const char *fmt, ...)
+{
+    char cmd[16384], full[16500];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(n >= 0 && (size_t)n < sizeof cmd, "command line too long");
+    snprintf(full, sizeof full, "( %s ) 2>&1", cmd);
+    return dsv4_test_popen(out, len, full);
+}
+
+/* <the folder of the dsv4check under test>/sub/name, e.g. an example
+ * plug-in built beside the tests ("tests") or a mutant ("mutants"); the 4
+ * most recent results stay valid. */
+static inline const char *dsv4_test_build_path(const char *sub, const char *name)
+{
+    static char buf[4][512];
+    static int k;
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s", dsv4_test_exe());
+    snprintf(buf[k & 3], sizeof buf[0], "%s/%s/%s", dirname(dir), sub, name);
+    return buf[k++ & 3];
 }
 
 /* Runs `ENV dsv4check ARGS 2>&1` (ENV: "" or "NAME=value ...", ARGS from

@@ -24,8 +24,7 @@ static const dsv4_param_spec cslot_params[] = {
     {"cp_rank", DSV4_P_INT, "0", "this rank", 0},
     {"cp_interleave", DSV4_P_INT, "1", "cp_kv_cache_interleave_size: entries a rank takes in turn", 0},
     {"pad_tokens", DSV4_P_INT, "0", "output entries past the batch (a CUDA-graph-padded buffer)", 0},
-    {"query_lens", DSV4_P_INTLIST, NULL, "generator: query tokens of each request", 1},
-    {"prefix_lens", DSV4_P_INTLIST, "[]", "generator: cached prefix of each request", 1},
+    DSV4_REQ_SHAPE_PARAMS,
     {"bt_pad", DSV4_P_INT, "1", "generator: extra block-table columns", 1},
     {NULL, 0, NULL, NULL, 0},
 };

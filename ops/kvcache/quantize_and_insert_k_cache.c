@@ -34,8 +34,7 @@ static const dsv4_variant insert_variants[] = {
 static const dsv4_param_spec insert_params[] = {
     {"block_size", DSV4_P_INT, "64", "tokens per cache page B (64 SWA / C4, 2 for C128)", 0},
     {"use_fnuz", DSV4_P_INT, "0", "1: e4m3fnuz values with FP8MAX 224 (gfx942) [S1]", 0},
-    {"query_lens", DSV4_P_INTLIST, NULL, "generator: tokens inserted per request", 1},
-    {"prefix_lens", DSV4_P_INTLIST, "[]", "generator: positions already cached per request", 1},
+    DSV4_REQ_SHAPE_PARAMS,
     {"compress_ratio", DSV4_P_INT, "1", "generator: c > 1 gives the compressed slot mapping "
                                         "(docs/semantics/indices.md A5.4)", 1},
     {"spare_blocks", DSV4_P_INT, "2", "generator: untouched (poisoned) pages beside the used ones", 1},

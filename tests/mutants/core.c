@@ -255,6 +255,19 @@ dsv4_tensor *mut_in(mut_call *m, const char *name)
     return dsv4_tensors_find(&m->in, name);
 }
 
+int mut_run_reference_rope_at_pos(mut_call *m)
+{
+    dsv4_tensor *cs;
+    int rc = mut_need(m, &m->in, "cos_sin_cache", &cs);
+    if (rc)
+        return rc;
+    const int64_t c = mut_int(m, "compress_ratio"), P = cs->shape[0], rd = cs->shape[1];
+    float *x = cs->data;
+    for (int64_t p = 0; p + c - 1 < P; p += c)
+        memcpy(x + p * rd, x + (p + c - 1) * rd, (size_t)rd * sizeof *x);
+    return mut_run_reference(m);
+}
+
 int mut_need(mut_call *m, dsv4_tensors *ts, const char *name, dsv4_tensor **t)
 {
     *t = dsv4_tensors_find(ts, name);

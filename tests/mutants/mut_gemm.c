@@ -358,18 +358,7 @@ int mut_qnorm_slot_minus1_written(mut_call *m)
 /* The compressed row's RoPE at the token's own position instead of the
  * group start (pos // c) * c: row p + c - 1 of the table is copied into
  * row p for every group start p the step reads. */
-int mut_compressor_rope_at_pos(mut_call *m)
-{
-    dsv4_tensor *cs;
-    int rc = mut_need(m, &m->in, "cos_sin_cache", &cs);
-    if (rc)
-        return rc;
-    const int64_t c = mut_int(m, "compress_ratio"), P = cs->shape[0], rd = cs->shape[1];
-    float *x = cs->data;
-    for (int64_t p = 0; p + c - 1 < P; p += c)
-        memcpy(x + p * rd, x + (p + c - 1) * rd, (size_t)rd * sizeof *x);
-    return mut_run_reference(m);
-}
+int mut_compressor_rope_at_pos(mut_call *m) { return mut_run_reference_rope_at_pos(m); }
 
 /* The absolute position bias left out of the saved scores. */
 int mut_compressor_ape_ignored(mut_call *m)

@@ -39,18 +39,7 @@ int mut_kstore_slot_minus1_written(mut_call *m)
 
 /* The key rotated at its own position instead of the group start
  * (pos // c) * c: table row p + c - 1 copied into each group start p. */
-int mut_kstore_rope_at_pos(mut_call *m)
-{
-    dsv4_tensor *cs;
-    int rc = mut_need(m, &m->in, "cos_sin_cache", &cs);
-    if (rc)
-        return rc;
-    const int64_t c = mut_int(m, "compress_ratio"), P = cs->shape[0], rd = cs->shape[1];
-    float *x = cs->data;
-    for (int64_t q = 0; q + c - 1 < P; q += c)
-        memcpy(x + q * rd, x + (q + c - 1) * rd, (size_t)rd * sizeof *x);
-    return mut_run_reference(m);
-}
+int mut_kstore_rope_at_pos(mut_call *m) { return mut_run_reference_rope_at_pos(m); }
 
 /* The preshuffled layout written in natural order. */
 int mut_kstore_not_preshuffled(mut_call *m)
@@ -246,8 +235,9 @@ int mut_sa_topk_ties_other_way(mut_call *m)
     return rc;
 }
 
-/* The top-k taken over [0, end - 1): the newest key is never a candidate. */
-int mut_sa_topk_last_key_dropped(mut_call *m)
+/* The reference, then topk_indices retaken over the ideal logits of every
+ * column in [0, row end - drop) of each row. */
+static int topk_over_columns_before_end(mut_call *m, int64_t drop)
 {
     int rc = mut_run_reference(m);
     dsv4_indexer_lg g;
@@ -257,12 +247,15 @@ int mut_sa_topk_last_key_dropped(mut_call *m)
         return rc;
     const int64_t k = ti->shape[1];
     for (int64_t r = 0; r < g.a.rows; r++) {
-        const int64_t end = dsv4_idx_row_end(&g.a, r);
-        dsv4_idx_topk_row(lg + r * g.a.width, end > 0 ? end - 1 : 0, k, 0, (int32_t *)ti->data + r * k);
+        const int64_t end = dsv4_idx_row_end(&g.a, r) - drop;
+        dsv4_idx_topk_row(lg + r * g.a.width, end > 0 ? end : 0, k, 0, (int32_t *)ti->data + r * k);
     }
     free(lg);
     return DSV4_OK;
 }
+
+/* The top-k taken over [0, end - 1): the newest key is never a candidate. */
+int mut_sa_topk_last_key_dropped(mut_call *m) { return topk_over_columns_before_end(m, 1); }
 
 /* The block holding the newest key scored by its max like the others
  * instead of +inf, so the newest block can fall out of the pool. */
@@ -303,17 +296,4 @@ int mut_sa_newest_block_not_forced(mut_call *m)
 
 /* The candidate mask not applied: the top-k ranges over every column
  * below the row end, not only the published pool. */
-int mut_mqa_pool_mask_dropped(mut_call *m)
-{
-    int rc = mut_run_reference(m);
-    dsv4_indexer_lg g;
-    double *lg = NULL;
-    dsv4_tensor *ti;
-    if (rc || (rc = mut_need(m, &m->out, "topk_indices", &ti)) || (rc = ideal_logits(m, &g, &lg)))
-        return rc;
-    const int64_t k = ti->shape[1];
-    for (int64_t r = 0; r < g.a.rows; r++)
-        dsv4_idx_topk_row(lg + r * g.a.width, dsv4_idx_row_end(&g.a, r), k, 0, (int32_t *)ti->data + r * k);
-    free(lg);
-    return DSV4_OK;
-}
+int mut_mqa_pool_mask_dropped(mut_call *m) { return topk_over_columns_before_end(m, 0); }

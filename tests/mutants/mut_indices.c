@@ -12,6 +12,19 @@ static int32_t *i32(dsv4_tensor *t)
     return (int32_t *)t->data;
 }
 
+/* The reference run on seq_lens one too high each, as if handed them after
+ * this step's increment: every token sits one position later. */
+static int run_with_seq_lens_plus1(mut_call *m)
+{
+    dsv4_tensor *seq;
+    int rc = mut_need(m, &m->in, "seq_lens", &seq);
+    if (rc)
+        return rc;
+    for (int64_t r = 0; r < seq->shape[0]; r++)
+        i32(seq)[r] += 1;
+    return mut_run_reference(m);
+}
+
 /* ---- combine_topk_swa_indices ---- */
 
 /* The window part starts one position late: every window entry (the rows
@@ -60,16 +73,7 @@ int mut_combine_topk_unmasked(mut_call *m)
 /* Positions off by one: the kernel is handed seq_lens after this step's
  * increment, so every token sits one position later (one more causal
  * top-k column every c tokens, one more window row below the window). */
-int mut_combine_positions_off1(mut_call *m)
-{
-    dsv4_tensor *seq;
-    int rc = mut_need(m, &m->in, "seq_lens", &seq);
-    if (rc)
-        return rc;
-    for (int64_t r = 0; r < seq->shape[0]; r++)
-        i32(seq)[r] += 1;
-    return mut_run_reference(m);
-}
+int mut_combine_positions_off1(mut_call *m) { return run_with_seq_lens_plus1(m); }
 
 /* ---- compute_global_topk_indices_and_lens / ragged ---- */
 
@@ -145,16 +149,7 @@ int mut_gtopk_ragged_indptr_inclusive(mut_call *m)
 
 /* Positions off by one (seq_lens after the step's increment): the causal
  * cap (pos + 1) // c admits one more column every c tokens. */
-int mut_pftopk_positions_off1(mut_call *m)
-{
-    dsv4_tensor *seq;
-    int rc = mut_need(m, &m->in, "seq_lens", &seq);
-    if (rc)
-        return rc;
-    for (int64_t r = 0; r < seq->shape[0]; r++)
-        i32(seq)[r] += 1;
-    return mut_run_reference(m);
-}
+int mut_pftopk_positions_off1(mut_call *m) { return run_with_seq_lens_plus1(m); }
 
 /* ---- decode_swa_indices_and_lens ---- */
 

@@ -62,6 +62,11 @@ double mut_float(const mut_call *m, const char *name);
 /* An int parameter changed for this call only (e.g. an off-by-one offset). */
 int mut_set_int(mut_call *m, const char *name, int64_t v);
 
+/* RoPE at the token's own position instead of its group start (pos // c)
+ * * c, c = compress_ratio: row p + c - 1 of input cos_sin_cache copied into
+ * every group start p, then the reference. */
+int mut_run_reference_rope_at_pos(mut_call *m);
+
 /* Element access as the codecs of ref/numerics.h decode and encode them. */
 double mut_get(const dsv4_tensor *t, int64_t i);
 void mut_set(dsv4_tensor *t, int64_t i, double v);
