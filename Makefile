@@ -93,36 +93,55 @@ soundness: $(BUILD)/soundness
 	$(BUILD)/soundness
 
 # ---- hip backend (hip/, include/dsv4_plugin.h) ----
-# `make hip` builds $(BUILD)/libdsv4_hip.so with nvcc where present (NVIDIA:
-# -arch=sm_90 embeds sm_90 code plus compute_90 PTX), else with hipcc for AMD
-# (always with --offload-arch: without it Debian's hipcc 5.2 silently
-# targets gfx803).  `make hip-compile-check` compiles the backend both ways
-# without a GPU; a missing compiler is skipped with a message.
+# `make hip` builds $(BUILD)/libdsv4_hip.so for the targets in HIP_ARCHS:
+# sm_XX entries with nvcc (each embeds sm_XX code plus compute_XX PTX),
+# gfx entries for AMD through scripts/hip-amd-build.sh, which picks the
+# compiler that knows them (hipcc; Debian's clang-19/22 with completed device
+# libraries for gfx941/gfx942/gfx950; always with --offload-arch: without
+# it Debian's hipcc 5.2 silently targets gfx803).  One library holds one
+# vendor's code.  The default is sm_90 where nvcc is present, else gfx90a
+# gfx940.  `make hip-compile-check` compiles the backend without a GPU for
+# NVIDIA sm_90, AMD gfx90a/gfx940 (hipcc) and the production targets gfx942
+# (MI300X) and gfx950 (MI355X) with clang-22; a missing compiler is skipped
+# with a message (CI has them all: scripts/setup.sh --hip).
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 HIPCC ?= $(shell command -v hipcc 2>/dev/null)
 HIP_SRCS := $(wildcard hip/*.cpp)
-HIP_DEPS := $(HIP_SRCS) $(wildcard hip/*.h) include/dsv4_plugin.h ops/ops.def
-NVCC_FLAGS := -x cu -O2 -std=c++17 -arch=sm_90 -Xcompiler -fPIC,-Wall,-Wextra,-Werror -shared
-HIP_ARCHS ?= gfx90a gfx940
-HIPCC_FLAGS := -x hip -O2 -std=c++17 -fPIC -shared -Wall -Wextra -Werror $(HIP_ARCHS:%=--offload-arch=%)
+HIP_DEPS := $(HIP_SRCS) $(wildcard hip/*.h) include/dsv4_plugin.h ops/ops.def scripts/hip-amd-build.sh \
+            scripts/amd-devlibs.sh
+HIP_ARCHS ?= $(if $(NVCC),sm_90,gfx90a gfx940)
+HIP_CUDA_ARCHS := $(filter sm_%,$(HIP_ARCHS))
+HIP_AMD_ARCHS := $(filter gfx%,$(HIP_ARCHS))
+NVCC_FLAGS = -x cu -O2 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra,-Werror -shared \
+             $(foreach a,$(1),-gencode arch=compute_$(a:sm_%=%),code=[sm_$(a:sm_%=%),compute_$(a:sm_%=%)])
+HIP_PRODUCTION_ARCHS := gfx942 gfx950
 
 hip: $(BUILD)/libdsv4_hip.so
 
 $(BUILD)/libdsv4_hip.so: $(HIP_DEPS)
 	@mkdir -p $(dir $@)
-	@$(if $(Q),echo "  GPU     $@")
-	$(Q)if [ -n "$(NVCC)" ]; then $(NVCC) $(NVCC_FLAGS) -o $@ $(HIP_SRCS); \
-	elif [ -n "$(HIPCC)" ]; then HIP_PLATFORM=amd $(HIPCC) $(HIPCC_FLAGS) -o $@ $(HIP_SRCS); \
-	else echo "make hip: neither nvcc nor hipcc found (scripts/setup.sh --hip installs hipcc)"; exit 1; fi
+	@$(if $(Q),echo "  GPU     $@ ($(HIP_ARCHS))")
+	$(Q)if [ -n "$(filter-out sm_% gfx%,$(HIP_ARCHS))" ] || [ -z "$(HIP_ARCHS)" ]; then \
+	  echo "make hip: HIP_ARCHS='$(HIP_ARCHS)': each entry is sm_XX (NVIDIA) or gfxNNN (AMD)"; exit 2; fi
+	$(Q)if [ -n "$(HIP_CUDA_ARCHS)" ] && [ -n "$(HIP_AMD_ARCHS)" ]; then \
+	  echo "make hip: HIP_ARCHS mixes NVIDIA and AMD targets; one library holds one vendor's code"; exit 2; fi
+	$(Q)if [ -n "$(HIP_CUDA_ARCHS)" ]; then \
+	  if [ -z "$(NVCC)" ]; then echo "make hip: $(HIP_CUDA_ARCHS) needs nvcc"; exit 1; fi; \
+	  $(NVCC) $(call NVCC_FLAGS,$(HIP_CUDA_ARCHS)) -o $@ $(HIP_SRCS); \
+	else scripts/hip-amd-build.sh $(BUILD) $@ "$(HIP_AMD_ARCHS)" $(HIP_SRCS); fi
 
 hip-compile-check: $(HIP_DEPS)
 	@mkdir -p $(BUILD)/hip-check
-	@if [ -n "$(NVCC)" ]; then echo "  NVCC    $(BUILD)/hip-check/libdsv4_hip_cuda.so"; \
-	  $(NVCC) $(NVCC_FLAGS) -o $(BUILD)/hip-check/libdsv4_hip_cuda.so $(HIP_SRCS) || exit 1; \
+	@if [ -n "$(NVCC)" ]; then echo "  NVCC    $(BUILD)/hip-check/libdsv4_hip_cuda.so (sm_90)"; \
+	  $(NVCC) $(call NVCC_FLAGS,sm_90) -o $(BUILD)/hip-check/libdsv4_hip_cuda.so $(HIP_SRCS) || exit 1; \
 	else echo "hip-compile-check: nvcc not found, NVIDIA half skipped"; fi
-	@if [ -n "$(HIPCC)" ]; then echo "  HIPCC   $(BUILD)/hip-check/libdsv4_hip_amd.so ($(HIP_ARCHS))"; \
-	  HIP_PLATFORM=amd $(HIPCC) $(HIPCC_FLAGS) -o $(BUILD)/hip-check/libdsv4_hip_amd.so $(HIP_SRCS) || exit 1; \
+	@if [ -n "$(HIPCC)" ]; then echo "  HIPCC   $(BUILD)/hip-check/libdsv4_hip_amd.so (gfx90a gfx940)"; \
+	  scripts/hip-amd-build.sh $(BUILD) $(BUILD)/hip-check/libdsv4_hip_amd.so "gfx90a gfx940" $(HIP_SRCS) || exit 1; \
 	else echo "hip-compile-check: hipcc not found, AMD half skipped (scripts/setup.sh --hip)"; fi
+	@echo "  CLANG22 $(BUILD)/hip-check/libdsv4_hip_prod.so ($(HIP_PRODUCTION_ARCHS))"; \
+	  scripts/hip-amd-build.sh $(BUILD) $(BUILD)/hip-check/libdsv4_hip_prod.so "$(HIP_PRODUCTION_ARCHS)" $(HIP_SRCS); \
+	  rc=$$?; if [ $$rc = 77 ]; then echo "hip-compile-check: clang-22 not found, production targets skipped"; \
+	  elif [ $$rc != 0 ]; then exit $$rc; fi
 
 # A folder for the GPU machine: binaries, their shared libraries, cases,
 # goldens and scripts/gpu-run.sh (see scripts/gpu-bundle.sh).

@@ -58,9 +58,16 @@
  * the warp takes part (see the rules above). */
 #define __shfl_xor(...) __shfl_xor_sync(0xffffffffu, __VA_ARGS__)
 #define GPU_PLATFORM "cuda"
+/* __launch_bounds__(threads, blocks): CUDA's second argument is the blocks
+ * to keep resident per SM, a register budget nvcc can meet. */
+#define GPU_LAUNCH_BOUNDS_OCC(threads, blocks) __launch_bounds__(threads, blocks)
 #else
 #include <hip/hip_runtime.h>
 #define GPU_PLATFORM "amd"
+/* HIP reads the second argument as waves per execution unit, which the
+ * shared memory of a large block cannot reach on gfx942/gfx950 (clang 19+
+ * fails the build with -Wpass-failed); AMD gets the thread bound only. */
+#define GPU_LAUNCH_BOUNDS_OCC(threads, blocks) __launch_bounds__(threads)
 #endif
 
 /* Worst case over AMD (wave64) and NVIDIA (warp32): 1024 threads / 32. */

@@ -203,7 +203,7 @@ struct paged_src {
 
 /* Grid: T * ceil(H / HG) blocks of NT threads. */
 template <typename Src>
-__global__ void __launch_bounds__(NT, 3) attn_kernel(Src src, const uint16_t *__restrict__ q,
+__global__ void GPU_LAUNCH_BOUNDS_OCC(NT, 3) attn_kernel(Src src, const uint16_t *__restrict__ q,
                                                  const float *__restrict__ sink, long long H, int groups,
                                                  float scale, uint16_t *__restrict__ out)
 {

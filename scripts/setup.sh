@@ -2,7 +2,9 @@
 # setup.sh - install the Debian packages dsv4check needs, only when missing.
 # Idempotent: a second run installs nothing and prints one line.
 # Usage: scripts/setup.sh [--hip] [--slurm] [--chromium]
-#   --hip       adds the AMD HIP compile toolchain
+#   --hip       adds the AMD HIP compile toolchain: Debian's hipcc 5.2 (gfx90a,
+#               gfx940) and clang/lld/llvm 19 and 22 for the production
+#               targets gfx942 and gfx950 (scripts/hip-amd-build.sh)
 #   --slurm     adds Debian's slurm-wlm and munge for the one-node Slurm test
 #               (tests/test_slurm.sh starts private daemons of its own and
 #               never uses the system's munge or slurm services)
@@ -40,7 +42,7 @@ want=(libhdf5-dev hdf5-tools check libyaml-dev zlib1g-dev libopenblas-dev pkg-co
       python3-pytest python3-torch)
 for a in "$@"; do
     case "$a" in
-        --hip) want+=(hipcc libamdhip64-dev rocm-device-libs) ;;
+        --hip) want+=(hipcc libamdhip64-dev rocm-device-libs clang-19 lld-19 llvm-19 clang-22 lld-22 llvm-22) ;;
         --slurm) want+=(slurm-wlm munge) ;;
         *) echo "setup: unknown option $a (expected --hip, --slurm, --chromium)" >&2; exit 2 ;;
     esac
