@@ -42,7 +42,7 @@ want=(libhdf5-dev hdf5-tools check libyaml-dev zlib1g-dev libopenblas-dev pkg-co
       python3-pytest python3-torch)
 for a in "$@"; do
     case "$a" in
-        --hip) want+=(hipcc libamdhip64-dev rocm-device-libs clang-19 lld-19 llvm-19 clang-22 lld-22 llvm-22) ;;
+        --hip) want+=(hipcc libamdhip64-dev rocm-device-libs clang-19 lld-19 llvm-19 clang-tools-19 clang-22 lld-22 llvm-22 clang-tools-22) ;;
         --slurm) want+=(slurm-wlm munge) ;;
         *) echo "setup: unknown option $a (expected --hip, --slurm, --chromium)" >&2; exit 2 ;;
     esac

@@ -237,7 +237,7 @@ static int snd_compare(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensor
             bound = calloc((size_t)(n + 1), sizeof *bound);
             rc = bound ? op->bound(c, in, a->name, bound, n, st) : dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
         }
-        dsv4_cmp_aux aux = {NULL, NULL, bound};
+        dsv4_cmp_aux aux = {NULL, NULL, bound, NULL};
         if (!rc && pol.companion[0]) {
             aux.expected = dsv4_tensors_get(exp, pol.companion);
             aux.actual = dsv4_tensors_get(act, pol.companion);
