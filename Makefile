@@ -101,7 +101,7 @@ soundness: $(BUILD)/soundness
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 HIPCC ?= $(shell command -v hipcc 2>/dev/null)
 HIP_SRCS := $(wildcard hip/*.cpp)
-HIP_DEPS := $(HIP_SRCS) $(wildcard hip/*.h) include/dsv4_plugin.h ops/ops.def
+HIP_DEPS := $(HIP_SRCS) $(wildcard hip/*.h) include/dsv4_plugin.h include/dsv4_poison.h ops/ops.def
 NVCC_FLAGS := -x cu -O2 -std=c++17 -arch=sm_90 -Xcompiler -fPIC,-Wall,-Wextra,-Werror -shared
 HIP_ARCHS ?= gfx90a gfx940
 HIPCC_FLAGS := -x hip -O2 -std=c++17 -fPIC -shared -Wall -Wextra -Werror $(HIP_ARCHS:%=--offload-arch=%)
@@ -293,6 +293,15 @@ $(BUILD)/tests/libchain_bug%.so: $(CHAIN_PLUGIN_DEPS)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -DCHAIN_BUG=$* $(CHAIN_PLUGIN_LINK)
 $(BUILD)/tests/test_chain: $(CHAIN_PLUGINS) $(PLUGINS)
+# test_readpast: the chain plug-in reading one element past an input (bug 4)
+# and a nondeterministic one (bug 5), loaded into the test itself as well
+# (the in-process path): the test exports every library symbol to them.
+READPAST_PLUGINS := $(BUILD)/tests/libchain_ref.so $(BUILD)/tests/libchain_bug4.so $(BUILD)/tests/libchain_bug5.so
+$(BUILD)/tests/test_readpast: tests/test_readpast.c tests/testutil.h $(BUILD)/libdsv4.a $(READPAST_PLUGINS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -rdynamic -o $@ $< -Wl,--whole-archive $(BUILD)/libdsv4.a \
+	  -Wl,--no-whole-archive $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
 
 # The hostile plug-ins (tests/plugins/hostile.c), one misbehaviour each:
 # build/tests/plugins/libhostile_<mode>.so, for test_integrity and test_badinput.

@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "chain_impl.h"
 
+#include "readpast.h"
 #include "repro.h"
 
 #include <errno.h>
@@ -345,7 +346,13 @@ int dsv4_chain_step(dsv4_chain *x, const char *step, const char *opname, const c
         if (!x->b->is_ref && (rc = run_impl(x, step, op, &ctx, &in, &act, &st)) != DSV4_OK)
             dsv4_status_prefix(&st, "%s [%s]", opname, variant);
         if (!rc && !(rc = compare_step(x, rec, op, &ctx, &in, &exp, actual, &st)) && rec->verdict == DSV4_FAIL &&
-            x->first_fail < 0) {
+            !x->b->is_ref) {
+            char name[sizeof x->cs->name + 72];
+            snprintf(name, sizeof name, "%s/%s", x->cs->name, step);
+            const dsv4_case_id id = {name, NULL};
+            dsv4_readpast_attribute(x->b, op, &ctx, &id, &in, actual, rec->out, rec->n_out);
+        }
+        if (!rc && rec->verdict == DSV4_FAIL && x->first_fail < 0) {
             x->first_fail = x->nsteps - 1;
             if (x->o && x->o->repro_dir && x->r) {
                 dsv4_status rst = {0};

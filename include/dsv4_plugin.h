@@ -106,6 +106,15 @@ typedef struct dsv4_plugin_case {
     const dsv4_plugin_param *params;
     int nparams;
     const char *golden; /* the golden file its inputs come from, or NULL */
+    /* Present when size reaches them (dsv4check 0.1.0 on): in an
+     * attribution rerun after a failure, the guard regions of input
+     * guard_zeroed_input (its index; -1: none) on the sides
+     * guard_zeroed_sides (DSV4_GUARD_BEFORE 1 | DSV4_GUARD_AFTER 2 of
+     * dsv4_poison.h) hold zeros instead of the poison.  A plug-in that puts
+     * its own guards around device copies of the inputs fills them the same
+     * way (dsv4_poison_fill), so that its reads past an input are found. */
+    int guard_zeroed_input;
+    int guard_zeroed_sides;
 } dsv4_plugin_case;
 
 typedef struct dsv4_plugin {
