@@ -38,6 +38,12 @@
  * past either end is an ERROR naming the tensor), and an input that differs
  * from what dsv4check passed is an ERROR naming it and its first changed
  * element.  err is read up to errlen bytes; its last byte is forced to NUL.
+ * A plug-in may assume nothing about the bytes outside a tensor: an input's
+ * guards hold the poison of its dtype (dsv4_poison.h: NaN, an index no
+ * tensor has), or zeros in the reruns that, after a failure, find out
+ * whether its outputs depend on bytes outside an input (the hint then says
+ * "reads past the end of input 'X'"); outputs' guards hold a canary.
+ * bench's time() gets the caller's tensors without guards.
  * tests/plugin_example.c is a complete example. */
 #ifndef DSV4_PLUGIN_H
 #define DSV4_PLUGIN_H
