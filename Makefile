@@ -170,7 +170,8 @@ bench-python: all
 # tests/test_hip then loads those builds); the unit and end-to-end tests (the
 # bad-input matrix, the determinism test and the fuzz-crash replays among
 # them) in a normal build, then again under ASan+UBSan; the committed goldens
-# regenerated and compared; the CLI on the ci suite under valgrind.
+# regenerated and compared; the mutant kill matrix (about 35 s); the CLI on
+# the ci suite under valgrind.
 # Chromium is for the HTML report's end-to-end test.
 check: setup-hip
 	@scripts/setup.sh --chromium
@@ -178,6 +179,7 @@ check: setup-hip
 	@$(MAKE) --no-print-directory unit-tests
 	@$(MAKE) --no-print-directory SAN=1 unit-tests
 	@$(MAKE) --no-print-directory verify-goldens
+	@$(MAKE) --no-print-directory mutants
 	@$(MAKE) --no-print-directory valgrind
 	@$(MAKE) --no-print-directory slurm-test
 	@$(MAKE) --no-print-directory check-citations
