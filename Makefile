@@ -107,7 +107,7 @@ soundness: $(BUILD)/soundness
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 HIPCC ?= $(shell command -v hipcc 2>/dev/null)
 HIP_SRCS := $(wildcard hip/*.cpp)
-HIP_DEPS := $(HIP_SRCS) $(wildcard hip/*.h) include/dsv4_plugin.h ops/ops.def scripts/hip-amd-build.sh \
+HIP_DEPS := $(HIP_SRCS) $(wildcard hip/*.h) include/dsv4_plugin.h include/dsv4_poison.h ops/ops.def scripts/hip-amd-build.sh \
             scripts/amd-devlibs.sh
 HIP_ARCHS ?= $(if $(NVCC),sm_90,gfx90a gfx940)
 HIP_CUDA_ARCHS := $(filter sm_%,$(HIP_ARCHS))
@@ -189,7 +189,8 @@ bench-python: all
 # tests/test_hip then loads those builds); the unit and end-to-end tests (the
 # bad-input matrix, the determinism test and the fuzz-crash replays among
 # them) in a normal build, then again under ASan+UBSan; the committed goldens
-# regenerated and compared; the CLI on the ci suite under valgrind.
+# regenerated and compared; the mutant kill matrix (about 35 s); the CLI on
+# the ci suite under valgrind.
 # Chromium is for the HTML report's end-to-end test.
 check: setup-hip
 	@scripts/setup.sh --chromium
@@ -197,6 +198,7 @@ check: setup-hip
 	@$(MAKE) --no-print-directory unit-tests
 	@$(MAKE) --no-print-directory SAN=1 unit-tests
 	@$(MAKE) --no-print-directory verify-goldens
+	@$(MAKE) --no-print-directory mutants
 	@$(MAKE) --no-print-directory valgrind
 	@$(MAKE) --no-print-directory slurm-test
 	@$(MAKE) --no-print-directory check-citations
@@ -312,6 +314,15 @@ $(BUILD)/tests/libchain_bug%.so: $(CHAIN_PLUGIN_DEPS)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -DCHAIN_BUG=$* $(CHAIN_PLUGIN_LINK)
 $(BUILD)/tests/test_chain: $(CHAIN_PLUGINS) $(PLUGINS)
+# test_readpast: the chain plug-in reading one element past an input (bug 4)
+# and a nondeterministic one (bug 5), loaded into the test itself as well
+# (the in-process path): the test exports every library symbol to them.
+READPAST_PLUGINS := $(BUILD)/tests/libchain_ref.so $(BUILD)/tests/libchain_bug4.so $(BUILD)/tests/libchain_bug5.so
+$(BUILD)/tests/test_readpast: tests/test_readpast.c tests/testutil.h $(BUILD)/libdsv4.a $(READPAST_PLUGINS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -rdynamic -o $@ $< -Wl,--whole-archive $(BUILD)/libdsv4.a \
+	  -Wl,--no-whole-archive $(LDFLAGS) $(CHECK_LIBS) $(LDLIBS)
 
 # The hostile plug-ins (tests/plugins/hostile.c), one misbehaviour each:
 # build/tests/plugins/libhostile_<mode>.so, for test_integrity and test_badinput.

@@ -190,51 +190,15 @@ static int from_plugin_rc(int rc)
 }
 
 /* Every buffer a plug-in is handed - each input and output, and err - is
- * its own copy between two guard regions of at least a page, checked after
- * the call: a kernel (or a host plug-in) writing past either end is caught
- * and named instead of corrupting a neighbour (out-of-bounds accesses have
- * been seen on gfx950).  The inputs it was given are compared with the
+ * its own copy between two guard regions (guard.h), checked after the
+ * call: a kernel (or a host plug-in) writing past either end is caught and
+ * named instead of corrupting a neighbour (out-of-bounds accesses have
+ * been seen on gfx950), and one reading past an input's end reads the
+ * poison of its dtype.  The inputs it was given are compared with the
  * caller's afterwards: inputs are read-only. */
-#define GUARD_BYTE 0xD5
 #define PLUGIN_ERR_LEN 512
 
-static size_t guard_len(void)
-{
-    long page = sysconf(_SC_PAGESIZE);
-    return page > 4096 ? (size_t)page : 4096;
-}
-
-/* guard | n bytes (a copy of init, or zeroes) | guard; the data at + g. */
-static uint8_t *guarded_alloc(size_t n, size_t g, const void *init)
-{
-    uint8_t *base = malloc(n + 2 * g);
-    if (!base)
-        return NULL;
-    memset(base, GUARD_BYTE, g);
-    if (init && n)
-        memcpy(base + g, init, n);
-    else
-        memset(base + g, 0, n);
-    memset(base + g + n, GUARD_BYTE, g);
-    return base;
-}
-
-static int check_guard_region(const uint8_t *r, size_t g, const char *what, const char *where,
-                              dsv4_status *st)
-{
-    for (size_t k = 0; k < g; k++)
-        if (r[k] != GUARD_BYTE)
-            return dsv4_fail(st, DSV4_ERUNTIME,
-                             "%s: guard bytes %s the buffer overwritten (byte %zu of %zu is 0x%02x)", what,
-                             where, k, g, r[k]);
-    return DSV4_OK;
-}
-
-static int check_guards(const uint8_t *base, size_t n, size_t g, const char *what, dsv4_status *st)
-{
-    int rc = check_guard_region(base, g, what, "before", st);
-    return rc ? rc : check_guard_region(base + g + n, g, what, "after", st);
-}
+static const dsv4_guard_kind canary_guard = {0, 0, 0};
 
 /* DSV4_ERUNTIME naming the first element of orig that seen no longer holds. */
 static int check_unchanged(const dsv4_tensor *orig, const uint8_t *seen, dsv4_status *st)
@@ -258,21 +222,22 @@ static int check_unchanged(const dsv4_tensor *orig, const uint8_t *seen, dsv4_st
 /* After the call: guards of every output, input and err, then the inputs'
  * contents, then what the plug-in itself returned. */
 static int check_call(const dsv4_backend *b, const dsv4_tensors *in, const dsv4_tensors *out,
-                      uint8_t *const *inb, uint8_t *const *outb, const uint8_t *errb, size_t g, int prc,
-                      dsv4_status *st)
+                      uint8_t *const *inb, uint8_t *const *outb, const uint8_t *errb, size_t g,
+                      const dsv4_guard_fill *fill, int prc, dsv4_status *st)
 {
     char what[DSV4_NAME_MAX + 16];
     int rc = DSV4_OK;
     for (int k = 0; k < out->n && !rc; k++) {
         snprintf(what, sizeof what, "output '%s'", out->t[k].name);
-        rc = check_guards(outb[k], out->t[k].nbytes, g, what, st);
+        rc = dsv4_guards_check(outb[k], out->t[k].nbytes, g, &canary_guard, what, st);
     }
     for (int k = 0; k < in->n && !rc; k++) {
         snprintf(what, sizeof what, "input '%s'", in->t[k].name);
-        rc = check_guards(inb[k], in->t[k].nbytes, g, what, st);
+        const dsv4_guard_kind kind = dsv4_input_guard_kind((int)in->t[k].dtype, k, fill);
+        rc = dsv4_guards_check(inb[k], in->t[k].nbytes, g, &kind, what, st);
     }
     if (!rc)
-        rc = check_guards(errb, PLUGIN_ERR_LEN, g, "the err buffer", st);
+        rc = dsv4_guards_check(errb, PLUGIN_ERR_LEN, g, &canary_guard, "the err buffer", st);
     for (int k = 0; k < in->n && !rc; k++)
         rc = check_unchanged(&in->t[k], inb[k] + g, st);
     if (!rc && prc) {
@@ -284,12 +249,14 @@ static int check_call(const dsv4_backend *b, const dsv4_tensors *in, const dsv4_
 
 /* The call itself: run2 with the case where the plug-in has it, else run. */
 static int call_plugin(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c, const dsv4_case_id *id,
-                       abi_args *a, char *err)
+                       const dsv4_guard_fill *fill, abi_args *a, char *err)
 {
     const char *variant = dsv4_op_variant_name(op, c->variant);
     if (b->plugin->abi_version >= 2 && b->plugin->run2) {
+        const int zeroed = fill && fill->sides;
         const dsv4_plugin_case cs = {sizeof cs, id && id->name ? id->name : "", op->name, variant, c->seed,
-                                     a->params, a->np, id ? id->golden : NULL};
+                                     a->params, a->np, id ? id->golden : NULL, zeroed ? fill->input : -1,
+                                     zeroed ? fill->sides : 0};
         return b->plugin->run2(&cs, a->in, a->nin, a->out, a->nout, err, PLUGIN_ERR_LEN);
     }
     return b->plugin->run(op->name, variant, a->params, a->np, a->in, a->nin, a->out,
@@ -297,21 +264,23 @@ static int call_plugin(const dsv4_backend *b, const dsv4_op *op, const dsv4_opct
 }
 
 static int guarded_run(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c, const dsv4_case_id *id,
-                       const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
+                       const dsv4_guard_fill *fill, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
 {
-    const size_t g = guard_len();
+    const size_t g = dsv4_guard_len();
     abi_args a;
     uint8_t *inb[DSV4_MAX_TENSORS] = {0}, *outb[DSV4_MAX_TENSORS] = {0};
-    uint8_t *errb = guarded_alloc(PLUGIN_ERR_LEN, g, NULL);
+    uint8_t *errb = dsv4_guarded_alloc(PLUGIN_ERR_LEN, g, NULL, &canary_guard);
     int rc = errb ? DSV4_OK : DSV4_ERUNTIME;
     to_abi(c, in, out, &a);
-    for (int k = 0; k < in->n && !rc; k++)
-        if (!(inb[k] = guarded_alloc(in->t[k].nbytes, g, in->t[k].data)))
+    for (int k = 0; k < in->n && !rc; k++) {
+        const dsv4_guard_kind kind = dsv4_input_guard_kind((int)in->t[k].dtype, k, fill);
+        if (!(inb[k] = dsv4_guarded_alloc(in->t[k].nbytes, g, in->t[k].data, &kind)))
             rc = DSV4_ERUNTIME;
         else
             a.in[k].data = inb[k] + g;
+    }
     for (int k = 0; k < out->n && !rc; k++)
-        if (!(outb[k] = guarded_alloc(out->t[k].nbytes, g, out->t[k].data)))
+        if (!(outb[k] = dsv4_guarded_alloc(out->t[k].nbytes, g, out->t[k].data, &canary_guard)))
             rc = DSV4_ERUNTIME;
         else
             a.out[k].data = outb[k] + g;
@@ -319,9 +288,9 @@ static int guarded_run(const dsv4_backend *b, const dsv4_op *op, const dsv4_opct
         rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory for the guarded copies of the tensors");
     } else {
         char *err = (char *)errb + g;
-        int prc = call_plugin(b, op, c, id, &a, err);
+        int prc = call_plugin(b, op, c, id, fill, &a, err);
         err[PLUGIN_ERR_LEN - 1] = '\0'; /* read err no further than its length */
-        rc = check_call(b, in, out, inb, outb, errb, g, prc, st);
+        rc = check_call(b, in, out, inb, outb, errb, g, fill, prc, st);
     }
     for (int k = 0; k < out->n && !rc; k++)
         memcpy(out->t[k].data, outb[k] + g, out->t[k].nbytes);
@@ -334,13 +303,19 @@ static int guarded_run(const dsv4_backend *b, const dsv4_op *op, const dsv4_opct
 int dsv4_backend_run(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c, const dsv4_case_id *id,
                      const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
 {
+    return dsv4_backend_run_fill(b, op, c, id, NULL, in, out, st);
+}
+
+int dsv4_backend_run_fill(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c, const dsv4_case_id *id,
+                          const dsv4_guard_fill *fill, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
+{
     if (b->is_ref)
         return op->reference(c, in, out, st);
     if (b->actual)
         return dsv4_actual_read(b->actual, id->name, op, c->variant, out, st);
     if (b->iso)
-        return dsv4_isolated_run(b->iso, op, c, id ? id->name : NULL, id ? id->golden : NULL, in, out, st);
-    return guarded_run(b, op, c, id, in, out, st);
+        return dsv4_isolated_run(b->iso, op, c, id ? id->name : NULL, id ? id->golden : NULL, fill, in, out, st);
+    return guarded_run(b, op, c, id, fill, in, out, st);
 }
 
 int dsv4_backend_time(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c,
@@ -384,10 +359,11 @@ static int child_supports(void *arg, const dsv4_op *op, int variant)
 }
 
 static int child_run(void *arg, const dsv4_op *op, const dsv4_opctx *c, const char *case_name,
-                     const char *golden, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
+                     const char *golden, const dsv4_guard_fill *fill, const dsv4_tensors *in, dsv4_tensors *out,
+                     dsv4_status *st)
 {
     const dsv4_case_id id = {case_name, golden};
-    return dsv4_backend_run(&((struct dsv4_isolated_target *)arg)->inner, op, c, &id, in, out, st);
+    return dsv4_backend_run_fill(&((struct dsv4_isolated_target *)arg)->inner, op, c, &id, fill, in, out, st);
 }
 
 static void child_close(void *arg) { dsv4_backend_close(&((struct dsv4_isolated_target *)arg)->inner); }

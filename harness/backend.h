@@ -12,6 +12,7 @@
 #define DSV4_BACKEND_H
 
 #include "../include/dsv4_plugin.h"
+#include "guard.h"
 #include "op.h"
 
 struct dsv4_isolated;
@@ -61,9 +62,14 @@ int dsv4_backend_provides(const dsv4_backend *b, const dsv4_op *op, int variant,
                           char *why, size_t len);
 /* Runs op on inputs into the pre-allocated outputs.  A plug-in sees its own
  * copy of every input and output, each between guard pages that are checked
- * after the call, and an input it changed is reported (DSV4_ERUNTIME). */
+ * after the call (an input's hold the poison of its dtype, guard.h), and an
+ * input it changed is reported (DSV4_ERUNTIME). */
 int dsv4_backend_run(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c, const dsv4_case_id *id,
                      const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st);
+/* The same with some input guards zeroed instead (fill; NULL: none), for
+ * the attribution reruns of readpast.h. */
+int dsv4_backend_run_fill(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c, const dsv4_case_id *id,
+                          const dsv4_guard_fill *fill, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st);
 /* Device timing through the plug-in's time hook; DSV4_ESKIP if it has none
  * (and for isolated plug-ins). */
 int dsv4_backend_time(const dsv4_backend *b, const dsv4_op *op, const dsv4_opctx *c,

@@ -4,6 +4,7 @@
 #include "chain_impl.h"
 
 #include "actual.h"
+#include "readpast.h"
 #include "repro.h"
 
 #include <errno.h>
@@ -347,7 +348,10 @@ int dsv4_chain_step(dsv4_chain *x, const char *step, const char *opname, const c
         if (!x->b->is_ref && (rc = run_impl(x, &id, op, &ctx, &in, &act, &st)) != DSV4_OK)
             dsv4_status_prefix(&st, "%s [%s]", opname, variant);
         if (!rc && !(rc = compare_step(x, rec, op, &ctx, &in, &exp, actual, &st)) && rec->verdict == DSV4_FAIL &&
-            x->first_fail < 0) {
+            !x->b->is_ref) {
+            dsv4_readpast_attribute(x->b, op, &ctx, &id, &in, actual, rec->out, rec->n_out);
+        }
+        if (!rc && rec->verdict == DSV4_FAIL && x->first_fail < 0) {
             x->first_fail = x->nsteps - 1;
             if (x->o && x->o->repro_dir && x->r) {
                 dsv4_status rst = {0};

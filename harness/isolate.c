@@ -40,6 +40,7 @@ typedef struct wire_request {
     uint64_t seed;
     dsv4_params params;
     int32_t has_case, has_golden; /* 0: NULL */
+    int32_t zeroed_input, zeroed_sides; /* dsv4_guard_fill (sides 0: none) */
     char case_name[CASE_LEN];
     char golden[GOLDEN_LEN];
 } wire_request;
@@ -300,8 +301,9 @@ static void child_main(int fd, const dsv4_child_impl *impl)
         memset(&rp, 0, sizeof rp);
         dsv4_status_clear(&st);
         cc->rq.case_name[CASE_LEN - 1] = cc->rq.golden[GOLDEN_LEN - 1] = '\0';
+        const dsv4_guard_fill fill = {cc->rq.zeroed_input, cc->rq.zeroed_sides};
         rp.code = impl->run(impl->arg, op, &ctx, cc->rq.has_case ? cc->rq.case_name : NULL,
-                            cc->rq.has_golden ? cc->rq.golden : NULL, &cc->in, &cc->out, &st);
+                            cc->rq.has_golden ? cc->rq.golden : NULL, &fill, &cc->in, &cc->out, &st);
         snprintf(rp.msg, sizeof rp.msg, "%s", st.msg);
         int bad = send_all(fd, &rp, sizeof rp, 0) != IO_OK;
         for (int k = 0; !bad && !rp.code && k < cc->out.n; k++)
@@ -482,7 +484,8 @@ static int send_tensor(int fd, const dsv4_tensor *t, double deadline)
 }
 
 static int exchange(dsv4_isolated *x, const dsv4_op *op, const dsv4_opctx *c, const char *case_name,
-                    const char *golden, const dsv4_tensors *in, dsv4_tensors *out, wire_reply *rp)
+                    const char *golden, const dsv4_guard_fill *fill, const dsv4_tensors *in, dsv4_tensors *out,
+                    wire_reply *rp)
 {
     double deadline = deadline_of(x);
     wire_request *rq = calloc(1, sizeof *rq);
@@ -497,6 +500,8 @@ static int exchange(dsv4_isolated *x, const dsv4_op *op, const dsv4_opctx *c, co
     rq->params = *c->params;
     rq->has_case = case_name != NULL;
     rq->has_golden = golden != NULL;
+    rq->zeroed_input = fill ? fill->input : 0;
+    rq->zeroed_sides = fill ? fill->sides : 0;
     snprintf(rq->case_name, sizeof rq->case_name, "%s", case_name ? case_name : "");
     snprintf(rq->golden, sizeof rq->golden, "%s", golden ? golden : "");
     int io = send_all(x->fd, rq, sizeof *rq, deadline);
@@ -513,7 +518,8 @@ static int exchange(dsv4_isolated *x, const dsv4_op *op, const dsv4_opctx *c, co
 }
 
 int dsv4_isolated_run(dsv4_isolated *x, const dsv4_op *op, const dsv4_opctx *c, const char *case_name,
-                      const char *golden, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
+                      const char *golden, const dsv4_guard_fill *fill, const dsv4_tensors *in, dsv4_tensors *out,
+                      dsv4_status *st)
 {
     if (!x->broken[0] && !x->pid) { /* the last child died: a fresh one */
         dsv4_status why = {0};
@@ -524,7 +530,7 @@ int dsv4_isolated_run(dsv4_isolated *x, const dsv4_op *op, const dsv4_opctx *c, 
     if (x->broken[0])
         return dsv4_fail(st, DSV4_ERUNTIME, "%s", x->broken);
     wire_reply rp;
-    int io = exchange(x, op, c, case_name, golden, in, out, &rp);
+    int io = exchange(x, op, c, case_name, golden, fill, in, out, &rp);
     if (io) {
         char how[300];
         end_child(x, io == IO_TIMEOUT, how, sizeof how);

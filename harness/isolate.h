@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include "guard.h"
 #include "op.h"
 
 /* What the child runs: an in-process implementation as callbacks (backend.c
@@ -23,9 +24,10 @@ typedef struct dsv4_child_impl {
     const char *(*name)(void *arg);
     int (*supports)(void *arg, const dsv4_op *op, int variant);
     /* case_name and golden: the case (NULL when not known; golden NULL
-     * when the inputs are not a golden's). */
+     * when the inputs are not a golden's); fill: the input guards to zero
+     * (NULL: none). */
     int (*run)(void *arg, const dsv4_op *op, const dsv4_opctx *c, const char *case_name, const char *golden,
-               const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st);
+               const dsv4_guard_fill *fill, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st);
     void (*close)(void *arg);
 } dsv4_child_impl;
 
@@ -45,7 +47,8 @@ int dsv4_isolated_supports(const dsv4_isolated *x, const dsv4_op *op, int varian
 /* One run in the child, at most timeout_s.  DSV4_ERUNTIME saying how the
  * child ended when it died, was killed for the timeout or could not start. */
 int dsv4_isolated_run(dsv4_isolated *x, const dsv4_op *op, const dsv4_opctx *c, const char *case_name,
-                      const char *golden, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st);
+                      const char *golden, const dsv4_guard_fill *fill, const dsv4_tensors *in, dsv4_tensors *out,
+                      dsv4_status *st);
 /* Ends the child (it calls the implementation's close first) and frees x. */
 void dsv4_isolated_stop(dsv4_isolated *x);
 

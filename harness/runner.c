@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "readpast.h"
 #include "repro.h"
 
 static double now_seconds(void)
@@ -325,6 +326,7 @@ static void execute(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *
         if (rc != DSV4_ESKIP && !(b->actual && rc == DSV4_EINPUT))
             write_repro(op, c, in, expected, rc == DSV4_EFAIL ? &act : &nothing, o, r);
     } else if (!dsv4_judge_outputs(op, c, in, expected, &act, cs, o->maps, o->special, r) && r->verdict == DSV4_FAIL) {
+        dsv4_readpast_attribute(b, op, c, &id, in, &act, r->outputs, r->n_outputs);
         write_repro(op, c, in, expected, &act, o, r);
     }
     dsv4_tensors_free(&act);

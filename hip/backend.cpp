@@ -1,13 +1,16 @@
 /* backend.cpp - the hip backend: a dsv4check plug-in (include/dsv4_plugin.h)
  * that runs GPU kernels, built with hipcc for AMD or nvcc -x cu for NVIDIA
  * (gpu_compat.h).  Tensors arrive in host memory: run() copies them to
- * device buffers, surrounds every output with guard regions, launches,
- * checks the guards and copies the outputs back.  Device memory only (no
- * managed memory). */
+ * device buffers, surrounds every output with canary guard regions and
+ * every input with guards of its dtype's poison (include/dsv4_poison.h: a
+ * kernel reading past an input computes with NaN or an impossible index),
+ * launches, checks the guards and copies the outputs back.  Device memory
+ * only (no managed memory). */
 #include <stdarg.h>
 #include <stdlib.h>
 
 #include "kernels.h"
+#include "../include/dsv4_poison.h"
 
 /* ---- the kernel table: one kernel per op of ops/ops.def (see kernels.h) ---- */
 #define DSV4_OP(name) extern dsv4_hip_kernel dsv4_hip_##name;
@@ -23,7 +26,10 @@ static const dsv4_hip_kernel *const kernel_table[] = {
 /* Guard regions: GUARD bytes of CANARY before and after every device
  * output; a write past either end (the seeds report an out-of-bounds
  * access on gfx950, docs/semantics/indices.md A6.3) is named instead of
- * corrupting a neighbour. */
+ * corrupting a neighbour.  Inputs get GUARD bytes of poison on each side
+ * (zeros on the sides an attribution rerun asks for), checked the same
+ * way.  GUARD is a multiple of every element size: the poison elements
+ * line up with the input's. */
 #define GUARD 4096
 #define CANARY 0xC3
 
@@ -91,34 +97,57 @@ static int plugin_supports(const char *op, const char *variant)
 
 /* Device copies of one case's tensors. */
 typedef struct dev_case {
+    unsigned char *din_base[64]; /* allocation: poison guard | data | poison guard */
     void *din[64];
     unsigned char *dout_base[64]; /* allocation: guard | data | guard */
     void *dout[64];
 } dev_case;
 
+/* The guards of the inputs in one call: input zeroed_input's on the sides
+ * zeroed_sides hold zeros (dsv4_plugin_case; -1 / 0: none). */
+typedef struct guard_fill {
+    int zeroed_input, zeroed_sides;
+} guard_fill;
+
 static void dev_free(dev_case *d)
 {
     for (int k = 0; k < 64; k++) {
-        if (d->din[k])
-            (void)hipFree(d->din[k]);
+        if (d->din_base[k])
+            (void)hipFree(d->din_base[k]);
         if (d->dout_base[k])
             (void)hipFree(d->dout_base[k]);
     }
     memset(d, 0, sizeof *d);
 }
 
-/* Inputs uploaded; outputs uploaded with their initial contents (the op
- * defines them, e.g. poison) between canary-filled guards. */
-static int dev_setup(const dsv4_hip_call *c, dev_case *d, char *err, size_t errlen)
+/* What input k's guard on side (DSV4_GUARD_BEFORE / _AFTER) holds, into g. */
+static void input_guard(const dsv4_hip_call *c, const guard_fill *f, int k, int side, unsigned char *g)
 {
+    const int zeroed = f->zeroed_input == k && (f->zeroed_sides & side);
+    dsv4_poison_fill(c->in[k].dtype, zeroed, g, GUARD);
+}
+
+/* Inputs uploaded between their poison guards; outputs uploaded with
+ * their initial contents (the op defines them, e.g. poison) between
+ * canary-filled guards. */
+static int dev_setup(const dsv4_hip_call *c, const guard_fill *f, dev_case *d, char *err, size_t errlen)
+{
+    static unsigned char g[GUARD];
     hipError_t e;
     memset(d, 0, sizeof *d);
     if (c->nin > 64 || c->nout > 64)
         return fail(err, errlen, DSV4_PLUGIN_EINPUT, "too many tensors");
     for (int k = 0; k < c->nin; k++) {
         size_t n = c->in[k].nbytes;
-        if ((e = hipMalloc(&d->din[k], n ? n : 1)) != hipSuccess)
+        if ((e = hipMalloc((void **)&d->din_base[k], n + 2 * GUARD)) != hipSuccess)
             return hip_fail(err, errlen, "hipMalloc (input)", e);
+        d->din[k] = d->din_base[k] + GUARD;
+        for (int side = DSV4_GUARD_BEFORE; side <= DSV4_GUARD_AFTER; side++) {
+            input_guard(c, f, k, side, g);
+            unsigned char *dst = d->din_base[k] + (side == DSV4_GUARD_AFTER ? GUARD + n : 0);
+            if ((e = hipMemcpy(dst, g, GUARD, hipMemcpyHostToDevice)) != hipSuccess)
+                return hip_fail(err, errlen, "hipMemcpy (input guards)", e);
+        }
         if (n && (e = hipMemcpy(d->din[k], c->in[k].data, n, hipMemcpyHostToDevice)) != hipSuccess)
             return hip_fail(err, errlen, "hipMemcpy (input upload)", e);
     }
@@ -136,8 +165,33 @@ static int dev_setup(const dsv4_hip_call *c, dev_case *d, char *err, size_t errl
     return DSV4_PLUGIN_OK;
 }
 
-/* Both guards of every output still hold the canary. */
-static int check_guards(const dsv4_hip_call *c, const dev_case *d, char *err, size_t errlen)
+/* Both guards of every input still hold their poison. */
+static int check_input_guards(const dsv4_hip_call *c, const guard_fill *f, const dev_case *d, char *err,
+                              size_t errlen)
+{
+    static unsigned char g[GUARD], want[GUARD];
+    for (int k = 0; k < c->nin; k++)
+        for (int side = DSV4_GUARD_BEFORE; side <= DSV4_GUARD_AFTER; side++) {
+            const int after = side == DSV4_GUARD_AFTER;
+            const unsigned char *src = d->din_base[k] + (after ? GUARD + c->in[k].nbytes : 0);
+            hipError_t e = hipMemcpy(g, src, GUARD, hipMemcpyDeviceToHost);
+            if (e != hipSuccess)
+                return hip_fail(err, errlen, "hipMemcpy (input guard)", e);
+            input_guard(c, f, k, side, want);
+            for (int i = 0; i < GUARD; i++)
+                if (g[i] != want[i])
+                    return fail(err, errlen, DSV4_PLUGIN_ERUNTIME,
+                                "%s: device input '%s' written out of bounds %s the buffer (guard byte %d of %d "
+                                "is 0x%02x, not 0x%02x)",
+                                c->op, c->in[k].name, after ? "after" : "before", after ? i : i - GUARD, GUARD,
+                                g[i], want[i]);
+        }
+    return DSV4_PLUGIN_OK;
+}
+
+/* Both guards of every output still hold the canary, and every input's
+ * its poison. */
+static int check_guards(const dsv4_hip_call *c, const guard_fill *f, const dev_case *d, char *err, size_t errlen)
 {
     static unsigned char g[GUARD];
     for (int k = 0; k < c->nout; k++)
@@ -154,7 +208,7 @@ static int check_guards(const dsv4_hip_call *c, const dev_case *d, char *err, si
                                 c->op, c->out[k].name, side ? "after" : "before",
                                 side ? i : i - GUARD, GUARD, g[i]);
         }
-    return DSV4_PLUGIN_OK;
+    return check_input_guards(c, f, d, err, errlen);
 }
 
 static int make_call(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
@@ -170,9 +224,9 @@ static int make_call(const char *op, const char *variant, const dsv4_plugin_para
     return (*k)->check(c, err, errlen);
 }
 
-static int plugin_run(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
-                      const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs,
-                      int noutputs, char *err, size_t errlen)
+static int run_with_guards(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
+                           const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs,
+                           int noutputs, const guard_fill *f, char *err, size_t errlen)
 {
     dsv4_hip_call c;
     const dsv4_hip_kernel *k;
@@ -181,7 +235,7 @@ static int plugin_run(const char *op, const char *variant, const dsv4_plugin_par
         return rc;
     dev_case d;
     hipError_t e;
-    if (!(rc = dev_setup(&c, &d, err, errlen))) {
+    if (!(rc = dev_setup(&c, f, &d, err, errlen))) {
         c.din = d.din;
         c.dout = d.dout;
         if ((e = k->launch(&c, 0)) != hipSuccess)
@@ -189,7 +243,7 @@ static int plugin_run(const char *op, const char *variant, const dsv4_plugin_par
         else if ((e = hipDeviceSynchronize()) != hipSuccess)
             rc = hip_fail(err, errlen, "kernel execution", e);
         else
-            rc = check_guards(&c, &d, err, errlen);
+            rc = check_guards(&c, f, &d, err, errlen);
         for (int i = 0; i < noutputs && !rc; i++)
             if (outputs[i].nbytes &&
                 (e = hipMemcpy(outputs[i].data, d.dout[i], outputs[i].nbytes, hipMemcpyDeviceToHost)) !=
@@ -198,6 +252,28 @@ static int plugin_run(const char *op, const char *variant, const dsv4_plugin_par
     }
     dev_free(&d);
     return rc;
+}
+
+static const guard_fill all_poison = {-1, 0};
+
+static int plugin_run(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
+                      const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs,
+                      int noutputs, char *err, size_t errlen)
+{
+    return run_with_guards(op, variant, params, nparams, inputs, ninputs, outputs, noutputs, &all_poison, err,
+                           errlen);
+}
+
+/* ABI 2: the case says which input guards an attribution rerun zeroes
+ * (a dsv4check whose case struct ends before those fields zeroes none). */
+static int plugin_run2(const dsv4_plugin_case *cs, const dsv4_plugin_tensor *inputs, int ninputs,
+                       dsv4_plugin_tensor *outputs, int noutputs, char *err, size_t errlen)
+{
+    guard_fill f = all_poison;
+    if (cs->size >= offsetof(dsv4_plugin_case, guard_zeroed_sides) + sizeof cs->guard_zeroed_sides)
+        f = guard_fill{cs->guard_zeroed_input, cs->guard_zeroed_sides};
+    return run_with_guards(cs->op, cs->variant, cs->params, cs->nparams, inputs, ninputs, outputs, noutputs, &f,
+                           err, errlen);
 }
 
 /* Grid-stride 16-byte copy: the bandwidth a memory-bound kernel can reach. */
@@ -286,13 +362,14 @@ static int plugin_time(const char *op, const char *variant, const dsv4_plugin_pa
     if (rc)
         return rc;
     dev_case d;
-    if (!(rc = dev_setup(&c, &d, err, errlen))) {
+    if (!(rc = dev_setup(&c, &all_poison, &d, err, errlen))) {
         c.din = d.din;
         c.dout = d.dout;
         rc = time_launches([&]() { return k->launch(&c, 0); }, iters, ms, err, errlen);
         if (!rc) {
             hipError_t e = hipDeviceSynchronize();
-            rc = e != hipSuccess ? hip_fail(err, errlen, "kernel execution", e) : check_guards(&c, &d, err, errlen);
+            rc = e != hipSuccess ? hip_fail(err, errlen, "kernel execution", e)
+                                 : check_guards(&c, &all_poison, &d, err, errlen);
         }
     }
     dev_free(&d);
@@ -306,7 +383,7 @@ static void plugin_fini(void)
 
 static const dsv4_plugin plugin = {
     DSV4_PLUGIN_ABI_VERSION, "hip-" GPU_PLATFORM, plugin_init, plugin_supports, plugin_run, plugin_time,
-    plugin_fini, NULL, /* run2: the case is not needed */
+    plugin_fini, plugin_run2, /* run2: for the guards an attribution rerun zeroes */
 };
 
 extern "C" __attribute__((visibility("default"))) const dsv4_plugin *dsv4_plugin_entry(void)

@@ -38,6 +38,12 @@
  * past either end is an ERROR naming the tensor), and an input that differs
  * from what dsv4check passed is an ERROR naming it and its first changed
  * element.  err is read up to errlen bytes; its last byte is forced to NUL.
+ * A plug-in may assume nothing about the bytes outside a tensor: an input's
+ * guards hold the poison of its dtype (dsv4_poison.h: NaN, an index no
+ * tensor has), or zeros in the reruns that, after a failure, find out
+ * whether its outputs depend on bytes outside an input (the hint then says
+ * "reads past the end of input 'X'"); outputs' guards hold a canary.
+ * bench's time() gets the caller's tensors without guards.
  * tests/plugin_example.c is a complete example. */
 #ifndef DSV4_PLUGIN_H
 #define DSV4_PLUGIN_H
@@ -106,6 +112,15 @@ typedef struct dsv4_plugin_case {
     const dsv4_plugin_param *params;
     int nparams;
     const char *golden; /* the golden file its inputs come from, or NULL */
+    /* Present when size reaches them (dsv4check 0.1.0 on): in an
+     * attribution rerun after a failure, the guard regions of input
+     * guard_zeroed_input (its index; -1: none) on the sides
+     * guard_zeroed_sides (DSV4_GUARD_BEFORE 1 | DSV4_GUARD_AFTER 2 of
+     * dsv4_poison.h) hold zeros instead of the poison.  A plug-in that puts
+     * its own guards around device copies of the inputs fills them the same
+     * way (dsv4_poison_fill), so that its reads past an input are found. */
+    int guard_zeroed_input;
+    int guard_zeroed_sides;
 } dsv4_plugin_case;
 
 typedef struct dsv4_plugin {

@@ -7,7 +7,13 @@
  *      inserted kv: an off-by-one position in the fused kernel);
  *   2  rocm_inv_rope_einsum leaves the last token's row unwritten (0);
  *   3  combine_topk_swa_indices shifts the last window entry of every row
- *      by one (its newest key is the next row).
+ *      by one (its newest key is the next row);
+ *   4  mxfp8_quant reads one element past the end of its input x: the last
+ *      element is loaded from x[numel] (an off-by-one in the last lane's
+ *      load), for tests/test_readpast.c;
+ *   5  mxfp8_quant is nondeterministic: every other run (the first, the
+ *      third, ...) flips an exponent bit of the first code (test_readpast:
+ *      no input is blamed).
  * Built by the Makefile; the reference functions come from the dsv4check
  * that loads it. */
 #include <stdio.h>
@@ -95,8 +101,28 @@ static int64_t *shifted_positions(dsv4_tensors *in, const dsv4_params *ps)
     return p;
 }
 
+/* Bug 4: a private copy of x whose last element is the one after x's end
+ * (read from the caller's buffer, out of its bounds). */
+static void *read_past_x(dsv4_tensors *in)
+{
+    dsv4_tensor *x = dsv4_tensors_find(in, "x");
+    const size_t es = x ? dsv4_dtype_size(x->dtype) : 0;
+    unsigned char *copy = x && x->nbytes >= es ? malloc(x->nbytes) : NULL;
+    if (!copy)
+        return NULL;
+    memcpy(copy, x->data, x->nbytes - es);
+    memcpy(copy + x->nbytes - es, (const unsigned char *)x->data + x->nbytes, es);
+    x->data = copy;
+    return copy;
+}
+
 static void plant_after(const char *op, dsv4_plugin_tensor *out, int nout)
 {
+    static int runs;
+    if (CHAIN_BUG == 5 && !strcmp(op, "mxfp8_quant") && runs++ % 2 == 0)
+        for (int k = 0; k < nout; k++)
+            if (!strcmp(out[k].name, "data") && out[k].nbytes)
+                ((unsigned char *)out[k].data)[0] ^= 0x40;
     for (int k = 0; k < nout; k++) {
         dsv4_plugin_tensor *t = &out[k];
         if (CHAIN_BUG == 2 && !strcmp(op, "rocm_inv_rope_einsum") && !strcmp(t->name, "out") && t->ndim == 2 &&
@@ -130,12 +156,15 @@ static int cp_run(const char *opname, const char *variant, const dsv4_plugin_par
         rc = DSV4_PLUGIN_EINPUT;
     }
     int64_t *shifted = NULL;
+    void *past = NULL;
     if (!rc) {
         for (int k = 0; k < ninputs; k++)
             to_tensor(&in->t[k], &inputs[k]);
         in->n = ninputs; /* borrowed storage: never freed here */
         if (CHAIN_BUG == 1 && !strcmp(opname, "fused_qnorm_rope_kv_insert"))
             shifted = shifted_positions(in, ps);
+        if (CHAIN_BUG == 4 && !strcmp(opname, "mxfp8_quant"))
+            past = read_past_x(in);
         const dsv4_opctx c = dsv4_opctx_make(op, ps, v, 0);
         dsv4_status st = {0};
         if (dsv4_reference_outputs(op, &c, in, exp, &st)) {
@@ -160,6 +189,7 @@ static int cp_run(const char *opname, const char *variant, const dsv4_plugin_par
     if (!rc)
         plant_after(opname, outputs, noutputs);
     free(shifted);
+    free(past);
     if (exp)
         dsv4_tensors_free(exp);
     free(exp), free(in), free(ps);

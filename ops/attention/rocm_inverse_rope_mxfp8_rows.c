@@ -73,7 +73,9 @@ static const dsv4_param_spec rmx_params[] = {
     {"rope_theta", DSV4_P_FLOAT, "10000", "generator: base of the cos/sin table (SWA layers: rope_theta)", 1},
     {"specials", DSV4_P_INT, "1",
      "generator: 1 = token 0 at position 0 (cos 1, sin 0), -0 / all-zero blocks, a RoPE block "
-     "with scale byte 0 and one near the top of bf16", 1},
+     "with scale byte 0 and one near the top of bf16; 2 = those and a RoPE block (token 1, head 0, "
+     "lanes 448..479) whose amax is 448*2^-32 + 1 or 2 fp32 ulps (fp32 and exact log2 pick binades one apart)",
+     1},
     {NULL, 0, NULL, NULL, 0},
 };
 
@@ -109,6 +111,49 @@ static void rmx_specials(uint16_t *o, int64_t T, int64_t H, int64_t *pos)
         hl[d] = dsv4_bf16_from_f32((float)((d % 2 ? -1 : 1) * ldexp(1.0 + (d % 5) / 8.0, 126)));
 }
 
+/* specials = 2: the RoPE block at lanes 448..479 of row (a head row of the
+ * token at *pos) gets one non-zero pair (a, b) whose rotated even lane is
+ * x = 448 * 2^-32 + j ulps (j = 1, 2), the block's amax, at a position p
+ * searched for (deterministically) in [1, P).  fl(x / 448) is then 2^-32
+ * (1 + 2^-23): the kernels' fp32 log2 rounds to -32 (its ulp at 32 is
+ * 2^-18) and ceil keeps the scale at 2^-32, while the exact rule's ceil
+ * takes 2^-31 (docs/semantics/quant.md Q2, Q10), with both ends of x +-
+ * Delta on the same fp32-rule binade, so no correct kernel is forgiven a
+ * binade there.  Between the bf16 grid of a (2^-8 apart) and of b, the
+ * search tries the a and b nearest to the wanted products and two
+ * neighbours of each.  0 when found, -1 when no position has such a pair. */
+static int rmx_log2_edge(uint16_t *row, int64_t *pos, const float *cs, int64_t P, int rd)
+{
+    const float B = ldexpf(448.0f, -32), ulp = ldexpf(1.0f, -32 + 8 - 23); /* x in [2^-24, 2^-23) */
+    const int half = rd / 2;
+    for (int64_t p = 1; p < P; p++)
+        for (int k = 0; k < DSV4_MX_BLOCK / 2 && k < half; k++) {
+            const float c = cs[p * rd + k], s = cs[p * rd + half + k];
+            if (fabsf(c) < 0.8f || fabsf(s) < 0x1p-6f) /* |a s| < |x|: the partner lane stays below */
+                continue;
+            const uint16_t a0 = dsv4_bf16_from_f32((B + ulp) / c);
+            for (int da = -2; da <= 2; da++) {
+                const uint16_t ab = (uint16_t)(a0 + da);
+                const float a = dsv4_bf16_to_f32(ab), gap = (B + ulp) - a * c;
+                const uint16_t b0 = dsv4_bf16_from_f32(gap / s);
+                for (int db = -2; db <= 2; db++) {
+                    const uint16_t bb = (uint16_t)(b0 + db);
+                    float pair[2] = {a, dsv4_bf16_to_f32(bb)};
+                    const float csrow[2] = {c, s};
+                    dsv4_rope_gptj_f32(pair, csrow, 2, DSV4_ROPE_INVERSE);
+                    if ((pair[0] != B + ulp && pair[0] != B + 2 * ulp) || !(fabsf(pair[1]) < pair[0]))
+                        continue;
+                    memset(row + (D - rd), 0, DSV4_MX_BLOCK * sizeof *row);
+                    row[D - rd + 2 * k] = ab;
+                    row[D - rd + 2 * k + 1] = bb;
+                    *pos = p;
+                    return 0;
+                }
+            }
+        }
+    return -1;
+}
+
 /* Each head row at its own power-of-two magnitude. */
 static void rmx_fill_o(dsv4_rng *rng, uint16_t *ov, int64_t T, int64_t H)
 {
@@ -125,9 +170,19 @@ static int rmx_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
     int rc = dsv4_rope_rows_generate(c, in, rmx_fill_o, &o, &pos, st);
     if (rc)
         return rc;
-    const int64_t T = o->shape[0], H = o->shape[1];
-    if (dsv4_params_int(c->params, "specials") && T > 0)
+    const int64_t T = o->shape[0], H = o->shape[1], specials = dsv4_params_int(c->params, "specials");
+    if (specials < 0 || specials > 2)
+        return dsv4_fail(st, DSV4_EINPUT, "specials = %" PRId64 ": expected 0, 1 or 2", specials);
+    if (specials && T > 0)
         rmx_specials(o->data, T, H, pos->data);
+    if (specials == 2) {
+        const dsv4_tensor *cs = dsv4_tensors_get(in, "cos_sin_cache");
+        const int rd = (int)dsv4_params_int(c->params, "rope_head_dim");
+        if (T < 2 || rd < DSV4_MX_BLOCK || rd > D)
+            return dsv4_fail(st, DSV4_EINPUT, "specials = 2 needs num_tokens >= 2 and rope_head_dim >= 32");
+        if (rmx_log2_edge((uint16_t *)o->data + H * D, (int64_t *)pos->data + 1, cs->data, cs->shape[0], rd))
+            return dsv4_fail(st, DSV4_EINPUT, "specials = 2: no position of the cos/sin table gives a log2-edge pair");
+    }
     return DSV4_OK;
 }
 
