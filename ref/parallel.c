@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define MAX_WORKERS 256
+#define MAX_WORKERS DSV4_MAX_THREADS
 
 static pthread_once_t default_once = PTHREAD_ONCE_INIT;
 static int default_threads = 1;

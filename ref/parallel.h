@@ -18,6 +18,9 @@
 
 #include "status.h"
 
+/* The most threads (and so workers) a parallel call uses. */
+#define DSV4_MAX_THREADS 256
+
 /* Threads the next parallel call may use (>= 1). */
 int dsv4_threads(void);
 /* n >= 1: use n threads (and n OpenBLAS threads); n <= 0: back to the
