@@ -20,6 +20,13 @@
 #define DSV4_VECTOR_CLONES
 #endif
 
+/* Inlined into the callers (and so into their AVX2 clones). */
+#if defined(__GNUC__)
+#define DSV4_HOT_INLINE static inline __attribute__((always_inline))
+#else
+#define DSV4_HOT_INLINE static inline
+#endif
+
 static inline uint32_t dsv4_bits_f32(float x)
 {
     uint32_t b;

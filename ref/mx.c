@@ -17,6 +17,9 @@
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+/* fmaxf for a non-NaN a and a positive c. */
+static inline float max_f(float a, float c) { return a > c ? a : c; }
+
 float dsv4_log2_f32(float x)
 {
     /* Correctly rounded except within one double ulp of an fp32 tie: log2 of
@@ -28,7 +31,7 @@ float dsv4_log2_f32(float x)
 /* amax of one whole block as branch-free integer code (|x| as bits orders
  * like the values; NaN bits lie above Inf's), which the compiler
  * vectorizes for the fixed length. */
-static inline float amax_block(const float *x)
+DSV4_HOT_INLINE float amax_block(const float *x)
 {
     int32_t m = 0, seen = 0;
     for (int i = 0; i < DSV4_MX_BLOCK; i++) {
@@ -86,13 +89,13 @@ static void ceil_log2_init(void)
     }
 }
 
-/* ceilf(dsv4_log2_f32(r)) for finite r > 0. */
-static float ceil_log2_f32(float r)
+/* ceilf(dsv4_log2_f32(r)) for finite r > 0, once the table is built
+ * (every entry point runs ceil_log2_once first). */
+static inline float ceil_log2_f32(float r)
 {
     const uint32_t b = dsv4_bits_f32(r), E = b >> 23;
     if (E == 0 || E >= 255)
         return ceilf(dsv4_log2_f32(r));
-    pthread_once(&ceil_log2_once, ceil_log2_init);
     return (float)((int)E - 127 + ((b & 0x7FFFFFu) >= ceil_log2_thr[E]));
 }
 
@@ -112,13 +115,13 @@ static int ceil_log2(double a)
     return m == 0.5 ? e - 1 : e;
 }
 
-uint8_t dsv4_mx_fp4_scale_ceil_f32log2(float amax)
+static inline uint8_t fp4_scale_ceil_f32log2(float amax)
 {
     if (isnan(amax))
         return 0xFF;
     /* a = max(amax, 6*2^-126); lr = clamp(ceil(log2_f32(fl(a*fl(1/6)))), -127, 127)
      * (spec 4.1 step 4, variant A; pa_mqa_logits_mxfp4_cache.py@034adb58). */
-    float a = fmaxf(amax, dsv4_f32_of_bits(SIX_MIN_NORMAL));
+    float a = max_f(amax, dsv4_f32_of_bits(SIX_MIN_NORMAL));
     float ratio = a * dsv4_f32_of_bits(INV6_BITS);
     if (isinf(ratio))
         return 127 + 127;
@@ -126,12 +129,12 @@ uint8_t dsv4_mx_fp4_scale_ceil_f32log2(float amax)
     return (uint8_t)(lr + 127);
 }
 
-uint8_t dsv4_mx_fp4_scale_ceil(float amax)
+static inline uint8_t fp4_scale_ceil(float amax)
 {
     if (isnan(amax))
         return 0xFF;
     /* Mode 1 bit rule (spec 1.1 SCALING_MODE 1 steps 1-3). */
-    float a = fmaxf(amax, dsv4_f32_of_bits(SIX_MIN_NORMAL));
+    float a = max_f(amax, dsv4_f32_of_bits(SIX_MIN_NORMAL));
     float ratio = a * dsv4_f32_of_bits(INV6_BITS);
     return (uint8_t)((dsv4_bits_f32(ratio) + 0x7FFFFFu) >> 23);
 }
@@ -148,7 +151,7 @@ static int even_u(float amax)
     return clampi(E - 127 - 2, -127, 127);
 }
 
-uint8_t dsv4_mx_fp4_scale_even(float amax)
+static inline uint8_t fp4_scale_even(float amax)
 {
     if (isnan(amax))
         return 0xFF;
@@ -165,7 +168,7 @@ static int ocp_u(float amax)
     return u < -127 ? -127 : u;
 }
 
-uint8_t dsv4_mx_fp4_scale_ocp(float amax)
+static inline uint8_t fp4_scale_ocp(float amax)
 {
     if (isnan(amax))
         return 0xFF;
@@ -173,7 +176,7 @@ uint8_t dsv4_mx_fp4_scale_ocp(float amax)
     return u > 127 ? 0xFF : (uint8_t)(u + 127);
 }
 
-uint8_t dsv4_mx_fp8_scale_ceil(float amax)
+static inline uint8_t fp8_scale_ceil(float amax)
 {
     if (isnan(amax))
         return 0xFF;
@@ -185,18 +188,18 @@ uint8_t dsv4_mx_fp8_scale_ceil(float amax)
     return (uint8_t)clampi(ceil_log2(a / 448.0) + 127, 0, 254);
 }
 
-uint8_t dsv4_mx_fp8_scale_ceil_f32log2(float amax)
+static inline uint8_t fp8_scale_ceil_f32log2(float amax)
 {
     if (isnan(amax))
         return 0xFF;
     /* The kernel's fp32 Triton: fl(a / 448), tl.log2, tl.ceil (spec 2 step 2). */
-    float r = fmaxf(amax, FLT_MIN) / 448.0f;
+    float r = max_f(amax, FLT_MIN) / 448.0f;
     if (isinf(r))
         return 254;
     return (uint8_t)clampi((int)ceil_log2_f32(r) + 127, 0, 254);
 }
 
-uint8_t dsv4_mx_fp8_scale_floor(float amax)
+static inline uint8_t fp8_scale_floor(float amax)
 {
     if (isnan(amax))
         return 0xFF;
@@ -206,18 +209,66 @@ uint8_t dsv4_mx_fp8_scale_floor(float amax)
     return (uint8_t)clampi(floor_log2(fmax((double)amax, (double)FLT_MIN)) + 127, 0, 254);
 }
 
-uint8_t dsv4_mx_scale_byte(dsv4_mx_rule rule, float amax)
+static inline uint8_t scale_byte(dsv4_mx_rule rule, float amax)
 {
     switch (rule) {
-    case DSV4_MX_FP4_CEIL_F32LOG2: return dsv4_mx_fp4_scale_ceil_f32log2(amax);
-    case DSV4_MX_FP4_CEIL: return dsv4_mx_fp4_scale_ceil(amax);
-    case DSV4_MX_FP4_EVEN: return dsv4_mx_fp4_scale_even(amax);
-    case DSV4_MX_FP4_OCP: return dsv4_mx_fp4_scale_ocp(amax);
-    case DSV4_MX_FP8_CEIL: return dsv4_mx_fp8_scale_ceil(amax);
-    case DSV4_MX_FP8_CEIL_F32LOG2: return dsv4_mx_fp8_scale_ceil_f32log2(amax);
-    case DSV4_MX_FP8_FLOOR: return dsv4_mx_fp8_scale_floor(amax);
+    case DSV4_MX_FP4_CEIL_F32LOG2: return fp4_scale_ceil_f32log2(amax);
+    case DSV4_MX_FP4_CEIL: return fp4_scale_ceil(amax);
+    case DSV4_MX_FP4_EVEN: return fp4_scale_even(amax);
+    case DSV4_MX_FP4_OCP: return fp4_scale_ocp(amax);
+    case DSV4_MX_FP8_CEIL: return fp8_scale_ceil(amax);
+    case DSV4_MX_FP8_CEIL_F32LOG2: return fp8_scale_ceil_f32log2(amax);
+    case DSV4_MX_FP8_FLOOR: return fp8_scale_floor(amax);
     default: return 0xFF;
     }
+}
+
+uint8_t dsv4_mx_fp4_scale_ceil_f32log2(float amax)
+{
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return fp4_scale_ceil_f32log2(amax);
+}
+
+uint8_t dsv4_mx_fp4_scale_ceil(float amax)
+{
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return fp4_scale_ceil(amax);
+}
+
+uint8_t dsv4_mx_fp4_scale_even(float amax)
+{
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return fp4_scale_even(amax);
+}
+
+uint8_t dsv4_mx_fp4_scale_ocp(float amax)
+{
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return fp4_scale_ocp(amax);
+}
+
+uint8_t dsv4_mx_fp8_scale_ceil(float amax)
+{
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return fp8_scale_ceil(amax);
+}
+
+uint8_t dsv4_mx_fp8_scale_ceil_f32log2(float amax)
+{
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return fp8_scale_ceil_f32log2(amax);
+}
+
+uint8_t dsv4_mx_fp8_scale_floor(float amax)
+{
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return fp8_scale_floor(amax);
+}
+
+uint8_t dsv4_mx_scale_byte(dsv4_mx_rule rule, float amax)
+{
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return scale_byte(rule, amax);
 }
 
 int dsv4_mx_rule_is_fp4(dsv4_mx_rule rule) { return rule <= DSV4_MX_FP4_OCP; }
@@ -260,7 +311,7 @@ static float fp4_multiplier(dsv4_mx_rule rule, uint8_t b, float amax)
 
 /* The e2m1 codes of q_i = fl(x_i * m); whole blocks through the
  * vectorizable lane forms. */
-static inline void fp4_codes(const float *x, int n, float m, dsv4_mx_elem elem, uint8_t *codes)
+DSV4_HOT_INLINE void fp4_codes(const float *x, int n, float m, dsv4_mx_elem elem, uint8_t *codes)
 {
     if (n == DSV4_MX_BLOCK && elem == DSV4_MX_ELEM_RNE) {
         uint8_t c[DSV4_MX_BLOCK];
@@ -278,10 +329,10 @@ static inline void fp4_codes(const float *x, int n, float m, dsv4_mx_elem elem, 
     }
 }
 
-static inline uint8_t quant_block_fp4(const float *x, int n, dsv4_mx_rule rule, dsv4_mx_elem elem, uint8_t *codes)
+DSV4_HOT_INLINE uint8_t quant_block_fp4(const float *x, int n, dsv4_mx_rule rule, dsv4_mx_elem elem, uint8_t *codes)
 {
-    float amax = dsv4_mx_amax(x, n);
-    uint8_t b = dsv4_mx_scale_byte(rule, amax);
+    float amax = n == DSV4_MX_BLOCK ? amax_block(x) : dsv4_mx_amax(x, n);
+    uint8_t b = scale_byte(rule, amax);
     if (isnan(amax) || (rule == DSV4_MX_FP4_OCP && b == 0xFF)) {
         /* NaN scale: every element encodes as NaN does (mx.h convention;
          * microxcaling NaN-fills the block, spec 1.4 item 3). */
@@ -294,10 +345,10 @@ static inline uint8_t quant_block_fp4(const float *x, int n, dsv4_mx_rule rule, 
     return b;
 }
 
-static inline uint8_t quant_block_fp8(const float *x, int n, dsv4_mx_rule rule, uint8_t *codes)
+DSV4_HOT_INLINE uint8_t quant_block_fp8(const float *x, int n, dsv4_mx_rule rule, uint8_t *codes)
 {
-    float amax = dsv4_mx_amax(x, n);
-    uint8_t b = dsv4_mx_scale_byte(rule, amax);
+    float amax = n == DSV4_MX_BLOCK ? amax_block(x) : dsv4_mx_amax(x, n);
+    uint8_t b = scale_byte(rule, amax);
     if (isnan(amax)) {
         const uint8_t c = dsv4_fp8_sat_inline(NAN, 0);
         for (int i = 0; i < n; i++)
@@ -325,16 +376,19 @@ static inline uint8_t quant_block_fp8(const float *x, int n, dsv4_mx_rule rule, 
 uint8_t dsv4_mx_quant_block_fp4(const float *x, int n, dsv4_mx_rule rule, dsv4_mx_elem elem,
                                 uint8_t *codes)
 {
+    pthread_once(&ceil_log2_once, ceil_log2_init);
     return quant_block_fp4(x, n, rule, elem, codes);
 }
 
 uint8_t dsv4_mx_quant_block_fp8(const float *x, int n, dsv4_mx_rule rule, uint8_t *codes)
 {
+    pthread_once(&ceil_log2_once, ceil_log2_init);
     return quant_block_fp8(x, n, rule, codes);
 }
 
 static int check_rows(int64_t T, int64_t W, dsv4_mx_rule rule, int want_fp4, dsv4_status *st)
 {
+    pthread_once(&ceil_log2_once, ceil_log2_init);
     if (T < 0 || W < 0 || W % DSV4_MX_BLOCK != 0)
         return dsv4_fail(st, DSV4_EINPUT,
                          "MX rows [%" PRId64 ", %" PRId64 "]: width must be a multiple of %d", T, W,
@@ -355,7 +409,7 @@ typedef struct mx_rows_job {
 } mx_rows_job;
 
 /* The block at element offset i as fp32: in place, or bf16 decoded into f. */
-static inline const float *block_f32(const mx_rows_job *j, int64_t i, float *f)
+DSV4_HOT_INLINE const float *block_f32(const mx_rows_job *j, int64_t i, float *f)
 {
     if (!j->xh)
         return j->x + i;
