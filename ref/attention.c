@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec_inline.h"
 #include "numerics.h"
+#include "parallel.h"
 
 #define D DSV4_HEAD_DIM
 
@@ -397,6 +399,56 @@ int dsv4_ref_inverse_rope_rows_f64(const uint16_t *o, int64_t T, int64_t H, cons
     return DSV4_OK;
 }
 
+typedef struct rope_f32_job {
+    const uint16_t *o;
+    int64_t H;
+    const int64_t *positions;
+    const float *cs;
+    int rope_dim;
+    float *out;        /* [T, H, 512], or NULL: per-worker rows in buf */
+    float *buf;        /* [workers, H, 512] */
+    dsv4_mx_rule rule; /* with data: MXFP8 of each token's rows */
+    uint8_t *data, *scales;
+} rope_f32_job;
+
+/* Token t's rows (spec 9.3 steps 1-2 [S9]) into x [H, 512]. */
+static int rope_token_f32(const rope_f32_job *j, int64_t t, float *x, dsv4_status *st)
+{
+    const int64_t H = j->H, n = H * D;
+    const uint16_t *o = j->o + t * n;
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        bad |= (o[i] & 0x7F80u) == 0x7F80u; /* bf16 exponent all ones: Inf or NaN */
+        x[i] = dsv4_bf16_to_f32_inline(o[i]); /* step 1: x = fp32(o) (spec 9.3 [S9]) */
+    }
+    for (int64_t i = 0; bad && i < n; i++)
+        if ((o[i] & 0x7F80u) == 0x7F80u)
+            return dsv4_fail(st, DSV4_EINPUT, "o[%" PRId64 ", %" PRId64 ", %" PRId64 "] is not finite", t, i / D,
+                             i % D);
+    /* Step 2: the pairs of lanes 448.. rotate; NoPE pairs (cos 1, sin 0) keep their bits. */
+    for (int64_t h = 0; h < H; h++)
+        dsv4_rope_gptj_f32(x + h * D + (D - j->rope_dim), j->cs + j->positions[t] * j->rope_dim, j->rope_dim,
+                           DSV4_ROPE_INVERSE);
+    return DSV4_OK;
+}
+
+static int rope_f32_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    const rope_f32_job *j = ctx;
+    for (int64_t t = t0; t < t1; t++) {
+        float *x = j->out ? j->out + t * j->H * D : j->buf + (size_t)worker * (size_t)(j->H * D);
+        int rc = rope_token_f32(j, t, x, st);
+        /* Step 3: MXFP8 per 512-lane head row; [T*H, 512] rows are exactly the
+         * [T, H*512] / [T, H*16] layouts (spec 9.3 [S9], quant 2 "Layouts"). */
+        if (!rc && j->data)
+            rc = dsv4_mx_quant_rows_fp8(x, j->H, D, j->rule, j->data + t * j->H * D,
+                                        j->scales + t * j->H * (D / DSV4_MX_BLOCK), st);
+        if (rc)
+            return rc;
+    }
+    return DSV4_OK;
+}
+
 int dsv4_ref_inverse_rope_rows_f32(const uint16_t *o, int64_t T, int64_t H, const int64_t *positions,
                                    const float *cos_sin_cache, int64_t num_pos, int rope_dim, float *out,
                                    dsv4_status *st)
@@ -404,18 +456,8 @@ int dsv4_ref_inverse_rope_rows_f32(const uint16_t *o, int64_t T, int64_t H, cons
     int rc = rope_check(T, H, positions, num_pos, rope_dim, 0, st);
     if (rc)
         return rc;
-    for (int64_t i = 0; i < T * H * D; i++) {
-        if ((o[i] & 0x7F80u) == 0x7F80u) /* bf16 exponent all ones: Inf or NaN */
-            return dsv4_fail(st, DSV4_EINPUT, "o[%" PRId64 ", %" PRId64 ", %" PRId64 "] is not finite",
-                             i / (H * D), i / D % H, i % D);
-        out[i] = dsv4_bf16_to_f32(o[i]); /* step 1: x = fp32(o) (spec 9.3 [S9]) */
-    }
-    /* Step 2: the pairs of lanes 448.. rotate; NoPE pairs (cos 1, sin 0) keep their bits. */
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t h = 0; h < H; h++)
-            dsv4_rope_gptj_f32(out + (t * H + h) * D + (D - rope_dim), cos_sin_cache + positions[t] * rope_dim,
-                               rope_dim, DSV4_ROPE_INVERSE);
-    return DSV4_OK;
+    rope_f32_job j = {o, H, positions, cos_sin_cache, rope_dim, out, NULL, DSV4_MX_FP8_CEIL, NULL, NULL};
+    return dsv4_parallel_for(T, 16, 0, rope_f32_range, &j, st);
 }
 
 int dsv4_ref_inverse_rope_mxfp8_rows(const uint16_t *o, int64_t T, int64_t H, const int64_t *positions,
@@ -424,14 +466,19 @@ int dsv4_ref_inverse_rope_mxfp8_rows(const uint16_t *o, int64_t T, int64_t H, co
 {
     if (T < 0 || H < 0)
         return dsv4_fail(st, DSV4_EINPUT, "inverse rope mxfp8: negative shape");
-    float *x = malloc((size_t)(T * H * D + 1) * sizeof *x);
-    if (!x)
+    int rc = rope_check(T, H, positions, num_pos, rope_dim, 0, st);
+    if (rc)
+        return rc;
+    if (dsv4_mx_rule_is_fp4(rule) || (unsigned)rule >= DSV4_MX_RULE_COUNT)
+        return dsv4_mx_quant_rows_fp8(NULL, 0, D, rule, NULL, NULL, st); /* its message for a bad rule */
+    const int grain = 16, nw = dsv4_parallel_workers(T, grain);
+    float *buf = malloc((size_t)nw * (size_t)(H * D + 1) * sizeof *buf);
+    if (!buf)
         return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
-    int rc = dsv4_ref_inverse_rope_rows_f32(o, T, H, positions, cos_sin_cache, num_pos, rope_dim, x, st);
-    /* Step 3: MXFP8 per 512-lane head row; [T*H, 512] rows are exactly the
-     * [T, H*512] / [T, H*16] layouts (spec 9.3 [S9], quant 2 "Layouts"). */
-    if (!rc)
-        rc = dsv4_mx_quant_rows_fp8(x, T * H, D, rule, data, scales, st);
-    free(x);
+    /* Token by token: the rows of dsv4_ref_inverse_rope_rows_f32, then their
+     * MXFP8; no [T, H, 512] fp32 copy. */
+    rope_f32_job j = {o, H, positions, cos_sin_cache, rope_dim, NULL, buf, rule, data, scales};
+    rc = dsv4_parallel_for(T, grain, 0, rope_f32_range, &j, st);
+    free(buf);
     return rc;
 }

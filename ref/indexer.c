@@ -3,6 +3,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "indexer.h"
 
+#include "codec_inline.h"
+#include "parallel.h"
+
 #include <cblas.h>
 #include <inttypes.h>
 #include <math.h>
@@ -140,23 +143,27 @@ static void rope_bf16(float *x, int D, const float *row, int rope_dim)
 {
     dsv4_rope_gptj_f32(x + D - rope_dim, row, rope_dim, DSV4_ROPE_FORWARD);
     for (int d = D - rope_dim; d < D; d++)
-        x[d] = dsv4_round_bf16(x[d]);
+        x[d] = dsv4_bf16_to_f32_inline(dsv4_bf16_from_f32_inline(x[d]));
 }
 
-int dsv4_ref_indexer_k_store(const dsv4_idx_kstore_args *a, uint8_t *cache, dsv4_status *st)
-{
-    const dsv4_idx_layout *L = a->L;
-    const int D = L->head_dim;
-    if (D > 1024 || a->rope_dim <= 0 || a->rope_dim % DSV4_MX_BLOCK || a->rope_dim > D || a->compress_ratio < 1)
-        return dsv4_fail(st, DSV4_EINPUT, "k_store: head_dim %d, rope_dim %d (a multiple of 32 <= head_dim), "
-                         "compress_ratio %" PRId64 " >= 1", D, a->rope_dim, a->compress_ratio);
+typedef struct kstore_job {
+    const dsv4_idx_kstore_args *a;
     dsv4_mx_rule rule;
     dsv4_mx_elem elem;
-    quant_rule(a->quant, &rule, &elem);
+    uint8_t *cache;
+} kstore_job;
+
+static int kstore_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker;
+    const kstore_job *j = ctx;
+    const dsv4_idx_kstore_args *a = j->a;
+    const dsv4_idx_layout *L = a->L;
+    const int D = L->head_dim;
     const int64_t pb = dsv4_idx_page_bytes(L), nslots = a->num_pages * L->page_entries;
     float x[1024];
     uint8_t vals[512], sc[32];
-    for (int64_t t = 0; t < a->T; t++) {
+    for (int64_t t = t0; t < t1; t++) {
         const int64_t slot = a->slots[t], pos = a->positions[t];
         /* spec 4.1 step 1: slot < 0 skips; only (pos+1) % c == 0 writes. */
         if (slot < 0 || (pos + 1) % a->compress_ratio != 0)
@@ -176,21 +183,105 @@ int dsv4_ref_indexer_k_store(const dsv4_idx_kstore_args *a, uint8_t *cache, dsv4
          * kn = bf16(fl(fl(k * rrms) * w)). */
         double ss = 0;
         for (int d = 0; d < D; d++) {
-            double v = dsv4_bf16_to_f32(a->k[t * D + d]);
+            double v = dsv4_bf16_to_f32_inline(a->k[t * D + d]);
             ss += v * v;
         }
         float var = (float)(ss / D);
         float rrms = (float)(1.0 / sqrt((double)(var + a->eps)));
         for (int d = 0; d < D; d++) {
-            float v = dsv4_bf16_to_f32(a->k[t * D + d]) * rrms;
-            x[d] = dsv4_round_bf16(v * dsv4_bf16_to_f32(a->norm_weight[d]));
+            float v = dsv4_bf16_to_f32_inline(a->k[t * D + d]) * rrms;
+            x[d] = dsv4_bf16_to_f32_inline(dsv4_bf16_from_f32_inline(v * dsv4_bf16_to_f32_inline(a->norm_weight[d])));
         }
         rope_bf16(x, D, row, a->rope_dim);
-        if ((rc = dsv4_mx_quant_rows_fp4(x, 1, D, rule, elem, vals, sc, st)))
+        if ((rc = dsv4_mx_quant_rows_fp4(x, 1, D, j->rule, j->elem, vals, sc, st)))
             return rc;
-        dsv4_idx_write_entry(L, cache + (slot / L->page_entries) * pb, slot % L->page_entries, vals, sc);
+        dsv4_idx_write_entry(L, j->cache + (slot / L->page_entries) * pb, slot % L->page_entries, vals, sc);
     }
     return DSV4_OK;
+}
+
+/* 1 if the writing tokens' slots (slot >= 0, (pos + 1) % c == 0, below
+ * nslots) are distinct: then their order does not matter. */
+static int kstore_slots_distinct(const dsv4_idx_kstore_args *a, int64_t nslots, int *oom)
+{
+    uint8_t *seen = calloc((size_t)(nslots + 7) / 8 + 1, 1);
+    int ok = seen != NULL;
+    *oom = !seen;
+    for (int64_t t = 0; ok && t < a->T; t++) {
+        const int64_t s = a->slots[t];
+        if (s < 0 || s >= nslots || (a->positions[t] + 1) % a->compress_ratio != 0)
+            continue;
+        ok = !(seen[s / 8] >> (s % 8) & 1);
+        seen[s / 8] |= (uint8_t)(1u << (s % 8));
+    }
+    free(seen);
+    return ok;
+}
+
+int dsv4_ref_indexer_k_store(const dsv4_idx_kstore_args *a, uint8_t *cache, dsv4_status *st)
+{
+    const dsv4_idx_layout *L = a->L;
+    const int D = L->head_dim;
+    if (D > 1024 || a->rope_dim <= 0 || a->rope_dim % DSV4_MX_BLOCK || a->rope_dim > D || a->compress_ratio < 1)
+        return dsv4_fail(st, DSV4_EINPUT, "k_store: head_dim %d, rope_dim %d (a multiple of 32 <= head_dim), "
+                         "compress_ratio %" PRId64 " >= 1", D, a->rope_dim, a->compress_ratio);
+    kstore_job j = {a, 0, 0, cache};
+    quant_rule(a->quant, &j.rule, &j.elem);
+    const int grain = 64;
+    int oom = 0;
+    /* Tokens to distinct slots in parallel; a slot written twice keeps the
+     * last token's entry, so such a mapping runs in order. */
+    if (dsv4_parallel_workers(a->T, grain) > 1 && !kstore_slots_distinct(a, a->num_pages * L->page_entries, &oom))
+        return oom ? dsv4_fail(st, DSV4_ERUNTIME, "out of memory") : kstore_range(&j, 0, a->T, 0, st);
+    return dsv4_parallel_for(a->T, grain, 0, kstore_range, &j, st);
+}
+
+typedef struct qquant_job {
+    const dsv4_idx_qquant_args *a;
+    dsv4_mx_rule rule;
+    dsv4_mx_elem elem;
+    uint8_t *q_packed, *q_scale;
+    float *weights_out;
+} qquant_job;
+
+/* Tokens [t0, t1): each token's H head rows roped (its own position), then
+ * MXFP4 of the [H, D] rows at once, then the weights. */
+static int qquant_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker;
+    const qquant_job *j = ctx;
+    const dsv4_idx_qquant_args *a = j->a;
+    const int D = a->D, H = a->H;
+    /* spec 4.2: the Python floats reach the kernel as fp32 arguments. */
+    const float ws_b = (float)(a->softmax_scale * a->head_scale); /* seed 000: one product */
+    const float ss_a = (float)a->softmax_scale, hs_a = (float)a->head_scale;
+    float *x = malloc((size_t)H * (size_t)D * sizeof *x);
+    if (!x)
+        return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
+    int rc = DSV4_OK;
+    for (int64_t t = t0; t < t1 && !rc; t++) {
+        const float *row;
+        char what[32];
+        snprintf(what, sizeof what, "positions[%" PRId64 "]", t);
+        if ((rc = dsv4_rope_row(a->cos_sin_cache, a->num_pos, a->rope_dim, a->positions[t], what, &row, st)))
+            break;
+        for (int h = 0; h < H; h++) {
+            const uint16_t *q = a->q + (t * H + h) * D;
+            float *xh = x + (int64_t)h * D;
+            for (int d = 0; d < D; d++) /* NoPE lanes raw, no rounding (spec 4.2) */
+                xh[d] = dsv4_bf16_to_f32_inline(q[d]);
+            rope_bf16(xh, D, row, a->rope_dim); /* token's own position */
+        }
+        rc = dsv4_mx_quant_rows_fp4(x, H, D, j->rule, j->elem, j->q_packed + t * H * (D / 2),
+                                    j->q_scale + t * H * (D / 32), st);
+        for (int h = 0; h < H && !rc; h++) {
+            const int64_t th = t * H + h;
+            const float w = a->weights[th];
+            j->weights_out[th] = a->quant == DSV4_IDX_QUANT_A ? (w * ss_a) * hs_a : w * ws_b;
+        }
+    }
+    free(x);
+    return rc;
 }
 
 int dsv4_ref_indexer_q_quant(const dsv4_idx_qquant_args *a, uint8_t *q_packed, uint8_t *q_scale,
@@ -201,33 +292,9 @@ int dsv4_ref_indexer_q_quant(const dsv4_idx_qquant_args *a, uint8_t *q_packed, u
         a->rope_dim > D || H <= 0)
         return dsv4_fail(st, DSV4_EINPUT, "q_quant: head_dim %d and rope_dim %d must be multiples of 32 "
                          "(spec 4.2: R a multiple of 32), rope_dim <= head_dim", D, a->rope_dim);
-    dsv4_mx_rule rule;
-    dsv4_mx_elem elem;
-    quant_rule(a->quant, &rule, &elem);
-    /* spec 4.2: the Python floats reach the kernel as fp32 arguments. */
-    const float ws_b = (float)(a->softmax_scale * a->head_scale); /* seed 000: one product */
-    const float ss_a = (float)a->softmax_scale, hs_a = (float)a->head_scale;
-    float x[1024];
-    for (int64_t t = 0; t < a->T; t++) {
-        const float *row;
-        char what[32];
-        snprintf(what, sizeof what, "positions[%" PRId64 "]", t);
-        int rc = dsv4_rope_row(a->cos_sin_cache, a->num_pos, a->rope_dim, a->positions[t], what, &row, st);
-        if (rc)
-            return rc;
-        for (int h = 0; h < H; h++) {
-            const int64_t th = t * H + h;
-            for (int d = 0; d < D; d++) /* NoPE lanes raw, no rounding (spec 4.2) */
-                x[d] = dsv4_bf16_to_f32(a->q[th * D + d]);
-            rope_bf16(x, D, row, a->rope_dim); /* token's own position */
-            if ((rc = dsv4_mx_quant_rows_fp4(x, 1, D, rule, elem, q_packed + th * (D / 2),
-                                             q_scale + th * (D / 32), st)))
-                return rc;
-            const float w = a->weights[th];
-            weights_out[th] = a->quant == DSV4_IDX_QUANT_A ? (w * ss_a) * hs_a : w * ws_b;
-        }
-    }
-    return DSV4_OK;
+    qquant_job j = {a, 0, 0, q_packed, q_scale, weights_out};
+    quant_rule(a->quant, &j.rule, &j.elem);
+    return dsv4_parallel_for(a->T, 16, 0, qquant_range, &j, st);
 }
 
 /* ---- logits ------------------------------------------------------------- */

@@ -107,13 +107,6 @@ static int floor_log2(double a)
     return e - 1;
 }
 
-/* ceil(log2 a) for finite a > 0, exact. */
-static int ceil_log2(double a)
-{
-    int e;
-    double m = frexp(a, &e);
-    return m == 0.5 ? e - 1 : e;
-}
 
 static inline uint8_t fp4_scale_ceil_f32log2(float amax)
 {
@@ -183,9 +176,12 @@ static inline uint8_t fp8_scale_ceil(float amax)
     if (isinf(amax))
         return 254;
     /* clamp(ceil(log2(max(amax, FLT_MIN)/448)) + 127, 0, 254) (spec 2 steps 1-2);
-     * a/448 in double cannot round onto a power of two (a has 24 bits). */
-    double a = fmax((double)amax, (double)FLT_MIN);
-    return (uint8_t)clampi(ceil_log2(a / 448.0) + 127, 0, 254);
+     * a/448 in double cannot round onto a power of two (a has 24 bits).
+     * From the fields: a = m 2^e (m in [1, 2)), 448 = 1.75 2^8, so the
+     * ceil is e - 8 + (m > 1.75), m > 1.75 iff the mantissa > 0x600000. */
+    const uint32_t b = dsv4_bits_f32(amax > FLT_MIN ? amax : FLT_MIN);
+    const int e = (int)(b >> 23) - 127 - 8 + ((b & 0x7FFFFFu) > 0x600000u);
+    return (uint8_t)clampi(e + 127, 0, 254);
 }
 
 static inline uint8_t fp8_scale_ceil_f32log2(float amax)
