@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parallel.h"
 #include "rope.h"
 
 #define BLK DSV4_GEMM_BLOCK
@@ -37,6 +38,33 @@ int dsv4_shuffle_check(int64_t N, int64_t K, int elem_size, dsv4_status *st)
     return DSV4_OK;
 }
 
+typedef struct shuffle_job {
+    const uint8_t *in;
+    uint8_t *out;
+    int64_t N, K;
+    int es, inverse;
+} shuffle_job;
+
+/* Rows [n0, n1) of every batch matrix: the Kp = 16 / es elements at k0 =
+ * Kp c (one 16-byte run) stay together in the shuffled layout, so each run
+ * moves with one copy. */
+static int shuffle_range(void *ctx, int64_t n0, int64_t n1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const shuffle_job *j = ctx;
+    const int64_t K = j->K, Kp = 16 / j->es;
+    const size_t es = (size_t)j->es;
+    for (int64_t n = n0; n < n1; n++)
+        for (int64_t k0 = 0; k0 < K; k0 += Kp) {
+            const int64_t plain = n * K + k0, sh = dsv4_shuffle_index(n, k0, K, j->es);
+            if (j->inverse)
+                memcpy(j->out + (size_t)plain * es, j->in + (size_t)sh * es, 16);
+            else
+                memcpy(j->out + (size_t)sh * es, j->in + (size_t)plain * es, 16);
+        }
+    return DSV4_OK;
+}
+
 int dsv4_ref_shuffle_weight(const uint8_t *in, uint8_t *out, int64_t batch, int64_t N, int64_t K,
                             int elem_size, int inverse, dsv4_status *st)
 {
@@ -44,19 +72,11 @@ int dsv4_ref_shuffle_weight(const uint8_t *in, uint8_t *out, int64_t batch, int6
     if (rc)
         return rc;
     const size_t es = (size_t)elem_size;
-    for (int64_t b = 0; b < batch; b++) {
-        const uint8_t *src = in + (size_t)(b * N * K) * es;
-        uint8_t *dst = out + (size_t)(b * N * K) * es;
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t k = 0; k < K; k++) {
-                const int64_t plain = n * K + k, sh = dsv4_shuffle_index(n, k, K, elem_size);
-                if (inverse)
-                    memcpy(dst + (size_t)plain * es, src + (size_t)sh * es, es);
-                else
-                    memcpy(dst + (size_t)sh * es, src + (size_t)plain * es, es);
-            }
+    for (int64_t b = 0; b < batch && !rc; b++) {
+        shuffle_job j = {in + (size_t)(b * N * K) * es, out + (size_t)(b * N * K) * es, N, K, elem_size, inverse};
+        rc = dsv4_parallel_for(N, 64, 0, shuffle_range, &j, st);
     }
-    return DSV4_OK;
+    return rc;
 }
 
 /* ------------------------------------------------------------------ */
