@@ -49,22 +49,32 @@ int64_t dsv4_attn_count_valid(const dsv4_attn_args *a, int64_t t)
 }
 
 /* Row v of segment s as floats, NaN lanes scrubbed where the segment does. */
-static int fetch_row(const dsv4_attn_segment *s, int64_t v, float *row, dsv4_status *st)
+DSV4_HOT_INLINE int fetch_row(const dsv4_attn_segment *s, int64_t v, float *row, dsv4_status *st)
 {
     if (s->bf16_rows) {
         const uint16_t *src = s->bf16_rows + v * D;
         for (int d = 0; d < D; d++)
-            row[d] = dsv4_bf16_to_f32(src[d]);
+            row[d] = dsv4_bf16_to_f32_inline(src[d]);
     } else {
         int rc = s->fetch(s->fetch_ctx, v, row, st);
         if (rc)
             return rc;
     }
     if (s->scrub_nan) /* "NaNs in K become 0" (spec 8.4 [S9]) */
-        for (int d = 0; d < D; d++)
-            if (isnan(row[d]))
-                row[d] = 0.0f;
+        for (int d = 0; d < D; d++) {
+            const uint32_t b = dsv4_bits_f32(row[d]);
+            row[d] = (b & 0x7FFFFFFFu) > 0x7F800000u ? 0.0f : row[d];
+        }
     return DSV4_OK;
+}
+
+/* 1 if every lane of the row is finite (exponent bits not all ones). */
+DSV4_HOT_INLINE int row_finite(const float *row)
+{
+    uint32_t bad = 0;
+    for (int d = 0; d < D; d++)
+        bad |= (dsv4_bits_f32(row[d]) & 0x7F800000u) == 0x7F800000u;
+    return !bad;
 }
 
 static int check_segment(const dsv4_attn_args *a, const dsv4_attn_segment *s, dsv4_status *st)
@@ -172,8 +182,9 @@ oom:
 }
 
 /* Gathers token t's valid rows (every segment, in order; duplicates twice)
- * into the mode's buffer.  Returns the row count in *n. */
-static int gather(const dsv4_attn_args *a, int64_t t, attn_work *w, dsv4_attn_mode mode,
+ * into the mode's buffer.  Returns the row count in *n; *max_norm (the
+ * largest row norm) only when want_norm. */
+DSV4_HOT_INLINE int gather(const dsv4_attn_args *a, int64_t t, attn_work *w, dsv4_attn_mode mode, int want_norm,
                   double *max_norm, int64_t *n, dsv4_status *st)
 {
     int64_t k = 0;
@@ -185,18 +196,43 @@ static int gather(const dsv4_attn_args *a, int64_t t, attn_work *w, dsv4_attn_mo
         for (int64_t j = 0; j < ne; j++) {
             if (!entry_valid(seg, e[j]))
                 continue;
+            if (mode == DSV4_ATTN_IDEAL && seg->bf16_rows && !seg->scrub_nan && !want_norm && !w->kabs) {
+                /* the common ideal case in one pass: bf16 -> double, finite */
+                const uint16_t *src = seg->bf16_rows + (int64_t)e[j] * D;
+#if defined(__GNUC__)
+                if (j + 1 < ne && entry_valid(seg, e[j + 1])) /* the next random row's lines, ahead */
+                    for (int c = 0; c < D * 2; c += 64)
+                        __builtin_prefetch((const char *)(seg->bf16_rows + (int64_t)e[j + 1] * D) + c);
+#endif
+                double *dst = w->kd + k * D;
+                uint32_t bad = 0;
+                for (int d = 0; d < D; d++) {
+                    bad |= (src[d] & 0x7F80u) == 0x7F80u;
+                    dst[d] = dsv4_bf16_to_f32_inline(src[d]);
+                }
+                if (bad)
+                    for (int d = 0; d < D; d++)
+                        if ((src[d] & 0x7F80u) == 0x7F80u)
+                            return dsv4_fail(st, DSV4_EINPUT, "%s row %d lane %d is not finite (token %" PRId64 ")",
+                                             seg->name, e[j], d, t);
+                k++;
+                continue;
+            }
             int rc = fetch_row(seg, e[j], w->row, st);
             if (rc)
                 return rc;
-            double nrm = 0;
-            for (int d = 0; d < D; d++) {
-                if (!isfinite(w->row[d]))
-                    return dsv4_fail(st, DSV4_EINPUT, "%s row %d lane %d is not finite (token %" PRId64 ")",
-                                     seg->name, e[j], d, t);
-                nrm += (double)w->row[d] * w->row[d];
+            if (!row_finite(w->row))
+                for (int d = 0; d < D; d++)
+                    if (!isfinite(w->row[d]))
+                        return dsv4_fail(st, DSV4_EINPUT, "%s row %d lane %d is not finite (token %" PRId64 ")",
+                                         seg->name, e[j], d, t);
+            if (want_norm) {
+                double nrm = 0;
+                for (int d = 0; d < D; d++)
+                    nrm += (double)w->row[d] * w->row[d];
+                if (sqrt(nrm) > *max_norm)
+                    *max_norm = sqrt(nrm);
             }
-            if (sqrt(nrm) > *max_norm)
-                *max_norm = sqrt(nrm);
             if (mode == DSV4_ATTN_IDEAL) {
                 for (int d = 0; d < D; d++)
                     w->kd[k * D + d] = w->row[d];
@@ -220,7 +256,7 @@ static double sink_of(const dsv4_attn_args *a, int64_t h)
 
 /* Ideal: S = scale * Q K^T, softmax with the sink in the denominator only,
  * O = W K (spec 8.1). */
-static void token_ideal(const dsv4_attn_args *a, int64_t t, int64_t n, double max_norm,
+DSV4_HOT_INLINE void token_ideal(const dsv4_attn_args *a, int64_t t, int64_t n, double max_norm,
                         attn_work *w, double *out, dsv4_attn_diag *dg)
 {
     const int64_t H = a->H;
@@ -268,7 +304,7 @@ static void token_ideal(const dsv4_attn_args *a, int64_t t, int64_t n, double ma
 }
 
 /* Faithful: the Triton kernels' fp32 steps (spec 8.3 [S9]). */
-static void token_faithful(const dsv4_attn_args *a, int64_t t, int64_t n, attn_work *w, double *out)
+DSV4_HOT_INLINE void token_faithful(const dsv4_attn_args *a, int64_t t, int64_t n, attn_work *w, double *out)
 {
     const int64_t H = a->H;
     const uint16_t *q = a->q + t * H * D;
@@ -310,6 +346,35 @@ static void token_faithful(const dsv4_attn_args *a, int64_t t, int64_t n, attn_w
     }
 }
 
+typedef struct attn_job {
+    const dsv4_attn_args *a;
+    dsv4_attn_mode mode;
+    double *out;
+    dsv4_attn_diag *diag;
+    attn_work *work; /* one per worker */
+} attn_job;
+
+/* Tokens [t0, t1): each token's rows, scores, softmax and P.V with this
+ * worker's scratch (the same calls, in the same order, as one thread). */
+DSV4_VECTOR_CLONES static int attn_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    const attn_job *j = ctx;
+    attn_work *w = &j->work[worker];
+    const int want_norm = j->mode == DSV4_ATTN_IDEAL && j->diag && j->diag->score_mag;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t n = 0;
+        double max_norm = 0;
+        int rc = gather(j->a, t, w, j->mode, want_norm, &max_norm, &n, st);
+        if (rc)
+            return rc;
+        if (j->mode == DSV4_ATTN_IDEAL)
+            token_ideal(j->a, t, n, max_norm, w, j->out, j->diag);
+        else
+            token_faithful(j->a, t, n, w, j->out);
+    }
+    return DSV4_OK;
+}
+
 int dsv4_ref_sparse_attn(const dsv4_attn_args *a, dsv4_attn_mode mode, double *out,
                          dsv4_attn_diag *diag, dsv4_status *st)
 {
@@ -326,19 +391,19 @@ int dsv4_ref_sparse_attn(const dsv4_attn_args *a, dsv4_attn_mode mode, double *o
     }
     if (cap > INT32_MAX / D)
         return dsv4_fail(st, DSV4_EINPUT, "attention: %" PRId64 " keys for one token: too many", cap);
-    attn_work w;
-    int rc = work_alloc(&w, cap, a->H, mode, mode == DSV4_ATTN_IDEAL && diag && diag->abs_out, st);
-    for (int64_t t = 0; !rc && t < a->T; t++) {
-        int64_t n = 0;
-        double max_norm = 0;
-        if ((rc = gather(a, t, &w, mode, &max_norm, &n, st)))
-            break;
-        if (mode == DSV4_ATTN_IDEAL)
-            token_ideal(a, t, n, max_norm, &w, out, diag);
-        else
-            token_faithful(a, t, n, &w, out);
-    }
-    work_free(&w);
+    const int nw = dsv4_parallel_workers(a->T, 1);
+    attn_work *work = calloc((size_t)nw, sizeof *work);
+    int rc = work ? DSV4_OK : dsv4_fail(st, DSV4_ERUNTIME, "attention: out of memory"), made = 0;
+    for (; work && made < nw && !rc; made++)
+        rc = work_alloc(&work[made], cap, a->H, mode, mode == DSV4_ATTN_IDEAL && diag && diag->abs_out, st);
+    if (rc && made > 0)
+        made--; /* work_alloc frees its own on failure */
+    attn_job j = {a, mode, out, diag, work};
+    if (!rc)
+        rc = dsv4_parallel_for(a->T, 1, DSV4_PAR_BLAS, attn_range, &j, st);
+    for (int k = 0; k < made; k++)
+        work_free(&work[k]);
+    free(work);
     return rc;
 }
 

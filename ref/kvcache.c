@@ -217,6 +217,15 @@ void dsv4_kv_decode_token_bf16(const uint8_t *page, int64_t B, int64_t row, dsv4
     decode_bf16(page, B, row, kind, out);
 }
 
+void dsv4_kv_decode_token_bf16_f32(const uint8_t *page, int64_t B, int64_t row, dsv4_fp8_kind kind, float *out)
+{
+    uint16_t h[DSV4_KV_HEAD_DIM];
+    call_once(&lut_once, lut_init);
+    decode_bf16(page, B, row, kind, h);
+    for (int d = 0; d < DSV4_KV_HEAD_DIM; d++)
+        out[d] = dsv4_bf16_to_f32_inline(h[d]);
+}
+
 int dsv4_kv_slot(int64_t slot, const dsv4_kv_layout *L, int64_t *page, int64_t *row)
 {
     if (slot < 0)

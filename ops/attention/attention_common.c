@@ -293,10 +293,7 @@ static int paged_fetch(const void *ctx, int64_t slot, float *out, dsv4_status *s
 {
     (void)st;
     const dsv4_paged_src *p = ctx;
-    uint16_t row[D];
-    dsv4_kv_decode_token_bf16(p->bytes + (slot / p->B) * p->stride, p->B, slot % p->B, p->kind, row);
-    for (int d = 0; d < D; d++)
-        out[d] = dsv4_bf16_to_f32(row[d]);
+    dsv4_kv_decode_token_bf16_f32(p->bytes + (slot / p->B) * p->stride, p->B, slot % p->B, p->kind, out);
     return DSV4_OK;
 }
 
