@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec_inline.h"
 #include "parallel.h"
 #include "rope.h"
 
@@ -134,6 +135,41 @@ static void decode_lut(dsv4_fp8_kind kind, double *lut)
         lut[b] = dsv4_fp8_to_f32((uint8_t)b, kind);
 }
 
+typedef struct decode_job {
+    const dsv4_gemm_args *a;
+    const double *lut;
+    double *A, *B;
+    int absolute, scaled;
+} decode_job;
+
+/* Rows [r0, r1) of the stacked [M + N, K] operands: A's rows, then B's. */
+static int decode_range(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const decode_job *j = ctx;
+    const dsv4_gemm_args *a = j->a;
+    const int64_t M = a->M, K = a->K;
+    for (int64_t r = r0; r < r1; r++) {
+        if (r < M) {
+            const int64_t m = r;
+            for (int64_t k = 0; k < K; k++) {
+                double v = j->lut[a->xq[m * K + k]];
+                v = j->absolute ? fabs(v) : v;
+                j->A[m * K + k] = j->scaled ? v * fabs((double)xscale(a, m, k / BLK)) : v;
+            }
+        } else {
+            const int64_t n = r - M;
+            for (int64_t k = 0; k < K; k++) {
+                int64_t src = a->w_shuffled ? dsv4_shuffle_index(n, k, K, 1) : n * K + k;
+                double v = j->lut[a->wq[src]];
+                v = j->absolute ? fabs(v) : v;
+                j->B[n * K + k] = j->scaled ? v * fabs((double)wscale(a, n, k / BLK)) : v;
+            }
+        }
+    }
+    return DSV4_OK;
+}
+
 static int decode_operands(const dsv4_gemm_args *a, double **A, double **B, int absolute, int scaled,
                            dsv4_status *st)
 {
@@ -147,19 +183,54 @@ static int decode_operands(const dsv4_gemm_args *a, double **A, double **B, int 
         *A = *B = NULL;
         return dsv4_fail(st, DSV4_ERUNTIME, "gemm: out of memory");
     }
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t k = 0; k < K; k++) {
-            double v = lut[a->xq[m * K + k]];
-            v = absolute ? fabs(v) : v;
-            (*A)[m * K + k] = scaled ? v * fabs((double)xscale(a, m, k / BLK)) : v;
+    decode_job j = {a, lut, *A, *B, absolute, scaled};
+    return dsv4_parallel_for(M + N, 64, 0, decode_range, &j, st);
+}
+
+/* Output tiles of the block product (sized so that the tile's block
+ * product P and its rows of y stay in the L2 cache). */
+#define TILE_M 256
+#define TILE_N 256
+
+typedef struct tiles_job {
+    const dsv4_gemm_args *a;
+    const void *A, *B; /* decoded operands: double (f64) or float (f32) */
+    void *y;
+    void *P;           /* per worker [TILE_M, TILE_N] */
+    int64_t tiles_n;
+} tiles_job;
+
+/* yr[n] += pr[n] * (xs * ws[n]): xs*ws exact in double (24 + 24 bits). */
+DSV4_VECTOR_CLONES static void accumulate(double *restrict yr, const double *restrict pr, double xs, const double *restrict ws,
+                       int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        yr[i] += pr[i] * (xs * ws[i]);
+}
+
+/* y[tile] = sum over K blocks, in order, of P_kb * (xs * ws): P_kb =
+ * A[rows, kb] . B[cols, kb]^T is exact in double (gemm.h), so its tiling
+ * does not matter; the accumulation order per element is the serial one. */
+static int tiles_f64(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)st;
+    const tiles_job *j = ctx;
+    const dsv4_gemm_args *a = j->a;
+    const int64_t M = a->M, N = a->N, K = a->K, KB = kblocks(a);
+    const double *A = j->A, *B = j->B;
+    double *y = j->y, *P = (double *)j->P + (size_t)worker * (TILE_M * TILE_N + TILE_N), *ws = P + TILE_M * TILE_N;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t m0 = t / j->tiles_n * TILE_M, n0 = t % j->tiles_n * TILE_N;
+        const int64_t mt = M - m0 < TILE_M ? M - m0 : TILE_M, nt = N - n0 < TILE_N ? N - n0 : TILE_N;
+        for (int64_t kb = 0; kb < KB; kb++) {
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mt, (int)nt, BLK, 1.0, A + m0 * K + kb * BLK,
+                        (int)K, B + n0 * K + kb * BLK, (int)K, 0.0, P, (int)nt);
+            for (int64_t n = 0; n < nt; n++)
+                ws[n] = wscale(a, n0 + n, kb);
+            for (int64_t i = 0; i < mt; i++)
+                accumulate(y + (m0 + i) * N + n0, P + i * nt, xscale(a, m0 + i, kb), ws, nt);
         }
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < K; k++) {
-            int64_t src = a->w_shuffled ? dsv4_shuffle_index(n, k, K, 1) : n * K + k;
-            double v = lut[a->wq[src]];
-            v = absolute ? fabs(v) : v;
-            (*B)[n * K + k] = scaled ? v * fabs((double)wscale(a, n, k / BLK)) : v;
-        }
+    }
     return DSV4_OK;
 }
 
@@ -168,61 +239,39 @@ int dsv4_ref_gemm_a8w8_blockscale_f64(const dsv4_gemm_args *a, double *y, dsv4_s
     int rc = dsv4_gemm_check(a, st);
     if (rc)
         return rc;
-    const int64_t M = a->M, N = a->N, K = a->K, KB = kblocks(a);
+    const int64_t M = a->M, N = a->N, K = a->K;
     memset(y, 0, (size_t)(M * N) * sizeof *y);
     if (M == 0 || N == 0 || K == 0)
         return DSV4_OK;
     double *A, *B;
     if ((rc = decode_operands(a, &A, &B, 0, 0, st)))
         return rc;
-    double *P = malloc((size_t)(MTILE * N) * sizeof *P);
+    const int64_t tm = (M + TILE_M - 1) / TILE_M, tn = (N + TILE_N - 1) / TILE_N;
+    const int nw = dsv4_parallel_workers(tm * tn, 1);
+    double *P = malloc((size_t)nw * (TILE_M * TILE_N + TILE_N) * sizeof *P); /* P and the tile's w scales */
     if (!P) {
         free(A), free(B);
         return dsv4_fail(st, DSV4_ERUNTIME, "gemm: out of memory");
     }
-    for (int64_t m0 = 0; m0 < M; m0 += MTILE) {
-        const int64_t mt = M - m0 < MTILE ? M - m0 : MTILE;
-        for (int64_t kb = 0; kb < KB; kb++) {
-            /* P = A[m0:m0+mt, kb-block] . B[:, kb-block]^T: exact (gemm.h) */
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mt, (int)N, BLK, 1.0, A + m0 * K + kb * BLK,
-                        (int)K, B + kb * BLK, (int)K, 0.0, P, (int)N);
-            for (int64_t i = 0; i < mt; i++) {
-                const double xs = xscale(a, m0 + i, kb);
-                double *yr = y + (m0 + i) * N;
-                const double *pr = P + i * N;
-                for (int64_t n = 0; n < N; n++) /* xs*ws exact in double (24 + 24 bits) */
-                    yr[n] += pr[n] * (xs * (double)wscale(a, n, kb));
-            }
-        }
-    }
+    tiles_job j = {a, A, B, y, P, tn};
+    rc = dsv4_parallel_for(tm * tn, 1, DSV4_PAR_BLAS, tiles_f64, &j, st);
     free(A), free(B), free(P);
-    return DSV4_OK;
+    return rc;
 }
 
-int dsv4_ref_gemm_a8w8_blockscale_f32(const dsv4_gemm_args *a, float *y, dsv4_status *st)
+/* The fp32 model: per row block of MTILE rows, the K blocks in order (the
+ * serial path's sgemm calls, unchanged: fp32 sums depend on the BLAS
+ * blocking), row blocks in parallel. */
+static int rows_f32(void *ctx, int64_t b0, int64_t b1, int worker, dsv4_status *st)
 {
-    int rc = dsv4_gemm_check(a, st);
-    if (rc)
-        return rc;
+    (void)st;
+    const tiles_job *j = ctx;
+    const dsv4_gemm_args *a = j->a;
     const int64_t M = a->M, N = a->N, K = a->K, KB = kblocks(a);
-    memset(y, 0, (size_t)(M * N) * sizeof *y);
-    if (M == 0 || N == 0 || K == 0)
-        return DSV4_OK;
-    double lut[256];
-    decode_lut(a->kind, lut);
-    float *A = malloc((size_t)(M * K) * sizeof *A), *B = malloc((size_t)(N * K) * sizeof *B);
-    float *P = malloc((size_t)(MTILE * N) * sizeof *P);
-    if (!A || !B || !P) {
-        free(A), free(B), free(P);
-        return dsv4_fail(st, DSV4_ERUNTIME, "gemm: out of memory");
-    }
-    for (int64_t i = 0; i < M * K; i++)
-        A[i] = (float)lut[a->xq[i]];
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < K; k++)
-            B[n * K + k] = (float)lut[a->wq[a->w_shuffled ? dsv4_shuffle_index(n, k, K, 1) : n * K + k]];
-    for (int64_t m0 = 0; m0 < M; m0 += MTILE) {
-        const int64_t mt = M - m0 < MTILE ? M - m0 : MTILE;
+    const float *A = j->A, *B = j->B;
+    float *y = j->y, *P = (float *)j->P + (size_t)worker * MTILE * N;
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t m0 = b * MTILE, mt = M - m0 < MTILE ? M - m0 : MTILE;
         for (int64_t kb = 0; kb < KB; kb++) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mt, (int)N, BLK, 1.0f, A + m0 * K + kb * BLK,
                         (int)K, B + kb * BLK, (int)K, 0.0f, P, (int)N);
@@ -237,8 +286,37 @@ int dsv4_ref_gemm_a8w8_blockscale_f32(const dsv4_gemm_args *a, float *y, dsv4_st
             }
         }
     }
-    free(A), free(B), free(P);
     return DSV4_OK;
+}
+
+int dsv4_ref_gemm_a8w8_blockscale_f32(const dsv4_gemm_args *a, float *y, dsv4_status *st)
+{
+    int rc = dsv4_gemm_check(a, st);
+    if (rc)
+        return rc;
+    const int64_t M = a->M, N = a->N, K = a->K;
+    memset(y, 0, (size_t)(M * N) * sizeof *y);
+    if (M == 0 || N == 0 || K == 0)
+        return DSV4_OK;
+    double lut[256];
+    decode_lut(a->kind, lut);
+    const int64_t nb = (M + MTILE - 1) / MTILE;
+    const int nw = dsv4_parallel_workers(nb, 1);
+    float *A = malloc((size_t)(M * K) * sizeof *A), *B = malloc((size_t)(N * K) * sizeof *B);
+    float *P = malloc((size_t)nw * (size_t)(MTILE * N) * sizeof *P);
+    if (!A || !B || !P) {
+        free(A), free(B), free(P);
+        return dsv4_fail(st, DSV4_ERUNTIME, "gemm: out of memory");
+    }
+    for (int64_t i = 0; i < M * K; i++)
+        A[i] = (float)lut[a->xq[i]];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++)
+            B[n * K + k] = (float)lut[a->wq[a->w_shuffled ? dsv4_shuffle_index(n, k, K, 1) : n * K + k]];
+    tiles_job j = {a, A, B, y, P, 0};
+    rc = dsv4_parallel_for(nb, 1, DSV4_PAR_BLAS, rows_f32, &j, st);
+    free(A), free(B), free(P);
+    return rc;
 }
 
 int dsv4_gemm_abs_gauge(const dsv4_gemm_args *a, double *g, dsv4_status *st)
