@@ -9,10 +9,8 @@
 #include <cblas.h>
 #include <inttypes.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "numerics.h"
 #include "rope.h"
@@ -73,8 +71,11 @@ int64_t dsv4_idx_scale_offset(const dsv4_idx_layout *L, int64_t p, int s)
 void dsv4_idx_read_entry(const dsv4_idx_layout *L, const uint8_t *page, int64_t p, uint8_t *values,
                          uint8_t *scales)
 {
-    for (int b = 0; b < L->head_dim / 2; b++)
-        values[b] = page[dsv4_idx_value_offset(L, p, b)];
+    /* the value bytes are contiguous in runs of d_per_tile (shuffled) or
+     * all of them (natural) */
+    const int run = L->shuffled ? (int)L->d_per_tile : L->head_dim / 2;
+    for (int b = 0; b < L->head_dim / 2; b += run)
+        memcpy(values + b, page + dsv4_idx_value_offset(L, p, b), (size_t)run);
     for (int s = 0; s < L->head_dim / 32; s++)
         scales[s] = page[dsv4_idx_scale_offset(L, p, s)];
 }
@@ -432,11 +433,29 @@ static double exact_dot(const uint8_t *qv, const uint8_t *qs, const uint8_t *kv,
     return s;
 }
 
+/* 0.5f * (float)code_x2 of a nibble (the -0 code gives +0, as the integer
+ * product does). */
+static const float half_code[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                                    0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+/* 2^e as fp32 for e in [-127, 127] (2^-127 is a subnormal). */
+static inline float pow2_f32(int e) { return dsv4_f32_of_bits(e >= -126 ? (uint32_t)(e + 127) << 23 : 0x00400000u); }
+
+/* ldexpf(0.5 c, e) as (0.5 c) * 2^e: both are the correctly rounded value
+ * of the exact product, 2^e being an fp32 for every scale byte here (0xFF
+ * makes the operand wild: zeros). */
 static void dequant_f32(const uint8_t *v, const uint8_t *s, int D, opstat o, float *out)
 {
-    for (int d = 0; d < D; d++) {
-        int e = (int)s[d / 32] - 127;
-        out[d] = o.wild ? 0.0f : ldexpf(0.5f * (float)code_x2(v[d / 2], d & 1), e);
+    if (o.wild) {
+        memset(out, 0, (size_t)D * sizeof *out);
+        return;
+    }
+    for (int b = 0; b < D / 32; b++) {
+        const float m = pow2_f32((int)s[b] - 127);
+        for (int i = b * 16; i < b * 16 + 16; i++) {
+            out[2 * i] = half_code[v[i] & 15] * m;
+            out[2 * i + 1] = half_code[v[i] >> 4] * m;
+        }
     }
 }
 
@@ -483,10 +502,33 @@ static void req_keys_free(req_keys *k)
     free(k->st);
 }
 
+typedef struct keys_job {
+    const dsv4_idx_logits_args *a;
+    int64_t b;
+    req_keys *k;
+} keys_job;
+
+static int keys_range(void *ctx, int64_t j0, int64_t j1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const keys_job *kj = ctx;
+    const dsv4_idx_logits_args *a = kj->a;
+    req_keys *k = kj->k;
+    const int D = a->D;
+    const int64_t P = a->L->page_entries, pb = dsv4_idx_page_bytes(a->L);
+    for (int64_t j = j0; j < j1; j++) {
+        const int32_t pg = a->block_table[kj->b * a->max_blocks + j / P];
+        uint8_t *v = k->v + j * (D / 2), *s = k->s + j * (D / 32);
+        dsv4_idx_read_entry(a->L, a->cache + (int64_t)pg * pb, j % P, v, s);
+        k->st[j] = stat_of(v, s, D);
+        dequant_f32(v, s, D, k->st[j], k->kd + j * D);
+    }
+    return DSV4_OK;
+}
+
 static int load_keys(const dsv4_idx_logits_args *a, int64_t b, int64_t nk, req_keys *k, dsv4_status *st)
 {
     const int D = a->D;
-    const int64_t P = a->L->page_entries, pb = dsv4_idx_page_bytes(a->L);
     memset(k, 0, sizeof *k);
     k->nk = nk;
     size_t n = (size_t)(nk ? nk : 1);
@@ -496,14 +538,11 @@ static int load_keys(const dsv4_idx_logits_args *a, int64_t b, int64_t nk, req_k
     k->st = malloc(n * sizeof *k->st);
     if (!k->v || !k->s || !k->kd || !k->st)
         return dsv4_fail(st, DSV4_ERUNTIME, "out of memory (keys of request %" PRId64 ")", b);
+    keys_job kj = {a, b, k};
+    int rc = dsv4_parallel_for(nk, 256, 0, keys_range, &kj, st);
     k->all = (opstat){1000, -1000, 1, 0};
-    for (int64_t j = 0; j < nk; j++) {
-        const int32_t pg = a->block_table[b * a->max_blocks + j / P];
-        uint8_t *v = k->v + j * (D / 2), *s = k->s + j * (D / 32);
-        dsv4_idx_read_entry(a->L, a->cache + (int64_t)pg * pb, j % P, v, s);
-        opstat o = stat_of(v, s, D);
-        k->st[j] = o;
-        dequant_f32(v, s, D, o, k->kd + j * D);
+    for (int64_t j = 0; !rc && j < nk; j++) {
+        const opstat o = k->st[j];
         k->all.wild |= o.wild;
         if (!o.zero && !o.wild) {
             k->all.zero = 0;
@@ -511,7 +550,7 @@ static int load_keys(const dsv4_idx_logits_args *a, int64_t b, int64_t nk, req_k
             k->all.emax = o.emax > k->all.emax ? o.emax : k->all.emax;
         }
     }
-    return DSV4_OK;
+    return rc;
 }
 
 /* Row-block x key-chunk tiles of the GEMM (sized for the L2/L3 caches). */
@@ -528,8 +567,7 @@ typedef struct tile_ctx {
     int64_t r0, rb, j0, nc;
     const int64_t *ends;
     float *C0, *C1;         /* GEMM tiles [rb*H, nc] */
-    double *acc;            /* [nthreads, KEYS_PER_TILE] */
-    int nthreads;
+    double *acc;            /* [KEYS_PER_TILE] */
 } tile_ctx;
 
 /* acc[j] += relu(c[j]) * w for an exact row-head (no NaN, no Inf): relu by
@@ -581,42 +619,6 @@ static void tile_ideal(const tile_ctx *t, double *logits, int64_t ri0, int64_t s
         }
         memcpy(logits + r * a->width + t->j0, acc, (size_t)n * sizeof *acc);
     }
-}
-
-typedef struct ideal_job {
-    const struct tile_ctx *t;
-    double *logits, *acc;
-    int64_t ri0, step;
-} ideal_job;
-
-static void *ideal_thread(void *p)
-{
-    ideal_job *j = p;
-    tile_ideal(j->t, j->logits, j->ri0, j->step, j->acc);
-    return NULL;
-}
-
-#define MAX_THREADS 16
-
-/* The head reduction of a tile, rows split over threads (each row is
- * reduced by one thread in the fixed order: thread-count independent). */
-static void tile_ideal_parallel(const tile_ctx *t, double *logits, double *accs, int nthreads)
-{
-    pthread_t th[MAX_THREADS];
-    ideal_job jobs[MAX_THREADS];
-    int started[MAX_THREADS] = {0};
-    const int n = (int)(t->rb < nthreads ? t->rb : nthreads);
-    for (int i = 0; i < n; i++) {
-        jobs[i] = (ideal_job){t, logits, accs + (int64_t)i * t->nc, i, n};
-        started[i] = i > 0 && pthread_create(&th[i], NULL, ideal_thread, &jobs[i]) == 0;
-        if (i > 0 && !started[i]) /* no thread: do its rows here */
-            tile_ideal(t, logits, i, n, jobs[i].acc);
-    }
-    if (n > 0)
-        tile_ideal(t, logits, 0, n, accs);
-    for (int i = 1; i < n; i++)
-        if (started[i])
-            pthread_join(th[i], NULL);
 }
 
 static void tile_faithful(const tile_ctx *t, double *logits)
@@ -690,12 +692,11 @@ static void abs_copy(const float *x, float *y, int64_t n)
         y[i] = fabsf(x[i]);
 }
 
-/* One block of rows of request b against its keys. */
-static void run_rows(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, const req_keys *k, row_block *rbk,
-                     float *C0, float *C1, double *acc, int nthreads, double *logits, double *bound)
+/* The q side of a row block: codes, stats, fp32 values (and |q| for the
+ * bound). */
+static void setup_rows(const dsv4_idx_logits_args *a, const req_keys *k, row_block *rbk, int want_bound)
 {
     const int H = a->H, D = a->D;
-    const int64_t M = rbk->rb * H;
     for (int64_t ri = 0; ri < rbk->rb; ri++)
         for (int h = 0; h < H; h++) {
             const int64_t rh = ri * H + h, src = (rbk->r0 + ri) * H + h;
@@ -707,17 +708,26 @@ static void run_rows(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, const re
             rbk->row_exact[rh] = !o.wild && !k->all.wild &&
                                  (o.zero || k->all.zero || pair_exact(o, k->all));
         }
-    if (bound)
-        abs_copy(rbk->qd, rbk->qa, M * D);
-    for (int64_t j0 = 0; j0 < rbk->maxend; j0 += KEYS_PER_TILE) {
+    if (want_bound)
+        abs_copy(rbk->qd, rbk->qa, rbk->rb * H * D);
+}
+
+/* Key tiles [tile0, tile1) of a set-up row block against request's keys. */
+static void run_tiles(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, const req_keys *k, row_block *rbk,
+                      float *C0, float *C1, double *acc, double *logits, double *bound, int64_t tile0, int64_t tile1)
+{
+    const int H = a->H, D = a->D;
+    const int64_t M = rbk->rb * H;
+    for (int64_t tile = tile0; tile < tile1 && tile * KEYS_PER_TILE < rbk->maxend; tile++) {
+        const int64_t j0 = tile * KEYS_PER_TILE;
         const int64_t nc = rbk->maxend - j0 < KEYS_PER_TILE ? rbk->maxend - j0 : KEYS_PER_TILE;
         tile_ctx t = {a, k, rbk->qv, rbk->qs, rbk->qst, rbk->row_exact, rbk->r0, rbk->rb, j0, nc, rbk->ends,
-                      C0, C1, acc, nthreads};
+                      C0, C1, acc};
         const float *kd = k->kd + j0 * D;
         if (mode == DSV4_IDX_IDEAL) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nc, D, 1.0f, rbk->qd, D, kd, D,
                         0.0f, C0, (int)nc);
-            tile_ideal_parallel(&t, logits, acc, nthreads);
+            tile_ideal(&t, logits, 0, 1, acc);
         } else {
             /* The two K = 64 halves (spec 6.2 step 1: two chained MFMAs). */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nc, D / 2, 1.0f, rbk->qd, D, kd,
@@ -735,6 +745,90 @@ static void run_rows(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, const re
     }
 }
 
+/* One worker's buffers. */
+typedef struct logits_buf {
+    row_block rbk;
+    float *C0, *C1;
+    double *acc;
+} logits_buf;
+
+static void buf_free(logits_buf *w)
+{
+    free(w->C0), free(w->C1), free(w->acc);
+    free(w->rbk.qv), free(w->rbk.qs), free(w->rbk.qd), free(w->rbk.qa), free(w->rbk.ka), free(w->rbk.qst);
+    free(w->rbk.row_exact);
+}
+
+static int buf_alloc(logits_buf *w, int64_t M, int D)
+{
+    memset(w, 0, sizeof *w);
+    w->C0 = malloc((size_t)M * KEYS_PER_TILE * sizeof(float));
+    w->C1 = malloc((size_t)M * KEYS_PER_TILE * sizeof(float));
+    w->acc = malloc(KEYS_PER_TILE * sizeof(double));
+    w->rbk.qv = malloc((size_t)M * (D / 2));
+    w->rbk.qs = malloc((size_t)M * (D / 32));
+    w->rbk.qd = malloc((size_t)M * D * sizeof(float));
+    w->rbk.qa = malloc((size_t)M * D * sizeof(float));
+    w->rbk.ka = malloc((size_t)KEYS_PER_TILE * D * sizeof(float));
+    w->rbk.qst = malloc((size_t)M * sizeof *w->rbk.qst);
+    w->rbk.row_exact = malloc((size_t)M * sizeof *w->rbk.row_exact);
+    return w->C0 && w->C1 && w->acc && w->rbk.qv && w->rbk.qs && w->rbk.qd && w->rbk.qa && w->rbk.ka &&
+           w->rbk.qst && w->rbk.row_exact;
+}
+
+typedef struct logits_job {
+    const dsv4_idx_logits_args *a;
+    dsv4_idx_mode mode;
+    const req_keys *k;
+    int64_t q0, q1, rpt, tiles_per_item, items_per_block;
+    logits_buf *bufs;
+    double *logits, *bound;
+} logits_job;
+
+/* Item i: row block i / items_per_block, its key tiles (i % items_per_block)
+ * * tiles_per_item onward.  Every (row, key) is written by one item. */
+static int logits_range(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
+{
+    (void)st;
+    const logits_job *j = ctx;
+    logits_buf *w = &j->bufs[worker];
+    row_block *rbk = &w->rbk;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t r0 = j->q0 + i / j->items_per_block * j->rpt;
+        const int64_t tile0 = i % j->items_per_block * j->tiles_per_item;
+        rbk->r0 = r0;
+        rbk->rb = j->q1 - r0 < j->rpt ? j->q1 - r0 : j->rpt;
+        rbk->maxend = 0;
+        for (int64_t ri = 0; ri < rbk->rb; ri++) {
+            rbk->ends[ri] = dsv4_idx_row_end(j->a, r0 + ri);
+            rbk->maxend = rbk->ends[ri] > rbk->maxend ? rbk->ends[ri] : rbk->maxend;
+        }
+        if (tile0 * KEYS_PER_TILE >= rbk->maxend)
+            continue;
+        setup_rows(j->a, j->k, rbk, j->bound != NULL);
+        run_tiles(j->a, j->mode, j->k, rbk, w->C0, w->C1, w->acc, j->logits, j->bound, tile0,
+                  tile0 + j->tiles_per_item);
+    }
+    return DSV4_OK;
+}
+
+typedef struct init_job {
+    int64_t width;
+    double *logits, *bound;
+} init_job;
+
+static int init_range(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const init_job *j = ctx;
+    for (int64_t i = r0 * j->width; i < r1 * j->width; i++) {
+        j->logits[i] = -INFINITY; /* past the row end: unspecified (the -inf of clean_logits) */
+        if (j->bound)
+            j->bound[i] = 0;
+    }
+    return DSV4_OK;
+}
+
 int dsv4_ref_mqa_logits(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, double *logits, double *bound,
                         dsv4_status *st)
 {
@@ -745,28 +839,20 @@ int dsv4_ref_mqa_logits(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, doubl
     int rc = dsv4_idx_logits_check(a, st);
     if (rc)
         return rc;
-    for (int64_t i = 0; i < a->rows * a->width; i++) {
-        logits[i] = -INFINITY; /* past the row end: unspecified (the -inf of clean_logits) */
-        if (bound)
-            bound[i] = 0;
-    }
+    init_job ij = {a->width, logits, bound};
+    if ((rc = dsv4_parallel_for(a->rows, 64, 0, init_range, &ij, st)))
+        return rc;
     const int64_t rpt = ROWS_PER_TILE / H > 0 ? ROWS_PER_TILE / H : 1;
-    const int64_t M = rpt * H;
-    row_block rbk = {0};
-    float *C0 = malloc((size_t)M * KEYS_PER_TILE * sizeof(float));
-    float *C1 = malloc((size_t)M * KEYS_PER_TILE * sizeof(float));
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    const int nthreads = ncpu < 1 ? 1 : ncpu > MAX_THREADS ? MAX_THREADS : (int)ncpu;
-    double *acc = malloc((size_t)nthreads * KEYS_PER_TILE * sizeof(double));
-    rbk.qv = malloc((size_t)M * (D / 2));
-    rbk.qs = malloc((size_t)M * (D / 32));
-    rbk.qd = malloc((size_t)M * D * sizeof(float));
-    rbk.qa = malloc((size_t)M * D * sizeof(float));
-    rbk.ka = malloc((size_t)KEYS_PER_TILE * D * sizeof(float));
-    rbk.qst = malloc((size_t)M * sizeof *rbk.qst);
-    rbk.row_exact = malloc((size_t)M * sizeof *rbk.row_exact);
-    if (!C0 || !C1 || !acc || !rbk.qv || !rbk.qs || !rbk.qd || !rbk.qa || !rbk.ka || !rbk.qst || !rbk.row_exact)
+    const int nthreads = dsv4_threads();
+    logits_buf *bufs = calloc((size_t)nthreads, sizeof *bufs);
+    int made = 0;
+    if (!bufs)
         rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory (logits tiles)");
+    for (; !rc && made < nthreads; made++)
+        if (!buf_alloc(&bufs[made], rpt * H, D)) {
+            buf_free(&bufs[made]);
+            rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory (logits tiles)");
+        }
     for (int64_t b = 0; b < a->B && !rc; b++) {
         const int64_t q0 = a->query_start_loc[b], q1 = a->query_start_loc[b + 1];
         int64_t nk = 0;
@@ -781,28 +867,21 @@ int dsv4_ref_mqa_logits(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, doubl
             req_keys_free(&k);
             break;
         }
-        for (int64_t r0 = q0; r0 < q1; r0 += rpt) {
-            rbk.r0 = r0;
-            rbk.rb = q1 - r0 < rpt ? q1 - r0 : rpt;
-            rbk.maxend = 0;
-            for (int64_t ri = 0; ri < rbk.rb; ri++) {
-                rbk.ends[ri] = dsv4_idx_row_end(a, r0 + ri);
-                rbk.maxend = rbk.ends[ri] > rbk.maxend ? rbk.ends[ri] : rbk.maxend;
-            }
-            run_rows(a, mode, &k, &rbk, C0, C1, acc, nthreads, logits, bound);
-        }
+        /* Work items: whole row blocks when there are enough of them, else
+         * a row block's key tiles split into groups (decode rows). */
+        const int64_t nrb = (q1 - q0 + rpt - 1) / rpt, ntiles = (nk + KEYS_PER_TILE - 1) / KEYS_PER_TILE;
+        int64_t per_block = 1;
+        if (nrb < 2 * nthreads)
+            per_block = ntiles < 2 * nthreads ? ntiles : 2 * nthreads;
+        const int64_t tiles_per_item = (ntiles + per_block - 1) / per_block;
+        per_block = (ntiles + tiles_per_item - 1) / tiles_per_item;
+        logits_job j = {a, mode, &k, q0, q1, rpt, tiles_per_item, per_block, bufs, logits, bound};
+        rc = dsv4_parallel_for(nrb * per_block, 1, DSV4_PAR_BLAS, logits_range, &j, st);
         req_keys_free(&k);
     }
-    free(C0);
-    free(C1);
-    free(acc);
-    free(rbk.qv);
-    free(rbk.qs);
-    free(rbk.qd);
-    free(rbk.qa);
-    free(rbk.ka);
-    free(rbk.qst);
-    free(rbk.row_exact);
+    for (int w = 0; w < made; w++)
+        buf_free(&bufs[w]);
+    free(bufs);
     return rc;
 }
 
