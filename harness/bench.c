@@ -346,9 +346,10 @@ int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *
     fprintf(out, "machine: memcpy %.1f GB/s (read+write), sgemm %.1f GFLOP/s, dgemm %.1f GFLOP/s (1024^3, OpenBLAS)\n",
             copy, sg, dg);
     fprintf(out, "reference threads: %d (DSV4_THREADS; 1-thread time and speed-up beside)\n", nthreads);
+    fprintf(out, "%% peak: of the line's probe (memcpy, or sgemm/dgemm for GFLOP lines) measured just before it\n");
     double dev_copy = measure_device_copy_gbs(b, out);
-    fprintf(out, "%-28s %-8s %12s %12s %10s %12s %10s %12s %8s\n", "bench", "impl", "time", "bytes", "GB/s",
-            "GFLOP/s", "% peak", "1 thread", "speed-up");
+    fprintf(out, "%-28s %-8s %12s %12s %10s %12s %10s %10s %12s %8s\n", "bench", "impl", "time", "bytes", "GB/s",
+            "GFLOP/s", "% peak", "probe", "1 thread", "speed-up");
     int worst = 0;
     for (size_t i = 0; i < sizeof bench_table / sizeof bench_table[0]; i++) {
         const bench_case *bc = &bench_table[i];
@@ -364,8 +365,12 @@ int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *
             rc = op->generate(&c, &in, &st);
         if (!rc)
             rc = op->alloc_outputs(&c, &in, &o, &st);
-        double t = 0, t1 = 0;
+        double t = 0, t1 = 0, probe = 0;
         uint64_t digest = 0, digest1 = 0;
+        /* The machine may be shared: its rate is measured again beside each
+         * line, so that the ratio compares like with like. */
+        if (!rc)
+            probe = !bc->flops ? measure_copy_gbs() : measure_gemm_gflops(bc->vs_dgemm);
         if (!rc)
             rc = time_at(nthreads, op, &c, &in, &t, &digest, &st);
         if (!rc && nthreads > 1)
@@ -380,8 +385,8 @@ int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *
             double bytes = (double)(tensors_bytes(&in) + tensors_bytes(&o));
             double fl = bc->flops ? bc->flops(&ps, &in) : 0;
             double gbs = bytes / t / 1e9;
-            fprintf(out, "%-28s %-8s %9.3f ms %12.0f %10.2f %12.1f %9.1f%%", bc->name, "ref", t * 1e3, bytes, gbs,
-                    fl / t / 1e9, fl ? 100.0 * fl / t / 1e9 / (bc->vs_dgemm ? dg : sg) : 100.0 * gbs / copy);
+            fprintf(out, "%-28s %-8s %9.3f ms %12.0f %10.2f %12.1f %9.1f%% %10.1f", bc->name, "ref", t * 1e3, bytes,
+                    gbs, fl / t / 1e9, 100.0 * (fl ? fl / t / 1e9 : gbs) / probe, probe);
             if (nthreads > 1)
                 fprintf(out, " %9.3f ms %7.2fx", t1 * 1e3, t1 / t);
             if (verbose)
