@@ -433,6 +433,24 @@ static int rope_check(int64_t T, int64_t H, const int64_t *positions, int64_t nu
     return DSV4_OK;
 }
 
+typedef struct rope_bf16_job {
+    uint16_t *o;
+    int64_t H;
+    const int64_t *positions;
+    const float *cs;
+    int rope_dim;
+} rope_bf16_job;
+
+static int rope_bf16_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const rope_bf16_job *j = ctx;
+    for (int64_t t = t0; t < t1; t++)
+        dsv4_rope_rows_bf16(j->o + t * j->H * D, j->H, D, j->cs + j->positions[t] * j->rope_dim, j->rope_dim,
+                            DSV4_ROPE_INVERSE);
+    return DSV4_OK;
+}
+
 int dsv4_ref_inverse_rope_rows(uint16_t *o, int64_t T, int64_t H, const int64_t *positions,
                                const float *cos_sin_cache, int64_t num_pos, int rope_dim,
                                int64_t rotated, dsv4_status *st)
@@ -442,9 +460,31 @@ int dsv4_ref_inverse_rope_rows(uint16_t *o, int64_t T, int64_t H, const int64_t 
         return rc;
     /* Only rows past `rotated`: the decode reduce already rotated the
      * leading ones (seed forward_mqa: output[rotated:], positions[rotated:]). */
-    for (int64_t t = rotated; t < T; t++)
-        dsv4_rope_rows_bf16(o + t * H * D, H, D, cos_sin_cache + positions[t] * rope_dim, rope_dim,
-                            DSV4_ROPE_INVERSE);
+    rope_bf16_job j = {o + rotated * H * D, H, positions + rotated, cos_sin_cache, rope_dim};
+    return dsv4_parallel_for(T - rotated, 16, 0, rope_bf16_range, &j, st);
+}
+
+typedef struct rope_f64_job {
+    const uint16_t *o;
+    int64_t H, rotated;
+    const int64_t *positions;
+    const float *cs;
+    int rope_dim;
+    double *out;
+} rope_f64_job;
+
+static int rope_f64_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const rope_f64_job *j = ctx;
+    for (int64_t t = t0; t < t1; t++) {
+        for (int64_t i = t * j->H * D; i < (t + 1) * j->H * D; i++)
+            j->out[i] = dsv4_bf16_to_f32_inline(j->o[i]);
+        if (t >= j->rotated)
+            for (int64_t h = 0; h < j->H; h++)
+                dsv4_rope_gptj_f64(j->out + (t * j->H + h) * D + (D - j->rope_dim),
+                                   j->cs + j->positions[t] * j->rope_dim, j->rope_dim, DSV4_ROPE_INVERSE);
+    }
     return DSV4_OK;
 }
 
@@ -455,13 +495,8 @@ int dsv4_ref_inverse_rope_rows_f64(const uint16_t *o, int64_t T, int64_t H, cons
     int rc = rope_check(T, H, positions, num_pos, rope_dim, rotated, st);
     if (rc)
         return rc;
-    for (int64_t i = 0; i < T * H * D; i++)
-        out[i] = dsv4_bf16_to_f32(o[i]);
-    for (int64_t t = rotated; t < T; t++)
-        for (int64_t h = 0; h < H; h++)
-            dsv4_rope_gptj_f64(out + (t * H + h) * D + (D - rope_dim),
-                               cos_sin_cache + positions[t] * rope_dim, rope_dim, DSV4_ROPE_INVERSE);
-    return DSV4_OK;
+    rope_f64_job j = {o, H, rotated, positions, cos_sin_cache, rope_dim, out};
+    return dsv4_parallel_for(T, 16, 0, rope_f64_range, &j, st);
 }
 
 typedef struct rope_f32_job {

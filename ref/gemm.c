@@ -376,6 +376,75 @@ static int einsum_row(const dsv4_einsum_args *a, int64_t t, int64_t h, double *x
     return DSV4_OK;
 }
 
+#define EINSUM_RB 16 /* output columns r per work item: one sum per lane */
+
+typedef struct einsum_job {
+    const dsv4_einsum_args *a;
+    double *x, *err;          /* [T, H*512]: the head rows (rotated) and their lanes' error bounds */
+    double *out, *gauge, *rope_err;
+    double *wt;               /* per worker: [Dg, EINSUM_RB] w and |w|, transposed */
+} einsum_job;
+
+static int einsum_rows(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker;
+    const einsum_job *j = ctx;
+    const dsv4_einsum_args *a = j->a;
+    const int64_t W = a->H * DSV4_HEAD_DIM;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t h = 0; h < a->H; h++) {
+            int rc = einsum_row(a, t, h, j->x + t * W + h * DSV4_HEAD_DIM, j->err + t * W + h * DSV4_HEAD_DIM, st);
+            if (rc)
+                return rc;
+        }
+    return DSV4_OK;
+}
+
+/* Item (g, r block): the block's weights transposed once, then for every
+ * token the EINSUM_RB sums side by side, each over d in the fixed order
+ * "tgd,grd->tgr" (one lane per r: the serial sums, vectorized across r). */
+DSV4_VECTOR_CLONES static int einsum_items(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
+{
+    (void)st;
+    const einsum_job *j = ctx;
+    const dsv4_einsum_args *a = j->a;
+    const int64_t Dg = a->H * DSV4_HEAD_DIM / a->G, W = a->H * DSV4_HEAD_DIM, nrb = (a->R + EINSUM_RB - 1) / EINSUM_RB;
+    double *restrict wt = j->wt + (size_t)worker * 2 * (size_t)Dg * EINSUM_RB, *restrict wa = wt + Dg * EINSUM_RB;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t g = i / nrb, r0 = i % nrb * EINSUM_RB;
+        const int nr = a->R - r0 < EINSUM_RB ? (int)(a->R - r0) : EINSUM_RB;
+        for (int k = 0; k < EINSUM_RB; k++) {
+            const uint16_t *wr = a->w + (g * a->R + r0 + (k < nr ? k : 0)) * Dg; /* W[g, r, :] */
+            for (int64_t d = 0; d < Dg; d++) {
+                const double w = k < nr ? dsv4_bf16_to_f32_inline(wr[d]) : 0.0;
+                wt[d * EINSUM_RB + k] = w;
+                wa[d * EINSUM_RB + k] = fabs(w);
+            }
+        }
+        for (int64_t t = 0; t < a->T; t++) {
+            const double *restrict xg = j->x + t * W + g * Dg, *restrict eg = j->err + t * W + g * Dg;
+            double s[EINSUM_RB] = {0}, sa[EINSUM_RB] = {0}, se[EINSUM_RB] = {0};
+            for (int64_t d = 0; d < Dg; d++) {
+                const double xv = xg[d], ev = eg[d];
+                for (int k = 0; k < EINSUM_RB; k++) {
+                    s[k] += xv * wt[d * EINSUM_RB + k];
+                    sa[k] += fabs(xv * wt[d * EINSUM_RB + k]);
+                    se[k] += ev * wa[d * EINSUM_RB + k];
+                }
+            }
+            for (int k = 0; k < nr; k++) {
+                const int64_t o = (t * a->G + g) * a->R + r0 + k;
+                j->out[o] = s[k];
+                if (j->gauge)
+                    j->gauge[o] = sa[k];
+                if (j->rope_err)
+                    j->rope_err[o] = se[k];
+            }
+        }
+    }
+    return DSV4_OK;
+}
+
 int dsv4_ref_inv_rope_einsum(const dsv4_einsum_args *a, double *out, double *gauge, double *rope_err,
                              dsv4_status *st)
 {
@@ -386,40 +455,93 @@ int dsv4_ref_inv_rope_einsum(const dsv4_einsum_args *a, double *out, double *gau
     if (a->inverse_rope && (a->rope_dim < 2 || a->rope_dim > DSV4_HEAD_DIM || a->rope_dim % 2))
         return dsv4_fail(st, DSV4_EINPUT, "einsum: rope_dim %d", a->rope_dim);
     const int64_t Dg = a->H * DSV4_HEAD_DIM / a->G, W = a->H * DSV4_HEAD_DIM;
-    double *x = malloc((size_t)W * sizeof *x), *err = malloc((size_t)W * sizeof *err);
-    if (!x || !err) {
-        free(x), free(err);
-        return dsv4_fail(st, DSV4_ERUNTIME, "einsum: out of memory");
-    }
-    int rc = DSV4_OK;
-    for (int64_t t = 0; t < a->T && !rc; t++) {
-        for (int64_t h = 0; h < a->H && !rc; h++)
-            rc = einsum_row(a, t, h, x + h * DSV4_HEAD_DIM, err + h * DSV4_HEAD_DIM, st);
-        for (int64_t g = 0; g < a->G && !rc; g++)
-            for (int64_t r = 0; r < a->R; r++) {
-                const uint16_t *wr = a->w + (g * a->R + r) * Dg; /* W[g, r, :] */
-                const double *xg = x + g * Dg, *eg = err + g * Dg;
-                double s = 0, sa = 0, se = 0;
-                for (int64_t d = 0; d < Dg; d++) { /* "tgd,grd->tgr", fixed order */
-                    const double w = dsv4_bf16_to_f32(wr[d]);
-                    s += xg[d] * w;
-                    sa += fabs(xg[d] * w);
-                    se += eg[d] * fabs(w);
-                }
-                const int64_t i = (t * a->G + g) * a->R + r;
-                out[i] = s;
-                if (gauge)
-                    gauge[i] = sa;
-                if (rope_err)
-                    rope_err[i] = se;
-            }
-    }
-    free(x), free(err);
+    const int64_t items = a->G * ((a->R + EINSUM_RB - 1) / EINSUM_RB);
+    const int nw = dsv4_parallel_workers(items, 1);
+    double *x = malloc((size_t)(a->T * W + 1) * sizeof *x), *err = malloc((size_t)(a->T * W + 1) * sizeof *err);
+    double *wt = malloc((size_t)nw * 2 * (size_t)Dg * EINSUM_RB * sizeof *wt);
+    int rc = x && err && wt ? DSV4_OK : dsv4_fail(st, DSV4_ERUNTIME, "einsum: out of memory");
+    einsum_job j = {a, x, err, out, gauge, rope_err, wt};
+    if (!rc)
+        rc = dsv4_parallel_for(a->T, 16, 0, einsum_rows, &j, st);
+    if (!rc && a->T > 0)
+        rc = dsv4_parallel_for(items, 1, 0, einsum_items, &j, st);
+    free(x), free(err), free(wt);
     return rc;
 }
 
 /* ------------------------------------------------------------------ */
 /* rocm_mxfp8_wo_a_bmm (sparse_attention.md 10.3 [S9])                 */
+
+/* Tiles of one group's [T, R] output. */
+#define BMM_TILE 256
+
+typedef struct bmm_job {
+    const dsv4_wo_a_bmm_args *a;
+    int64_t g, tiles_r;
+    const double *A, *Aa, *W, *Wa; /* group g's decoded a, |a| [T, K] and w, |w| [R, K] */
+    double *out, *gauge;
+    double *P;                     /* per worker: P and Pa [BMM_TILE, BMM_TILE] */
+} bmm_job;
+
+/* s[t, r] += p * sc over the 32-wide blocks in order, p the block's dot
+ * (exact: 32 fp8 products in double, so any summation order gives it) and
+ * sc = 2^(sa+sw-254) (exact); sa the same of |products| (spec 10.3). */
+static int bmm_tiles(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
+{
+    (void)st;
+    const bmm_job *j = ctx;
+    const dsv4_wo_a_bmm_args *a = j->a;
+    const int64_t T = a->T, G = a->G, R = a->R, K = a->K, KB = K / 32, g = j->g;
+    double *P = j->P + (size_t)worker * 2 * BMM_TILE * BMM_TILE, *Pa = P + BMM_TILE * BMM_TILE;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t t0 = i / j->tiles_r * BMM_TILE, r0 = i % j->tiles_r * BMM_TILE;
+        const int64_t nt = T - t0 < BMM_TILE ? T - t0 : BMM_TILE, nr = R - r0 < BMM_TILE ? R - r0 : BMM_TILE;
+        for (int64_t t = 0; t < nt; t++)
+            for (int64_t r = 0; r < nr; r++) {
+                j->out[(t0 + t) * G * R + g * R + r0 + r] = 0;
+                if (j->gauge)
+                    j->gauge[(t0 + t) * G * R + g * R + r0 + r] = 0;
+            }
+        for (int64_t kb = 0; kb < KB; kb++) { /* tiles never cross groups (spec 10.3) */
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nt, (int)nr, 32, 1.0, j->A + t0 * K + kb * 32,
+                        (int)K, j->W + r0 * K + kb * 32, (int)K, 0.0, P, (int)nr);
+            if (j->gauge)
+                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nt, (int)nr, 32, 1.0,
+                            j->Aa + t0 * K + kb * 32, (int)K, j->Wa + r0 * K + kb * 32, (int)K, 0.0, Pa, (int)nr);
+            for (int64_t t = 0; t < nt; t++) {
+                const double as = dsv4_e8m0_to_f64(a->a_scale[(t0 + t) * G * KB + g * KB + kb]);
+                double *o = j->out + (t0 + t) * G * R + g * R + r0, *ga = j->gauge ? j->gauge + (o - j->out) : NULL;
+                for (int64_t r = 0; r < nr; r++) {
+                    const double sc = as * dsv4_e8m0_to_f64(a->w_scale[(g * R + r0 + r) * KB + kb]); /* 2^(sa+sw-254) */
+                    o[r] += P[t * nr + r] * sc;
+                    if (ga)
+                        ga[r] += Pa[t * nr + r] * sc;
+                }
+            }
+        }
+    }
+    return DSV4_OK;
+}
+
+typedef struct bmm_wjob {
+    const dsv4_wo_a_bmm_args *a;
+    int64_t g;
+    const double *lut;
+    double *W; /* [R, K] then |w| [R, K] */
+} bmm_wjob;
+
+static int bmm_decode_w(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const bmm_wjob *j = ctx;
+    const int64_t R = j->a->R, K = j->a->K;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t k = 0; k < K; k++) {
+            j->W[r * K + k] = j->lut[j->a->w[(j->g * R + r) * K + k]];
+            j->W[R * K + r * K + k] = fabs(j->W[r * K + k]);
+        }
+    return DSV4_OK;
+}
 
 int dsv4_ref_mxfp8_wo_a_bmm(const dsv4_wo_a_bmm_args *a, double *out, double *gauge, dsv4_status *st)
 {
@@ -438,27 +560,27 @@ int dsv4_ref_mxfp8_wo_a_bmm(const dsv4_wo_a_bmm_args *a, double *out, double *ga
     for (int64_t i = 0; i < G * R * KB; i++)
         if (a->w_scale[i] == 0xFF)
             return dsv4_fail(st, DSV4_EINPUT, "wo_a scale flat element %" PRId64 " is the e8m0 NaN 0xFF", i);
+    if (T == 0 || R == 0)
+        return DSV4_OK;
     double lut[256];
     decode_lut(DSV4_FP8_E4M3FN, lut);
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t g = 0; g < G; g++)
-            for (int64_t r = 0; r < R; r++) {
-                const uint8_t *ar = a->a + t * G * K + g * K, *wr = a->w + (g * R + r) * K;
-                const uint8_t *as = a->a_scale + t * G * KB + g * KB, *ws = a->w_scale + (g * R + r) * KB;
-                double s = 0, sa = 0;
-                for (int64_t kb = 0; kb < KB; kb++) { /* tiles never cross groups (spec 10.3) */
-                    double p = 0, pa = 0;             /* exact: 32 fp8 products */
-                    for (int k = 0; k < 32; k++) {
-                        p += lut[ar[kb * 32 + k]] * lut[wr[kb * 32 + k]];
-                        pa += fabs(lut[ar[kb * 32 + k]] * lut[wr[kb * 32 + k]]);
-                    }
-                    const double sc = dsv4_e8m0_to_f64(as[kb]) * dsv4_e8m0_to_f64(ws[kb]); /* 2^(sa+sw-254) */
-                    s += p * sc;
-                    sa += pa * sc;
-                }
-                out[t * G * R + g * R + r] = s;
-                if (gauge)
-                    gauge[t * G * R + g * R + r] = sa;
+    const int64_t tiles_r = (R + BMM_TILE - 1) / BMM_TILE, ntiles = (T + BMM_TILE - 1) / BMM_TILE * tiles_r;
+    const int nw = dsv4_parallel_workers(ntiles, 1);
+    double *A = malloc((size_t)(2 * T * K + 1) * sizeof *A), *W = malloc((size_t)(2 * R * K + 1) * sizeof *W);
+    double *P = malloc((size_t)nw * 2 * BMM_TILE * BMM_TILE * sizeof *P);
+    int rc = A && W && P ? DSV4_OK : dsv4_fail(st, DSV4_ERUNTIME, "wo_a bmm: out of memory");
+    for (int64_t g = 0; g < G && !rc; g++) {
+        for (int64_t t = 0; t < T; t++) /* group g's operands, exact in double */
+            for (int64_t k = 0; k < K; k++) {
+                A[t * K + k] = lut[a->a[t * G * K + g * K + k]];
+                A[T * K + t * K + k] = fabs(A[t * K + k]);
             }
-    return DSV4_OK;
+        bmm_job j = {a, g, tiles_r, A, A + T * K, W, W + R * K, out, gauge, P};
+        bmm_wjob wj = {a, g, lut, W};
+        if ((rc = dsv4_parallel_for(R, 16, 0, bmm_decode_w, &wj, st)))
+            break;
+        rc = dsv4_parallel_for(ntiles, 1, DSV4_PAR_BLAS, bmm_tiles, &j, st);
+    }
+    free(A), free(W), free(P);
+    return rc;
 }
