@@ -309,20 +309,28 @@ static float fp4_multiplier(dsv4_mx_rule rule, uint8_t b, float amax)
  * vectorizable lane forms. */
 DSV4_HOT_INLINE void fp4_codes(const float *x, int n, float m, dsv4_mx_elem elem, uint8_t *codes)
 {
-    if (n == DSV4_MX_BLOCK && elem == DSV4_MX_ELEM_RNE) {
+    if (n == DSV4_MX_BLOCK && elem != DSV4_MX_ELEM_HALF_AWAY) {
+        float q[DSV4_MX_BLOCK];
         uint8_t c[DSV4_MX_BLOCK];
-        for (int i = 0; i < DSV4_MX_BLOCK; i++)
-            c[i] = dsv4_e2m1_rne_lane(x[i] * m);
+        int32_t nan = 0;
+        for (int i = 0; i < DSV4_MX_BLOCK; i++) {
+            q[i] = x[i] * m;
+            nan |= (dsv4_bits_f32(q[i]) & 0x7FFFFFFFu) > 0x7F800000u;
+        }
+        if (nan) /* the lane forms with their NaN rules */
+            for (int i = 0; i < DSV4_MX_BLOCK; i++)
+                c[i] = elem == DSV4_MX_ELEM_RNE ? dsv4_e2m1_rne_lane(q[i]) : dsv4_e2m1_threshold_lane(q[i]);
+        else if (elem == DSV4_MX_ELEM_RNE) /* no NaN: magnitude and the sign bit */
+            for (int i = 0; i < DSV4_MX_BLOCK; i++)
+                c[i] = (uint8_t)(dsv4_e2m1_rne_magnitude(fabsf(q[i])) | ((dsv4_bits_f32(q[i]) >> 28) & 8u));
+        else /* threshold: -0 -> 0x0 */
+            for (int i = 0; i < DSV4_MX_BLOCK; i++)
+                c[i] = (uint8_t)(dsv4_e2m1_rne_magnitude(fabsf(q[i])) | (q[i] < 0.0f ? 8u : 0u));
         memcpy(codes, c, sizeof c);
-    } else if (n == DSV4_MX_BLOCK && elem == DSV4_MX_ELEM_THRESHOLD) {
-        uint8_t c[DSV4_MX_BLOCK];
-        for (int i = 0; i < DSV4_MX_BLOCK; i++)
-            c[i] = dsv4_e2m1_threshold_lane(x[i] * m);
-        memcpy(codes, c, sizeof c);
-    } else {
-        for (int i = 0; i < n; i++)
-            codes[i] = e2m1_encode(x[i] * m, elem);
+        return;
     }
+    for (int i = 0; i < n; i++)
+        codes[i] = e2m1_encode(x[i] * m, elem);
 }
 
 DSV4_HOT_INLINE uint8_t quant_block_fp4(const float *x, int n, dsv4_mx_rule rule, dsv4_mx_elem elem, uint8_t *codes)
