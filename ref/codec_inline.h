@@ -27,6 +27,15 @@
 #define DSV4_HOT_INLINE static inline
 #endif
 
+/* Kept out of line, so that their restrict parameters hold and the
+ * compiler vectorizes them without a run-time alias check (which -O2's
+ * cost model refuses). */
+#if defined(__GNUC__)
+#define DSV4_NOINLINE __attribute__((noinline))
+#else
+#define DSV4_NOINLINE
+#endif
+
 static inline uint32_t dsv4_bits_f32(float x)
 {
     uint32_t b;

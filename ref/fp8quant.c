@@ -149,7 +149,15 @@ void dsv4_rmsnorm_row_ideal(const float *x, const float *w, int64_t n, double ep
 /* The rows' sums of squares run side by side, four chains at a time (each
  * chain is one row's sum in the serial order): the same values, four times
  * the throughput of one add chain. */
-void dsv4_rmsnorm_rows_ideal(const float *x, const float *w, int64_t rows, int64_t n, double eps, double *y)
+/* y = x * r * w for one row (restrict: the compiler vectorizes it). */
+DSV4_VECTOR_CLONES DSV4_NOINLINE static void scale_row(const float *restrict x, const float *restrict w, double r, int64_t n, double *restrict y)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (double)x[i] * r * (double)w[i];
+}
+
+void dsv4_rmsnorm_rows_ideal(const float *x, const float *w, int64_t rows, int64_t n, double eps,
+                                                double *y)
 {
     int64_t r = 0;
     for (; r + 4 <= rows; r += 4) {
@@ -163,11 +171,7 @@ void dsv4_rmsnorm_rows_ideal(const float *x, const float *w, int64_t rows, int64
         }
         const double ss[4] = {s0, s1, s2, s3};
         for (int k = 0; k < 4; k++) {
-            const double rr = 1.0 / sqrt(ss[k] / (double)n + eps);
-            const float *xk = x + (r + k) * n;
-            double *yk = y + (r + k) * n;
-            for (int64_t i = 0; i < n; i++)
-                yk[i] = (double)xk[i] * rr * (double)w[i];
+            scale_row(x + (r + k) * n, w, 1.0 / sqrt(ss[k] / (double)n + eps), n, y + (r + k) * n);
         }
     }
     for (; r < rows; r++) {
@@ -175,9 +179,7 @@ void dsv4_rmsnorm_rows_ideal(const float *x, const float *w, int64_t rows, int64
         double ss = 0;
         for (int64_t i = 0; i < n; i++)
             ss += (double)xr[i] * xr[i];
-        double rr = 1.0 / sqrt(ss / (double)n + eps);
-        for (int64_t i = 0; i < n; i++)
-            y[r * n + i] = (double)xr[i] * rr * (double)w[i];
+        scale_row(xr, w, 1.0 / sqrt(ss / (double)n + eps), n, y + r * n);
     }
 }
 

@@ -153,13 +153,19 @@ typedef struct fq_job {
     double *dscratch; /* per worker: the ideal y_q of FQ_ROWS rows */
 } fq_job;
 
-static void bf16_row(const uint16_t *h, int64_t n, float *f)
+DSV4_VECTOR_CLONES DSV4_NOINLINE static void bf16_row(const uint16_t *restrict h, int64_t n, float *restrict f)
 {
     for (int64_t i = 0; i < n; i++)
         f[i] = dsv4_bf16_to_f32_inline(h[i]);
 }
 
 #define FQ_ROWS 4 /* rows normed together (dsv4_rmsnorm_rows_ideal) */
+
+DSV4_VECTOR_CLONES DSV4_NOINLINE static void narrow(const double *restrict y, int64_t n, float *restrict f)
+{
+    for (int64_t i = 0; i < n; i++)
+        f[i] = (float)y[i];
+}
 
 /* Rows [r0, r1), FQ_ROWS at a time: both norms, then the q quant of each row. */
 static int fq_rows(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *st)
@@ -184,8 +190,7 @@ static int fq_rows(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *s
             }
         } else {
             dsv4_rmsnorm_rows_ideal(xq, j->qw, nr, n1, j->qe, yd);
-            for (int64_t i = 0; i < nr * n1; i++) /* the quant reads y in fp32 (docs/semantics/quant.md Q3.3 step 6) */
-                yq[i] = (float)yd[i];
+            narrow(yd, nr * n1, yq); /* the quant reads y in fp32 (docs/semantics/quant.md Q3.3 step 6) */
             dsv4_rmsnorm_rows_ideal(xk, j->kw, nr, n2, j->ke, kv);
         }
         /* the 1x128 quant of the rows; scale (row, g) at g*m + row when transposed */
