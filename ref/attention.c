@@ -218,6 +218,8 @@ DSV4_HOT_INLINE int gather(const dsv4_attn_args *a, int64_t t, attn_work *w, dsv
                 k++;
                 continue;
             }
+            if (seg->prefetch && j + 1 < ne && entry_valid(seg, e[j + 1])) /* the next random row, ahead */
+                seg->prefetch(seg->fetch_ctx, e[j + 1]);
             int rc = fetch_row(seg, e[j], w->row, st);
             if (rc)
                 return rc;
