@@ -44,8 +44,6 @@ typedef struct dsv4_attn_segment {
     const uint16_t *bf16_rows; /* [num_rows, 512] bf16 rows, or NULL: use fetch */
     dsv4_kv_fetch_fn fetch;
     const void *fetch_ctx;
-    /* Optional: start loading row r's bytes (a hint; fetch is what reads). */
-    void (*prefetch)(const void *ctx, int64_t row);
     /* NaN lanes of a key row read as 0 (decode kernels [S9]); otherwise a
      * non-finite lane in a referenced row is bad input (prefill does not
      * scrub, spec 8.3, so its output would be undefined). */
@@ -58,6 +56,8 @@ typedef struct dsv4_attn_segment {
     const int32_t *lens;
     int64_t width;
     int64_t num_indices;       /* ragged: length of indices (bounds indptr) */
+    /* Optional, with fetch: start loading row r's bytes (a hint only). */
+    void (*prefetch)(const void *ctx, int64_t row);
 } dsv4_attn_segment;
 
 #define DSV4_ATTN_MAX_SEGMENTS 2
