@@ -140,11 +140,17 @@ static void quant_rule(dsv4_idx_quant q, dsv4_mx_rule *rule, dsv4_mx_elem *elem)
 
 /* RoPE of the last rope_dim lanes of x in fp32, each lane rounded to bf16
  * (spec 4.1 step 3: e' = bf16(e*c - o*s), o' = bf16(o*c + e*s)). */
-static void rope_bf16(float *x, int D, const float *row, int rope_dim)
+DSV4_HOT_INLINE void rope_bf16(float *x, int D, const float *row, int rope_dim)
 {
-    dsv4_rope_gptj_f32(x + D - rope_dim, row, rope_dim, DSV4_ROPE_FORWARD);
-    for (int d = D - rope_dim; d < D; d++)
-        x[d] = dsv4_bf16_to_f32_inline(dsv4_bf16_from_f32_inline(x[d]));
+    /* dsv4_rope_gptj_f32 forward (products rounded, then the sums), inline */
+    float *restrict p = x + D - rope_dim;
+    const int half = rope_dim / 2;
+    for (int k = 0; k < half; k++) {
+        const float c = row[k], s = row[half + k], e = p[2 * k], o = p[2 * k + 1];
+        const float ec = e * c, os = o * s, es = e * s, oc = o * c;
+        p[2 * k] = dsv4_bf16_to_f32_inline(dsv4_bf16_from_f32_inline(ec - os));
+        p[2 * k + 1] = dsv4_bf16_to_f32_inline(dsv4_bf16_from_f32_inline(es + oc));
+    }
 }
 
 typedef struct kstore_job {
@@ -154,7 +160,7 @@ typedef struct kstore_job {
     uint8_t *cache;
 } kstore_job;
 
-static int kstore_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+DSV4_VECTOR_CLONES static int kstore_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
 {
     (void)worker;
     const kstore_job *j = ctx;
@@ -237,6 +243,12 @@ int dsv4_ref_indexer_k_store(const dsv4_idx_kstore_args *a, uint8_t *cache, dsv4
     return dsv4_parallel_for(a->T, grain, 0, kstore_range, &j, st);
 }
 
+DSV4_VECTOR_CLONES DSV4_NOINLINE static void widen_bf16(const uint16_t *restrict h, int64_t n, float *restrict f)
+{
+    for (int64_t i = 0; i < n; i++)
+        f[i] = dsv4_bf16_to_f32_inline(h[i]);
+}
+
 typedef struct qquant_job {
     const dsv4_idx_qquant_args *a;
     dsv4_mx_rule rule;
@@ -247,7 +259,7 @@ typedef struct qquant_job {
 
 /* Tokens [t0, t1): each token's H head rows roped (its own position), then
  * MXFP4 of the [H, D] rows at once, then the weights. */
-static int qquant_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+DSV4_VECTOR_CLONES static int qquant_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
 {
     (void)worker;
     const qquant_job *j = ctx;
@@ -266,11 +278,9 @@ static int qquant_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_stat
         snprintf(what, sizeof what, "positions[%" PRId64 "]", t);
         if ((rc = dsv4_rope_row(a->cos_sin_cache, a->num_pos, a->rope_dim, a->positions[t], what, &row, st)))
             break;
+        widen_bf16(a->q + t * H * D, (int64_t)H * D, x); /* NoPE lanes raw, no rounding (spec 4.2) */
         for (int h = 0; h < H; h++) {
-            const uint16_t *q = a->q + (t * H + h) * D;
             float *xh = x + (int64_t)h * D;
-            for (int d = 0; d < D; d++) /* NoPE lanes raw, no rounding (spec 4.2) */
-                xh[d] = dsv4_bf16_to_f32_inline(q[d]);
             rope_bf16(xh, D, row, a->rope_dim); /* token's own position */
         }
         rc = dsv4_mx_quant_rows_fp4(x, H, D, j->rule, j->elem, j->q_packed + t * H * (D / 2),
