@@ -469,6 +469,15 @@ static inline int pftopk_check_row(const pftopk_job *j, int64_t i, dsv4_status *
         return rc;
     const int64_t r = a->token_to_req[t], cap = pftopk_cap(a, i);
     const int32_t *row = a->topk_indices + i * a->topk_width;
+    if (r < a->bt_rows && j->d.shift >= 0) { /* the common case branch-free: any bad entry? */
+        const int64_t nc = a->num_compressed, cols = a->bt_cols;
+        const uint32_t sh = (uint32_t)j->d.shift;
+        unsigned bad = 0;
+        for (int64_t k = 0; k < cap; k++)
+            bad |= (row[k] >= 0) & (row[k] < nc) & ((int64_t)((uint32_t)row[k] >> sh) >= cols);
+        if (!bad)
+            return DSV4_OK;
+    }
     for (int64_t k = 0; k < cap; k++)
         if (row[k] >= 0 && row[k] < a->num_compressed &&
             (r >= a->bt_rows || (int64_t)page_of((uint32_t)row[k], j->d) >= a->bt_cols))
@@ -542,20 +551,35 @@ static int pftopk_range(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_stat
             const int32_t *restrict row = a->topk_indices + i * a->topk_width;
             const int32_t *restrict btrow = a->block_table + r * a->bt_cols;
             int32_t *restrict dst = j->flat ? j->flat + (uint32_t)j->indptr[i] : row_buf;
-            const int fast = j->d.shift >= 0 && a->bt_cols > 0;
-            for (int64_t k = 0; k < cap; k++) { /* k >= cap never read [S29] */
-                const int32_t v = row[k];
-                const uint32_t uv = (uint32_t)v;
-                const int ok = v >= 0 && v < nc;
-                int64_t slot = -1;
-                if (fast)
-                    slot = ok ? (int64_t)wrap_i32((int64_t)btrow[ok ? uv >> j->d.shift : 0] * b + (uv & (j->d.b - 1)))
-                              : -1;
-                else if (ok)
-                    slot = global_slot(a->block_table, a->bt_cols, r, v, j->d);
-                slot = nrows >= 0 && (slot < 0 || slot >= nrows) ? -1 : slot;
-                dst[j->flat ? n : n & 255] = (int32_t)slot;
-                n += slot >= 0 || keep;
+            if (j->d.shift >= 0 && a->bt_cols > 0 && j->flat && keep) {
+                /* keep, power-of-two pages: branch-free, one entry per column */
+                const uint32_t sh = (uint32_t)j->d.shift, mask = j->d.b - 1;
+                for (int64_t k = 0; k < cap; k++) { /* k >= cap never read [S29] */
+                    const int32_t v = row[k];
+                    const uint32_t uv = (uint32_t)v;
+                    const int ok = (v >= 0) & (v < nc);
+                    const int64_t sl = (int64_t)wrap_i32((int64_t)btrow[ok ? uv >> sh : 0] * b + (uv & mask));
+                    /* with num_rows >= 0 only slots in [0, num_rows) stay (the 5.8 bound, inferred) */
+                    dst[k] = ok && (nrows < 0 || (sl >= 0 && sl < nrows)) ? (int32_t)sl : -1;
+                }
+                n = cap;
+            } else {
+                const int fast = j->d.shift >= 0 && a->bt_cols > 0;
+                for (int64_t k = 0; k < cap; k++) { /* k >= cap never read [S29] */
+                    const int32_t v = row[k];
+                    const uint32_t uv = (uint32_t)v;
+                    const int ok = v >= 0 && v < nc;
+                    int64_t slot = -1;
+                    if (fast)
+                        slot = ok ? (int64_t)wrap_i32((int64_t)btrow[ok ? uv >> j->d.shift : 0] * b +
+                                                      (uv & (j->d.b - 1)))
+                                  : -1;
+                    else if (ok)
+                        slot = global_slot(a->block_table, a->bt_cols, r, v, j->d);
+                    slot = nrows >= 0 && (slot < 0 || slot >= nrows) ? -1 : slot;
+                    dst[j->flat ? n : n & 255] = (int32_t)slot;
+                    n += slot >= 0 || keep;
+                }
             }
         }
         if (!j->flat)
