@@ -91,7 +91,7 @@ static void ceil_log2_init(void)
 
 /* ceilf(dsv4_log2_f32(r)) for finite r > 0, once the table is built
  * (every entry point runs ceil_log2_once first). */
-static inline float ceil_log2_f32(float r)
+DSV4_HOT_INLINE float ceil_log2_f32(float r)
 {
     const uint32_t b = dsv4_bits_f32(r), E = b >> 23;
     if (E == 0 || E >= 255)
@@ -108,7 +108,7 @@ static int floor_log2(double a)
 }
 
 
-static inline uint8_t fp4_scale_ceil_f32log2(float amax)
+DSV4_HOT_INLINE uint8_t fp4_scale_ceil_f32log2(float amax)
 {
     if (isnan(amax))
         return 0xFF;
@@ -122,7 +122,7 @@ static inline uint8_t fp4_scale_ceil_f32log2(float amax)
     return (uint8_t)(lr + 127);
 }
 
-static inline uint8_t fp4_scale_ceil(float amax)
+DSV4_HOT_INLINE uint8_t fp4_scale_ceil(float amax)
 {
     if (isnan(amax))
         return 0xFF;
@@ -133,7 +133,7 @@ static inline uint8_t fp4_scale_ceil(float amax)
 }
 
 /* Mode 0's unbiased exponent u, clamped to [-127, 127] (spec 1.1 mode 0). */
-static int even_u(float amax)
+DSV4_HOT_INLINE int even_u(float amax)
 {
     uint32_t r = (dsv4_bits_f32(amax) + 0x200000u) & 0xFF800000u; /* step 1 */
     if (r == 0)
@@ -144,7 +144,7 @@ static int even_u(float amax)
     return clampi(E - 127 - 2, -127, 127);
 }
 
-static inline uint8_t fp4_scale_even(float amax)
+DSV4_HOT_INLINE uint8_t fp4_scale_even(float amax)
 {
     if (isnan(amax))
         return 0xFF;
@@ -161,7 +161,7 @@ static int ocp_u(float amax)
     return u < -127 ? -127 : u;
 }
 
-static inline uint8_t fp4_scale_ocp(float amax)
+DSV4_HOT_INLINE uint8_t fp4_scale_ocp(float amax)
 {
     if (isnan(amax))
         return 0xFF;
@@ -169,7 +169,7 @@ static inline uint8_t fp4_scale_ocp(float amax)
     return u > 127 ? 0xFF : (uint8_t)(u + 127);
 }
 
-static inline uint8_t fp8_scale_ceil(float amax)
+DSV4_HOT_INLINE uint8_t fp8_scale_ceil(float amax)
 {
     if (isnan(amax))
         return 0xFF;
@@ -184,7 +184,7 @@ static inline uint8_t fp8_scale_ceil(float amax)
     return (uint8_t)clampi(e + 127, 0, 254);
 }
 
-static inline uint8_t fp8_scale_ceil_f32log2(float amax)
+DSV4_HOT_INLINE uint8_t fp8_scale_ceil_f32log2(float amax)
 {
     if (isnan(amax))
         return 0xFF;
@@ -195,7 +195,7 @@ static inline uint8_t fp8_scale_ceil_f32log2(float amax)
     return (uint8_t)clampi((int)ceil_log2_f32(r) + 127, 0, 254);
 }
 
-static inline uint8_t fp8_scale_floor(float amax)
+DSV4_HOT_INLINE uint8_t fp8_scale_floor(float amax)
 {
     if (isnan(amax))
         return 0xFF;
@@ -205,7 +205,7 @@ static inline uint8_t fp8_scale_floor(float amax)
     return (uint8_t)clampi(floor_log2(fmax((double)amax, (double)FLT_MIN)) + 127, 0, 254);
 }
 
-static inline uint8_t scale_byte(dsv4_mx_rule rule, float amax)
+DSV4_HOT_INLINE uint8_t scale_byte(dsv4_mx_rule rule, float amax)
 {
     switch (rule) {
     case DSV4_MX_FP4_CEIL_F32LOG2: return fp4_scale_ceil_f32log2(amax);
@@ -293,7 +293,7 @@ uint8_t dsv4_mx_e2m1_encode(float q, dsv4_mx_elem elem) { return e2m1_encode(q, 
 static inline float pow2f(int k) { return dsv4_f32_of_bits(k >= -126 ? (uint32_t)(k + 127) << 23 : 0x00400000u); }
 
 /* The fp32 multiplier q = fl(x * m) of an MXFP4 block with scale byte b. */
-static float fp4_multiplier(dsv4_mx_rule rule, uint8_t b, float amax)
+DSV4_HOT_INLINE float fp4_multiplier(dsv4_mx_rule rule, uint8_t b, float amax)
 {
     switch (rule) {
     case DSV4_MX_FP4_CEIL:
