@@ -1,5 +1,5 @@
-/* attn_hints.c - see attn_hints.h.  The sink factors follow from spec
- * sparse_attention.md 8.1: with Z = sum_i e^{s_i - m} and E = e^{sink - m},
+/* attn_hints.c - see attn_hints.h.  The sink factors follow from
+ * docs/semantics/attention.md A8.1: with Z = sum_i e^{s_i - m} and E = e^{sink - m},
  * expected = N / (Z + E) and w = E / (Z + E).  Dropping the sink gives
  * N / Z = expected / (1 - w); counting it twice gives N / (Z + 2E) =
  * expected / (1 + w). */

@@ -1,6 +1,6 @@
-/* attn_hints.h - attention-specific diagnostics for the comparator
- * (design.md 5; anchors.md 5.5): rows off by a constant factor that matches
- * a sink mistake, and rows that must be exactly 0. */
+/* attn_hints.h - attention-specific diagnostics for the comparator's
+ * failure hints: rows off by a constant factor that matches a sink mistake
+ * (docs/semantics/attention.md A8.1), and rows that must be exactly 0. */
 #ifndef DSV4_ATTN_HINTS_H
 #define DSV4_ATTN_HINTS_H
 

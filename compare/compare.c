@@ -1,5 +1,5 @@
 /* compare.c - exact and float comparison, census, first/worst mismatches,
- * verdicts and bug-pattern hints (design.md section 5). */
+ * verdicts and bug-pattern hints (README.md, "Tolerances"). */
 #define _POSIX_C_SOURCE 200809L
 #include "compare.h"
 
@@ -20,16 +20,6 @@ static const char *const kind_names[] = {"exact", "float", "index_set", "mx"};
 const char *dsv4_cmp_kind_name(dsv4_cmp_kind k)
 {
     return (unsigned)k < 4 ? kind_names[k] : "?";
-}
-
-int dsv4_cmp_kind_parse(const char *s, dsv4_cmp_kind *k)
-{
-    for (int i = 0; i < 4; i++)
-        if (strcmp(s, kind_names[i]) == 0) {
-            *k = (dsv4_cmp_kind)i;
-            return DSV4_OK;
-        }
-    return DSV4_EINPUT;
 }
 
 static void record(dsv4_cmp_result *res, const dsv4_tensor *exp, int64_t i, double e, double a,
@@ -80,11 +70,14 @@ static void compare_exact(const dsv4_tensor *exp, const dsv4_tensor *act, const 
         if (mask && !mask[i])
             continue;
         res->compared++;
+        const int forgivable = !mask || mask[i] == DSV4_MASK_BUDGET;
+        res->budget_compared += forgivable;
         double e = dsv4_tensor_get(exp, i), a = dsv4_tensor_get(act, i);
         census(res, e, a);
         if (memcmp(pe + (size_t)i * es, pa + (size_t)i * es, es) == 0)
             continue;
         res->bad++;
+        res->budget_bad += forgivable;
         double d = fabs(a - e);
         record(res, exp, i, e, a, isnan(d) ? INFINITY : d, 0, 1.0, locate, ctx);
         if (d > res->max_abs || isnan(d))
@@ -115,6 +108,8 @@ static void compare_float(const dsv4_tensor *exp, const dsv4_tensor *act, const 
         if (isnan(e) && pol->nan == DSV4_NAN_IGNORE)
             continue;
         res->compared++;
+        const int forgivable = !mask || mask[i] == DSV4_MASK_BUDGET;
+        res->budget_compared += forgivable;
         double bound = element_bound(pol, e) + (elem_bound ? elem_bound[i] : 0), ulp = dsv4_ulp(unit, e);
         if (isnan(e) || isnan(a) || isinf(e) || isinf(a)) {
             /* NaN where a finite value is expected fails, and vice versa;
@@ -122,8 +117,9 @@ static void compare_float(const dsv4_tensor *exp, const dsv4_tensor *act, const 
             int same = (isnan(e) && isnan(a)) || (!isnan(e) && !isnan(a) && e == a);
             if (!same) {
                 res->bad++;
+                res->budget_bad += forgivable;
+                res->nonfinite_bad++;
                 record(res, exp, i, e, a, INFINITY, bound, ulp, locate, ctx);
-                res->max_abs = INFINITY;
             }
             continue;
         }
@@ -139,18 +135,24 @@ static void compare_float(const dsv4_tensor *exp, const dsv4_tensor *act, const 
         if (ulp > 0 && d / ulp > res->max_ulp)
             res->max_ulp = d / ulp;
         double ratio = bound > 0 ? d / bound : (d > 0 ? INFINITY : 0);
-        if (ratio > res->worst_ratio)
-            res->worst_ratio = ratio;
+        if (ratio > res->worst_ratio || res->worst_ratio_flat < 0) {
+            res->worst_ratio = ratio > res->worst_ratio ? ratio : res->worst_ratio;
+            res->worst_ratio_flat = i;
+        }
         if (d > bound) {
             res->bad++;
+            res->budget_bad += forgivable;
             record(res, exp, i, e, a, d, bound, ulp, locate, ctx);
         }
     }
     res->nmse = se > 0 ? sd / se : (sd > 0 ? INFINITY : 0);
     res->cosine = (se > 0 && sa > 0) ? sae / sqrt(se * sa) : (se == sa ? 1.0 : 0.0);
+    if (res->nonfinite_bad) /* an unbounded error: the maxima say so */
+        res->max_abs = res->max_rel = res->max_ulp = res->worst_ratio = INFINITY;
 }
 
-/* Recognisable bug patterns among the mismatches (design.md 5, anchors 5.5). */
+/* Recognisable bug patterns among the mismatches: a hint names the likely
+ * mistake so that a failure report points at the bug, not only at the data. */
 static void hint_exact(const dsv4_tensor *exp, const dsv4_tensor *act, const uint8_t *mask,
                        dsv4_cmp_result *res)
 {
@@ -205,6 +207,13 @@ static void hint_float(const dsv4_tensor *exp, const dsv4_tensor *act, const uin
         else if (fabs(r - ratio0) > 1e-3 * fabs(ratio0))
             same_ratio = 0;
     }
+    if (res->nonfinite_bad == res->bad) {
+        snprintf(res->hint, sizeof res->hint,
+                 "every mismatch is non-finite on one side only (actual NaN %" PRId64 ", Inf %" PRId64
+                 "; expected NaN %" PRId64 ", Inf %" PRId64 "): a NaN or Inf produced or lost, not a rounding",
+                 res->nan_actual, res->inf_actual, res->nan_expected, res->inf_expected);
+        return;
+    }
     if (zero > 0 && nonzero_bad == 0)
         snprintf(res->hint, sizeof res->hint,
                  "actual is 0 wherever it differs: output not written, or rows masked out that should not be");
@@ -229,6 +238,7 @@ int dsv4_compare(const dsv4_tensor *expected, const dsv4_tensor *actual, const d
     snprintf(res->output, sizeof res->output, "%s", expected->name);
     res->count = dsv4_tensor_numel(expected);
     res->cosine = 1.0;
+    res->worst_ratio_flat = -1;
     if (!dsv4_tensor_same_shape(expected, actual)) {
         char se[96], sa[96];
         res->verdict = DSV4_FAIL;
@@ -267,16 +277,30 @@ int dsv4_compare(const dsv4_tensor *expected, const dsv4_tensor *actual, const d
     }
     int metric_fail = (pol->max_nmse > 0 && res->nmse > pol->max_nmse) ||
                       (pol->min_cosine > 0 && res->cosine < pol->min_cosine);
+    /* Only mismatches where the budget applies may be forgiven, and only
+     * while they stay within budget x the elements it applies to. */
+    const int within_budget = pol->budget > 0 && res->bad == res->budget_bad &&
+                              (double)res->budget_bad <= pol->budget * (double)res->budget_compared;
+    const char *verb = pol->kind == DSV4_CMP_EXACT ? "differ" : "exceed the tolerance";
     if (res->bad == 0 && !metric_fail)
         res->verdict = DSV4_PASS;
-    else if (!metric_fail && pol->budget > 0 && (double)res->bad <= pol->budget * (double)res->compared)
+    else if (!metric_fail && within_budget)
         res->verdict = DSV4_WARN;
     else
         res->verdict = DSV4_FAIL;
-    if (res->bad)
-        snprintf(res->message, sizeof res->message, "%" PRId64 " of %" PRId64 " elements %s",
-                 res->bad, res->compared,
-                 pol->kind == DSV4_CMP_EXACT ? "differ" : "exceed the tolerance");
+    if (res->bad && pol->budget > 0 && res->budget_compared < res->compared)
+        snprintf(res->message, sizeof res->message,
+                 "%" PRId64 " of %" PRId64 " elements %s: %" PRId64 " of the %" PRId64 " the budget covers (budget %.3g), %"
+                 PRId64 " of the %" PRId64 " that must be exact",
+                 res->bad, res->compared, verb, res->budget_bad, res->budget_compared,
+                 pol->budget * (double)res->budget_compared, res->bad - res->budget_bad,
+                 res->compared - res->budget_compared);
+    else if (res->bad && pol->budget > 0)
+        snprintf(res->message, sizeof res->message, "%" PRId64 " of %" PRId64 " elements %s (budget %.3g)", res->bad,
+                 res->compared, verb, pol->budget * (double)res->compared);
+    else if (res->bad)
+        snprintf(res->message, sizeof res->message, "%" PRId64 " of %" PRId64 " elements %s", res->bad, res->compared,
+                 verb);
     else if (metric_fail)
         snprintf(res->message, sizeof res->message, "nmse %.3g (max %.3g), cosine %.9f (min %.9f)",
                  res->nmse, pol->max_nmse, res->cosine, pol->min_cosine);
@@ -302,7 +326,15 @@ void dsv4_cmp_print(FILE *f, const dsv4_cmp_result *res, const dsv4_policy *pol)
     fprintf(f, "    %s %s: %s\n", dsv4_verdict_name(res->verdict), res->output,
             res->message[0] ? res->message : "ok");
     fprintf(f, "      policy: %s\n", pol->rule);
-    if (!exact)
+    if (pol->kind == DSV4_CMP_MX) /* codes: steps of the expected code; scales: binades or fp32 ulps */
+        fprintf(f, "      max error %.3g (code steps / scale units), max abs %.3g (dequantized), %" PRId64
+                " NaN where a number was expected or the reverse\n",
+                res->max_ulp, res->max_abs, res->nonfinite_bad);
+    else if (!exact && res->nonfinite_bad)
+        fprintf(f, "      %" PRId64 " NaN/Inf mismatches (max abs, rel, ulp and worst/bound infinite); over the "
+                "lanes where both sides are finite: nmse %.3g, cosine %.9f\n",
+                res->nonfinite_bad, res->nmse, res->cosine);
+    else if (!exact)
         fprintf(f, "      max abs %.3g, max rel %.3g, max %.3g ulp, worst/bound %.3g, nmse %.3g, cosine %.9f\n",
                 res->max_abs, res->max_rel, res->max_ulp, res->worst_ratio, res->nmse, res->cosine);
     for (int k = 0; k < res->n_first; k++)

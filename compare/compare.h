@@ -1,4 +1,4 @@
-/* compare.h - tolerance policies, metrics and verdicts (design.md section 5).
+/* compare.h - tolerance policies, metrics and verdicts (README.md, "Tolerances").
  *
  * One call compares one output tensor (actual, produced by the implementation
  * under test) with its expected value (the reference's, or a golden's) under
@@ -67,7 +67,16 @@ typedef struct dsv4_cmp_result {
     dsv4_verdict verdict;
     int64_t count, compared, bad;
     int64_t nan_expected, nan_actual, inf_expected, inf_actual, zero_expected, zero_actual;
+    /* float: mismatches where one side is NaN or Inf and the other is not
+     * the same value (counted in bad; they make max_abs, max_rel, max_ulp
+     * and worst_ratio infinite, while nmse and cosine are over the lanes
+     * where both sides are finite). */
+    int64_t nonfinite_bad;
+    /* The part of compared / bad that the budget may forgive (see
+     * dsv4_compare): where the mask is DSV4_MASK_BUDGET, or everything. */
+    int64_t budget_compared, budget_bad;
     double max_abs, max_rel, max_ulp, worst_ratio; /* ratio = error / bound */
+    int64_t worst_ratio_flat;  /* float: the element of worst_ratio (-1: none compared) */
     double nmse, cosine;
     int n_first;
     dsv4_mismatch first[DSV4_CMP_FIRST_N];
@@ -89,8 +98,21 @@ typedef struct dsv4_cmp_aux {
                                     mx: extra steps per code element; or NULL */
 } dsv4_cmp_aux;
 
+/* The values of a comparison mask (one byte per element of expected). */
+enum {
+    DSV4_MASK_SKIP = 0,   /* unspecified: not compared */
+    DSV4_MASK_EXACT = 1,  /* compared; a mismatch always counts */
+    DSV4_MASK_BUDGET = 2  /* compared, and a mismatch may be forgiven within
+                             pol->budget: bytes the op writes, where a correct
+                             kernel's rounding may flip a code; bytes it never
+                             writes are DSV4_MASK_EXACT */
+};
+
 /* Compare actual against expected.  mask (may be NULL) has one byte per
- * element of expected; 0 = unspecified, not compared.  Returns DSV4_OK; a
+ * element of expected (DSV4_MASK_*).  The budget (exact and float kinds)
+ * counts the mismatches, and is a fraction of the elements, where the mask
+ * is DSV4_MASK_BUDGET, or of all elements when there is no mask; any other
+ * mismatch fails.  Returns DSV4_OK; a
  * verdict of FAIL is a result, not an error.  Errors (DSV4_EINPUT) are only
  * for unusable arguments. */
 int dsv4_compare(const dsv4_tensor *expected, const dsv4_tensor *actual,
@@ -110,7 +132,6 @@ int dsv4_compare_index_set(const dsv4_tensor *expected, const dsv4_tensor *actua
 
 const char *dsv4_verdict_name(dsv4_verdict v);
 const char *dsv4_cmp_kind_name(dsv4_cmp_kind k);
-int dsv4_cmp_kind_parse(const char *s, dsv4_cmp_kind *k);
 
 /* Human-readable report of one result (several lines) to f. */
 void dsv4_cmp_print(FILE *f, const dsv4_cmp_result *res, const dsv4_policy *pol);

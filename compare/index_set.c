@@ -1,4 +1,4 @@
-/* index_set.c - the `index_set` comparison kind (design.md section 5): per-row
+/* index_set.c - the `index_set` comparison kind (README.md, "Tolerances"): per-row
  * sets of indices (top-k outputs, [rows, k] int32/int64), order-free.
  *
  * Per row: the valid entries (>= 0) of each side form a set; -1 is padding
@@ -11,7 +11,7 @@
  * columns outside the row; fewer than k: nothing forgiven) and tol = pol->atol +
  * pol->rtol * max|finite score of the row|, a missing or extra index is
  * forgiven when |its score - kth| <= tol (vLLM's test accepts selections
- * with score >= kth - tol, spec quant_and_indexer.md 6.4; measured both ways
+ * with score >= kth - tol, docs/semantics/indexer.md Q6.4; measured both ways
  * so that a wrong golden cannot forgive itself).  A short expected row
  * (fewer than k valid) selects every valid column: nothing is forgiven.
  * Reports: one mismatch per failing row, "[row]", expected = the first

@@ -1,4 +1,4 @@
-/* mx.c - the `mx` comparison kind (design.md section 5): MX-aware
+/* mx.c - the `mx` comparison kind (README.md, "Tolerances"): MX-aware
  * comparison of block-quantized outputs.
  *
  * Two uses, told apart by the compared tensor's dtype:
@@ -92,24 +92,43 @@ static void add_mismatch(dsv4_cmp_result *res, const dsv4_tensor *t, int64_t fla
     }
 }
 
-static void finish(dsv4_cmp_result *res, const dsv4_policy *pol, int64_t scale_bad,
-                   int64_t scale_diff, int64_t blocks, int64_t flips, int64_t elem_bad, int e8m0)
+/* Verdict, bad count and message.  scale_diff counts every block whose
+ * scale differs, scale_bad those beyond scale_tol; codes is 0 for a
+ * scales-only tensor (no flips or elements to report). */
+static void finish(dsv4_cmp_result *res, const dsv4_policy *pol, int64_t scale_bad, int64_t scale_diff,
+                   int64_t blocks, int64_t flips, int64_t elem_bad, int e8m0, int codes)
 {
     const double budget = pol->budget;
+    const int64_t scale_within = scale_diff - scale_bad;
     /* e8m0 scale differences are binade changes and count against the
      * budget; fp32 scales within scale_tol are the policy's tolerance itself
      * (an fp32 kernel differs from the double ideal by an ulp in most blocks). */
-    int fail = scale_bad > 0 || elem_bad > 0 || (double)flips > budget * (double)res->compared ||
-               (e8m0 && (double)scale_diff > budget * (double)blocks);
-    res->verdict = fail ? DSV4_FAIL : (scale_diff > 0 && e8m0) ? DSV4_WARN : DSV4_PASS;
-    int flips_over = (double)flips > budget * (double)res->compared;
-    res->bad = scale_bad + elem_bad + (flips_over ? flips : 0);
-    if (scale_diff || flips || elem_bad)
+    const int flips_over = (double)flips > budget * (double)res->compared;
+    const int scales_over = e8m0 && (double)scale_within > budget * (double)blocks;
+    const int fail = scale_bad > 0 || elem_bad > 0 || flips_over || scales_over;
+    res->verdict = fail ? DSV4_FAIL : (scale_within > 0 && e8m0) ? DSV4_WARN : DSV4_PASS;
+    /* bad = what makes the verdict: scales beyond tolerance, elements beyond
+     * their steps, and the forgivable differences once they exceed the budget. */
+    res->bad = scale_bad + elem_bad + (flips_over ? flips : 0) + (scales_over ? scale_within : 0);
+    /* what the budget forgives, of what: code flips of the elements (codes),
+     * e8m0 scale changes within scale_tol of the blocks (scales) */
+    res->budget_compared = codes ? res->compared : blocks;
+    res->budget_bad = codes ? flips : e8m0 ? scale_within : 0;
+    char part[256] = "";
+    if (scale_diff) {
+        size_t n = (size_t)snprintf(part, sizeof part, "%" PRId64 " of %" PRId64 " blocks' scales differ",
+                                    scale_diff, blocks);
+        if (pol->scale_tol > 0 && n < sizeof part)
+            snprintf(part + n, sizeof part - n, " (%" PRId64 " beyond %g %s)", scale_bad, pol->scale_tol,
+                     e8m0 ? "binades" : "fp32 ulps");
+    }
+    if (codes && (flips || elem_bad))
         snprintf(res->message, sizeof res->message,
-                 "%" PRId64 " of %" PRId64 " blocks' scales differ (%" PRId64 " beyond %g), %" PRId64
-                 " code flips (budget %.3g of %" PRId64 "), %" PRId64 " elements beyond %g steps",
-                 scale_diff, blocks, scale_bad, pol->scale_tol, flips,
-                 budget * (double)res->compared, res->compared, elem_bad, pol->ulp);
+                 "%s%s%" PRId64 " of %" PRId64 " codes flip (budget %.3g), %" PRId64 " elements beyond %g steps",
+                 part, part[0] ? "; " : "", flips, res->compared, budget * (double)res->compared, elem_bad,
+                 pol->ulp);
+    else if (part[0])
+        snprintf(res->message, sizeof res->message, "%s", part);
     if (scale_diff && !res->hint[0])
         snprintf(res->hint, sizeof res->hint,
                  "scales differ by whole binades: a different scale rule (ceil / floor / even, "
@@ -129,6 +148,7 @@ static int compare_scales(const dsv4_tensor *e, const dsv4_tensor *a, const dsv4
     for (int64_t i = 0; i < n; i++) {
         double d = scale_dist(e, a, i);
         res->compared++;
+        res->nonfinite_bad += isinf(d) != 0; /* a NaN scale against a number */
         if (d > res->max_ulp)
             res->max_ulp = d;
         if (d == 0)
@@ -145,8 +165,7 @@ static int compare_scales(const dsv4_tensor *e, const dsv4_tensor *a, const dsv4
         add_mismatch(res, e, i, scale_value(e, i), scale_value(a, i), d, 1.0, pol->scale_tol, where);
     }
     res->count = n;
-    finish(res, pol, bad, diff - bad, n, 0, 0, e->dtype != DSV4_F32);
-    res->bad = bad + (res->verdict == DSV4_FAIL ? diff - bad : 0);
+    finish(res, pol, bad, diff, n, 0, 0, e->dtype != DSV4_F32, 0);
     return DSV4_OK;
 }
 
@@ -203,12 +222,18 @@ int dsv4_compare_mx(const dsv4_tensor *e, const dsv4_tensor *a, const dsv4_polic
                 scale_diff++;
                 if (sd > pol->scale_tol) {
                     scale_bad++;
+                    res->max_ulp = sd > res->max_ulp ? sd : res->max_ulp;
+                    res->nonfinite_bad += isinf(sd) != 0;
                     snprintf(where, sizeof where, "block [%" PRId64 ", %" PRId64 "] scale %.9g, expected %.9g (%g %s)",
                              r, j, sva, sve, sd, scale_unit(se));
                     int64_t v0 = r * g.W + j * g.block;
                     add_mismatch(res, e, fp4 ? v0 / 2 : v0, sve, sva, INFINITY, 1.0, pol->scale_tol, where);
                 }
             }
+            /* A block whose scale is already a mismatch has its codes counted
+             * (flips) but not measured in steps: under different scales every
+             * element would differ, which says nothing more. */
+            const int scale_off = sd > pol->scale_tol;
             for (int i = 0; i < g.block; i++) {
                 int64_t v = r * g.W + j * g.block + i, flat = fp4 ? v / 2 : v;
                 if (mask && !mask[flat])
@@ -223,10 +248,11 @@ int dsv4_compare_mx(const dsv4_tensor *e, const dsv4_tensor *a, const dsv4_polic
                 res->nan_actual += isnan(da) != 0;
                 res->zero_expected += de == 0;
                 res->zero_actual += da == 0;
-                if ((isnan(de) && isnan(da)) || de == da)
+                if (scale_off || (isnan(de) && isnan(da)) || de == da)
                     continue;
                 double step = dsv4_ulp(e->dtype, qe) * sve;
                 double err = isnan(de) || isnan(da) ? INFINITY : fabs(da - de) / step;
+                res->nonfinite_bad += isnan(de) != isnan(da);
                 if (err > res->max_ulp)
                     res->max_ulp = err;
                 if (fabs(da - de) > res->max_abs || isnan(err))
@@ -242,7 +268,6 @@ int dsv4_compare_mx(const dsv4_tensor *e, const dsv4_tensor *a, const dsv4_polic
                 add_mismatch(res, e, flat, de, da, err, step, tol, where);
             }
         }
-    finish(res, pol, scale_bad, scale_diff - scale_bad, g.rows * g.nb, flips, elem_bad,
-           se->dtype != DSV4_F32);
+    finish(res, pol, scale_bad, scale_diff, g.rows * g.nb, flips, elem_bad, se->dtype != DSV4_F32, 1);
     return DSV4_OK;
 }

@@ -52,5 +52,5 @@ double dsv4_gamma32(double n) { return n * 0x1p-24 / (1.0 - n * 0x1p-24); }
 
 double dsv4_bf16_store_bound(double e, double delta)
 {
-    return 0.5 * dsv4_ulp(DSV4_BF16, fabs(e) + delta) + delta;
+    return dsv4_ulp(DSV4_BF16, fabs(e) + delta) + delta;
 }

@@ -73,7 +73,7 @@ static double bmm_flops(const dsv4_params *ps, const dsv4_tensors *in)
            (double)dsv4_params_int(ps, "o_lora_rank") * (double)dsv4_params_int(ps, "K");
 }
 
-/* The production shape of toolchain.md section 6: 4 requests x 2048 tokens
+/* The production shape of a V4.1 prefill step: 4 requests x 2048 tokens
  * after a 30000-token prefix, window 128, ratio 4, topk 2048. */
 static const bench_case bench_table[] = {
     {"combine_prefill_8192", "combine_topk_swa_indices",
@@ -169,7 +169,7 @@ static const bench_case bench_table[] = {
     {"gemm_a8w8_4096x7168x1536_f32", "gemm_a8w8_blockscale", {"M=4096", "N=7168", "K=1536", "ref_accum=f32", NULL},
      gemm_flops, 0},
     {"gemm_a8w8_4096x7168x1536_f64", "gemm_a8w8_blockscale", {"M=4096", "N=7168", "K=1536", NULL}, gemm_flops, 1},
-    /* The indexer's prefill logits (issue 4): 4096 rows x 64 heads over ~32768
+    /* The indexer's prefill logits at production size: 4096 rows x 64 heads over ~32768
      * compressed keys (ratio 4, 131072 tokens), about 2.2 TFLOP: run once. */
     {"indexer_logits_4096x64x32k", "paged_mxfp4_mqa_logits",
      {"heads=64", "page_entries=64", "compress_ratio=4", "seq_lens=[131072]", "query_lens=[4096]", NULL},

@@ -3,6 +3,7 @@
  * 1-based line:column of the offending node (libyaml marks are 0-based). */
 #define _POSIX_C_SOURCE 200809L
 #include "cases.h"
+#include "golden.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,8 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <yaml.h>
+
+#include "chain.h"
+#include "yaml_doc.h"
 
 /* A dsv4_case is ~95 KB (its params hold int lists), so 1024 cases already
  * take ~95 MB; a sweep beyond that is almost surely a mistake. */
@@ -26,6 +29,8 @@ typedef struct loader {
     const yaml_node_t *defaults;    /* mapping or NULL */
     dsv4_suite *suite;
     int cap;                        /* allocated length of suite->cases */
+    int depth;                      /* 0 for the suite named, 1 for its includes, ... */
+    dsv4_yaml_budget *budget;       /* shared with the includes */
     dsv4_status *st;
 } loader;
 
@@ -33,7 +38,6 @@ static const char *const top_keys[] = {"suite", "golden_dir", "defaults", "cases
 
 /* include: nesting depth guard (a file including itself would recurse). */
 #define MAX_INCLUDE_DEPTH 8
-static int include_depth;
 static const char *const default_keys[] = {"variant", "seed", "params", "tags", "tolerance", NULL};
 static const char *const case_keys[] = {"name",   "op",     "variant",   "seed", "params",
                                         "sweep",  "golden", "tolerance", "tags", NULL};
@@ -105,27 +109,38 @@ static int in_list(const char *const *list, const char *s)
     return 0;
 }
 
-/* Keys must be scalars, unique (libyaml does not check), and in allowed
- * when allowed is not NULL. */
+static int map_len(const yaml_node_t *map)
+{
+    return (int)(map->data.mapping.pairs.top - map->data.mapping.pairs.start);
+}
+
+/* Keys must be scalars, unique (libyaml does not check; a hash set keeps a
+ * mapping of 60k keys fast), and in allowed when allowed is not NULL. */
 static int check_map(const loader *L, const yaml_node_t *map, const char *what,
                      const char *const *allowed)
 {
+    dsv4_keyset seen;
+    if (dsv4_keyset_init(&seen, (size_t)map_len(map)))
+        return dsv4_fail(L->st, DSV4_ERUNTIME, "%s: out of memory", L->file);
+    int rc = DSV4_OK;
     FOR_PAIRS(p, map) {
         const yaml_node_t *k = node_at(L, p->key);
-        if (k->type != YAML_SCALAR_NODE)
-            return fail_at(L, k, "a key in %s must be a scalar, not %s", what, node_kind(k->type));
-        if (allowed && !in_list(allowed, text(k))) {
+        if (k->type != YAML_SCALAR_NODE) {
+            rc = fail_at(L, k, "a key in %s must be a scalar, not %s", what, node_kind(k->type));
+        } else if (allowed && !in_list(allowed, text(k))) {
             char list[256] = "";
             for (int i = 0; allowed[i]; i++)
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
                          allowed[i]);
-            return fail_at(L, k, "unknown key '%s' in %s (allowed: %s)", text(k), what, list);
+            rc = fail_at(L, k, "unknown key '%s' in %s (allowed: %s)", text(k), what, list);
+        } else if (dsv4_keyset_add(&seen, text(k)) == 0) {
+            rc = fail_at(L, k, "duplicate key '%s' in %s", text(k), what);
         }
-        for (const yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++)
-            if (strcmp(text(node_at(L, q->key)), text(k)) == 0)
-                return fail_at(L, k, "duplicate key '%s' in %s", text(k), what);
+        if (rc)
+            break;
     }
-    return DSV4_OK;
+    dsv4_keyset_free(&seen);
+    return rc;
 }
 
 /* The value of key in a checked mapping, or NULL. */
@@ -310,6 +325,10 @@ static int add_tags(const loader *L, const yaml_node_t *seq, dsv4_case *c)
     int rc = want(L, seq, YAML_SEQUENCE_NODE, "'tags'");
     if (rc)
         return rc;
+    /* bounded here: the defaults' list is walked once per case */
+    if (seq_len(seq) > DSV4_MAX_TAGS)
+        return fail_at(L, seq, "'tags' lists %d entries: more than %d tags", seq_len(seq),
+                       DSV4_MAX_TAGS);
     FOR_ITEMS(it, seq) {
         const yaml_node_t *t = node_at(L, *it);
         char tag[sizeof c->tags[0]];
@@ -324,13 +343,26 @@ static int add_tags(const loader *L, const yaml_node_t *seq, dsv4_case *c)
     return DSV4_OK;
 }
 
+/* A params mapping: checked keys, and no more than a case can hold (which
+ * keeps the defaults layer's lookups in the case's own params short). */
+static int check_params_map(const loader *L, const yaml_node_t *map)
+{
+    int rc = want(L, map, YAML_MAPPING_NODE, "'params'");
+    if (rc || (rc = check_map(L, map, "'params'", NULL)))
+        return rc;
+    if (map_len(map) > DSV4_MAX_PARAMS)
+        return fail_at(L, map, "'params' has %d entries, more than the %d parameters of a case",
+                       map_len(map), DSV4_MAX_PARAMS);
+    return DSV4_OK;
+}
+
 /* params of one layer; keys also in skip (the case's params, when this is
  * the defaults layer) are left to that layer. */
 static int add_params(const loader *L, const yaml_node_t *map, const yaml_node_t *skip,
                       dsv4_case *c)
 {
-    int rc = want(L, map, YAML_MAPPING_NODE, "'params'");
-    if (rc || (rc = check_map(L, map, "'params'", NULL)))
+    int rc = check_params_map(L, map);
+    if (rc)
         return rc;
     FOR_PAIRS(p, map) {
         const yaml_node_t *k = node_at(L, p->key);
@@ -375,8 +407,7 @@ static int merge_layers(const loader *L, const yaml_node_t *cn, dsv4_case *c)
         return rc;
     const yaml_node_t *own = map_get(L, cn, "params");
     /* checked now: the defaults layer looks keys up in it */
-    if (own && ((rc = want(L, own, YAML_MAPPING_NODE, "'params'")) ||
-                (rc = check_map(L, own, "'params'", NULL))))
+    if (own && (rc = check_params_map(L, own)))
         return rc;
     const yaml_node_t *layers[2] = {L->defaults, cn};
     for (int i = 0; i < 2; i++) {
@@ -392,16 +423,6 @@ static int merge_layers(const loader *L, const yaml_node_t *cn, dsv4_case *c)
 }
 
 /* Every character outside [A-Za-z0-9._-] becomes '_'. */
-static void sanitize(const char *in, char *out, size_t size)
-{
-    size_t i = 0;
-    for (; in[i] && i + 1 < size; i++) {
-        unsigned char ch = (unsigned char)in[i];
-        out[i] = isalnum(ch) || ch == '.' || ch == '_' || ch == '-' ? (char)ch : '_';
-    }
-    out[i] = '\0';
-}
-
 /* Check, complete, resolve and append one (expanded) case. */
 static int finish_case(loader *L, const yaml_node_t *cn, dsv4_case *c)
 {
@@ -421,7 +442,7 @@ static int finish_case(loader *L, const yaml_node_t *cn, dsv4_case *c)
         return dsv4_status_prefix(L->st, "%s", where);
     if (!c->golden[0] && L->golden_dir[0]) {
         char base[sizeof c->name];
-        sanitize(c->name, base, sizeof base);
+        dsv4_golden_file_name(c->name, base, sizeof base);
         size_t n = strlen(L->golden_dir);
         int w = snprintf(c->golden, sizeof c->golden, "%s%s%s.h5", L->golden_dir,
                          L->golden_dir[n - 1] == '/' ? "" : "/", base);
@@ -429,6 +450,11 @@ static int finish_case(loader *L, const yaml_node_t *cn, dsv4_case *c)
             return fail_at(L, cn, "case '%s': golden path is longer than %d characters", c->name,
                            DSV4_PATH_MAX - 1);
     }
+    /* Two cases on one golden file would overwrite each other's golden. */
+    for (int i = 0; c->golden[0] && i < s->n; i++)
+        if (dsv4_golden_same_path(s->cases[i].golden, c->golden))
+            return fail_at(L, cn, "cases '%s' (%s:%d) and '%s' both use the golden file %s; rename one",
+                           s->cases[i].name, s->cases[i].file, s->cases[i].line, c->name, c->golden);
     if (s->n == L->cap) {
         int cap = L->cap ? 2 * L->cap : 8;
         dsv4_case *grown = realloc(s->cases, (size_t)cap * sizeof *grown);
@@ -531,7 +557,7 @@ static int load_case_into(loader *L, const yaml_node_t *cn, dsv4_case *base, dsv
     char opname[64];
     if ((rc = get_string(L, op, "'op'", opname, sizeof opname)))
         return rc;
-    if (!(base->op = dsv4_op_find(opname)))
+    if (!(base->op = dsv4_op_find(opname)) && !(base->op = dsv4_chain_find_op(opname)))
         return fail_at(L, op, "unknown op '%s' (dsv4check list shows the ops)", opname);
     snprintf(base->file, sizeof base->file, "%s", L->file);
     base->line = (int)cn->start_mark.line + 1;
@@ -604,8 +630,13 @@ static int append_suite(loader *L, const yaml_node_t *at, const dsv4_suite *sub)
     return DSV4_OK;
 }
 
+static int load_from(const char *path, const unsigned char *buf, size_t len, int depth,
+                     dsv4_yaml_budget *b, dsv4_suite *suite, dsv4_status *st);
+
 /* include: [a.yaml, b.yaml]: other suite files (paths relative to this
- * one), each loaded with its own golden_dir and defaults. */
+ * one), each loaded with its own golden_dir and defaults.  Every include is
+ * loaded afresh, so a file included twice counts twice against the budget:
+ * an include graph that multiplies stops at the file limit. */
 static int load_includes(loader *L, const yaml_node_t *inc)
 {
     int rc = want(L, inc, YAML_SEQUENCE_NODE, "'include'");
@@ -618,13 +649,23 @@ static int load_includes(loader *L, const yaml_node_t *inc)
             return rc;
         if (join_path(path, sizeof path, L->dir, rel))
             return fail_at(L, item, "include '%s': path too long", rel);
-        if (include_depth >= MAX_INCLUDE_DEPTH)
+        if (L->depth >= MAX_INCLUDE_DEPTH)
             return fail_at(L, item, "include '%s': nested more than %d deep (a cycle?)", rel,
                            MAX_INCLUDE_DEPTH);
+        if (L->budget->files_left <= 0)
+            return fail_at(L, item,
+                           "include '%s': more than %d suite files in all (the suite and its "
+                           "includes, a file counted each time it is included)",
+                           rel, DSV4_YAML_MAX_FILES);
+        char *text;
+        size_t len;
+        if ((rc = dsv4_yaml_read(path, L->budget, &text, &len, L->st)))
+            return dsv4_status_prefix(L->st, "%s:%zu:%zu: include '%s'", L->file,
+                                      item->start_mark.line + 1, item->start_mark.column + 1, rel);
         dsv4_suite sub;
-        include_depth++;
-        rc = dsv4_suite_load(path, &sub, L->st);
-        include_depth--;
+        rc = load_from(path, (const unsigned char *)text, len, L->depth + 1, L->budget, &sub,
+                       L->st);
+        free(text);
         if (rc)
             return rc;
         rc = append_suite(L, item, &sub);
@@ -673,68 +714,23 @@ static int load_root(loader *L, const yaml_node_t *root)
     return inc ? load_includes(L, inc) : DSV4_OK;
 }
 
-static int syntax_error(const loader *L, const yaml_parser_t *p)
-{
-    if (p->error == YAML_MEMORY_ERROR)
-        return dsv4_fail(L->st, DSV4_ERUNTIME, "%s: out of memory while parsing", L->file);
-    if (p->error == YAML_READER_ERROR) /* no mark: the reader counts bytes */
-        return dsv4_fail(L->st, DSV4_EINPUT, "%s: invalid input at byte %zu: %s", L->file,
-                         p->problem_offset, p->problem ? p->problem : "?");
-    char ctx[160] = "";
-    if (p->context)
-        snprintf(ctx, sizeof ctx, " (%s at line %zu, column %zu)", p->context,
-                 p->context_mark.line + 1, p->context_mark.column + 1);
-    return dsv4_fail(L->st, DSV4_EINPUT, "%s:%zu:%zu: YAML syntax error: %s%s", L->file,
-                     p->problem_mark.line + 1, p->problem_mark.column + 1,
-                     p->problem ? p->problem : "?", ctx);
-}
-
-/* Parse the one document of the file and load it. */
-static int load_stream(loader *L, yaml_parser_t *parser)
-{
-    yaml_document_t doc, extra;
-    if (!yaml_parser_load(parser, &doc)) /* libyaml frees doc on failure */
-        return syntax_error(L, parser);
-    L->doc = &doc;
-    int rc;
-    const yaml_node_t *root = yaml_document_get_root_node(&doc);
-    if (!root) {
-        rc = dsv4_fail(L->st, DSV4_EINPUT, "%s:1:1: empty file (a suite needs 'suite' and 'cases')",
-                       L->file);
-    } else if (!yaml_parser_load(parser, &extra)) {
-        rc = syntax_error(L, parser);
-    } else {
-        const yaml_node_t *more = yaml_document_get_root_node(&extra);
-        rc = more ? fail_at(L, more, "a suite file holds one YAML document") : load_root(L, root);
-        yaml_document_delete(&extra);
-    }
-    yaml_document_delete(&doc);
-    L->doc = NULL;
-    return rc;
-}
-
-/* Loads from the open file f, or from buf/len when f is NULL; path names
- * the suite in messages and anchors relative paths. */
-static int load_from(const char *path, FILE *f, const unsigned char *buf, size_t len,
-                     dsv4_suite *suite, dsv4_status *st)
+/* Parses and loads the len bytes at buf; path names the suite in messages
+ * and anchors its relative paths. */
+static int load_from(const char *path, const unsigned char *buf, size_t len, int depth,
+                     dsv4_yaml_budget *b, dsv4_suite *suite, dsv4_status *st)
 {
     memset(suite, 0, sizeof *suite);
-    loader L = {.file = path, .suite = suite, .st = st};
+    loader L = {.file = path, .suite = suite, .depth = depth, .budget = b, .st = st};
     snprintf(suite->file, sizeof suite->file, "%s", path);
     const char *slash = strrchr(path, '/');
     if (slash)
         snprintf(L.dir, sizeof L.dir, "%.*s", (int)(slash - path + 1), path);
-    yaml_parser_t parser;
-    int rc;
-    if (!yaml_parser_initialize(&parser)) {
-        rc = dsv4_fail(st, DSV4_ERUNTIME, "%s: cannot initialize the YAML parser", path);
-    } else {
-        if (f)
-            yaml_parser_set_input_file(&parser, f);
-        else
-            yaml_parser_set_input_string(&parser, buf, len);
-        rc = load_stream(&L, &parser);
-        yaml_parser_delete(&parser);
+    yaml_document_t doc;
+    int rc = dsv4_yaml_parse(path, buf, len, b, &doc, st);
+    if (rc == DSV4_OK) {
+        L.doc = &doc;
+        rc = load_root(&L, yaml_document_get_root_node(&doc));
+        yaml_document_delete(&doc);
     }
     if (rc)
         dsv4_suite_free(suite);
@@ -755,14 +751,14 @@ int dsv4_suite_load(const char *path, dsv4_suite *suite, dsv4_status *st)
     int rc = path_fits(path, suite, st);
     if (rc)
         return rc;
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return dsv4_fail(st, DSV4_EINPUT, "%s: is a directory, not a suite file", path);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return dsv4_fail(st, DSV4_EINPUT, "%s: cannot open: %s", path, strerror(errno));
-    rc = load_from(path, f, NULL, 0, suite, st);
-    fclose(f);
+    dsv4_yaml_budget b;
+    dsv4_yaml_budget_init(&b);
+    char *text;
+    size_t len;
+    if ((rc = dsv4_yaml_read(path, &b, &text, &len, st)))
+        return rc;
+    rc = load_from(path, (const unsigned char *)text, len, 0, &b, suite, st);
+    free(text);
     return rc;
 }
 
@@ -770,7 +766,16 @@ int dsv4_suite_load_buffer(const char *path, const void *buf, size_t len, dsv4_s
                            dsv4_status *st)
 {
     int rc = path_fits(path, suite, st);
-    return rc ? rc : load_from(path, NULL, buf, len, suite, st);
+    if (rc)
+        return rc;
+    dsv4_yaml_budget b;
+    dsv4_yaml_budget_init(&b);
+    if (len > b.bytes_left)
+        return dsv4_fail(st, DSV4_EINPUT, "%s: %zu bytes, more than %d (a suite and its includes "
+                         "together)", path, len, DSV4_YAML_MAX_BYTES);
+    b.bytes_left -= len;
+    b.files_left--;
+    return load_from(path, buf, len, 0, &b, suite, st);
 }
 
 void dsv4_suite_free(dsv4_suite *suite)
@@ -779,46 +784,4 @@ void dsv4_suite_free(dsv4_suite *suite)
         return;
     free(suite->cases);
     memset(suite, 0, sizeof *suite);
-}
-
-void dsv4_case_apply_overrides(const dsv4_case *c, const char *output, dsv4_policy *pol)
-{
-    char prov[192] = "";
-    size_t used = 0;
-    for (int i = 0; i < c->n_overrides; i++) {
-        const dsv4_tol_override *o = &c->overrides[i];
-        if (!o->set || (strcmp(o->output, "*") != 0 && strcmp(o->output, output) != 0))
-            continue;
-        if (o->set & DSV4_TOL_ATOL)
-            pol->atol = o->atol;
-        if (o->set & DSV4_TOL_RTOL)
-            pol->rtol = o->rtol;
-        if (o->set & DSV4_TOL_ULP)
-            pol->ulp = o->ulp;
-        if (o->set & DSV4_TOL_NMSE)
-            pol->max_nmse = o->max_nmse;
-        if (o->set & DSV4_TOL_COSINE)
-            pol->min_cosine = o->min_cosine;
-        if (o->set & DSV4_TOL_BUDGET)
-            pol->budget = o->budget;
-        if (used < sizeof prov) {
-            int w = snprintf(prov + used, sizeof prov - used, "%s%s:%d", used ? ", " : "",
-                             c->file, o->line);
-            used += w > 0 ? (size_t)w : 0;
-        }
-    }
-    if (!used)
-        return;
-    char old[sizeof pol->rule];
-    memcpy(old, pol->rule, sizeof old);
-    old[sizeof old - 1] = '\0';
-    snprintf(pol->rule, sizeof pol->rule, "%s%soverride (%s)", old, old[0] ? "; " : "", prov);
-}
-
-int dsv4_case_has_tag(const dsv4_case *c, const char *tag)
-{
-    for (int i = 0; i < c->n_tags; i++)
-        if (strcmp(c->tags[i], tag) == 0)
-            return 1;
-    return 0;
 }

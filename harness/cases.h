@@ -35,7 +35,15 @@
  * come first.  A suite holds at most 1024 cases after expansion.
  * Errors (unknown key, wrong type, missing field, unknown op/variant/param,
  * duplicate name or key, YAML syntax) return DSV4_EINPUT with
- * "file:line:column: message", 1-based. */
+ * "file:line:column: message", 1-based.
+ *
+ * Bounded input: suite files and includes must be regular files (a FIFO or
+ * a device is refused without reading it); a suite with all its includes
+ * may hold DSV4_YAML_MAX_BYTES bytes, DSV4_YAML_MAX_FILES file loads (a
+ * file included twice counts twice) and DSV4_YAML_MAX_NODES nodes; nesting,
+ * anchors and aliases are bounded per file (all in yaml_doc.h).  Each limit is
+ * checked before the work it bounds, and its refusal names the file and
+ * the line (of the include entry, for an included file that is refused). */
 #ifndef DSV4_CASES_H
 #define DSV4_CASES_H
 
@@ -74,7 +82,7 @@ typedef struct dsv4_case {
     int n_overrides;
     dsv4_tol_override overrides[DSV4_MAX_OVERRIDES];
     int n_tags;
-    char tags[DSV4_MAX_TAGS][32];
+    char tags[DSV4_MAX_TAGS][48]; /* "contract:<name>" marks a production contract the case exceeds (README) */
 } dsv4_case;
 
 typedef struct dsv4_suite {

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "input_file.h"
+
 typedef struct entry {
     char case_name[192];
     char output[DSV4_NAME_MAX];
@@ -305,33 +307,21 @@ int dsv4_baseline_parse(const char *text, const char *where, dsv4_baseline **out
     return DSV4_OK;
 }
 
+/* Room for many suites in one report; a runaway file is refused unread. */
+#define BASELINE_MAX_BYTES ((size_t)DSV4_BASELINE_MAX_MIB << 20)
+
 int dsv4_baseline_load(const char *path, dsv4_baseline **out, dsv4_status *st)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return dsv4_fail(st, DSV4_EINPUT, "--baseline %s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n + 1 < cap)
-            break;
-        char *nb = cap < ((size_t)1 << 30) ? realloc(buf, cap * 2) : NULL;
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf)
-        return dsv4_fail(st, DSV4_ERUNTIME, "--baseline %s: out of memory (or over 1 GiB)", path);
-    buf[n] = '\0';
-    int rc = bad ? dsv4_fail(st, DSV4_EINPUT, "--baseline %s: read error", path)
-                 : dsv4_baseline_parse(buf, path, out, st);
+    char *buf;
+    size_t n;
+    int rc = dsv4_read_input_file(path, BASELINE_MAX_BYTES, "the --baseline limit", &buf, &n, st);
+    if (rc)
+        return dsv4_status_prefix(st, "--baseline");
+    /* the parser stops at a NUL: one inside the file would end it early */
+    const char *nul = memchr(buf, '\0', n);
+    rc = nul ? dsv4_fail(st, DSV4_EINPUT, "--baseline %s: not a dsv4check JSON report: a NUL "
+                         "byte at byte %ld", path, (long)(nul - buf))
+             : dsv4_baseline_parse(buf, path, out, st);
     free(buf);
     return rc;
 }

@@ -1,5 +1,5 @@
 /* drift.h - --baseline OLD.json: flag passing cases whose error grew since a
- * previous run's JSON report (issue 8.6).
+ * previous run's JSON report (README.md, "Drift").
  *
  * Metrics compared per (case, output):
  *   exact, index_set and mx outputs: "mismatches" (count of elements that
@@ -16,6 +16,10 @@
 #include "runner.h"
 
 typedef struct dsv4_baseline dsv4_baseline;
+
+/* The report must be a regular file of at most this many MiB (a report of
+ * 1024 cases is about 1.3 MB). */
+#define DSV4_BASELINE_MAX_MIB 64
 
 int dsv4_baseline_load(const char *path, dsv4_baseline **out, dsv4_status *st);
 /* text: a JSON report (as dsv4_write_json writes it); where names it in errors. */

@@ -1,11 +1,11 @@
 /* errmap.c - where the errors of a failing output lie: a rows x column-block
- * grid and a histogram, for the HTML report (issue 8.1). */
+ * grid and a histogram, for the HTML report. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../ref/numerics.h"
-#include "runner.h"
+#include "errmap.h"
 
 /* The per-element bound of compare.c's float policy (|a - e| <= atol +
  * rtol*|e| + ulp*ULP_out(e)), so that a cell's colour is in the same

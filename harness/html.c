@@ -6,37 +6,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include "html.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #define HTML_MAX_DETAILED 40
-
-static void esc(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
-        }
-    }
-}
-
-static const char *word(const dsv4_case_result *r)
-{
-    switch (r->status) {
-    case DSV4_OK: return r->verdict == DSV4_WARN ? "WARN" : "PASS";
-    case DSV4_EFAIL: return "FAIL";
-    case DSV4_EINPUT: return "BAD-INPUT";
-    case DSV4_ESKIP: return "SKIP";
-    default: return "ERROR";
-    }
-}
 
 static const char css[] =
     "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px 32px;color:#1d2430;"
@@ -88,7 +63,7 @@ static void heatmap(FILE *f, const dsv4_errmap *m, const char *output)
     int W = 60 + m->cols * cw + 10, H = 30 + m->rows * ch + 40;
     fprintf(f, "<figure style=\"margin:0\"><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "role=\"img\" aria-label=\"error heatmap of ", W, H);
-    esc(f, output);
+    dsv4_xml_escape(f, output);
     fprintf(f, "\" font-family=\"sans-serif\" font-size=\"11\">\n");
     fprintf(f, "<text x=\"60\" y=\"14\">columns 0..%lld (%lld per block)</text>\n", (long long)m->ncols - 1,
             (long long)m->col_step);
@@ -159,7 +134,7 @@ static void histogram(FILE *f, const dsv4_errmap *m, const char *output)
     const int bw = 30, H = 160, W = 50 + DSV4_HIST_BINS * bw + 10;
     fprintf(f, "<figure style=\"margin:0\"><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "role=\"img\" aria-label=\"error histogram of ", W, H + 60);
-    esc(f, output);
+    dsv4_xml_escape(f, output);
     fprintf(f, "\" font-family=\"sans-serif\" font-size=\"10\">\n");
     fprintf(f, "<line x1=\"48\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#57606a\"/>\n", H + 10, W - 8, H + 10);
     for (int k = 0; k < DSV4_HIST_BINS; k++) {
@@ -186,11 +161,11 @@ static void histogram(FILE *f, const dsv4_errmap *m, const char *output)
 static void mismatch_row(FILE *f, const char *label, const dsv4_mismatch *m)
 {
     fprintf(f, "<tr><td>%s</td><td><code>", label);
-    esc(f, m->index);
+    dsv4_xml_escape(f, m->index);
     fprintf(f, "</code></td><td class=\"num\">%.9g</td><td class=\"num\">%.9g</td><td class=\"num\">%.3g</td>"
                "<td class=\"num\">%.3g</td><td class=\"num\">%.3g</td><td>",
             m->expected, m->actual, m->abs_err, m->ulp_err, m->tol);
-    esc(f, m->where);
+    dsv4_xml_escape(f, m->where);
     fprintf(f, "</td></tr>\n");
 }
 
@@ -198,16 +173,16 @@ static void output_section(FILE *f, const dsv4_output_result *o)
 {
     const dsv4_cmp_result *c = &o->cmp;
     fprintf(f, "<h3>output <code>");
-    esc(f, c->output);
+    dsv4_xml_escape(f, c->output);
     fprintf(f, "</code> <span class=\"b %s\">%s</span></h3>\n<p>", c->verdict == DSV4_FAIL ? "FAIL" : "WARN",
             dsv4_verdict_name(c->verdict));
-    esc(f, c->message);
+    dsv4_xml_escape(f, c->message);
     fprintf(f, "<br><span class=\"meta\">policy (%s): ", dsv4_cmp_kind_name(o->pol.kind));
-    esc(f, o->pol.rule);
+    dsv4_xml_escape(f, o->pol.rule);
     fprintf(f, "</span>");
     if (c->hint[0]) {
         fprintf(f, "<br><b>hint:</b> ");
-        esc(f, c->hint);
+        dsv4_xml_escape(f, c->hint);
     }
     fprintf(f, "</p>\n<table><tr><th>compared</th><th>mismatches</th><th>max abs</th><th>max rel</th>"
                "<th>max ulp</th><th>worst err/bound</th><th>nmse</th><th>cosine</th><th>NaN exp/act</th>"
@@ -236,28 +211,28 @@ static void output_section(FILE *f, const dsv4_output_result *o)
 
 static void case_section(FILE *f, int i, const dsv4_case_result *r)
 {
-    fprintf(f, "<div class=\"case\" id=\"case%d\"><h2><span class=\"b %s\">%s</span> ", i, word(r), word(r));
-    esc(f, r->name);
+    fprintf(f, "<div class=\"case\" id=\"case%d\"><h2><span class=\"b %s\">%s</span> ", i, dsv4_status_word(r), dsv4_status_word(r));
+    dsv4_xml_escape(f, r->name);
     fprintf(f, "</h2>\n<p class=\"meta\">op <code>");
-    esc(f, r->op);
+    dsv4_xml_escape(f, r->op);
     fprintf(f, "</code> variant <code>");
-    esc(f, r->variant);
+    dsv4_xml_escape(f, r->variant);
     fprintf(f, "</code>, seed %llu, from <code>", (unsigned long long)r->seed);
-    esc(f, r->origin);
+    dsv4_xml_escape(f, r->origin);
     fprintf(f, "</code></p>\n");
     if (r->error[0]) {
         fprintf(f, "<p><b>");
-        esc(f, r->error);
+        dsv4_xml_escape(f, r->error);
         fprintf(f, "</b></p>\n");
     }
     fprintf(f, "<p>Reproduce:</p><pre>");
-    esc(f, r->repro);
+    dsv4_xml_escape(f, r->repro);
     fprintf(f, "</pre>\n");
     if (r->repro_file[0]) {
         fprintf(f, "<p>Replay the saved inputs, expected and actual outputs (<code>");
-        esc(f, r->repro_file);
+        dsv4_xml_escape(f, r->repro_file);
         fprintf(f, "</code>):</p><pre>");
-        esc(f, r->replay);
+        dsv4_xml_escape(f, r->replay);
         fprintf(f, "</pre>\n");
     }
     for (int k = 0; k < r->n_outputs; k++)
@@ -280,16 +255,17 @@ static void worst_cell(FILE *f, const dsv4_case_result *r)
         fprintf(f, "-");
         return;
     }
-    esc(f, name);
+    dsv4_xml_escape(f, name);
     fprintf(f, " %.3g", worst);
 }
 
 int dsv4_write_html(const char *path, const char *suite, const char *impl, const char *command,
                     const dsv4_case_result *rs, int n, dsv4_status *st)
 {
-    FILE *f = fopen(path, "w");
+    dsv4_report_file rf;
+    FILE *f = dsv4_report_open(&rf, path, st);
     if (!f)
-        return dsv4_fail(st, DSV4_EINPUT, "%s: cannot write report: %s", path, strerror(errno));
+        return st->code;
     int pass = 0, fail = 0, skip = 0;
     for (int i = 0; i < n; i++)
         rs[i].status == DSV4_ESKIP ? skip++ : rs[i].status == DSV4_OK ? pass++ : fail++;
@@ -299,16 +275,16 @@ int dsv4_write_html(const char *path, const char *suite, const char *impl, const
     gmtime_r(&now, &tmv);
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tmv);
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>dsv4check: ");
-    esc(f, suite);
+    dsv4_xml_escape(f, suite);
     fprintf(f, " (impl ");
-    esc(f, impl);
+    dsv4_xml_escape(f, impl);
     fprintf(f, ")</title>\n<style>%s</style></head><body>\n<h1>dsv4check report</h1>\n<p class=\"meta\">suite <b>",
             css);
-    esc(f, suite);
+    dsv4_xml_escape(f, suite);
     fprintf(f, "</b>, implementation <b>");
-    esc(f, impl);
+    dsv4_xml_escape(f, impl);
     fprintf(f, "</b>, %s, dsv4check %s (%s)</p>\n<pre>", when, DSV4_VERSION, DSV4_GIT_REV);
-    esc(f, command);
+    dsv4_xml_escape(f, command);
     fprintf(f, "</pre>\n<p><b>summary: %d passed, %d failed, %d skipped</b></p>\n", pass, fail, skip);
     fprintf(f, "<table><tr><th>case</th><th>op [variant]</th><th>result</th><th>worst (exact: #diff; float: "
                "err/bound)</th><th class=\"num\">seconds</th></tr>\n");
@@ -318,15 +294,15 @@ int dsv4_write_html(const char *path, const char *suite, const char *impl, const
         fprintf(f, "<tr><td>");
         if (bad)
             fprintf(f, "<a href=\"#case%d\">", i);
-        esc(f, r->name);
+        dsv4_xml_escape(f, r->name);
         fprintf(f, "%s</td><td>", bad ? "</a>" : "");
-        esc(f, r->op);
+        dsv4_xml_escape(f, r->op);
         fprintf(f, " [");
-        esc(f, r->variant);
-        fprintf(f, "]</td><td><span class=\"b %s\">%s</span>", word(r), word(r));
+        dsv4_xml_escape(f, r->variant);
+        fprintf(f, "]</td><td><span class=\"b %s\">%s</span>", dsv4_status_word(r), dsv4_status_word(r));
         if (r->drift[0]) {
             fprintf(f, " <span class=\"b WARN\" title=\"");
-            esc(f, r->drift);
+            dsv4_xml_escape(f, r->drift);
             fprintf(f, "\">DRIFT</span>");
         }
         fprintf(f, "</td><td>");
@@ -337,9 +313,9 @@ int dsv4_write_html(const char *path, const char *suite, const char *impl, const
     for (int i = 0; i < n; i++)
         if (rs[i].drift[0]) {
             fprintf(f, "<p><span class=\"b WARN\">DRIFT</span> ");
-            esc(f, rs[i].name);
+            dsv4_xml_escape(f, rs[i].name);
             fprintf(f, ": ");
-            esc(f, rs[i].drift);
+            dsv4_xml_escape(f, rs[i].drift);
             fprintf(f, "</p>\n");
         }
     /* Detailed sections (heatmaps: ~100 KB each) for the first
@@ -358,8 +334,5 @@ int dsv4_write_html(const char *path, const char *suite, const char *impl, const
         fprintf(f, "<p class=\"meta\">%d more failing or warning cases are not detailed here (see the table, "
                    "the console output or the JSON report).</p>\n", more);
     fprintf(f, "</body></html>\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return dsv4_fail(st, DSV4_EINPUT, "%s: write error", path);
-    return DSV4_OK;
+    return dsv4_report_commit(&rf, st);
 }

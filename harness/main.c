@@ -1,11 +1,16 @@
-/* main.c - the dsv4check command line (design.md section 6).
+/* main.c - the dsv4check command line (README.md, "Command line").
  *
  *   dsv4check list  [SUITE.yaml...]          ops, variants, params; or cases
+ *   dsv4check list  --goldens [DIR]          every golden: op, variant, case, shapes
  *   dsv4check run   SUITE.yaml... [opts]     implementation vs golden / reference
  *   dsv4check gen   SUITE.yaml... [opts]     write goldens (atomic; --force to replace)
  *   dsv4check check FILE.h5... [opts]        implementation vs golden files
+ *   dsv4check identify [SOURCE...] [opts]    which variant each op computes
  *   dsv4check show  FILE.h5...               print a golden's contents
  *   dsv4check bench [opts]                   reference (and --impl) speed
+ *
+ * run, check and identify judge an implementation (--impl) or outputs
+ * computed elsewhere (--actual FILE, harness/actual.h).
  *
  * Exit codes: 0 all passed, 1 a tolerance violation, 2 bad usage or input,
  * 3 runtime or device error, 77 skipped (e.g. no GPU for --impl hip). */
@@ -17,17 +22,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
 #include "cases.h"
+#include "cli.h"
 #include "drift.h"
+#include "gen.h"
 #include "golden.h"
+#include "actual.h"
+#include "help.h"
 #include "html.h"
+#include "identify.h"
+#include "listing.h"
 #include "parallel.h"
 #include "runner.h"
+#include "yaml_doc.h"
 
 #ifndef DSV4_VERSION
 #define DSV4_VERSION "0"
@@ -36,277 +47,13 @@
 #define DSV4_GIT_REV "unknown"
 #endif
 
-typedef struct cli {
-    const char *impl;
-    const char *filter;
-    const char *junit;
-    const char *json;
-    const char *outdir;
-    int have_seed;
-    uint64_t seed;
-    int verbose;
-    int force;
-    int device;
-    int rerun;
-    int markdown;
-    regex_t re;
-    int have_re;
-    /* issue 8: CI features */
-    const char *html;
-    const char *repro_dir;
-    const char *baseline;
-    int strict;
-    double drift_factor;
-    int jobs;
-    int shard_k, shard_n; /* 0 = no --shard */
-    char device_arg[32];
-} cli;
+typedef dsv4_cli cli;
 
 static const char *prog = "dsv4check";
 static char command_line[4096]; /* this run's argv, shell-quoted, for the HTML report */
 
-static void usage_main(FILE *f)
-{
-    fprintf(f,
-            "usage: %s COMMAND [options] [args]\n"
-            "\n"
-            "A correctness reference and golden-test harness for the DeepSeek V4 sparse-MLA\n"
-            "kernels (vLLM on ROCm through aiter).\n"
-            "\n"
-            "commands:\n"
-            "  list  [SUITE.yaml...]     the ops with their variants, parameters, inputs and\n"
-            "                            outputs; with suites, their cases\n"
-            "  run   SUITE.yaml...       run every case: the implementation (--impl) against\n"
-            "                            the case's golden, or the live reference if it has none\n"
-            "  gen   SUITE.yaml...       write the goldens of the cases (reference outputs)\n"
-            "  check FILE.h5...          the implementation against golden files\n"
-            "  show  FILE.h5...          print a golden file's attributes and tensors\n"
-            "  bench                     time the reference (and --impl) on production shapes\n"
-            "\n"
-            "`%s COMMAND --help` lists each command's options.\n"
-            "exit codes: 0 passed, 1 tolerance violation, 2 bad usage or input,\n"
-            "            3 runtime or device error, 77 skipped (e.g. no GPU)\n"
-            "version %s (%s)\n",
-            prog, prog, DSV4_VERSION, DSV4_GIT_REV);
-}
-
-static const char common_help[] =
-    "  --impl IMPL       ref (default), hip (build/libdsv4_hip.so), or a plug-in .so\n"
-    "  --filter REGEX    only cases whose name or op/name matches (POSIX extended)\n"
-    "  --junit FILE      write a JUnit XML report (one testcase per case and output)\n"
-    "  --json FILE       write a JSON report with every metric\n"
-    "  --device N        GPU to use for --impl hip or a GPU plug-in\n"
-    "  --rerun N         run the implementation N times; any bitwise difference fails\n"
-    "  --mem-limit BYTES refuse cases needing more (suffix K, M, G; default: half the RAM)\n"
-    "  -j, --jobs N      run N cases at once in worker processes (same results, suite order)\n"
-    "  --shard K/N       only the cases whose name hashes to shard K of N (FNV-1a mod N)\n"
-    "  --html FILE       write a self-contained HTML report (heatmaps of failing outputs)\n"
-    "  --repro-dir DIR   write DIR/<case>.h5 for each failing case, replayable with `check`\n"
-    "  --baseline JSON   warn when a passing case's error grew since that --json report\n"
-    "  --drift-factor F  growth that counts as drift (default 2)\n"
-    "  --strict          drift fails the run (exit 1)\n"
-    "  -v, --verbose     print every output's metrics, not only failures\n"
-    "  -h, --help        this help\n";
-
-static void usage_cmd(FILE *f, const char *cmd)
-{
-    if (strcmp(cmd, "run") == 0)
-        fprintf(f,
-                "usage: %s run SUITE.yaml... [options]\n"
-                "Runs each case: inputs from its golden (checked against the generator), the\n"
-                "implementation under test, and a comparison of every output under its policy.\n"
-                "A case without a golden is compared with the live CPU reference.\n"
-                "  --seed N          override every case's seed (goldens are then not used)\n%s",
-                prog, common_help);
-    else if (strcmp(cmd, "gen") == 0)
-        fprintf(f,
-                "usage: %s gen SUITE.yaml... [options]\n"
-                "Writes each case's golden (inputs and reference outputs) to its golden path,\n"
-                "or under -o DIR.  Writes are atomic; an existing file is kept unless --force.\n"
-                "  -o, --output DIR  write DIR/<case>.h5 instead of the cases' golden paths\n"
-                "  --force           replace existing golden files\n"
-                "  --filter REGEX    only matching cases\n"
-                "  --seed N          override every case's seed\n"
-                "  -h, --help        this help\n",
-                prog);
-    else if (strcmp(cmd, "check") == 0)
-        fprintf(f,
-                "usage: %s check FILE.h5... [options]\n"
-                "Checks the implementation against golden files (written by `gen`, or by hand\n"
-                "following data/README.md).\n%s",
-                prog, common_help);
-    else if (strcmp(cmd, "show") == 0)
-        fprintf(f, "usage: %s show FILE.h5...\nPrints attributes, parameters and tensors (with the first values).\n",
-                prog);
-    else if (strcmp(cmd, "list") == 0)
-        fprintf(f,
-                "usage: %s list [SUITE.yaml...] [--impl IMPL [--device N]] [--filter RE] [--shard K/N]\n"
-                "Without suites: every op, its variants (the first is the default) with sources,\n"
-                "its parameters, inputs and outputs.  With suites: their cases.  With --impl:\n"
-                "which ops and variants that implementation provides.  --markdown: the\n"
-                "README's table of ops, variants and sources.\n",
-                prog);
-    else if (strcmp(cmd, "bench") == 0)
-        fprintf(f,
-                "usage: %s bench [--impl IMPL] [--filter REGEX] [-v]\n"
-                "Times the CPU reference on production-size cases (best of several runs) and\n"
-                "reports time, GB/s and GFLOP/s, with the machine's measured copy bandwidth and\n"
-                "sgemm/dgemm rates for scale: %% peak is against the line's probe, measured just\n"
-                "before it.  The reference runs on DSV4_THREADS threads (default: every core);\n"
-                "each line also gives its 1-thread time and the speed-up, and fails if the\n"
-                "outputs differ between the two (-v prints their digest).  With --impl hip it\n"
-                "also times the kernels.\n",
-                prog);
-}
-
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || v <= 0)
-        return -1;
-    switch (*end) {
-    case 'K': case 'k': v *= 1024.0; end++; break;
-    case 'M': case 'm': v *= 1024.0 * 1024; end++; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (*end != '\0' || v > 1.8e19)
-        return -1;
-    *out = (uint64_t)v;
-    return 0;
-}
-
-static void default_memory_limit(void)
-{
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0)
-        dsv4_set_memory_limit((uint64_t)pages * (uint64_t)page / 2);
-}
-
-/* Parses the options shared by the commands; returns 0, or an exit code. */
-static int parse_options(int argc, char **argv, const char *cmd, cli *o)
-{
-    static const struct option longopts[] = {
-        {"impl", required_argument, NULL, 'i'}, {"filter", required_argument, NULL, 'f'},
-        {"junit", required_argument, NULL, 'J'}, {"json", required_argument, NULL, 'Y'},
-        {"jobs", required_argument, NULL, 'j'}, {"shard", required_argument, NULL, 'S'},
-        {"html", required_argument, NULL, 'H'}, {"repro-dir", required_argument, NULL, 'P'},
-        {"baseline", required_argument, NULL, 'B'}, {"strict", no_argument, NULL, 'T'},
-        {"drift-factor", required_argument, NULL, 'D'},
-        {"seed", required_argument, NULL, 's'}, {"device", required_argument, NULL, 'd'},
-        {"mem-limit", required_argument, NULL, 'm'}, {"output", required_argument, NULL, 'o'},
-        {"force", no_argument, NULL, 'F'}, {"rerun", required_argument, NULL, 'R'},
-        {"markdown", no_argument, NULL, 'M'}, {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
-    };
-    memset(o, 0, sizeof *o);
-    o->impl = "ref";
-    o->device = -1;
-    o->jobs = 1;
-    o->drift_factor = 2.0;
-    optind = 1;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "vho:j:", longopts, NULL)) != -1) {
-        char *end;
-        switch (ch) {
-        case 'i': o->impl = optarg; break;
-        case 'f': o->filter = optarg; break;
-        case 'J': o->junit = optarg; break;
-        case 'Y': o->json = optarg; break;
-        case 'H': o->html = optarg; break;
-        case 'P': o->repro_dir = optarg; break;
-        case 'B': o->baseline = optarg; break;
-        case 'T': o->strict = 1; break;
-        case 'j':
-            errno = 0;
-            o->jobs = (int)strtol(optarg, &end, 10);
-            if (errno || *end || o->jobs < 1 || o->jobs > 256) {
-                fprintf(stderr, "%s %s: -j %s: a count from 1 to 256\n", prog, cmd, optarg);
-                return DSV4_EINPUT;
-            }
-            break;
-        case 'S':
-            if (dsv4_shard_parse(optarg, &o->shard_k, &o->shard_n)) {
-                fprintf(stderr, "%s %s: --shard %s: expected K/N with 1 <= K <= N <= 1024\n", prog, cmd, optarg);
-                return DSV4_EINPUT;
-            }
-            break;
-        case 'D':
-            errno = 0;
-            o->drift_factor = strtod(optarg, &end);
-            if (errno || *end || !(o->drift_factor >= 1) || o->drift_factor > 1e12) {
-                fprintf(stderr, "%s %s: --drift-factor %s: a number >= 1\n", prog, cmd, optarg);
-                return DSV4_EINPUT;
-            }
-            break;
-        case 'o': o->outdir = optarg; break;
-        case 'F': o->force = 1; break;
-        case 'M': o->markdown = 1; break;
-        case 'R':
-            errno = 0;
-            o->rerun = (int)strtol(optarg, &end, 10);
-            if (errno || *end || o->rerun < 1 || o->rerun > 1000) {
-                fprintf(stderr, "%s %s: --rerun %s: a count from 1 to 1000\n", prog, cmd, optarg);
-                return DSV4_EINPUT;
-            }
-            break;
-        case 'v': o->verbose = 1; break;
-        case 's':
-            errno = 0;
-            o->seed = strtoull(optarg, &end, 0);
-            if (errno || *end || optarg[0] == '-') {
-                fprintf(stderr, "%s %s: --seed %s: not a non-negative integer\n", prog, cmd, optarg);
-                return DSV4_EINPUT;
-            }
-            o->have_seed = 1;
-            break;
-        case 'd':
-            errno = 0;
-            o->device = (int)strtol(optarg, &end, 10);
-            if (errno || *end || o->device < 0) {
-                fprintf(stderr, "%s %s: --device %s: not a GPU index\n", prog, cmd, optarg);
-                return DSV4_EINPUT;
-            }
-            snprintf(o->device_arg, sizeof o->device_arg, " --device %d", o->device);
-            break;
-        case 'm': {
-            uint64_t v;
-            if (parse_size(optarg, &v)) {
-                fprintf(stderr, "%s %s: --mem-limit %s: not a size (e.g. 512M, 8G)\n", prog, cmd, optarg);
-                return DSV4_EINPUT;
-            }
-            dsv4_set_memory_limit(v);
-            break;
-        }
-        case 'h': usage_cmd(stdout, cmd); return -1;
-        default: usage_cmd(stderr, cmd); return DSV4_EINPUT;
-        }
-    }
-    if (o->filter) {
-        int rc = regcomp(&o->re, o->filter, REG_EXTENDED | REG_NOSUB);
-        if (rc) {
-            char msg[256];
-            regerror(rc, &o->re, msg, sizeof msg);
-            fprintf(stderr, "%s %s: --filter '%s': %s\n", prog, cmd, o->filter, msg);
-            return DSV4_EINPUT;
-        }
-        o->have_re = 1;
-    }
-    return 0;
-}
-
-static int case_selected(const cli *o, const dsv4_case *c)
-{
-    if (o->shard_n && dsv4_shard_of(c->name, o->shard_n) != o->shard_k)
-        return 0;
-    if (!o->have_re)
-        return 1;
-    char full[300];
-    snprintf(full, sizeof full, "%s/%s", c->op->name, c->name);
-    return regexec(&o->re, c->name, 0, NULL, 0) == 0 || regexec(&o->re, full, 0, NULL, 0) == 0;
-}
+static void usage_main(FILE *f) { dsv4_usage_main(f, prog); }
+static void usage_cmd(FILE *f, const char *cmd) { dsv4_usage_cmd(f, prog, cmd); }
 
 /* Progress on stderr for long runs, only where someone watches. */
 typedef struct progress {
@@ -341,6 +88,7 @@ typedef struct job_set {
     const dsv4_case **cases; /* run: the selected cases, in suite order */
     char **paths;            /* check: the golden files */
     int n;
+    dsv4_input_files inputs; /* every suite and golden file the run reads */
     dsv4_run_opts ro;
     int verbose;
     progress pg;
@@ -412,11 +160,59 @@ static int finish_reports(const cli *o, const char *suite, dsv4_case_result *rs,
     return code;
 }
 
+/* No report may replace a file the run reads, under any name or link. */
+static int check_report_paths(const cli *o, const dsv4_input_files *inputs)
+{
+    const struct {
+        const char *option, *path;
+    } reports[] = {{"--junit", o->junit}, {"--json", o->json}, {"--html", o->html}};
+    for (size_t k = 0; k < sizeof reports / sizeof reports[0]; k++) {
+        const char *input = reports[k].path ? dsv4_input_files_match(inputs, reports[k].path) : NULL;
+        if (input) {
+            fprintf(stderr, "%s: %s %s is the same file as the input %s; not overwriting it\n", prog,
+                    reports[k].option, reports[k].path, input);
+            return DSV4_EINPUT;
+        }
+    }
+    return DSV4_OK;
+}
+
+/* --actual: how many cases the file provided and, on a run of whole
+ * suites, the groups of the file no case has (a misspelt case name). */
+static void report_coverage(const cli *o, const dsv4_case_result *rs, int n, int whole_suites)
+{
+    int missing = 0;
+    for (int i = 0; i < n; i++)
+        missing += rs[i].status == DSV4_ESKIP && strncmp(rs[i].error, "not provided:", 13) == 0;
+    printf("actual: %d of %d case%s provided by %s%s", n - missing, n, n == 1 ? "" : "s", o->actual,
+           missing ? "; " : "\n");
+    if (missing)
+        printf("%d not provided (skipped; listed above)\n", missing);
+    dsv4_actual *a;
+    dsv4_status st = {0};
+    if (!whole_suites || o->have_re || o->shard_n || dsv4_actual_open(o->actual, &a, &st))
+        return;
+    int extra = 0;
+    for (int k = 0; k < dsv4_actual_count(a); k++) {
+        const char *g = dsv4_actual_case_at(a, k);
+        int found = 0;
+        for (int i = 0; i < n && !found; i++)
+            found = strcmp(rs[i].name, g) == 0;
+        if (!found && extra++ < 5)
+            printf("%s%s", extra == 1 ? "actual: groups no case of this run has: " : ", ", g);
+    }
+    if (extra)
+        printf("%s (%d in all)\n", extra > 5 ? ", ..." : "", extra);
+    dsv4_actual_close(a);
+}
+
 static int execute_jobs(cli *o, job_set *js, const char *suite)
 {
+    if (check_report_paths(o, &js->inputs))
+        return DSV4_EINPUT;
     js->ro = (dsv4_run_opts){.impl = o->impl, .verbose = o->verbose, .seed_override = o->have_seed,
                              .seed = o->seed, .argv0 = prog, .rerun = o->rerun, .repro_dir = o->repro_dir,
-                             .maps = o->html != NULL, .device_arg = o->device_arg};
+                             .maps = o->html != NULL, .device_arg = o->device_arg, .inputs = &js->inputs};
     js->verbose = o->verbose;
     js->pg = (progress){isatty(2), 0, wall_seconds()};
     dsv4_case_result *rs = calloc(js->n ? (size_t)js->n : 1, sizeof *rs);
@@ -425,14 +221,18 @@ static int execute_jobs(cli *o, job_set *js, const char *suite)
         return DSV4_ERUNTIME;
     }
     dsv4_status st = {0};
-    int rc = dsv4_run_jobs(js->n, o->jobs, o->impl, o->device, job_run, job_done, job_name, js, rs, &st);
+    int rc = dsv4_run_jobs(js->n, o->jobs, o->impl, o->device, o->timeout, job_run, job_done, job_name, js, rs,
+                           &st);
     progress_end(&js->pg);
+    int ran = rc == DSV4_OK;
     if (rc == DSV4_ESKIP)
         printf("skipped: %s\n", st.msg);
     else if (rc)
         fprintf(stderr, "%s: %s\n", prog, st.msg);
     else
         rc = finish_reports(o, suite, rs, js->n);
+    if (o->actual && ran)
+        report_coverage(o, rs, js->n, js->cases != NULL);
     for (int i = 0; i < js->n; i++)
         dsv4_result_free_maps(&rs[i]);
     free(rs);
@@ -450,17 +250,39 @@ static int open_backend(const cli *o, dsv4_backend *b)
     return rc;
 }
 
-static void cli_free(cli *o)
+/* --repro-dir must not be a folder holding this run's goldens or inputs. */
+static int check_repro_dir(const cli *o, const char *const *files, int n)
 {
-    if (o->have_re)
-        regfree(&o->re);
-    o->have_re = 0;
+    if (!o->repro_dir)
+        return DSV4_OK;
+    dsv4_status st = {0};
+    int rc = dsv4_golden_check_repro_dir(o->repro_dir, files, n, &st);
+    if (rc)
+        fprintf(stderr, "%s: %s\n", prog, st.msg);
+    return rc;
+}
+
+/* run: every golden path of the loaded suites, selected or not. */
+static int check_repro_dir_suites(const cli *o, const dsv4_suite *suites, int n_suites, int total)
+{
+    if (!o->repro_dir)
+        return DSV4_OK;
+    const char **files = calloc(total ? (size_t)total : 1, sizeof *files);
+    if (!files)
+        return DSV4_ERUNTIME;
+    int n = 0;
+    for (int k = 0; k < n_suites; k++)
+        for (int i = 0; i < suites[k].n; i++)
+            files[n++] = suites[k].cases[i].golden;
+    int rc = check_repro_dir(o, files, n);
+    free(files);
+    return rc;
 }
 
 static int cmd_run(int argc, char **argv)
 {
     cli o;
-    int rc = parse_options(argc, argv, "run", &o);
+    int rc = dsv4_cli_parse(argc, argv, "run", prog, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (optind >= argc) {
@@ -491,8 +313,20 @@ static int cmd_run(int argc, char **argv)
         rc = DSV4_ERUNTIME;
     for (int k = 0; !rc && k < loaded; k++)
         for (int i = 0; i < suites[k].n; i++)
-            if (case_selected(&o, &suites[k].cases[i]))
+            if (dsv4_cli_case_selected(&o, &suites[k].cases[i]))
                 js.cases[js.n++] = &suites[k].cases[i];
+    if (!rc && o.actual && dsv4_input_files_add(&js.inputs, o.actual))
+        rc = DSV4_ERUNTIME;
+    for (int a = 0; !rc && a < loaded; a++) {
+        int bad = dsv4_input_files_add(&js.inputs, argv[optind + a]);
+        for (int i = 0; !bad && i < suites[a].n; i++)
+            bad = dsv4_input_files_add(&js.inputs, suites[a].cases[i].file) ||
+                  (suites[a].cases[i].golden[0] && dsv4_input_files_add(&js.inputs, suites[a].cases[i].golden));
+        if (bad)
+            rc = DSV4_ERUNTIME;
+    }
+    if (!rc)
+        rc = check_repro_dir_suites(&o, suites, loaded, total);
     if (!rc && js.n == 0) {
         fprintf(stderr, "%s run: no case selected%s%s%s\n", prog, o.filter ? " by --filter " : "",
                 o.filter ? o.filter : "", o.shard_n ? " in this --shard" : "");
@@ -505,18 +339,19 @@ static int cmd_run(int argc, char **argv)
     }
     if (!rc)
         rc = execute_jobs(&o, &js, suite_names);
+    dsv4_input_files_free(&js.inputs);
     free(js.cases);
     for (int k = 0; k < loaded; k++)
         dsv4_suite_free(&suites[k]);
     free(suites);
-    cli_free(&o);
+    dsv4_cli_free(&o);
     return rc;
 }
 
 static int cmd_check(int argc, char **argv)
 {
     cli o;
-    int rc = parse_options(argc, argv, "check", &o);
+    int rc = dsv4_cli_parse(argc, argv, "check", prog, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (optind >= argc) {
@@ -526,137 +361,55 @@ static int cmd_check(int argc, char **argv)
     job_set js = {0};
     js.paths = calloc((size_t)(argc - optind), sizeof *js.paths);
     if (!js.paths) {
-        cli_free(&o);
+        dsv4_cli_free(&o);
         return DSV4_ERUNTIME;
     }
     /* --shard for check hashes each path as given on the command line. */
-    for (int a = optind; a < argc; a++)
+    for (int a = optind; a < argc; a++) {
         if (!o.shard_n || dsv4_shard_of(argv[a], o.shard_n) == o.shard_k)
             js.paths[js.n++] = argv[a];
+        if (dsv4_input_files_add(&js.inputs, argv[a]))
+            rc = DSV4_ERUNTIME;
+    }
+    if (o.actual && dsv4_input_files_add(&js.inputs, o.actual))
+        rc = DSV4_ERUNTIME;
     char suite[64];
     if (o.shard_n)
         snprintf(suite, sizeof suite, "check shard %d/%d", o.shard_k, o.shard_n);
     else
         snprintf(suite, sizeof suite, "check");
-    rc = execute_jobs(&o, &js, suite);
+    if (!rc)
+        rc = check_repro_dir(&o, (const char *const *)(argv + optind), argc - optind);
+    if (!rc)
+        rc = execute_jobs(&o, &js, suite);
+    dsv4_input_files_free(&js.inputs);
     free(js.paths);
-    cli_free(&o);
+    dsv4_cli_free(&o);
     return rc;
 }
 
-/* ---- gen ---- */
+/* ---- gen (harness/gen.c) ---- */
 
-static void sanitize(const char *name, char *out, size_t len)
-{
-    size_t k = 0;
-    for (; name[k] && k + 1 < len; k++) {
-        char ch = name[k];
-        int ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-                 ch == '.' || ch == '_' || ch == '-';
-        out[k] = ok ? ch : '_';
-    }
-    out[k] = '\0';
-}
-
-static int gen_case(const dsv4_case *c, const cli *o)
-{
-    char path[DSV4_PATH_MAX + 200];
-    if (o->outdir) {
-        char base[200];
-        sanitize(c->name, base, sizeof base);
-        snprintf(path, sizeof path, "%s/%s.h5", o->outdir, base);
-    } else if (c->golden[0]) {
-        snprintf(path, sizeof path, "%s", c->golden);
-    } else {
-        fprintf(stderr, "%s: %s:%d: case %s has no golden path (add golden: or golden_dir:, or use -o DIR)\n",
-                prog, c->file, c->line, c->name);
-        return DSV4_EINPUT;
-    }
-    dsv4_golden g;
-    memset(&g, 0, sizeof g);
-    g.schema = DSV4_SCHEMA_VERSION;
-    snprintf(g.op, sizeof g.op, "%s", c->op->name);
-    snprintf(g.variant, sizeof g.variant, "%s", dsv4_op_variant_name(c->op, c->variant));
-    snprintf(g.case_name, sizeof g.case_name, "%s", c->name);
-    g.seed = o->have_seed ? o->seed : c->seed;
-    snprintf(g.generator, sizeof g.generator, "dsv4check %s (%s)", DSV4_VERSION, DSV4_GIT_REV);
-    time_t now = time(NULL);
-    struct tm tmv;
-    gmtime_r(&now, &tmv);
-    strftime(g.created, sizeof g.created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-    g.params = c->params;
-    dsv4_opctx ctx = dsv4_opctx_make(c->op, &c->params, c->variant, g.seed);
-    dsv4_status st = {0};
-    int rc = c->op->generate(&ctx, &g.inputs, &st);
-    if (!rc)
-        rc = c->op->validate(&ctx, &g.inputs, &st);
-    if (!rc)
-        rc = dsv4_reference_outputs(c->op, &ctx, &g.inputs, &g.outputs, &st);
-    if (!rc)
-        rc = dsv4_golden_write(path, &g, o->force, &st);
-    if (rc)
-        fprintf(stderr, "%s: %s:%d: case %s: %s\n", prog, c->file, c->line, c->name, st.msg);
-    else
-        printf("wrote %s\n", path);
-    dsv4_golden_free(&g);
-    return rc;
-}
+static int gen_selected(const void *ctx, const dsv4_case *c) { return dsv4_cli_case_selected(ctx, c); }
 
 static int cmd_gen(int argc, char **argv)
 {
     cli o;
-    int rc = parse_options(argc, argv, "gen", &o);
+    int rc = dsv4_cli_parse(argc, argv, "gen", prog, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (optind >= argc) {
         usage_cmd(stderr, "gen");
         return DSV4_EINPUT;
     }
-    int worst = 0, wrote = 0;
-    if (o.outdir && mkdir(o.outdir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "%s gen: -o %s: cannot create: %s\n", prog, o.outdir, strerror(errno));
-        if (o.have_re)
-            regfree(&o.re);
-        return DSV4_EINPUT;
-    }
-    for (int a = optind; a < argc; a++) {
-        dsv4_suite s;
-        dsv4_status st = {0};
-        if (dsv4_suite_load(argv[a], &s, &st)) {
-            fprintf(stderr, "%s: %s\n", prog, st.msg);
-            worst = st.code;
-            break;
-        }
-        for (int i = 0; i < s.n; i++) {
-            if (!case_selected(&o, &s.cases[i]))
-                continue;
-            int r = gen_case(&s.cases[i], &o);
-            if (r && (worst == 0 || r == DSV4_EINPUT))
-                worst = r;
-            wrote += r == 0;
-        }
-        dsv4_suite_free(&s);
-    }
-    if (o.have_re)
-        regfree(&o.re);
-    printf("gen: %d golden file(s) written\n", wrote);
-    return worst;
+    dsv4_gen_opts g = {.outdir = o.outdir, .force = o.force, .have_seed = o.have_seed, .seed = o.seed,
+                       .selected = gen_selected, .select_ctx = &o, .prog = prog};
+    rc = dsv4_gen(&g, argv + optind, argc - optind);
+    dsv4_cli_free(&o);
+    return rc;
 }
 
 /* ---- show ---- */
-
-static void show_tensor(const dsv4_tensor *t)
-{
-    char shape[96];
-    printf("    %-24s %-18s %s", t->name, dsv4_dtype_name(t->dtype), dsv4_shape_str(t, shape, sizeof shape));
-    if (t->output_dtype != DSV4_DT_NONE)
-        printf("  (ideal; kernel dtype %s)", dsv4_dtype_name(t->output_dtype));
-    int64_t n = dsv4_tensor_numel(t);
-    printf("\n      ");
-    for (int64_t i = 0; i < n && i < 8; i++)
-        printf("%s%.9g", i ? ", " : "", dsv4_tensor_get(t, i));
-    printf("%s\n", n > 8 ? ", ..." : "");
-}
 
 static int cmd_show(int argc, char **argv)
 {
@@ -678,19 +431,7 @@ static int cmd_show(int argc, char **argv)
             worst = st.code;
             continue;
         }
-        printf("%s\n  schema %d, op %s, variant %s, case %s, seed %" PRIu64 "\n  generator %s, created %s\n",
-               argv[a], g.schema, g.op, g.variant, g.case_name, g.seed, g.generator, g.created);
-        printf("  params:\n");
-        for (int k = 0; k < g.params.n; k++) {
-            char v[4096];
-            printf("    %s = %s\n", g.params.p[k].name, dsv4_param_value_str(&g.params.p[k], v, sizeof v));
-        }
-        printf("  inputs:\n");
-        for (int k = 0; k < g.inputs.n; k++)
-            show_tensor(&g.inputs.t[k]);
-        printf("  outputs:\n");
-        for (int k = 0; k < g.outputs.n; k++)
-            show_tensor(&g.outputs.t[k]);
+        dsv4_show_golden(stdout, argv[a], &g);
         dsv4_golden_free(&g);
     }
     return worst;
@@ -698,68 +439,41 @@ static int cmd_show(int argc, char **argv)
 
 /* ---- list ---- */
 
-static void list_ops(const dsv4_backend *b)
+/* list --goldens [DIR] [--json FILE|-]: the golden index. */
+static int list_goldens(cli *o, int argc, char **argv)
 {
-    for (int i = 0; i < dsv4_op_count(); i++) {
-        const dsv4_op *op = dsv4_op_at(i);
-        printf("%s\n  %s\n  source: %s\n  variants:\n", op->name, op->summary, op->source);
-        for (int v = 0; v < dsv4_op_variant_count(op); v++)
-            printf("    %-24s%s %s\n", dsv4_op_variant_name(op, v),
-                   b && !dsv4_backend_supports(b, op, v) ? " (not in this impl)" : "",
-                   dsv4_op_variant_doc(op, v));
-        printf("  params:\n");
-        for (const dsv4_param_spec *p = op->params; p->name; p++)
-            printf("    %-16s %-9s %-8s %s\n", p->name, dsv4_ptype_name(p->type), p->def ? p->def : "required",
-                   p->doc);
-        printf("  inputs:\n");
-        for (const dsv4_io_spec *io = op->inputs; io->name; io++)
-            printf("    %-20s %-16s %s\n", io->name, dsv4_dtype_name(io->dtype), io->doc);
-        printf("  outputs:\n");
-        for (const dsv4_io_spec *io = op->outputs; io->name; io++)
-            printf("    %-20s %-16s %s%s%s\n", io->name, dsv4_dtype_name(io->dtype), io->doc,
-                   io->golden_dtype != DSV4_DT_NONE ? "; golden stores the ideal as " : "",
-                   io->golden_dtype != DSV4_DT_NONE ? dsv4_dtype_name(io->golden_dtype) : "");
+    if (argc - optind > 1) {
+        fprintf(stderr, "%s list --goldens: one folder at most\n", prog);
+        return DSV4_EINPUT;
     }
-}
-
-/* list --impl LIB.so: which ops and variants the implementation provides. */
-static void list_impl(const dsv4_backend *b)
-{
-    int yes = 0, all = 0;
-    if (b->plugin)
-        printf("plug-in ABI %d, device %d%s\n", b->plugin->abi_version, b->device,
-               b->device < 0 ? " (default)" : "");
-    printf("%-10s %-34s %s\n", "provides", "op", "variant");
-    for (int i = 0; i < dsv4_op_count(); i++) {
-        const dsv4_op *op = dsv4_op_at(i);
-        for (int v = 0; v < dsv4_op_variant_count(op); v++, all++) {
-            int s = dsv4_backend_supports(b, op, v);
-            yes += s;
-            printf("%-10s %-34s %s\n", s ? "yes" : "no", op->name, dsv4_op_variant_name(op, v));
-        }
+    const char *dir = optind < argc ? argv[optind] : "data/ci";
+    dsv4_status st = {0};
+    dsv4_report_file rf;
+    int to_file = o->json && strcmp(o->json, "-") != 0;
+    FILE *f = to_file ? dsv4_report_open(&rf, o->json, &st) : stdout;
+    int rc = f ? dsv4_list_goldens(f, prog, dir, o->json != NULL, dsv4_cli_golden_selected, o, &st) : st.code;
+    if (f && to_file) {
+        dsv4_status cs = {0};
+        int crc = dsv4_report_commit(&rf, &cs);
+        if (crc && !rc)
+            rc = crc, st = cs;
     }
-    printf("%d of %d op variants provided\n", yes, all);
-}
-
-/* The README's op table: op | variants (first = default) | source. */
-static void list_markdown(void)
-{
-    printf("| op | variants (first = default) | source |\n|---|---|---|\n");
-    for (int i = 0; i < dsv4_op_count(); i++) {
-        const dsv4_op *op = dsv4_op_at(i);
-        printf("| `%s` | ", op->name);
-        for (int v = 0; v < dsv4_op_variant_count(op); v++)
-            printf("%s`%s`", v ? ", " : "", dsv4_op_variant_name(op, v));
-        printf(" | %s |\n", op->source);
-    }
+    if (rc)
+        fprintf(stderr, "%s: %s\n", prog, st.msg);
+    return rc;
 }
 
 static int cmd_list(int argc, char **argv)
 {
     cli o;
-    int rc = parse_options(argc, argv, "list", &o);
+    int rc = dsv4_cli_parse(argc, argv, "list", prog, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
+    if (o.goldens) {
+        rc = list_goldens(&o, argc, argv);
+        dsv4_cli_free(&o);
+        return rc;
+    }
     dsv4_backend b;
     int have_b = 0;
     if (strcmp(o.impl, "ref") != 0) {
@@ -769,11 +483,11 @@ static int cmd_list(int argc, char **argv)
         printf("implementation: %s\n", b.name);
     }
     if (optind >= argc && o.markdown)
-        list_markdown();
+        dsv4_list_markdown(stdout);
     else if (optind >= argc && have_b)
-        list_impl(&b);
+        dsv4_list_impl(stdout, &b);
     else if (optind >= argc)
-        list_ops(NULL);
+        dsv4_list_ops(stdout, NULL);
     for (int a = optind; a < argc && !rc; a++) {
         dsv4_suite s;
         dsv4_status st = {0};
@@ -784,9 +498,16 @@ static int cmd_list(int argc, char **argv)
         }
         printf("%s (suite %s): %d cases\n", argv[a], s.name, s.n);
         for (int i = 0; i < s.n; i++)
-            if (case_selected(&o, &s.cases[i]))
-                printf("  %-56s %-30s %s\n", s.cases[i].name, s.cases[i].op->name,
-                       dsv4_op_variant_name(s.cases[i].op, s.cases[i].variant));
+            if (dsv4_cli_case_selected(&o, &s.cases[i])) {
+                const dsv4_case *cs = &s.cases[i];
+                printf("  %-56s %-30s %s", cs->name, cs->op->name, dsv4_op_variant_name(cs->op, cs->variant));
+                for (int t = 0, first = 1; t < cs->n_tags; t++) /* the contracts it exceeds */
+                    if (!strncmp(cs->tags[t], "contract:", 9)) {
+                        printf("%s%s", first ? "  beyond contract: " : ", ", cs->tags[t] + 9);
+                        first = 0;
+                    }
+                printf("\n");
+            }
         dsv4_suite_free(&s);
     }
     if (have_b)
@@ -796,12 +517,40 @@ static int cmd_list(int argc, char **argv)
     return rc;
 }
 
+/* ---- identify ---- */
+
+static int cmd_identify(int argc, char **argv)
+{
+    cli o;
+    int rc = dsv4_cli_parse(argc, argv, "identify", prog, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!o.impl_given && !o.actual) {
+        fprintf(stderr, "%s identify: name the implementation: --impl IMPL or --actual FILE\n", prog);
+        dsv4_cli_free(&o);
+        return DSV4_EINPUT;
+    }
+    static char default_suite[] = "cases/ci.yaml";
+    char *defaults[] = {default_suite};
+    char **sources = optind < argc ? argv + optind : defaults;
+    int n = optind < argc ? argc - optind : 1;
+    dsv4_identify_opts io = {o.impl, o.device, o.timeout, prog, dsv4_cli_golden_selected, &o};
+    dsv4_status st = {0};
+    rc = dsv4_identify(&io, sources, n, stdout, &st);
+    if (rc == DSV4_ESKIP)
+        printf("skipped: %s\n", st.msg);
+    else if (rc && rc != DSV4_EFAIL)
+        fprintf(stderr, "%s: %s\n", prog, st.msg);
+    dsv4_cli_free(&o);
+    return rc;
+}
+
 /* ---- bench ---- */
 
 static int cmd_bench(int argc, char **argv)
 {
     cli o;
-    int rc = parse_options(argc, argv, "bench", &o);
+    int rc = dsv4_cli_parse(argc, argv, "bench", prog, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
     dsv4_backend b;
@@ -838,7 +587,7 @@ int main(int argc, char **argv)
     prog = argv[0];
     record_command_line(argc, argv);
     dsv4_h5_quiet();
-    default_memory_limit();
+    dsv4_cli_default_memory_limit();
     if (argc < 2) {
         usage_main(stderr);
         return DSV4_EINPUT;
@@ -856,7 +605,7 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
     } cmds[] = {{"run", cmd_run}, {"check", cmd_check}, {"gen", cmd_gen},
-                {"show", cmd_show}, {"list", cmd_list}, {"bench", cmd_bench}};
+                {"show", cmd_show}, {"list", cmd_list}, {"bench", cmd_bench}, {"identify", cmd_identify}};
     for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++)
         if (strcmp(cmd, cmds[k].name) == 0)
             return cmds[k].fn(argc - 1, argv + 1);

@@ -81,7 +81,8 @@ typedef struct dsv4_op {
      * analysis (documented beside the op). */
     int (*policy)(const dsv4_opctx *c, const dsv4_tensors *in, const char *output,
                   dsv4_policy *pol, dsv4_status *st);
-    /* Optional: mask of compared elements (1 = specified); NULL = all. */
+    /* Optional: mask of compared elements (DSV4_MASK_*: 0 unspecified, 1 exact,
+     * 2 within the policy's budget, compare/compare.h); NULL = all. */
     int (*mask)(const dsv4_opctx *c, const dsv4_tensors *in, const char *output,
                 uint8_t *mask, int64_t n, dsv4_status *st);
     /* Optional: names a flat element's location for reports. */

@@ -2,11 +2,13 @@
  *
  * Why processes, not threads: the implementation under test is a plug-in
  * whose ABI (dsv4_plugin.h) makes no thread-safety promise, and a GPU
- * runtime must not be initialised before fork() (anchors.md 6: "never touch
- * HIP in the parent process"), so each worker opens the backend itself
- * after the fork; HDF5 serialises its calls anyway, and the reference's
- * memory accounting (ref/tensor.c) stays per process.  A crash in a kernel
- * kills one worker and is reported against its cases, not the whole run.
+ * runtime must not be initialised before fork(), so each worker opens the
+ * backend itself after the fork; HDF5 serialises its calls anyway, and the
+ * reference's memory accounting (ref/tensor.c) stays per process.  The
+ * plug-in itself runs in a child process of its worker (or of this process
+ * at -j 1: isolate.h), so a crash in a kernel is the error of one case; a
+ * worker that dies (a harness bug) is reported against its cases.  Workers
+ * die with this process (PR_SET_PDEATHSIG), and their children with them.
  *
  * Worker w runs jobs w, w+N, w+2N, ... in order and writes each result
  * (the struct, then its error maps) to its own pipe; the parent reads job
@@ -22,6 +24,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "isolate.h"
 
 static int write_all(int fd, const void *buf, size_t n)
 {
@@ -58,11 +62,11 @@ typedef struct open_msg {
     char msg[sizeof(((dsv4_status *)0)->msg)];
 } open_msg;
 
-static int run_serial(int n, const char *impl, int device, dsv4_job_fn run, dsv4_done_fn done,
-                      void *ctx, dsv4_case_result *rs, dsv4_status *st)
+static int run_serial(int n, const char *impl, int device, double timeout_s, dsv4_job_fn run,
+                      dsv4_done_fn done, void *ctx, dsv4_case_result *rs, dsv4_status *st)
 {
     dsv4_backend b;
-    int rc = dsv4_backend_open(impl, device, &b, st);
+    int rc = dsv4_backend_open_isolated(impl, device, timeout_s, &b, st);
     if (rc)
         return rc;
     for (int i = 0; i < n; i++) {
@@ -76,14 +80,14 @@ static int run_serial(int n, const char *impl, int device, dsv4_job_fn run, dsv4
 
 /* The worker's whole life; it ends with _exit so that the parent's stdio
  * buffers and atexit handlers are not run twice. */
-static void worker(int w, int jobs, int n, const char *impl, int device, dsv4_job_fn run, void *ctx,
-                   int fd)
+static void worker(int w, int jobs, int n, const char *impl, int device, double timeout_s, dsv4_job_fn run,
+                   void *ctx, int fd)
 {
     dsv4_backend b;
     dsv4_status st = {0};
     open_msg om;
     memset(&om, 0, sizeof om);
-    om.code = dsv4_backend_open(impl, device, &b, &st);
+    om.code = dsv4_backend_open_isolated(impl, device, timeout_s, &b, &st);
     snprintf(om.msg, sizeof om.msg, "%s", st.msg);
     if (write_all(fd, &om, sizeof om) || om.code)
         _exit(om.code ? 0 : 1);
@@ -127,17 +131,17 @@ static int collect(int fd, const char *name, const char *why, dsv4_case_result *
     r->status = DSV4_ERUNTIME;
     r->verdict = DSV4_FAIL;
     snprintf(r->error, sizeof r->error, "worker process died before reporting this case%s%s",
-             why ? ": " : " (crash in the implementation?)", why ? why : "");
+             why ? ": " : " (a crash in dsv4check itself: the implementation runs apart)", why ? why : "");
     return -1;
 }
 
-int dsv4_run_jobs(int n, int jobs, const char *impl, int device, dsv4_job_fn run, dsv4_done_fn done,
-                  dsv4_name_fn name, void *ctx, dsv4_case_result *rs, dsv4_status *st)
+int dsv4_run_jobs(int n, int jobs, const char *impl, int device, double timeout_s, dsv4_job_fn run,
+                  dsv4_done_fn done, dsv4_name_fn name, void *ctx, dsv4_case_result *rs, dsv4_status *st)
 {
     if (jobs > n)
         jobs = n;
     if (jobs <= 1)
-        return run_serial(n, impl, device, run, done, ctx, rs, st);
+        return run_serial(n, impl, device, timeout_s, run, done, ctx, rs, st);
     int *fds = calloc((size_t)jobs, sizeof *fds);
     pid_t *pids = calloc((size_t)jobs, sizeof *pids);
     const char **dead = calloc((size_t)jobs, sizeof *dead);
@@ -146,6 +150,7 @@ int dsv4_run_jobs(int n, int jobs, const char *impl, int device, dsv4_job_fn run
         return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
     }
     int started = 0, rc = DSV4_OK;
+    pid_t parent = getpid();
     fflush(NULL);
     for (; started < jobs; started++) {
         int p[2];
@@ -160,10 +165,13 @@ int dsv4_run_jobs(int n, int jobs, const char *impl, int device, dsv4_job_fn run
             break;
         }
         if (pid == 0) {
+            dsv4_die_with_parent(parent);
             close(p[0]);
             for (int k = 0; k < started; k++)
                 close(fds[k]);
-            worker(started, jobs, n, impl, device, run, ctx, p[1]);
+            int w = started;
+            free(fds), free(pids), free(dead); /* the parent's */
+            worker(w, jobs, n, impl, device, timeout_s, run, ctx, p[1]);
         }
         close(p[1]);
         fds[started] = p[0];

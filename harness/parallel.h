@@ -1,6 +1,6 @@
 /* parallel.h - run N jobs (cases or golden files) on a backend, serially or
  * in forked worker processes (-j), reporting results in job order, and the
- * deterministic suite sharding of --shard K/N (issue 8.3). */
+ * deterministic suite sharding of --shard K/N. */
 #ifndef DSV4_PARALLEL_H
 #define DSV4_PARALLEL_H
 
@@ -13,12 +13,13 @@ typedef void (*dsv4_done_fn)(void *ctx, int i, const dsv4_case_result *r);
 /* The name of job i (for the result of a job whose worker died). */
 typedef const char *(*dsv4_name_fn)(void *ctx, int i);
 
-/* Opens backend impl on device (in each worker when jobs > 1), runs jobs
- * 0..n-1 into rs[0..n-1] and calls done for each in order.  Returns
- * DSV4_OK, or the backend's open status (DSV4_ESKIP, DSV4_EINPUT, ...) with
- * st set, in which case no job ran. */
-int dsv4_run_jobs(int n, int jobs, const char *impl, int device, dsv4_job_fn run, dsv4_done_fn done,
-                  dsv4_name_fn name, void *ctx, dsv4_case_result *rs, dsv4_status *st);
+/* Opens backend impl on device (in each worker when jobs > 1; a plug-in in
+ * a child process of its own, each call into it limited to timeout_s
+ * seconds), runs jobs 0..n-1 into rs[0..n-1] and calls done for each in
+ * order.  Returns DSV4_OK, or the backend's open status (DSV4_ESKIP,
+ * DSV4_EINPUT, ...) with st set, in which case no job ran. */
+int dsv4_run_jobs(int n, int jobs, const char *impl, int device, double timeout_s, dsv4_job_fn run,
+                  dsv4_done_fn done, dsv4_name_fn name, void *ctx, dsv4_case_result *rs, dsv4_status *st);
 
 /* --shard K/N: "K/N" with 1 <= K <= N <= 1024. */
 int dsv4_shard_parse(const char *s, int *k, int *n);

@@ -1,4 +1,4 @@
-/* backend.cpp - the hip backend: a dsv4check plug-in (harness/dsv4_plugin.h)
+/* backend.cpp - the hip backend: a dsv4check plug-in (include/dsv4_plugin.h)
  * that runs GPU kernels, built with hipcc for AMD or nvcc -x cu for NVIDIA
  * (gpu_compat.h).  Tensors arrive in host memory: run() copies them to
  * device buffers, surrounds every output with guard regions, launches,
@@ -22,7 +22,8 @@ static const dsv4_hip_kernel *const kernel_table[] = {
 
 /* Guard regions: GUARD bytes of CANARY before and after every device
  * output; a write past either end (the seeds report an out-of-bounds
- * access on gfx950, spec 6.3) is named instead of corrupting a neighbour. */
+ * access on gfx950, docs/semantics/indices.md A6.3) is named instead of
+ * corrupting a neighbour. */
 #define GUARD 4096
 #define CANARY 0xC3
 
@@ -305,7 +306,7 @@ static void plugin_fini(void)
 
 static const dsv4_plugin plugin = {
     DSV4_PLUGIN_ABI_VERSION, "hip-" GPU_PLATFORM, plugin_init, plugin_supports, plugin_run, plugin_time,
-    plugin_fini,
+    plugin_fini, NULL, /* run2: the case is not needed */
 };
 
 extern "C" __attribute__((visibility("default"))) const dsv4_plugin *dsv4_plugin_entry(void)

@@ -1,10 +1,10 @@
 /* build_prefill_topk_ragged_indices.cpp - causal-capped local top-k rows of
- * the prefill tokens -> global compressed-cache slots as CSR (spec
- * sparse_attention.md 5.9, inferred from [S29]), both variants, bit-exact
+ * the prefill tokens -> global compressed-cache slots as CSR
+ * (docs/semantics/indices.md A5.9, inferred from [S29]), both variants, bit-exact
  * with ref/indices.c.
  *
- * A chain with no host round trip (the lengths -> indptr cumsum of spec
- * 5.8 between per-row work):
+ * A chain with no host round trip (the lengths -> indptr cumsum of
+ * docs/semantics/indices.md A5.8 between per-row work):
  *   invalid=-1 (default): a row's length is valid ? cap : 0 with cap =
  *     min((pos+1)//c, Wk) -- metadata only, so
  *     1. one block: lengths computed and scanned into indptr;
@@ -35,12 +35,12 @@ struct pf_dev {
     long long c, N, token_offset, num_rows;
 
     /* Columns read for row i: valid ? min((pos+1)//c, Wk) clamped at 0 : 0,
-     * pos = (S - L) + (t - qs) (spec 5.1, 5.9). */
+     * pos = (S - L) + (t - qs) (docs/semantics/indices.md A5.1, A5.9). */
     __device__ long long cap(long long i) const
     {
         const long long t = i + token_offset;
         if (!valid[t])
-            return 0; /* lens 0, as 5.6/5.7 treat invalid tokens (inferred) */
+            return 0; /* lens 0, as A5.6/A5.7 treat invalid tokens (inferred) */
         const long long r = t2r[t];
         const long long pos = ((long long)seq[r] - ((long long)qsl[r + 1] - qsl[r])) + (t - qsl[r]);
         long long n = idx::floor_div(pos + 1, c);
@@ -49,7 +49,7 @@ struct pf_dev {
     }
 
     /* Entry j of row i: the slot for 0 <= v < N, else -1; slots outside
-     * [0, num_rows) -> -1 when num_rows >= 0 (5.8 bound, inferred). */
+     * [0, num_rows) -> -1 when num_rows >= 0 (A5.8 bound, inferred). */
     __device__ int32_t entry(long long i, long long j) const
     {
         const int32_t v = topk[i * Wk + j];

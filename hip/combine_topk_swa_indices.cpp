@@ -1,12 +1,12 @@
 /* combine_topk_swa_indices.cpp - the prefill index rows
- * [top-k compressed | sliding window | -1 padding] in ONE launch (spec
- * sparse_attention.md 6.2), bit-exact with ref/indices.c in all three
+ * [top-k compressed | sliding window | -1 padding] in ONE launch
+ * (docs/semantics/indices.md A6.2), bit-exact with ref/indices.c in all three
  * variants.
  *
  * One block per token row.  Thread 0 finds the token's request by binary
- * search over query_start_loc (spec 6.2: qs = qsl[r] - qsl[0]) and derives
+ * search over query_start_loc (docs/semantics/indices.md A6.2: qs = qsl[r] - qsl[0]) and derives
  * pos, tk and sw; then the block writes the whole P-wide row, 4 columns per
- * thread as one 16-byte store (P is a multiple of 128, spec 6.2), so every
+ * thread as one 16-byte store (P is a multiple of 128, docs/semantics/indices.md A6.2), so every
  * element of the row, the -1 padding included, is written exactly once. */
 #include "kernels.h"
 
@@ -22,7 +22,7 @@ __device__ inline int32_t wrap_i32(long long v)
     return (int32_t)(uint32_t)(unsigned long long)v;
 }
 
-/* Torch integer // is floor division (spec 1 [S4]). */
+/* Torch integer // is floor division (docs/semantics/numerics.md A1 [S4]). */
 __device__ inline long long floor_div(long long a, long long b)
 {
     long long q = a / b;
@@ -101,7 +101,7 @@ __global__ void combine_kernel(const int32_t *__restrict__ topk, long long Wk,
                 else
                     v[e] = (val >= 0 && val < N) ? wrap_i32(ri.rM + val) : -1;
             } else if (j < ri.tk + ri.sw) {
-                /* r*M + N + (pos - sw + 1 + i) - g0, i = j - tk (spec 6.2) */
+                /* r*M + N + (pos - sw + 1 + i) - g0, i = j - tk (docs/semantics/indices.md A6.2) */
                 v[e] = wrap_i32(ri.rM + N + (ri.pos - ri.sw + 1 + (j - ri.tk)) - ri.g0);
             } else {
                 v[e] = -1; /* torch.full(..., -1) [S4] */
@@ -151,7 +151,7 @@ int combine_check(const dsv4_hip_call *c, char *err, size_t errlen)
         return FAIL("combine: query_start_loc, seq_lens, gather_lens must be [R+1], [R], [R]");
     if (s.c < 1 || s.W < 0 || s.K < 0 || s.M < 0 || s.N < 0)
         return FAIL("combine: compress_ratio >= 1 and window_size, topk, M, N >= 0 required");
-    const int64_t P = (s.K + s.W + 127) / 128 * 128; /* spec 6.2 */
+    const int64_t P = (s.K + s.W + 127) / 128 * 128; /* docs/semantics/indices.md A6.2 */
     if (c->out[s.ci].shape[0] != s.T || s.P != P || c->out[s.cl].shape[0] != s.T)
         return FAIL("combine: outputs must be [T, %lld] and [T]", (long long)P);
     if (c->variant == V_NO_VALIDATE && s.K > s.Wk)

@@ -1,5 +1,5 @@
-/* compressor.cpp - one KV compressor step (spec sparse_attention.md 11,
- * 2.5, 5.4 [S17-S20]; ref/compressor.c dsv4_ref_compressor_step), the
+/* compressor.cpp - one KV compressor step (docs/semantics/gemm.md A11,
+ * kvcache.md A2.5, indices.md A5.4 [S17-S20]; ref/compressor.c dsv4_ref_compressor_step), the
  * reference's state handling: first save_partial_states for every token,
  * then the compression of every emitting token reads the updated state.
  *
@@ -18,7 +18,7 @@
  *     compressed slot block_table[r, cidx // B] * B + cidx % B, cidx = pos //
  *     c, B = 256 / c (kv_encode.h).  The reference computes the float steps
  *     in double; the fp32 steps flip a byte only near a rounding boundary
- *     (the op's budget, spec 14). */
+ *     (the op's budget, docs/semantics/README.md A14). */
 #include "kv_encode.h"
 #include "rope_device.h"
 
@@ -40,7 +40,7 @@ __global__ void save_kernel(const float *__restrict__ ks, const int64_t *__restr
         if (slot < 0)
             continue;
         float4 v = *reinterpret_cast<const float4 *>(ks + t * W2 + j);
-        if (j >= half) { /* score + ape[pos % c] (spec 11 step 2 [S18]) */
+        if (j >= half) { /* score + ape[pos % c] (docs/semantics/gemm.md A11 step 2 [S18]) */
             const float4 a = *reinterpret_cast<const float4 *>(ape + (positions[t] % c) * half + (j - half));
             v.x = __fadd_rn(v.x, a.x), v.y = __fadd_rn(v.y, a.y), v.z = __fadd_rn(v.z, a.z), v.w = __fadd_rn(v.w, a.w);
         }
@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(64) compress_kernel(comp_tabs a, uint8_t *__re
     const int l = (int)threadIdx.x;
     const long long pos = a.positions[t];
     if (a.slots[t] < 0 || (pos + 1) % a.c != 0)
-        return; /* emits only at the end of a c-chunk (spec 11 step 3); whole block */
+        return; /* emits only at the end of a c-chunk (docs/semantics/gemm.md A11 step 3); whole block */
     /* the request: the last r with qsl[r] <= t (empty requests skipped) */
     int lo = 0, hi = (int)a.R - 1;
     while (lo < hi) {
@@ -89,7 +89,8 @@ __global__ void __launch_bounds__(64) compress_kernel(comp_tabs a, uint8_t *__re
             const long long p = pos - nu + 1 + u;
             if (p < 0)
                 continue; /* masked: score -inf, kv 0 */
-            const long long ri = (long long)a.sbt[r * a.msb + p / a.Bs] * a.Bs + p % a.Bs; /* spec 11 step 3 */
+            /* docs/semantics/gemm.md A11 step 3 */
+            const long long ri = (long long)a.sbt[r * a.msb + p / a.Bs] * a.Bs + p % a.Bs;
             const int off = (a.coff == 2 && u >= a.c) ? D : 0; /* C4: newer c rows in dims [512, 1024) */
             const float *row = a.state + ri * W2 + off + 8 * l;
             load8f(row + half, sc);
@@ -118,9 +119,9 @@ __global__ void __launch_bounds__(64) compress_kernel(comp_tabs a, uint8_t *__re
         rope4(y, a.cs + (pos / a.c * a.c) * RD, RD / 2, 4 * (l - NOPE_LANES), 1);
     for (int i = 0; i < 8; i++)
         y[i] = kv_round_bf16(y[i]); /* the record stores bf16(n) [S19] */
-    const long long B = 256 / a.c, cidx = pos / a.c; /* spec 5.4 [S20] */
+    const long long B = 256 / a.c, cidx = pos / a.c; /* docs/semantics/indices.md A5.4 [S20] */
     const long long page = a.bt[r * a.mb + cidx / B];
-    kv_encode_lane(kv_cache + page * B * 584, B, cidx % B, l, y, kv_enc_default(0)); /* OCP, 448 (2.3 [S19]) */
+    kv_encode_lane(kv_cache + page * B * 584, B, cidx % B, l, y, kv_enc_default(0)); /* OCP, 448 (A2.3 [S19]) */
 }
 
 struct comp_shape {
@@ -255,7 +256,7 @@ hipError_t comp_launch(const dsv4_hip_call *c, hipStream_t stream)
     a.mb = c->in[s.bt].shape[1];
     a.c = (int)s.c;
     a.coff = coff;
-    a.Bs = s.c == 4 ? 4 : 8; /* state page (spec 2.5 [S17]) */
+    a.Bs = s.c == 4 ? 4 : 8; /* state page (docs/semantics/kvcache.md A2.5 [S17]) */
     a.eps = (float)s.eps;
     hipLaunchKernelGGL(compress_kernel, dim3((unsigned)s.T), dim3(64), 0, stream, a, (uint8_t *)c->dout[s.okc]);
     return hipGetLastError();

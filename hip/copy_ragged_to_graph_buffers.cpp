@@ -1,6 +1,6 @@
 /* copy_ragged_to_graph_buffers.cpp - a step's CSR metadata copied into the
- * persistent CUDA-graph buffers (_copy_ragged_to_graph_buffers, seed 000,
- * vllm deepseek_v41/amd/rocm.py; spec sparse_attention.md 5.8), both
+ * persistent CUDA-graph buffers (_copy_ragged_to_graph_buffers of vllm
+ * deepseek_v41/amd/rocm.py [SEED1]; docs/semantics/indices.md A5.8), both
  * variants, bit-exact with ref/indices.c.
  *
  * ONE launch: a grid-stride copy over both destination ranges (Torch's

@@ -1,16 +1,16 @@
 /* decode_swa_indices_and_lens.cpp - the SWA window slots of decode (or,
- * with token_offset, prefill) tokens, dense [rows, 1, W] + lens (spec
- * sparse_attention.md 5.2, _compute_swa_indices_and_lens_kernel [S12]) and
- * their ragged CSR form (spec 5.8, build_ragged_indices_from_dense with
+ * with token_offset, prefill) tokens, dense [rows, 1, W] + lens
+ * (docs/semantics/indices.md A5.2, _compute_swa_indices_and_lens_kernel [S12]) and
+ * their ragged CSR form (docs/semantics/indices.md A5.8, build_ragged_indices_from_dense with
  * decode_swa_lens [S6, S4]), bit-exact with ref/indices.c.
  *
  * Two launches, no host round trip.  The lengths are metadata only
  * (valid ? min(pos + 1, W) : 0), so
  *   1. one block: lens computed, written, and scanned into the ragged
- *      indptr (the 5.8 clamp to [0, W] is the identity on them);
+ *      indptr (the A5.8 clamp to [0, W] is the identity on them);
  *   2. one block per row: the dense row (only for valid tokens: an invalid
  *      token's row is NOT rewritten [S12]) and, from the same values, the
- *      row's ragged entries at indptr[i] with the num_rows bound (5.8). */
+ *      row's ragged entries at indptr[i] with the num_rows bound (A5.8). */
 #include "idx_common.h"
 
 namespace {
@@ -28,13 +28,13 @@ struct swa_dev {
     uint32_t B;
     long long W, token_offset, num_rows;
 
-    /* pos = (S - L) + (t - qs) (spec 5.1); the host checked pos >= 0. */
+    /* pos = (S - L) + (t - qs) (docs/semantics/indices.md A5.1); the host checked pos >= 0. */
     __device__ long long pos(long long t, long long r) const
     {
         return ((long long)seq[r] - ((long long)qsl[r + 1] - qsl[r])) + (t - qsl[r]);
     }
     /* len = pos + 1 - max(pos - W + 1, 0) = min(pos + 1, W); 0 for an
-     * invalid token (spec 5.2). */
+     * invalid token (docs/semantics/indices.md A5.2). */
     __device__ int len(long long i) const
     {
         const long long t = i + token_offset;
@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(ROW_THREADS)
         /* SWA page size B (64) [S12]; start + j < 2^31 as pos < 2^31. */
         const int32_t x = j < len ? global_slot(a.bt, a.bt_cols, r, (int32_t)(start + j), a.B) : -1;
         row[j] = x;
-        if (j < len) /* flat[indptr[i] + j] = indices[i, j], num_rows bound (5.8 [S9]) */
+        if (j < len) /* flat[indptr[i] + j] = indices[i, j], num_rows bound (A5.8 [S9]) */
             out[j] = (a.num_rows >= 0 && (x < 0 || x >= a.num_rows)) ? -1 : x;
     }
 }

@@ -1,6 +1,6 @@
 /* dequantize_and_gather_k_cache.cpp - decode each request's last G cached
- * tokens into bf16 workspace rows [offset, offset+G) (spec
- * sparse_attention.md 4), bit-exact with ref/kvcache.c in the three
+ * tokens into bf16 workspace rows [offset, offset+G)
+ * (docs/semantics/kvcache.md A4), bit-exact with ref/kvcache.c in the three
  * variants (default: every read page valid, checked on the host;
  * invalid_block=skip: such rows untouched; invalid_block=zero: zeroed).
  *
@@ -10,7 +10,7 @@
  * bf16 (as the reference, x86 NaN results included, quant_rules.h); lanes
  * 56..63 copy 16 bytes of RoPE bf16.  Every lane writes 16 bytes.
  *
- * V4.1 variants format=v41_fp8 / format=v41_fp4 (spec 2.4 [S22], ref/kvcache.c
+ * V4.1 variants format=v41_fp8 / format=v41_fp4 (docs/semantics/kvcache.md A2.4 [S22], ref/kvcache.c
  * dsv4_kv41_decode_token_bf16), UNRUN on a GPU so far (compiled only): the
  * same mapping; lane l decodes dims 8l..8l+7 from 8 fp8 bytes x its 32-tile's
  * UE8M0 scale, or from 4 packed e2m1 bytes x its 16-tile's e4m3 scale

@@ -1,5 +1,5 @@
-/* fp8_group_quant.cpp - FP8 per-1xg group quant (spec quant_and_indexer.md
- * 3.1 aiter HIP, 3.2 vLLM Triton), the four variants of harness/ops_quant.c,
+/* fp8_group_quant.cpp - FP8 per-1xg group quant (docs/semantics/quant.md
+ * Q3.1 aiter HIP, Q3.2 vLLM Triton), the four variants of harness/ops_quant.c,
  * bit-exact with ref/fp8quant.c (IEEE fp32 division: nvcc's -prec-div
  * default, HIP clang's correctly rounded default; no fast-math).
  *
@@ -20,7 +20,7 @@ __global__ void group_kernel(const void *__restrict__ x, int is_bf16, long long 
     const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const bool active = c < nchunks;
     float v[8];
-    float m = 1e-10f; /* amax floored at 1e-10 (spec 3.1 step 1, 3.2 step 1); NaN ignored */
+    float m = 1e-10f; /* amax floored at 1e-10 (docs/semantics/quant.md Q3.1 step 1, Q3.2 step 1); NaN ignored */
     if (active) {
         load8(x, is_bf16, c * 8, v);
         for (int i = 0; i < 8; i++)
@@ -31,10 +31,10 @@ __global__ void group_kernel(const void *__restrict__ x, int is_bf16, long long 
         return;
     float s, inv = 0.0f;
     if (triton) {
-        s = m / fp8_max; /* division (3.2 step 2) */
+        s = m / fp8_max; /* division (Q3.2 step 2) */
     } else {
-        s = m * inv_max;  /* fl(amax * fl(1/MAX)) (3.1 step 2) */
-        inv = 1.0f / s;   /* IEEE division (3.1 step 3) */
+        s = m * inv_max;  /* fl(amax * fl(1/MAX)) (Q3.1 step 2) */
+        inv = 1.0f / s;   /* IEEE division (Q3.1 step 3) */
     }
     uint32_t lo = 0, hi = 0;
     for (int i = 0; i < 8; i++) {
@@ -49,7 +49,7 @@ __global__ void group_kernel(const void *__restrict__ x, int is_bf16, long long 
     y[c] = make_uint2(lo, hi);
     if (c % lanes == 0) {
         const long long g = c / lanes, G = K / (8LL * lanes), row = g / G, col = g % G;
-        scale[transpose ? col * M + row : g] = s; /* (m, g) at g*M + m when transposed (spec 3.1) */
+        scale[transpose ? col * M + row : g] = s; /* (m, g) at g*M + m when transposed (docs/semantics/quant.md Q3.1) */
     }
 }
 

@@ -1,5 +1,5 @@
 /* fused_qk_rmsnorm_group_quant.cpp - RMSNorm of q and kv, then the aiter
- * 1x128 fp8 group quant of q; kv stays bf16 (spec quant_and_indexer.md 3.3).
+ * 1x128 fp8 group quant of q; kv stays bf16 (docs/semantics/quant.md Q3.3).
  * Both variants of harness/ops_quant.c: the kernel computes y in fp32 as
  * the production kernel does (per-thread fmaf sum of squares, a tree across
  * the block, rcp = 1/sqrtf(ss/n + eps) with IEEE sqrt and division,
@@ -26,7 +26,7 @@ __global__ void fused_kernel(const uint16_t *__restrict__ q, const uint16_t *__r
     const long long n = is_q ? n1 : n2;
     const uint16_t *x = (is_q ? q : kv) + r * n, *w = is_q ? qw : kvw;
     const long long nchunks = n / 8;
-    /* pass 1: sum of squares, sequential fmaf per thread (spec 3.3 step 2) */
+    /* pass 1: sum of squares, sequential fmaf per thread (docs/semantics/quant.md Q3.3 step 2) */
     float ss = 0.0f;
     for (long long ch = threadIdx.x; ch < nchunks; ch += blockDim.x) {
         float v[8];

@@ -1,10 +1,10 @@
-/* fused_qnorm_rope_kv_insert.cpp - _fused_qnorm_rope_kv_insert (spec
- * sparse_attention.md 3 [S15, S16]; ref/compressor.c), both variants:
+/* fused_qnorm_rope_kv_insert.cpp - _fused_qnorm_rope_kv_insert
+ * (docs/semantics/gemm.md A3 [S15, S16]; ref/compressor.c), both variants:
  * default (OCP e4m3fn, FP8MAX 448) and fp8=fnuz (clamp to +-448, then
- * e4m3fnuz codes, saturating: spec 2.3 open question 3).
+ * e4m3fnuz codes, saturating: docs/semantics/kvcache.md A2.3, docs/semantics/README.md A15.3).
  *
  * Q branch (within the op's float policy): per (t, h) x = fp32(q), y = x *
- * 1/sqrt(mean(x^2) + eps) in fp32 (no weight, spec 3 Q 2-3), forward GPT-J
+ * 1/sqrt(mean(x^2) + eps) in fp32 (no weight, docs/semantics/gemm.md A3, Q steps 2-3), forward GPT-J
  * RoPE of lanes 448..511 at positions[t] in fp32 (Q 4), bf16 RNE store.
  * KV branch (bit-exact): y = fp32(kv[t]), forward RoPE of lanes 448..511 in
  * fp32 with unfused products (KV 2), RoPE lanes to bf16 (KV 3), the
@@ -38,7 +38,8 @@ qi_kernel(const uint16_t *__restrict__ q, long long T, long long H, const uint16
         for (int i = 0; i < 8; i++)
             ss = fmaf(v[i], v[i], ss);
         ss = block_sum(ss); /* the 64 threads of the row */
-        const float r = 1.0f / sqrtf(ss / (float)D + eps); /* rsqrt(mean(x^2) + eps) (spec 3 Q 2-3) */
+        /* rsqrt(mean(x^2) + eps) (docs/semantics/gemm.md A3, Q steps 2-3) */
+        const float r = 1.0f / sqrtf(ss / (float)D + eps);
         for (int i = 0; i < 8; i++)
             v[i] *= r;
         if (l >= NOPE_LANES) /* forward GPT-J at positions[t] (Q 4) */
@@ -52,14 +53,15 @@ qi_kernel(const uint16_t *__restrict__ q, long long T, long long H, const uint16
     const long long t = b - T * H;
     const long long slot = slots[t];
     if (slot < 0)
-        return; /* skipped: never encoded (spec 3 KV) */
+        return; /* skipped: never encoded (docs/semantics/gemm.md A3, KV branch) */
     load8_bf16(kv, t * D + 8 * l, v); /* KV 1: fp32(kv), no norm */
     if (l >= NOPE_LANES) {
         rope4(v, cs + positions[t] * RD, RD / 2, 4 * (l - NOPE_LANES), 1); /* KV 2, fp32 */
         for (int i = 0; i < 8; i++)
             v[i] = kv_round_bf16(v[i]); /* KV 3: bf16 */
     }
-    /* KV 4 (spec 2.2): default OCP 448; fnuz: the encoder still clamps at 448 (spec 2.3 [S15]) */
+    /* KV 4 (docs/semantics/kvcache.md A2.2): default OCP 448; fnuz: the encoder still clamps at
+     * 448 (docs/semantics/kvcache.md A2.3 [S15]) */
     kv_enc_opts o = kv_enc_default(0);
     o.fnuz = fnuz;
     kv_encode_lane(cache + (slot / B) * B * 584, B, slot % B, l, v, o);

@@ -1,11 +1,11 @@
-/* gemm_a8w8_blockscale.cpp - the block-scaled fp8 GEMM (spec
- * quant_and_indexer.md 7; ref/gemm.c), all three registry variants:
+/* gemm_a8w8_blockscale.cpp - the block-scaled fp8 GEMM
+ * (docs/semantics/gemm.md Q7; ref/gemm.c), all three registry variants:
  * default (e4m3fn, plain [N, K] weight, x_scale [M, K/128]), bpreshuffle
  * (WQ = shuffle_weight(W, (16,16)) bytes, x_scale stored [K/128][M]) and
  * fp8=fnuz (e4m3fnuz codes, plain layout).
  *
  * Y[m, n] = sum_kb fl(fl(P_kb[m, n] * xs[m, kb]) * ws[n/128, kb]), the
- * Triton kernel's order (spec 7: acc += fl(P xs) ws, P the fp32 dot of one
+ * Triton kernel's order (docs/semantics/gemm.md Q7: acc += fl(P xs) ws, P the fp32 dot of one
  * 128-wide K block), fp32 accumulation, bf16 RNE store.  fp8 x fp8 products
  * are exact in fp32; the op's bound (gamma_n G, n = K + 3K/128) is
  * independent of the summation order inside a block.
@@ -96,7 +96,7 @@ gemm_kernel(const uint8_t *__restrict__ xq, const uint8_t *__restrict__ wq, cons
             }
             __syncthreads();
         }
-        /* acc += fl(P * xs) * ws, unfused (spec 7, Triton; ref/gemm.c f32 model) */
+        /* acc += fl(P * xs) * ws, unfused (docs/semantics/gemm.md Q7, Triton; ref/gemm.c f32 model) */
         const float wsc = ws[(n0 / KBLK) * KB + kb];
         for (int i = 0; i < 8; i++) {
             const long long m = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);

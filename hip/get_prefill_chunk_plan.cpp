@@ -1,5 +1,5 @@
 /* get_prefill_chunk_plan.cpp - greedy prefill chunking under the
- * gather-workspace area budget (spec sparse_attention.md 7 [S12]),
+ * gather-workspace area budget (docs/semantics/indices.md A7 [S12]),
  * bit-exact with ref/indices.c.
  *
  * ONE launch of one block, and the walk itself on ONE thread, on purpose:
@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(THREADS)
 {
     __shared__ long long comp[TILE], gath[TILE];
     /* Budget: area = chunk_size * (Nc + W + max_num_batched_tokens), Nc =
-     * ceil(max_model_len / c), or 0 if c <= 1 (spec 7 step 1). */
+     * ceil(max_model_len / c), or 0 if c <= 1 (docs/semantics/indices.md A7 step 1). */
     const long long nc = a.comp ? (a.max_model_len + a.ratio - 1) / a.ratio : 0;
     const long long area = a.chunk * (nc + a.W + a.max_tokens);
     /* The open chunk [start, i) and its maxima; thread 0's registers. */

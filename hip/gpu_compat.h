@@ -1,9 +1,10 @@
 /* gpu_compat.h - one kernel source for AMD (hipcc / clang -x hip) and NVIDIA
- * (nvcc -x cu).  Debian's HIP headers do not compile against CUDA 13
- * (toolchain.md section 3: 45 errors in nvidia_hip_runtime_api.h), so under
- * nvcc the few hip runtime names the backend uses are mapped to CUDA here.
+ * (nvcc -x cu).  Debian's HIP 5.2 headers do not compile against CUDA 13
+ * (45 errors in nvidia_hip_runtime_api.h: changed cudaMemAdvise, cudaDeviceProp
+ * members, cuCtxCreate, graph edge APIs), so under nvcc the few hip runtime
+ * names the backend uses are mapped to CUDA here.
  *
- * Portability rules for kernels (toolchain.md section 3, "Warp size"):
+ * Portability rules for kernels (the warp is 64 lanes on CDNA, 32 on NVIDIA):
  *   - read warpSize at run time only (64 on CDNA, 32 on NVIDIA; not a
  *     compile-time constant on ROCm 7 / clang 22);
  *   - size shared arrays for the worst case (GPU_MAX_WARPS);

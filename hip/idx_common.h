@@ -3,7 +3,7 @@
  * decode_swa_indices_and_lens.cpp): int32 wrap, the block-table slot, a
  * block-wide exclusive scan on warp shuffles (warpSize read at run time),
  * an order-preserving block compaction, and the single-block lengths ->
- * indptr scan.  Semantics: ref/indices.c (spec sparse_attention.md 5). */
+ * indptr scan.  Semantics: ref/indices.c (docs/semantics/indices.md A5). */
 #ifndef DSV4_HIP_IDX_COMMON_H
 #define DSV4_HIP_IDX_COMMON_H
 
@@ -17,7 +17,7 @@ __device__ __host__ inline int32_t wrap_i32(long long v)
     return (int32_t)(uint32_t)(unsigned long long)v;
 }
 
-/* Torch integer // is floor division (spec 1 [S4]). */
+/* Torch integer // is floor division (docs/semantics/numerics.md A1 [S4]). */
 __device__ __host__ inline long long floor_div(long long a, long long b)
 {
     long long q = a / b;
@@ -26,7 +26,7 @@ __device__ __host__ inline long long floor_div(long long a, long long b)
     return q;
 }
 
-/* block_table[r, v // Bc] * Bc + v % Bc in int32 arithmetic (spec 5.6
+/* block_table[r, v // Bc] * Bc + v % Bc in int32 arithmetic (docs/semantics/indices.md A5.6
  * [S1]); v >= 0 and Bc < 2^31, so 32-bit unsigned division is exact. */
 __device__ inline int32_t global_slot(const int32_t *__restrict__ bt, long long cols, long long r, int32_t v,
                                       uint32_t bc)
@@ -107,7 +107,7 @@ template <class F> __device__ inline int block_compact(F f, long long n, int32_t
     return count;
 }
 
-/* The single-block lengths -> indptr scan (spec 5.7 step 2 / 5.8:
+/* The single-block lengths -> indptr scan (docs/semantics/indices.md A5.7 step 2, A5.8:
  * exclusive cumsum, int32, length n + 1), for the lengths f(i), i < n.
  * One block of SCAN_THREADS threads walks tiles of SCAN_THREADS *
  * SCAN_ITEMS lengths: coalesced loads into shared memory, each thread

@@ -1,7 +1,7 @@
 /* indexer_common.h - what the paged MXFP4 indexer kernels share
  * (hip/rocm_mxfp4_indexer_*.cpp, paged_mxfp4_mqa_logits.cpp,
- * rocm_mxfp4_sparse_*_indexer.cpp): the page layout of ref/indexer.c (spec
- * quant_and_indexer.md 4.1 step 5, 5.1) for host and device, and the
+ * rocm_mxfp4_sparse_*_indexer.cpp): the page layout of ref/indexer.c
+ * (docs/semantics/indexer.md Q4.1 step 5, Q5.1) for host and device, and the
  * row quantizer of the K store / Q quant (32 lanes per 128-dim row, 4 dims
  * per lane), bit-exact with ref/mx.c through quant_rules.h. */
 #ifndef DSV4_HIP_INDEXER_COMMON_H
@@ -15,7 +15,7 @@ enum { D = 128, ROPE = 64, NB = D / 32, TB = D / 2, ENTRY = TB + NB };
 
 #define IFAIL(...) (snprintf(err, errlen, __VA_ARGS__), DSV4_PLUGIN_EINPUT)
 
-/* ref/indexer.c dsv4_idx_layout_make (spec 5.1): n_per_tile 32 if
+/* ref/indexer.c dsv4_idx_layout_make (docs/semantics/indexer.md Q5.1): n_per_tile 32 if
  * head_dim <= 64 or num_heads >= 32 else 16; d_per_tile 16; scale_lanes
  * 64 / n_per_tile; s_hi = (D/32) / scale_lanes. */
 struct layout {
@@ -33,11 +33,12 @@ static inline int layout_make(int heads, long long P, int shuffled, layout *l, c
     if (P <= 0 || heads <= 0)
         return IFAIL("indexer: page_entries %lld and heads %d must be positive", P, heads);
     if (shuffled && P % l->N)
-        return IFAIL("indexer: page_entries %lld must be a multiple of n_per_tile %d (spec 5.1)", P, l->N);
+        return IFAIL("indexer: page_entries %lld must be a multiple of n_per_tile %d (docs/semantics/indexer.md Q5.1)",
+                     P, l->N);
     return DSV4_PLUGIN_OK;
 }
 
-/* Offset inside a page of value byte b (spec 4.1 step 5): natural p*D/2 + b;
+/* Offset inside a page of value byte b (docs/semantics/indexer.md Q4.1 step 5): natural p*D/2 + b;
  * preshuffled grp*N*(D/2) + (b/16)*N*16 + lane*16 + b%16.  A 16-byte chunk
  * (one MX block) is contiguous in both. */
 __host__ __device__ inline long long value_off(const layout &l, long long p, int b)
@@ -49,7 +50,7 @@ __host__ __device__ inline long long value_off(const layout &l, long long p, int
 }
 
 /* Scale s of entry p: natural P*D/2 + p*NB + s; preshuffled
- * P*D/2 + grp*N*NB + (s%L)*N*S_HI + lane*S_HI + s/L (spec 4.1 step 5). */
+ * P*D/2 + grp*N*NB + (s%L)*N*S_HI + lane*S_HI + s/L (docs/semantics/indexer.md Q4.1 step 5). */
 __host__ __device__ inline long long scale_off(const layout &l, long long p, int s)
 {
     const long long base = l.P * TB;
@@ -67,7 +68,7 @@ __device__ inline float round_bf16(float x)
 /* GPT-J RoPE of the pairs (x0, x1), (x2, x3) with cache row cs (cos |
  * sin, 64 wide), pair index k0, k0 + 1: products and the sum in fp32
  * without contraction (ref/rope.c dsv4_rope_gptj_f32), each lane rounded to
- * bf16 (ref/indexer.c rope_bf16, spec 4.1 step 3). */
+ * bf16 (ref/indexer.c rope_bf16, docs/semantics/indexer.md Q4.1 step 3). */
 __device__ inline void rope4(float x[4], const float *__restrict__ cs, int k0)
 {
     for (int i = 0; i < 2; i++) {
@@ -99,7 +100,7 @@ __device__ inline uint32_t quant4(const float x[4], int rule, int elem, uint8_t 
     return w;
 }
 
-/* The two quantization variants of ops_indexer.c quant_variants (spec 4):
+/* The two quantization variants of ops_indexer.c quant_variants (docs/semantics/indexer.md Q4):
  * default = B (SCALING_MODE 1 bit rule, RNE e2m1), 1 = A (ceil log2_f32,
  * threshold e2m1). */
 static const char *const quant_variants[] = {"default", "quant=cache_a", NULL};

@@ -1,6 +1,6 @@
 /* indexer_logits.h - the paged MXFP4 MQA logits kernel and the per-row
  * block top-k shared by paged_mxfp4_mqa_logits, rocm_mxfp4_sparse_attn_indexer
- * and rocm_mxfp4_sparse_mqa_indexer (spec quant_and_indexer.md 6.1-6.4;
+ * and rocm_mxfp4_sparse_mqa_indexer (docs/semantics/indexer.md Q6.1-Q6.4;
  * reference ref/indexer.c, harness/ops_indexer.c).
  *
  * Logits: one 256-thread block per (row, tile of 64 keys).  The row's H
@@ -8,11 +8,11 @@
  * shared memory as int8 (2 x the e2m1 value: 0, +-1, +-2, +-3, +-4, +-6,
  * +-8, +-12); each thread takes 4 keys x 4 heads and forms the four 32-dim
  * block dots as exact integer sums (dp4a).  s_h then follows the fp32 model
- * of spec 6.2 step 1 (faithful mode): each K = 64 chunk (two blocks) is
+ * of docs/semantics/indexer.md Q6.2 step 1 (faithful mode): each K = 64 chunk (two blocks) is
  * summed exactly and rounded once to fp32, the second added to it with one
  * more rounding (the block values isum * 2^(sq + sk - 256) are exact in
  * double and combined in double as ref/indexer.c chunk_dot does; an e8m0
- * NaN scale gives NaN).  The head reduction is spec 6.2 step 3's fold
+ * NaN scale gives NaN).  The head reduction is docs/semantics/indexer.md Q6.2 step 3's fold
  * (two FMA chains over the MFMA lane order, fl(A0 + A1)) for 32 and 64
  * heads, one FMA chain in head order otherwise.  The result is the
  * faithful reference to the bit (up to the MFMA-internal rounding the
@@ -46,7 +46,7 @@ __device__ inline int dot4(int a, int b, int c)
 #endif
 }
 
-/* 2 x the e2m1 value of a code (spec 1.2): 0 .5 1 1.5 2 3 4 6, bit 3 sign. */
+/* 2 x the e2m1 value of a code (docs/semantics/quant.md Q1.2): 0 .5 1 1.5 2 3 4 6, bit 3 sign. */
 __device__ inline uint32_t e2m1_x2(uint32_t c)
 {
     const uint32_t m = c & 7u;
@@ -73,7 +73,7 @@ __device__ inline double pow2d(int e)
 
 __device__ inline float relu_f(float x) { return x > 0.0f ? x : (x != x ? x : 0.0f); }
 
-/* hr(i) of spec 6.2 step 3: the MFMA lane order of the head fold. */
+/* hr(i) of docs/semantics/indexer.md Q6.2 step 3: the MFMA lane order of the head fold. */
 __device__ inline int fold_head(int i)
 {
     return (i & 1) + 2 * ((i >> 1) & 1) + 8 * ((i >> 2) & 1) + 16 * ((i >> 3) & 1);
@@ -91,7 +91,7 @@ struct lg_args {
 };
 
 /* The request of row r (largest b with qsl[b] <= r) and its end:
- * min(row_ends[r], context_lens[b]), 0 when context_len <= 0 (spec 6.2
+ * min(row_ends[r], context_lens[b]), 0 when context_len <= 0 (docs/semantics/indexer.md Q6.2
  * "Masking"; ref/indexer.c dsv4_idx_row_end). */
 __device__ inline long long row_end(const lg_args &a, long long r, long long *req)
 {
@@ -112,7 +112,7 @@ __device__ inline long long row_end(const lg_args &a, long long r, long long *re
 }
 
 /* Column of compact slot t of row r, or -1: dense t itself; with a
- * candidate list id*C + t%C for 0 <= id < ceil(end/C), below end (spec 6.3). */
+ * candidate list id*C + t%C for 0 <= id < ceil(end/C), below end (docs/semantics/indexer.md Q6.3). */
 __device__ inline long long slot_col(const lg_args &a, long long r, long long t, long long end)
 {
     if (!a.cand)
@@ -206,7 +206,7 @@ static __global__ void __launch_bounds__(LG_THREADS) logits_kernel(lg_args a, fl
                 v[b] = (sq == 255 || sk == 255) ? __longlong_as_double(0x7FF8000000000000LL)
                                                 : (double)acc[b][i][j] * pow2d(sq + sk - 256);
             }
-            /* two K = 64 MFMAs chained through the fp32 accumulator (spec 6.2 step 1) */
+            /* two K = 64 MFMAs chained through the fp32 accumulator (docs/semantics/indexer.md Q6.2 step 1) */
             const float c0 = __double2float_rn(__dadd_rn(v[0], v[1]));
             sS[key][h] = __double2float_rn(__dadd_rn((double)c0, __dadd_rn(v[2], v[3])));
         }
@@ -215,7 +215,7 @@ static __global__ void __launch_bounds__(LG_THREADS) logits_kernel(lg_args a, fl
         const int key = tid % KT, L = tid / KT;
         const float *s = sS[key];
         float A = 0.0f;
-        if (H == 32 || H == 64) { /* spec 6.2 step 3: the fixed fold, FMA */
+        if (H == 32 || H == 64) { /* docs/semantics/indexer.md Q6.2 step 3: the fixed fold, FMA */
             int h = fold_head(0) + 4 * L;
             A = __fmul_rn(relu_f(s[h]), wsh[h]);
             for (int c = 0; c < H / 32; c++)

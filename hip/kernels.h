@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../harness/dsv4_plugin.h"
+#include "../include/dsv4_plugin.h"
 #include "gpu_compat.h"
 
 /* One case as a kernel sees it: the host tensors (shapes, and the values a

@@ -1,5 +1,5 @@
-/* kv_encode.h - the 584-byte fp8_ds_mla record encoder (spec
- * sparse_attention.md 2.1-2.3), shared by quantize_and_insert_k_cache,
+/* kv_encode.h - the 584-byte fp8_ds_mla record encoder
+ * (docs/semantics/kvcache.md A2.1-A2.3), shared by quantize_and_insert_k_cache,
  * fused_qnorm_rope_kv_insert and compressor; bit-exact with
  * ref/kvcache.c dsv4_kv_encode_token.
  *
@@ -23,7 +23,7 @@ struct kv_enc_opts {
     int fnuz;
 };
 
-/* OCP 448 (default), or vLLM's use_fnuz 224 (spec 2.3 [S1]). */
+/* OCP 448 (default), or vLLM's use_fnuz 224 (docs/semantics/kvcache.md A2.3 [S1]). */
 __host__ __device__ inline kv_enc_opts kv_enc_default(int use_fnuz)
 {
     kv_enc_opts o = {use_fnuz ? 7 : 8, use_fnuz ? 224.0f : 448.0f, use_fnuz};

@@ -1,4 +1,4 @@
-/* mxfp4_quant.cpp - MXFP4 rows (spec quant_and_indexer.md 1, 4.1), all six
+/* mxfp4_quant.cpp - MXFP4 rows (docs/semantics/quant.md Q1; docs/semantics/indexer.md Q4.1), all six
  * variants of harness/ops_quant.c, bit-exact with ref/mx.c.
  *
  * One launch over the whole [T, W] tensor: each thread takes 8 consecutive
@@ -6,7 +6,7 @@
  * aligned lanes; the block amax is a 2-step xor shuffle.  Each thread stores
  * its 4 packed code bytes (one 32-bit store, coalesced); the first lane of a
  * block stores the scale byte.  The shuffled variant's padding entries (0,
- * spec 1.3) are written by the same launch (threads past the data's). */
+ * docs/semantics/quant.md Q1.3) are written by the same launch (threads past the data's). */
 #include "quant_device.h"
 
 namespace {
@@ -47,7 +47,7 @@ __global__ void mxfp4_kernel(const void *__restrict__ x, int is_bf16, long long 
         for (int i = 0; i < 8; i++) {
             /* NaN blocks: every element encodes as NAN does (mx.h) */
             const float q = nanfill ? dsv4q_float(0x7FC00000u) : dsv4q_mul(v[i], mult);
-            word |= (uint32_t)dsv4q_e2m1(q, elem) << (4 * i); /* even element low (spec 1.2) */
+            word |= (uint32_t)dsv4q_e2m1(q, elem) << (4 * i); /* even element low (docs/semantics/quant.md Q1.2) */
         }
         packed[c] = word;
         if ((c & 3) == 0) {
@@ -55,7 +55,7 @@ __global__ void mxfp4_kernel(const void *__restrict__ x, int is_bf16, long long 
             scales[shuffled ? dsv4q_shuffle_idx(blk / nb, blk % nb, npad_cols) : blk] = byte;
         }
     }
-    /* shuffled: padding entries (row >= T or column >= W/32) are 0 (spec 1.3) */
+    /* shuffled: padding entries (row >= T or column >= W/32) are 0 (docs/semantics/quant.md Q1.3) */
     if (shuffled && c < npad) {
         const long long r = c / npad_cols, col = c % npad_cols;
         if (r >= T || col >= W / 32)
@@ -90,7 +90,7 @@ int mxfp4_check(const dsv4_hip_call *c, char *err, size_t errlen)
         return QFAIL("mxfp4_quant: W = %lld is not a multiple of 32", s.W);
     const dsv4_plugin_tensor *d = &c->out[s.d], *sc = &c->out[s.s];
     long long sr = s.T, scol = s.W / 32;
-    if (c->variant == V_SHUFFLED) { /* ceil(M/256)*256, ceil(ceil(N/32)/8)*8 (spec 1.3) */
+    if (c->variant == V_SHUFFLED) { /* ceil(M/256)*256, ceil(ceil(N/32)/8)*8 (docs/semantics/quant.md Q1.3) */
         sr = (s.T + 255) / 256 * 256;
         scol = (s.W / 32 + 7) / 8 * 8;
     }

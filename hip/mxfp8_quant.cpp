@@ -1,5 +1,5 @@
-/* mxfp8_quant.cpp - MXFP8 rows (spec quant_and_indexer.md 2, sparse_attention
- * 9.2), the three variants of harness/ops_quant.c, bit-exact with ref/mx.c:
+/* mxfp8_quant.cpp - MXFP8 rows (docs/semantics/quant.md Q2,
+ * docs/semantics/attention.md A9.2), the three variants of harness/ops_quant.c, bit-exact with ref/mx.c:
  * default (fl(a/448) and the correctly rounded fp32 log2, emulated in
  * integers by dsv4q_ceil_log2_f32, not the device log2), log2=exact (the
  * exact ceil rule) and scale_rule=floor.
@@ -40,7 +40,7 @@ __global__ void mxfp8_kernel(const void *__restrict__ x, int is_bf16, long long 
         else if (variant == V_FLOOR)
             q = dsv4q_div(v[i], dsv4q_pow2((int)b - 127)); /* x / 2^(byte-127) (@00134422) */
         else
-            q = dsv4q_mul(v[i], dsv4q_pow2(127 - (int)b)); /* reciprocal multiply (spec 2 step 3) */
+            q = dsv4q_mul(v[i], dsv4q_pow2(127 - (int)b)); /* reciprocal multiply (docs/semantics/quant.md Q2 step 3) */
         const uint32_t code = dsv4q_fp8(q, 0);
         if (i < 4)
             lo |= code << (8 * i);

@@ -1,6 +1,6 @@
 /* paged_attn.h - host side shared by rocm_sparse_attn_decode and
  * sparse_mla_fwd: the same math over the same two paged fp8_ds_mla caches
- * (spec 8.4, 8.5), told apart only by their input names. */
+ * (docs/semantics/attention.md A8.4, A8.5), told apart only by their input names. */
 #ifndef DSV4_HIP_PAGED_ATTN_H
 #define DSV4_HIP_PAGED_ATTN_H
 
@@ -9,7 +9,7 @@
 namespace pattn {
 
 /* variant 1 = fp8=fnuz: the main (SWA) cache is FNUZ on gfx942
- * (is_fnuz_main = platform); the compressed cache is always OCP (spec 2.3
+ * (is_fnuz_main = platform); the compressed cache is always OCP (docs/semantics/kvcache.md A2.3
  * [S1, S4, S9]). */
 static const char *const variants[] = {"default", "fp8=fnuz", NULL};
 
@@ -38,7 +38,7 @@ static int shape_of(const names &nm, const dsv4_hip_call *c, shape *s, char *err
     if (!sc || sc->kind != DSV4_PLUGIN_FLOAT)
         return PFAIL("%s: float parameter 'scale' missing", c->op);
     s->scale = sc->f;
-    s->nseg = swa_only ? 1 : 2; /* SWA-only layers: no extra segment (spec 8.4) */
+    s->nseg = swa_only ? 1 : 2; /* SWA-only layers: no extra segment (docs/semantics/attention.md A8.4) */
     const char *cn[2] = {nm.main_cache, nm.extra_cache}, *in[2] = {nm.main_idx, nm.extra_idx},
                *pn[2] = {nm.main_ptr, nm.extra_ptr};
     for (int k = 0; k < s->nseg; k++)
@@ -101,7 +101,7 @@ static hipError_t launch(const names &nm, const dsv4_hip_call *c, hipStream_t st
         sattn::paged_seg &g = src.seg[k];
         g.cache = (const uint8_t *)c->din[s.cache[k]];
         g.B = cache->shape[1];
-        g.rows = cache->shape[0] * cache->shape[1]; /* num_rows = shape[0] * shape[1] (spec 8.2) */
+        g.rows = cache->shape[0] * cache->shape[1]; /* shape[0] * shape[1] (docs/semantics/attention.md A8.2) */
         g.idx = (const int32_t *)c->din[s.idx[k]];
         g.ptr = (const int32_t *)c->din[s.ptr[k]];
         g.fnuz = k == 0 && c->variant == 1;

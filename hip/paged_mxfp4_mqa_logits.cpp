@@ -1,7 +1,7 @@
 /* paged_mxfp4_mqa_logits.cpp - logits[r, j] = sum_h relu(q_h . k_j) w_h over
- * the paged MXFP4 cache, below each row's end (spec quant_and_indexer.md
- * 6.1-6.2).  One launch of indexer_logits.h's kernel.  Both variants: the
- * kernel computes the spec's fp32 model (two chained K = 64 MFMA roundings,
+ * the paged MXFP4 cache, below each row's end (docs/semantics/indexer.md
+ * Q6.1-Q6.2).  One launch of indexer_logits.h's kernel.  Both variants: the
+ * kernel computes the fp32 model of Q6.2 (two chained K = 64 MFMA roundings,
  * the fixed FMA head fold), which is the faithful variant's reference and
  * lies inside the default (ideal) variant's (128 + H + 2) u bound; columns
  * past a row end keep the launcher's -inf pre-fill. */
@@ -19,7 +19,8 @@ int lgop_check(const dsv4_hip_call *c, char *err, size_t errlen)
     int rc = lg_check(c, &s, err, errlen);
     if (rc)
         return rc;
-    if (c->variant == 1 && s.heads != 32 && s.heads != 64) /* the 32x32 MFMA fold (spec 6.2 step 3) */
+    /* the 32x32 MFMA fold (docs/semantics/indexer.md Q6.2 step 3) */
+    if (c->variant == 1 && s.heads != 32 && s.heads != 64)
         return IFAIL("%s (mode=faithful): %lld heads; the fold is defined for 32 or 64", c->op, (long long)s.heads);
     return DSV4_PLUGIN_OK;
 }

@@ -270,14 +270,16 @@ DSV4Q_FN uint8_t dsv4q_fp4_scale_ceil(float amax)
     return (uint8_t)((dsv4q_bits(a * dsv4q_float(0x3E2AAAABu)) + 0x7FFFFFu) >> 23);
 }
 
-/* Mode 0's u (mx.c even_u). */
+/* Mode 0's u (mx.c even_u): the bit arithmetic on any amax, a NaN read as
+ * the canonical 0x7FC00000 (r = +Inf, u = 127). */
 DSV4Q_FN int dsv4q_even_u(float amax)
 {
-    const uint32_t r = (dsv4q_bits(amax) + 0x200000u) & 0xFF800000u;
-    if (r == 0)
+    const uint32_t bits = dsv4q_isnan(amax) ? 0x7FC00000u : dsv4q_bits(amax);
+    const uint32_t r = (bits + 0x200000u) & 0xFF800000u;
+    if ((r & 0x7FFFFFFFu) == 0)
         return -127;
-    const int E = (int)(r >> 23);
-    if (E >= 255)
+    const int E = (int)((r >> 23) & 0xFFu);
+    if (E == 255)
         return 127;
     return dsv4q_clampi(E - 127 - 2, -127, 127);
 }
@@ -367,7 +369,7 @@ DSV4Q_FN int dsv4q_fp4_block(float amax, int rule, uint8_t *byte, float *mult)
     uint8_t b;
     switch (rule) {
     case DSV4Q_FP4_CEIL: b = dsv4q_fp4_scale_ceil(amax); break;
-    case DSV4Q_FP4_EVEN: b = dsv4q_isnan(amax) ? 0xFF : (uint8_t)(dsv4q_even_u(amax) + 127); break;
+    case DSV4Q_FP4_EVEN: b = (uint8_t)(dsv4q_even_u(amax) + 127); break; /* NaN: 254 (mx.c even_u) */
     case DSV4Q_FP4_OCP: {
         const int u = dsv4q_isnan(amax) ? 128 : dsv4q_ocp_u(amax);
         b = u > 127 ? 0xFF : (uint8_t)(u + 127);

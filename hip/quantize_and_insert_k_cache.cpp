@@ -1,5 +1,5 @@
 /* quantize_and_insert_k_cache.cpp - encode bf16 K rows into the 584-byte
- * fp8_ds_mla paged cache (spec sparse_attention.md 2.1-2.3), bit-exact with
+ * fp8_ds_mla paged cache (docs/semantics/kvcache.md A2.1-A2.3), bit-exact with
  * ref/kvcache.c (default variant, OCP and use_fnuz).
  *
  * One launch, 64 threads per token (4 tokens per 256-thread block; a token
@@ -7,7 +7,7 @@
  * l loads dims 8l..8l+7 (one 16-byte load) and encodes them with the shared
  * record encoder (kv_encode.h).
  *
- * V4.1 variants (spec 2.4 [S22], ref/kvcache.c dsv4_kv41_encode_token),
+ * V4.1 variants (docs/semantics/kvcache.md A2.4 [S22], ref/kvcache.c dsv4_kv41_encode_token),
  * UNRUN on a GPU so far (compiled only): format=v41_fp8 (528 B, page = B
  * data rows of 512 e4m3fn, then B rows of 16 UE8M0 bytes) and format=v41_fp4
  * (288 B, B rows of 256 packed e2m1, then B rows of 32 e4m3fn scales).

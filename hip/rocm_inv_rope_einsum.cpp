@@ -1,5 +1,5 @@
-/* rocm_inv_rope_einsum.cpp - wo_a on the bf16 path (spec
- * sparse_attention.md 10.1-10.2 [S9]; ref/gemm.c dsv4_ref_inv_rope_einsum):
+/* rocm_inv_rope_einsum.cpp - wo_a on the bf16 path
+ * (docs/semantics/gemm.md A10.1-A10.2 [S9]; ref/gemm.c dsv4_ref_inv_rope_einsum):
  * o_r = o, or with inverse_rope the inverse GPT-J rotation of the last
  * rope_head_dim lanes of every head in fp32 (unfused products, then the
  * sum, as ref/rope.c dsv4_rope_gptj_f32), rounded to bf16 (the kernel's
@@ -41,7 +41,7 @@ __global__ void einsum_kernel(const uint16_t *__restrict__ o, const int64_t *__r
             const int k = (l - nope) / 2;
             const float c = crow[k], sn = crow[half + k]; /* cos | sin [S15] */
             const float e = bf16f(orow[j & ~1LL]), od = bf16f(orow[j | 1LL]);
-            /* inverse GPT-J (spec 9.1): e c + o s, o c - e s; fp32, then bf16 */
+            /* inverse GPT-J (docs/semantics/attention.md A9.1): e c + o s, o c - e s; fp32, then bf16 */
             x = (l & 1) ? __fsub_rn(__fmul_rn(od, c), __fmul_rn(e, sn)) : __fadd_rn(__fmul_rn(e, c), __fmul_rn(od, sn));
             x = bf16f(dsv4q_bf16(x));
         }

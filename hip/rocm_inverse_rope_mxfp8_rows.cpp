@@ -1,5 +1,5 @@
-/* rocm_inverse_rope_mxfp8_rows.cpp - rocm_inverse_rope_mxfp8_rows (spec
- * sparse_attention.md 9.3 [S9], quant 2 "Inverse RoPE before wo_a";
+/* rocm_inverse_rope_mxfp8_rows.cpp - rocm_inverse_rope_mxfp8_rows
+ * (docs/semantics/attention.md A9.3 [S9]; docs/semantics/quant.md Q2, inverse RoPE before wo_a;
  * ref/attention.c dsv4_ref_inverse_rope_mxfp8_rows), all three variants:
  * default (fl(a/448) and the correctly rounded fp32 log2, emulated in
  * integers), log2=exact (the exact ceil rule) and scale_rule=floor (x / 2^(byte-127)).

@@ -1,5 +1,5 @@
-/* rocm_inverse_rope_rows.cpp - rocm_inverse_rope_rows_ (spec
- * sparse_attention.md 9.1 [S9]): in place on the bf16 output o [T, H, 512],
+/* rocm_inverse_rope_rows.cpp - rocm_inverse_rope_rows_
+ * (docs/semantics/attention.md A9.1 [S9]): in place on the bf16 output o [T, H, 512],
  * rows t >= rotated get the inverse GPT-J rotation of the last rope_dim
  * lanes at positions[t] in fp32, each lane stored as bf16 RNE; NoPE lanes
  * and rows < rotated are not touched (never written).  One thread per

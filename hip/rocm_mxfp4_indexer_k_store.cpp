@@ -1,7 +1,7 @@
 /* rocm_mxfp4_indexer_k_store.cpp - RMSNorm + RoPE (at the group's first
  * position) + MXFP4 of the index keys, written into the paged (preshuffled
  * or natural) MXFP4 cache; both quant variants, bit-exact with
- * ref/indexer.c dsv4_ref_indexer_k_store (spec quant_and_indexer.md 4.1).
+ * ref/indexer.c dsv4_ref_indexer_k_store (docs/semantics/indexer.md Q4.1).
  *
  * One launch, 32 lanes per token (4 tokens per 128-thread block), lane l
  * holding dims 4l..4l+3 (one 8-byte load).  The sum of squares is the
@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(THREADS) kstore_kernel(ks_args a, uint8_t *__r
         slot = a.slots[t];
         pos = a.pos[t];
     }
-    /* spec 4.1 step 1: slot < 0 skips; only (pos + 1) % c == 0 writes */
+    /* docs/semantics/indexer.md Q4.1 step 1: slot < 0 skips; only (pos + 1) % c == 0 writes */
     const bool active = t < a.T && slot >= 0 && (pos + 1) % a.ratio == 0;
     float x[4] = {0, 0, 0, 0};
     if (active) {
@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(THREADS) kstore_kernel(ks_args a, uint8_t *__r
         xs[row][d0 + i] = x[i];
     __syncthreads();
     if (lane == 0) {
-        /* spec 4.1 step 2: var = fl32(sum k^2 / D) (exact squares, double sum
+        /* docs/semantics/indexer.md Q4.1 step 2: var = fl32(sum k^2 / D) (exact squares, double sum
          * in dim order as the reference); rrms = fl32(1 / sqrt(var + eps)) */
         double ss = 0;
         for (int d = 0; d < D; d++)
@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(THREADS) kstore_kernel(ks_args a, uint8_t *__r
     for (int i = 0; i < 4; i++) /* kn = bf16(fl(fl(k * rrms) * w)) */
         x[i] = round_bf16(__fmul_rn(__fmul_rn(x[i], rrms), dsv4q_float((uint32_t)a.w[d0 + i] << 16)));
     if (d0 >= D - ROPE && active) {
-        /* GPT-J RoPE at the group's first position (pos // c) * c (spec 4.1 step 3) */
+        /* GPT-J RoPE at the group's first position (pos // c) * c (docs/semantics/indexer.md Q4.1 step 3) */
         const long long g = (pos / a.ratio) * a.ratio;
         rope4(x, a.cs + g * ROPE, (d0 - (D - ROPE)) / 2);
     }

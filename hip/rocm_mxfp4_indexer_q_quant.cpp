@@ -1,7 +1,7 @@
 /* rocm_mxfp4_indexer_q_quant.cpp - RoPE (the token's own position) + MXFP4
  * of the index queries, the four e8m0 bytes of a head as one little-endian
  * int32, and the fp32 head weights; both quant variants, bit-exact with
- * ref/indexer.c dsv4_ref_indexer_q_quant (spec quant_and_indexer.md 4.2).
+ * ref/indexer.c dsv4_ref_indexer_q_quant (docs/semantics/indexer.md Q4.2).
  *
  * One launch, 32 lanes per (token, head) row, 4 rows per 128-thread block;
  * lane l holds dims 4l..4l+3 (one 8-byte load) and stores packed bytes 2l,
@@ -32,7 +32,8 @@ __global__ void __launch_bounds__(THREADS)
     const bool active = th < a.rows;
     float x[4] = {0, 0, 0, 0};
     if (active) {
-        const uint2 u = *reinterpret_cast<const uint2 *>(a.q + th * D + d0); /* NoPE lanes raw (spec 4.2) */
+        /* NoPE lanes raw (docs/semantics/indexer.md Q4.2) */
+        const uint2 u = *reinterpret_cast<const uint2 *>(a.q + th * D + d0);
         x[0] = dsv4q_float(u.x << 16), x[1] = dsv4q_float(u.x & 0xFFFF0000u);
         x[2] = dsv4q_float(u.y << 16), x[3] = dsv4q_float(u.y & 0xFFFF0000u);
         if (d0 >= D - ROPE) /* RoPE at the token's own position, bf16 out */
@@ -46,7 +47,7 @@ __global__ void __launch_bounds__(THREADS)
     if (d0 % 32 == 0) /* [T, H, 4] bytes = one little-endian int32 per head */
         scales[th * NB + d0 / 32] = sb;
     if (lane == 0) {
-        /* B: fl(w * fl32(softmax_scale * head_scale)); A: fl(fl(w * ss) * hs) (spec 4.2) */
+        /* B: fl(w * fl32(softmax_scale * head_scale)); A: fl(fl(w * ss) * hs) (docs/semantics/indexer.md Q4.2) */
         const float wi = a.w[th];
         wout[th] = a.variant_a ? __fmul_rn(__fmul_rn(wi, a.ss_a), a.hs_a) : __fmul_rn(wi, a.ws_b);
     }
@@ -107,8 +108,8 @@ hipError_t qq_launch(const dsv4_hip_call *c, hipStream_t stream)
     const long long T = c->in[s.q].shape[0], H = c->in[s.q].shape[1];
     if (T * H == 0)
         return hipSuccess;
-    /* the Python floats reach the kernel as fp32 arguments (spec 4.2; seed
-     * 000 passes the product softmax_scale * head_scale) */
+    /* the Python floats reach the kernel as fp32 arguments (docs/semantics/indexer.md Q4.2; the
+     * seeds pass the product softmax_scale * head_scale, [SEED1]) */
     qq_args a = {(const uint16_t *)c->din[s.q], (const int64_t *)c->din[s.pos], (const float *)c->din[s.cs],
                  (const float *)c->din[s.w], T * H, H, quant_rule(c->variant), quant_elem(c->variant),
                  c->variant == 1, (float)(s.ss * s.hs), (float)s.ss, (float)s.hs};

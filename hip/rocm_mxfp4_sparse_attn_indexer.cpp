@@ -1,5 +1,5 @@
-/* rocm_mxfp4_sparse_attn_indexer.cpp - the source indexer layer (seed 002
- * RocmSparseAttnIndexer.forward_hip; spec quant_and_indexer.md 6.2-6.4):
+/* rocm_mxfp4_sparse_attn_indexer.cpp - the source indexer layer
+ * (RocmSparseAttnIndexer.forward_hip [SEED2]; docs/semantics/indexer.md Q6.2-Q6.4):
  * dense paged MXFP4 logits, the top-k positions of [0, row end) with -1
  * padding, and with candidate_block_size C > 0 the candidate pool: block
  * scores (per-C max, NaN propagating, the newest block +inf, blocks past
@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(TOPK_THREADS)
         return;
     float *brow = bs + r * nblocks;
     for (long long i = threadIdx.x; i < nblocks; i += blockDim.x) {
-        /* calc_block_scores (spec 6.2 step 4): max below end, NaN propagates */
+        /* calc_block_scores (docs/semantics/indexer.md Q6.2 step 4): max below end, NaN propagates */
         float m = -__int_as_float(0x7F800000);
         for (long long j = i * C; j < (i + 1) * C && j < end && m == m; j++)
             if (row[j] != row[j] || row[j] > m)
@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(TOPK_THREADS)
         brow[i] = m;
     }
     __syncthreads();
-    /* _topk(block_scores, block_ends): [0, ceil(end/C)), -inf -> -1 (spec 6.4) */
+    /* _topk(block_scores, block_ends): [0, ceil(end/C)), -inf -> -1 (docs/semantics/indexer.md Q6.4) */
     block_topk(
         [&](long long t, uint32_t *key, int32_t *ix) {
             const float v = brow[t];

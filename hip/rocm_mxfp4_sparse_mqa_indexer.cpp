@@ -1,5 +1,5 @@
 /* rocm_mxfp4_sparse_mqa_indexer.cpp - a candidate-consuming indexer layer
- * (seed 002 RocmSparseMQAIndexer.forward; spec quant_and_indexer.md 6.3):
+ * (RocmSparseMQAIndexer.forward [SEED2]; docs/semantics/indexer.md Q6.3):
  * logits of the candidate pool only (ids 0 <= id < ceil(end / C), columns
  * id*C + i below the row end), then the top-k of those columns as
  * positions, -1 padding.

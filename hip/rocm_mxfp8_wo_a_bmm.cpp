@@ -1,5 +1,5 @@
-/* rocm_mxfp8_wo_a_bmm.cpp - wo_a on the MXFP8 path (spec
- * sparse_attention.md 10.3 [S9]; ref/gemm.c dsv4_ref_mxfp8_wo_a_bmm):
+/* rocm_mxfp8_wo_a_bmm.cpp - wo_a on the MXFP8 path
+ * (docs/semantics/gemm.md A10.3 [S9]; ref/gemm.c dsv4_ref_mxfp8_wo_a_bmm):
  * out[t, g*R + r] = sum_kb dot32(a, w) * 2^(sa-127) * 2^(sw-127) over the
  * 32-lane blocks of group g (tiles never cross groups), fp32 accumulation,
  * bf16 RNE store.  e4m3 x e4m3 products are exact in fp32.
@@ -36,7 +36,7 @@ __global__ void bmm_kernel(const uint8_t *__restrict__ a, const uint8_t *__restr
                 p = fmaf(dsv4q_fp8_decode(ca, 0), dsv4q_fp8_decode(cw, 0), p); /* e4m3fn, NaN codes rejected */
             }
         }
-        /* deq = code * 2^(byte - 127) per 1x32 block (e8m0, spec 10.3) */
+        /* deq = code * 2^(byte - 127) per 1x32 block (e8m0, docs/semantics/gemm.md A10.3) */
         const float sc = __fmul_rn(dsv4q_pow2((int)asr[kb] - 127), dsv4q_pow2((int)wsr[kb] - 127));
         s = fmaf(p, sc, s);
     }

@@ -1,9 +1,9 @@
 /* rocm_sparse_attn_decode.cpp - sparse MLA decode with sink over the paged
  * fp8_ds_mla caches: ragged SWA (main) + top-k compressed (extra) lists,
- * the 584-byte records decoded inside the kernel (spec sparse_attention.md
- * 2.1, 4, 8.4 [S9]).  One launch, single pass over main then extra (the
- * non-gfx942/950 form of spec 8.4); kernel and host side in sparse_attn.h
- * and paged_attn.h. */
+ * the 584-byte records decoded inside the kernel (docs/semantics/kvcache.md
+ * A2.1, A4; docs/semantics/attention.md A8.4 [S9]).  One launch, single pass
+ * over main then extra (the non-gfx942/950 form of A8.4); kernel and host
+ * side in sparse_attn.h and paged_attn.h. */
 #include "paged_attn.h"
 
 namespace {

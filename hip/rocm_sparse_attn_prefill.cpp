@@ -1,6 +1,6 @@
 /* rocm_sparse_attn_prefill.cpp - sparse MLA prefill with sink over the
  * gathered bf16 workspace, dense index rows [T, 1, P] read up to
- * clamp(topk_length, 0, P) (spec sparse_attention.md 8.1-8.3 [S9]), in one
+ * clamp(topk_length, 0, P) (docs/semantics/attention.md A8.1-A8.3 [S9]), in one
  * launch of the shared kernel of sparse_attn.h (one block per token and
  * group of 16 heads, online softmax, sink in the denominator only). */
 #include "sparse_attn.h"
@@ -72,7 +72,7 @@ hipError_t prefill_launch(const dsv4_hip_call *c, hipStream_t stream)
         return hipErrorInvalidValue;
     sattn::dense_src src;
     src.kv = (const uint16_t *)c->din[s.kv];
-    src.rows = s.rows; /* num_rows = kv.shape[0] (spec 8.2 [S9]) */
+    src.rows = s.rows; /* num_rows = kv.shape[0] (docs/semantics/attention.md A8.2 [S9]) */
     src.idx = (const int32_t *)c->din[s.idx];
     src.len = (const int32_t *)c->din[s.len];
     src.P = s.P;

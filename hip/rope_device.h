@@ -8,7 +8,7 @@
 
 /* v[0..7] are lanes 2k0 .. 2k0+7 of the rope part; cs_row = cos | sin of
  * rope_dim lanes (half = rope_dim / 2) [S15].  forward: e c - o s, e s + o c;
- * inverse: e c + o s, o c - e s (spec 9.1). */
+ * inverse: e c + o s, o c - e s (docs/semantics/attention.md A9.1). */
 __device__ inline void rope4(float v[8], const float *cs_row, int half, int k0, int forward)
 {
     for (int i = 0; i < 4; i++) {

@@ -1,5 +1,5 @@
 /* shuffle_weight.cpp - aiter shuffle_weight(x, layout=(16,16)) of an fp8
- * [N, K] weight and its inverse (spec quant_and_indexer.md 7; ref/gemm.c),
+ * [N, K] weight and its inverse (docs/semantics/gemm.md Q7; ref/gemm.c),
  * bit-exact: a byte permutation.
  *
  * With IN = IK = 16, BK = 32 and Kp = 16 (1-byte elements) the 16 bytes

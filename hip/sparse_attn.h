@@ -1,20 +1,20 @@
 /* sparse_attn.h - the sparse MLA attention with sink kernel shared by
  * rocm_sparse_attn_prefill (dense rows over the gathered bf16 workspace),
  * rocm_sparse_attn_decode and sparse_mla_fwd (ragged lists over the paged
- * fp8_ds_mla caches).  Semantics: ref/attention.c, spec
- * sparse_attention.md 8.1-8.5; the rounding points are the ROCm Triton
- * kernels' (spec 8.3 [S9]): fp32 scores x scale, online softmax in fp32
+ * fp8_ds_mla caches).  Semantics: ref/attention.c,
+ * docs/semantics/attention.md A8.1-A8.5; the rounding points are the ROCm Triton
+ * kernels' (docs/semantics/attention.md A8.3 [S9]): fp32 scores x scale, online softmax in fp32
  * from a running max initialised to -3.4028e38, p rounded to bf16 before
  * P.V while l sums the fp32 p, then the sink merge
  *   m_f = max(m, sink), alpha = e^{m - m_f}, l_f = l alpha + e^{sink - m_f},
  *   out = acc alpha / max(l_f, 1e-30), or 0 if l_f <= 0.
  *
  * One 256-thread block per (token, group of HG = 16 heads) (BLOCK_H = 16,
- * spec 8.4).  The block walks the token's entries in tiles of KT = 16 keys:
+ * docs/semantics/attention.md A8.4).  The block walks the token's entries in tiles of KT = 16 keys:
  * every valid key row is loaded ONCE into shared memory as bf16 (K = V =
  * the whole 512-lane row [S9, S24, S23]) and used for the scores of all 16
  * heads and for their P.V.  Invalid entries (-1, out of range) get a zero
- * row and score -inf, so they add nothing (spec 8.2).  Accumulation fp32,
+ * row and score -inf, so they add nothing (docs/semantics/attention.md A8.2).  Accumulation fp32,
  * output bf16 RNE. */
 #ifndef DSV4_HIP_SPARSE_ATTN_H
 #define DSV4_HIP_SPARSE_ATTN_H
@@ -23,13 +23,14 @@
 
 namespace sattn {
 
-constexpr int D = 512;       /* head dim: 448 NoPE + 64 RoPE (spec 1 [S14]) */
+constexpr int D = 512;       /* head dim: 448 NoPE + 64 RoPE (docs/semantics/numerics.md A1 [S14]) */
 constexpr int NOPE = 448;
-constexpr int HG = 16;       /* heads per block (BLOCK_H = 16, spec 8.4) */
+constexpr int HG = 16;       /* heads per block (BLOCK_H = 16, docs/semantics/attention.md A8.4) */
 constexpr int KT = 16;       /* keys per shared tile */
 constexpr int NT = 256;      /* threads per block: the mappings below assume it */
 constexpr int ROW = D + 8;   /* shared row stride in bf16: 4 banks of skew per row, 16-byte aligned */
-constexpr float NEG_INIT = -3.4028234663852886e38f; /* Triton running-max init (spec 8.3 [S9]) */
+/* Triton running-max init (docs/semantics/attention.md A8.3 [S9]) */
+constexpr float NEG_INIT = -3.4028234663852886e38f;
 
 static_assert(NT == HG * KT, "softmax mapping: one thread per (head, key)");
 static_assert(NT * 2 == D, "P.V mapping: two lanes per thread");
@@ -48,7 +49,7 @@ __device__ inline uint32_t bf16_rne(float f)
     return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
 }
 
-/* The value p takes in the P.V dot: bf16(p) (spec 8.3 [S9]). */
+/* The value p takes in the P.V dot: bf16(p) (docs/semantics/attention.md A8.3 [S9]). */
 __device__ inline float round_bf16(float f) { return __uint_as_float(bf16_rne(f) << 16); }
 
 struct __align__(16) smem_t {
@@ -64,7 +65,8 @@ struct __align__(16) smem_t {
 };
 
 /* Source of key rows, dense prefill form: entry j < clamp(len[t], 0, P) of
- * indices [T, 1, P]; valid iff 0 <= v < rows (spec 8.2, 5.8 [S9]). */
+ * indices [T, 1, P]; valid iff 0 <= v < rows (docs/semantics/attention.md A8.2;
+ * docs/semantics/indices.md A5.8 [S9]). */
 struct dense_src {
     const uint16_t *kv; /* [rows, 512] bf16 */
     long long rows;
@@ -75,7 +77,7 @@ struct dense_src {
     __device__ long long count(long long t) const
     {
         long long n = len[t];
-        return n < 0 ? 0 : n > P ? P : n; /* clamp(topk_length, 0, P) (spec 5.8) */
+        return n < 0 ? 0 : n > P ? P : n; /* clamp(topk_length, 0, P) (docs/semantics/indices.md A5.8) */
     }
     __device__ void entry(long long t, long long j, smem_t &sm, int slot) const
     {
@@ -85,7 +87,7 @@ struct dense_src {
         sm.scl[slot] = nullptr;
         sm.fnuz[slot] = 0;
     }
-    /* 16 keys x 64 chunks of 16 bytes; no NaN scrubbing (spec 8.3). */
+    /* 16 keys x 64 chunks of 16 bytes; no NaN scrubbing (docs/semantics/attention.md A8.3). */
     __device__ void load(smem_t &sm) const
     {
         for (int c = threadIdx.x; c < KT * (D / 8); c += NT) {
@@ -99,7 +101,7 @@ struct dense_src {
 };
 
 /* One fp8 byte as fp32: e4m3fn (bias 7, 0x7F/0xFF NaN) or e4m3fnuz
- * (bias 8, 0x80 NaN, no -0) (spec 2.3; the codecs of ref/numerics.c). */
+ * (bias 8, 0x80 NaN, no -0) (docs/semantics/kvcache.md A2.3; the codecs of ref/numerics.c). */
 __device__ inline float fp8_to_f32(uint32_t b, int fnuz)
 {
     const uint32_t sign = (b & 0x80u) << 24, e = (b >> 3) & 15u, m = b & 7u;
@@ -112,19 +114,19 @@ __device__ inline float fp8_to_f32(uint32_t b, int fnuz)
 }
 
 /* 2^(b - 127) in fp32 as Triton's exp2 builds it: b = 0 is the subnormal
- * 2^-127, b = 255 is +Inf (ref/kvcache.c scale_f32, spec 4). */
+ * 2^-127, b = 255 is +Inf (ref/kvcache.c scale_f32, docs/semantics/kvcache.md A4). */
 __device__ inline float e8m0_to_f32(uint32_t b)
 {
     return b == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(b << 23);
 }
 
 /* A decoded lane as the key row holds it: NaN -> 0 ("NaNs in K become 0",
- * spec 8.4 [S9]); other values are bf16 already. */
+ * docs/semantics/attention.md A8.4 [S9]); other values are bf16 already. */
 __device__ inline uint32_t scrub(uint32_t h) { return (h & 0x7FFFu) > 0x7F80u ? 0u : h; }
 
 /* Source of key rows, ragged form over one or two paged fp8_ds_mla caches
  * (main, extra): entries indices[indptr[t] .. indptr[t+1]) of main then of
- * extra; slot valid iff 0 <= slot < pages * B (spec 8.2 [S9]). */
+ * extra; slot valid iff 0 <= slot < pages * B (docs/semantics/attention.md A8.2 [S9]). */
 struct paged_seg {
     const uint8_t *cache;
     long long B, rows; /* tokens per page, pages * B */
@@ -154,7 +156,7 @@ struct paged_src {
             return;
         }
         /* slot -> (slot // B, slot % B); page stride B*584; record at row*576,
-         * scale bytes at B*576 + row*8 (spec 2.1) */
+         * scale bytes at B*576 + row*8 (docs/semantics/kvcache.md A2.1) */
         const long long page = v / B, r = v % B;
         const uint8_t *base = (main ? seg[0].cache : seg[1].cache) + page * B * 584;
         sm.row[slot] = base + r * 576;
@@ -163,7 +165,8 @@ struct paged_src {
     }
     /* Per key 56 chunks of 8 fp8 NoPE bytes and 16 chunks of 4 RoPE bf16;
      * 8-byte loads (the page stride B*584 is a multiple of 8).  NoPE lane =
-     * bf16(fp32(fp8) * 2^(b-127)) (spec 4, 8.4), RoPE the stored bf16. */
+     * bf16(fp32(fp8) * 2^(b-127)) (docs/semantics/kvcache.md A4; docs/semantics/attention.md A8.4),
+     * RoPE the stored bf16. */
     __device__ void load(smem_t &sm) const
     {
         constexpr int NOPE_CH = NOPE / 8, CH = NOPE_CH + (D - NOPE) / 4;
@@ -265,7 +268,7 @@ __global__ void __launch_bounds__(NT, 3) attn_kernel(Src src, const uint16_t *__
             if (sl == 0)
                 for (int a = 0; a < 2; a++)
                     for (int b = 0; b < 4; b++)
-                        /* tl.dot in fp32, then x scale (spec 8.3 [S9]) */
+                        /* tl.dot in fp32, then x scale (docs/semantics/attention.md A8.3 [S9]) */
                         sm.s[2 * hp + a][4 * kq + b] = sm.row[4 * kq + b] ? d8[a][b] * scale : -INFINITY;
         }
         __syncthreads();
@@ -319,7 +322,7 @@ __global__ void __launch_bounds__(NT, 3) attn_kernel(Src src, const uint16_t *__
         sm.l[sh] = l_run;
     }
     __syncthreads();
-    /* sink merge: the sink is in the denominator only (spec 8.1, 8.3 [S9, S23]) */
+    /* sink merge: the sink is in the denominator only (docs/semantics/attention.md A8.1, A8.3 [S9, S23]) */
 #pragma unroll
     for (int h = 0; h < HG; h++) { /* constant trip count: acc stays in registers */
         if (h >= nh)
@@ -328,7 +331,7 @@ __global__ void __launch_bounds__(NT, 3) attn_kernel(Src src, const uint16_t *__
         const float mf = fmaxf(m, sg);
         const float alpha = expf(m - mf);
         const float lf = l * alpha + expf(sg - mf);
-        float o0 = 0.0f, o1 = 0.0f; /* l_f <= 0: no key and no sink -> 0 (spec 8.1) */
+        float o0 = 0.0f, o1 = 0.0f; /* l_f <= 0: no key and no sink -> 0 (docs/semantics/attention.md A8.1) */
         if (lf > 0.0f) {
             const float den = fmaxf(lf, 1e-30f);
             o0 = acc[h][0] * alpha / den;

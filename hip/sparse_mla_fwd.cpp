@@ -1,7 +1,7 @@
-/* sparse_mla_fwd.cpp - aiter's sparse_mla_fwd as the seed calls it: main
+/* sparse_mla_fwd.cpp - aiter's sparse_mla_fwd as the seeds call it: main
  * (SWA) + extra (compressed) paged fp8_dsv4_mla caches, sink in the
- * denominator; the decode contract under aiter's argument names (spec
- * sparse_attention.md 8.5 [S24]).  Same kernel as rocm_sparse_attn_decode. */
+ * denominator; the decode contract under aiter's argument names
+ * (docs/semantics/attention.md A8.5 [S24]).  Same kernel as rocm_sparse_attn_decode. */
 #include "paged_attn.h"
 
 namespace {

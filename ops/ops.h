@@ -35,14 +35,16 @@ int dsv4_req_shape_of(const dsv4_params *ps, int64_t max_query, int64_t max_pref
                       dsv4_req_shape *rs, dsv4_status *st);
 /* One token's top-k row as the indexer writes it: min(n, Wk) distinct
  * compressed indices from [0, n) in random order (partial Fisher-Yates over
- * scratch[0..n)), then -1 (spec sparse_attention.md 6.1: topk_indices_buffer
- * holds local compressed indices).  row may be scratch itself. */
+ * scratch[0..n)), then -1 (docs/semantics/indices.md A6.1:
+ * topk_indices_buffer holds local compressed indices).  row may be scratch
+ * itself. */
 void dsv4_fill_topk_row(dsv4_rng *rng, int32_t *row, int64_t Wk, int64_t n, int32_t *scratch);
 
 /* A plain RoPE table as the generators make it: row p = cos | sin of
- * p * theta^(-2k/rd), k < rd/2, rounded to fp32 (spec sparse_attention.md 1,
- * 11 [S21]: SWA-only layers use rope_theta with factor 1).  The references
- * never recompute it: it is an input, stored in the golden. */
+ * p * theta^(-2k/rd), k < rd/2, rounded to fp32 (docs/semantics/numerics.md
+ * A1, docs/semantics/gemm.md A11 [S21]: SWA-only layers use rope_theta with
+ * factor 1).  The references never recompute it: it is an input, stored in
+ * the golden. */
 void dsv4_gen_cos_sin(float *cache, int64_t P, int rd, double theta);
 /* Fetch an input of the given dtype and rank, or fail naming it. */
 int dsv4_input(const dsv4_tensors *in, const char *name, dsv4_dtype dt, int ndim,

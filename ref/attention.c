@@ -1,5 +1,5 @@
 /* attention.c - sparse attention with sink and its epilogues; see
- * attention.h.  Every rule cites ../shared/spec/sparse_attention.md. */
+ * attention.h.  Every rule cites docs/semantics/attention.md. */
 #include "attention.h"
 
 #include <cblas.h>
@@ -14,7 +14,7 @@
 
 #define D DSV4_HEAD_DIM
 
-/* Running max initial value of the Triton kernels (spec 8.3 [S9]). */
+/* Running max initial value of the Triton kernels (docs/semantics/attention.md A8.3 [S9]). */
 #define KERNEL_NEG_INIT (-3.4028234663852886e38f)
 
 /* The entries of token t in segment s. */
@@ -25,7 +25,7 @@ static const int32_t *seg_entries(const dsv4_attn_segment *s, int64_t t, int64_t
         return s->indices + s->indptr[t];
     }
     /* Dense rows: len = clamp(lens[t], 0, width), only those columns read
-     * (build_ragged_indices_from_dense, spec 5.8 / 8.2 [S9]). */
+     * (build_ragged_indices_from_dense, docs/semantics/indices.md A5.8; attention.md A8.2 [S9]). */
     int64_t len = s->lens[t];
     *n = len < 0 ? 0 : (len > s->width ? s->width : len);
     return s->indices + t * s->width;
@@ -60,7 +60,7 @@ DSV4_HOT_INLINE int fetch_row(const dsv4_attn_segment *s, int64_t v, float *row,
         if (rc)
             return rc;
     }
-    if (s->scrub_nan) /* "NaNs in K become 0" (spec 8.4 [S9]) */
+    if (s->scrub_nan) /* "NaNs in K become 0" (docs/semantics/attention.md A8.4 [S9]) */
         for (int d = 0; d < D; d++) {
             const uint32_t b = dsv4_bits_f32(row[d]);
             row[d] = (b & 0x7FFFFFFFu) > 0x7F800000u ? 0.0f : row[d];
@@ -108,7 +108,7 @@ static int check_segment(const dsv4_attn_args *a, const dsv4_attn_segment *s, ds
                                      "): a referenced key must be finite%s",
                                      s->name, e[j], d, (double)row[d], t, j,
                                      s->scrub_nan ? " (NaN is scrubbed to 0, Inf is not)"
-                                                  : " (prefill does not scrub NaN, spec 8.3)");
+                                                  : " (prefill does not scrub NaN, docs/semantics/attention.md A8.3)");
         }
     }
     return DSV4_OK;
@@ -257,7 +257,7 @@ static double sink_of(const dsv4_attn_args *a, int64_t h)
 }
 
 /* Ideal: S = scale * Q K^T, softmax with the sink in the denominator only,
- * O = W K (spec 8.1). */
+ * O = W K (docs/semantics/attention.md A8.1). */
 DSV4_HOT_INLINE void token_ideal(const dsv4_attn_args *a, int64_t t, int64_t n, double max_norm,
                         attn_work *w, double *out, dsv4_attn_diag *dg)
 {
@@ -279,6 +279,8 @@ DSV4_HOT_INLINE void token_ideal(const dsv4_attn_args *a, int64_t t, int64_t n, 
                 dg->sink_w[t * H + h] = sink_of(a, h) > -INFINITY ? 1.0 : 0.0;
             if (dg->abs_out)
                 memset(dg->abs_out + (t * H + h) * D, 0, D * sizeof(double));
+            if (dg->abs_top)
+                memset(dg->abs_top + (t * H + h) * D, 0, D * sizeof(double));
         }
         return;
     }
@@ -286,8 +288,11 @@ DSV4_HOT_INLINE void token_ideal(const dsv4_attn_args *a, int64_t t, int64_t n, 
                 w->kd, D, 0.0, w->sd, (int)n);
     for (int64_t h = 0; h < H; h++) {
         double *s = w->sd + h * n, sink = sink_of(a, h), m = sink;
-        for (int64_t i = 0; i < n; i++)
+        int64_t top = 0; /* the highest-scoring key (the first of equals) */
+        for (int64_t i = 0; i < n; i++) {
             m = s[i] > m ? s[i] : m;
+            top = s[i] > s[top] ? i : top;
+        }
         double l = 0;
         for (int64_t i = 0; i < n; i++)
             l += (s[i] = exp(s[i] - m));
@@ -297,6 +302,9 @@ DSV4_HOT_INLINE void token_ideal(const dsv4_attn_args *a, int64_t t, int64_t n, 
             s[i] /= l;
         if (dg && dg->sink_w)
             dg->sink_w[t * H + h] = es / l;
+        if (dg && dg->abs_top)
+            for (int d = 0; d < D; d++)
+                dg->abs_top[(t * H + h) * D + d] = s[top] * fabs((double)w->kd[top * D + d]);
     }
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)H, D, (int)n, 1.0, w->sd, (int)n, w->kd,
                 D, 0.0, out + t * H * D, D);
@@ -305,7 +313,7 @@ DSV4_HOT_INLINE void token_ideal(const dsv4_attn_args *a, int64_t t, int64_t n, 
                     w->kabs, D, 0.0, dg->abs_out + t * H * D, D);
 }
 
-/* Faithful: the Triton kernels' fp32 steps (spec 8.3 [S9]). */
+/* Faithful: the Triton kernels' fp32 steps (docs/semantics/attention.md A8.3 [S9]). */
 DSV4_HOT_INLINE void token_faithful(const dsv4_attn_args *a, int64_t t, int64_t n, attn_work *w, double *out)
 {
     const int64_t H = a->H;
@@ -409,13 +417,7 @@ int dsv4_ref_sparse_attn(const dsv4_attn_args *a, dsv4_attn_mode mode, double *o
     return rc;
 }
 
-double dsv4_attn_rho(int64_t nvalid, double score_mag)
-{
-    const double u32 = 0x1p-24, delta = 513.0 * u32 * score_mag;
-    return 0x1p-9 + expm1(2.0 * delta) + (2.0 * (double)nvalid + 16.0) * u32;
-}
-
-/* ---- epilogues (spec 9) ---- */
+/* ---- epilogues (docs/semantics/attention.md A9) ---- */
 
 static int rope_check(int64_t T, int64_t H, const int64_t *positions, int64_t num_pos, int rope_dim,
                       int64_t rotated, dsv4_status *st)
@@ -513,7 +515,7 @@ typedef struct rope_f32_job {
     uint8_t *data, *scales;
 } rope_f32_job;
 
-/* Token t's rows (spec 9.3 steps 1-2 [S9]) into x [H, 512]. */
+/* Token t's rows (docs/semantics/attention.md A9.3 steps 1-2 [S9]) into x [H, 512]. */
 static int rope_token_f32(const rope_f32_job *j, int64_t t, float *x, dsv4_status *st)
 {
     const int64_t H = j->H, n = H * D;
@@ -521,7 +523,7 @@ static int rope_token_f32(const rope_f32_job *j, int64_t t, float *x, dsv4_statu
     int bad = 0;
     for (int64_t i = 0; i < n; i++) {
         bad |= (o[i] & 0x7F80u) == 0x7F80u; /* bf16 exponent all ones: Inf or NaN */
-        x[i] = dsv4_bf16_to_f32_inline(o[i]); /* step 1: x = fp32(o) (spec 9.3 [S9]) */
+        x[i] = dsv4_bf16_to_f32_inline(o[i]); /* step 1: x = fp32(o) (docs/semantics/attention.md A9.3 [S9]) */
     }
     for (int64_t i = 0; bad && i < n; i++)
         if ((o[i] & 0x7F80u) == 0x7F80u)
@@ -541,7 +543,7 @@ static int rope_f32_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_st
         float *x = j->out ? j->out + t * j->H * D : j->buf + (size_t)worker * (size_t)(j->H * D);
         int rc = rope_token_f32(j, t, x, st);
         /* Step 3: MXFP8 per 512-lane head row; [T*H, 512] rows are exactly the
-         * [T, H*512] / [T, H*16] layouts (spec 9.3 [S9], quant 2 "Layouts"). */
+         * [T, H*512] / [T, H*16] layouts (docs/semantics/attention.md A9.3 [S9]; docs/semantics/quant.md Q2, layouts). */
         if (!rc && j->data)
             rc = dsv4_mx_quant_rows_fp8(x, j->H, D, j->rule, j->data + t * j->H * D,
                                         j->scales + t * j->H * (D / DSV4_MX_BLOCK), st);

@@ -1,5 +1,5 @@
 /* attention.h - DeepSeek V4 sparse MLA attention with an attention sink
- * (spec sparse_attention.md 8) and its output epilogues (spec 9.1, 9.3).
+ * (docs/semantics/attention.md A8) and its output epilogues (docs/semantics/attention.md A9.1, A9.3).
  *
  * out[t,h,:] = sum_i e^{s_i - m} V_i / (sum_i e^{s_i - m} + e^{sink[h] - m}),
  * s_i = scale * q[t,h,:] . K_i, m = max(max_i s_i, sink[h]), K_i = V_i = the
@@ -16,7 +16,7 @@
  *    keys' max, p rounded to bf16 before P.V while l sums the fp32 p, fp32
  *    P.V, and the sink merge m_f = max(m, sink), alpha = e^{m - m_f},
  *    l_f = l*alpha + e^{sink - m_f}, out = acc*alpha / max(l_f, 1e-30)
- *    (0 if l_f <= 0) (spec 8.3 [S9]).  The result is fp32 (the kernel's
+ *    (0 if l_f <= 0) (docs/semantics/attention.md A8.3 [S9]).  The result is fp32 (the kernel's
  *    value before the bf16 store).
  *
  * Work per token: the valid rows are gathered once (shared by all heads:
@@ -46,11 +46,11 @@ typedef struct dsv4_attn_segment {
     const void *fetch_ctx;
     /* NaN lanes of a key row read as 0 (decode kernels [S9]); otherwise a
      * non-finite lane in a referenced row is bad input (prefill does not
-     * scrub, spec 8.3, so its output would be undefined). */
+     * scrub, docs/semantics/attention.md A8.3, so its output would be undefined). */
     int scrub_nan;
     /* The entries of token t: ragged when indptr != NULL (indices[indptr[t]
      * .. indptr[t+1])), else dense: the first clamp(lens[t], 0, width)
-     * columns of indices [T, width] (spec 8.2, 5.8 [S9]). */
+     * columns of indices [T, width] (docs/semantics/attention.md A8.2; docs/semantics/indices.md A5.8 [S9]). */
     const int32_t *indices;
     const int32_t *indptr;
     const int32_t *lens;
@@ -78,6 +78,8 @@ typedef struct dsv4_attn_diag {
     double *sink_w;    /* [T, H]: e^{sink - m} / denominator, the sink's weight */
     int64_t *nvalid;   /* [T]: valid keys of the token */
     double *score_mag; /* [T, H]: scale * ||q_th||_2 * max_i ||K_i||_2 (0 if no key) */
+    double *abs_top;   /* [T, H, 512]: w_top |V_top,d|, the share of abs_out of the
+                        * row's highest-scoring key (0 if no key) */
 } dsv4_attn_diag;
 
 /* Shapes, indptr monotonicity and bounds, sink values (no NaN, no +Inf), and
@@ -93,15 +95,7 @@ int64_t dsv4_attn_count_valid(const dsv4_attn_args *a, int64_t t);
 int dsv4_ref_sparse_attn(const dsv4_attn_args *a, dsv4_attn_mode mode, double *out,
                          dsv4_attn_diag *diag, dsv4_status *st);
 
-/* The relative factor rho of the per-element bound of a kernel output
- * against the ideal (ops_attention.c derives it):
- *   |kernel - ideal| <= 1 ulp_bf16(ideal) + rho * sum_i w_i |V_i,d|,
- *   rho = 2^-9 + (e^{2 delta} - 1) + (2n + 16) 2^-24,
- *   delta = 513 * 2^-24 * score_mag,
- * n = valid keys of the row, score_mag as in dsv4_attn_diag. */
-double dsv4_attn_rho(int64_t nvalid, double score_mag);
-
-/* rocm_inverse_rope_rows_ (spec 9.1 [S9]): in place on bf16 o [T, H, 512];
+/* rocm_inverse_rope_rows_ (docs/semantics/attention.md A9.1 [S9]): in place on bf16 o [T, H, 512];
  * rows t >= rotated get the inverse GPT-J rotation of lanes 448..511 in fp32
  * at positions[t], each lane rounded to bf16; NoPE lanes and rows < rotated
  * are untouched.  positions [T] index cos_sin_cache [num_pos, rope_dim]. */
@@ -115,10 +109,10 @@ int dsv4_ref_inverse_rope_rows_f64(const uint16_t *o, int64_t T, int64_t H, cons
                                    const float *cos_sin_cache, int64_t num_pos, int rope_dim,
                                    int64_t rotated, double *out, dsv4_status *st);
 
-/* The fp32 rows rocm_inverse_rope_mxfp8_rows quantizes (spec 9.3 steps 1-2
+/* The fp32 rows rocm_inverse_rope_mxfp8_rows quantizes (docs/semantics/attention.md A9.3 steps 1-2
  * [S9]): x = fp32(o[t,h,:]) of bf16 o [T, H, 512], lanes 448..511 rotated
  * inversely in fp32 at positions[t] (dsv4_rope_gptj_f32: products rounded,
- * then the sum), NoPE lanes copied bit for bit (spec 9.1: "NoPE lanes are
+ * then the sum), NoPE lanes copied bit for bit (docs/semantics/attention.md A9.1: "NoPE lanes are
  * unchanged (bit-exact)"; a literal cos = 1, sin = 0 pass would map a -0
  * lane with a positive partner to +0, we keep -0).  out [T, H, 512] fp32. */
 int dsv4_ref_inverse_rope_rows_f32(const uint16_t *o, int64_t T, int64_t H, const int64_t *positions,
@@ -126,13 +120,13 @@ int dsv4_ref_inverse_rope_rows_f32(const uint16_t *o, int64_t T, int64_t H, cons
                                    dsv4_status *st);
 
 /* rocm_inverse_rope_mxfp8_rows(o, positions, cos_sin_cache, rope_dim,
- * out_data, out_scale) (spec 9.3 [S9], quant 2 "Inverse RoPE before wo_a"):
+ * out_data, out_scale) (docs/semantics/attention.md A9.3 [S9]; docs/semantics/quant.md Q2):
  * the rows of dsv4_ref_inverse_rope_rows_f32, then MXFP8 of every 512-lane
  * head row by `rule` (an MXFP8 rule of mx.h; the ROCm kernels' is
  * DSV4_MX_FP8_CEIL) through dsv4_mx_quant_rows_fp8.  data [T, H*512]
  * e4m3fn (head h at columns h*512), scales [T, H*16] uint8 (scale (t, h*16+g)
  * covers lanes 32g..32g+31 of head h).  Non-finite o is DSV4_EINPUT (the
- * kernels' NaN behaviour is open, quant spec 9 q. 5). */
+ * kernels' NaN behaviour is open, docs/semantics/README.md Q9.5). */
 int dsv4_ref_inverse_rope_mxfp8_rows(const uint16_t *o, int64_t T, int64_t H, const int64_t *positions,
                                      const float *cos_sin_cache, int64_t num_pos, int rope_dim,
                                      dsv4_mx_rule rule, uint8_t *data, uint8_t *scales, dsv4_status *st);

@@ -1,5 +1,5 @@
 /* compressor.c - fused q-norm/RoPE/SWA insert and the KV compressor; see
- * compressor.h.  "spec" is ../shared/spec/sparse_attention.md. */
+ * compressor.h.  Semantics: docs/semantics/gemm.md A3, A11. */
 #define _POSIX_C_SOURCE 200809L
 #include "compressor.h"
 
@@ -18,7 +18,7 @@
 #define NOPE DSV4_NOPE_DIM
 
 /* ------------------------------------------------------------------ */
-/* _fused_qnorm_rope_kv_insert (spec 3 [S15, S16])                     */
+/* _fused_qnorm_rope_kv_insert (docs/semantics/gemm.md A3 [S15, S16])  */
 
 static int rope_row_of(const dsv4_qnorm_insert_args *a, int64_t t, const float **row, dsv4_status *st)
 {
@@ -32,7 +32,7 @@ typedef struct qnorm_job {
     double *q_out, *mag;
 } qnorm_job;
 
-/* Head rows: y = x / sqrt(mean(x^2) + eps) (no weight, spec 3 Q 2-3), the
+/* Head rows: y = x / sqrt(mean(x^2) + eps) (no weight, docs/semantics/gemm.md A3, Q steps 2-3), the
  * magnitudes, then forward GPT-J at positions[t] (Q 4).  The sums of
  * squares of four heads run side by side, each in its serial order. */
 static int qnorm_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
@@ -106,7 +106,7 @@ int dsv4_ref_kv_rope_insert(const dsv4_qnorm_insert_args *a, uint8_t *cache, con
     int rc = DSV4_OK;
     for (int64_t t = 0; t < a->Ts && !rc; t++) {
         memcpy(k + t * D, a->kv + t * D, D * sizeof *k);
-        if (a->slot_mapping[t] < 0) /* skipped: its row is never encoded (spec 3 KV) */
+        if (a->slot_mapping[t] < 0) /* skipped: its row is never encoded (docs/semantics/gemm.md A3, KV branch) */
             continue;
         const float *row;
         if ((rc = rope_row_of(a, t, &row, st)))
@@ -118,7 +118,7 @@ int dsv4_ref_kv_rope_insert(const dsv4_qnorm_insert_args *a, uint8_t *cache, con
         for (int d = NOPE; d < D; d++)
             k[t * D + d] = dsv4_bf16_from_f32(y[d]); /* KV 3: all 512 to bf16 (NoPE unchanged) */
     }
-    /* KV 4: the 584-byte encode (spec 2.2) at each slot, -1 skipped (kvcache.h) */
+    /* KV 4: the 584-byte encode (docs/semantics/kvcache.md A2.2) at each slot, -1 skipped (kvcache.h) */
     if (!rc)
         rc = dsv4_ref_quantize_and_insert_k_cache(k, a->Ts, a->slot_mapping, NULL, cache, L, o, st);
     free(k);
@@ -126,10 +126,10 @@ int dsv4_ref_kv_rope_insert(const dsv4_qnorm_insert_args *a, uint8_t *cache, con
 }
 
 /* ------------------------------------------------------------------ */
-/* compressor (spec 11 [S17-S20])                                      */
+/* compressor (docs/semantics/gemm.md A11 [S17-S20])                   */
 
-int dsv4_compressor_coff(int64_t ratio) { return ratio == 4 ? 2 : 1; }              /* overlap for C4 (2.5) */
-int64_t dsv4_compressor_state_block(int64_t ratio) { return ratio == 4 ? 4 : 8; } /* state page (2.5 [S17]) */
+int dsv4_compressor_coff(int64_t ratio) { return ratio == 4 ? 2 : 1; }              /* overlap for C4 (A2.5) */
+int64_t dsv4_compressor_state_block(int64_t ratio) { return ratio == 4 ? 4 : 8; } /* state page (A2.5 [S17]) */
 
 static int64_t req_of(const dsv4_compressor_args *a, int64_t t)
 {
@@ -158,11 +158,11 @@ static int state_row(const dsv4_compressor_args *a, int64_t r, int64_t p, int64_
     if (page < 0 || page >= a->num_state_blocks)
         return dsv4_fail(st, DSV4_EINPUT, "state_block_table[%" PRId64 ", %" PRId64 "] = %" PRId64
                          " outside [0, %" PRId64 ")", r, p / Bs, page, a->num_state_blocks);
-    *row_index = page * Bs + p % Bs; /* page = bt[r, p // Bs], row = p % Bs (spec 11 step 3) */
+    *row_index = page * Bs + p % Bs; /* page = bt[r, p // Bs], row = p % Bs (docs/semantics/gemm.md A11 step 3) */
     return DSV4_OK;
 }
 
-/* Compressed slot of an emitting token (spec 5.4 [S20]): cidx = pos // c,
+/* Compressed slot of an emitting token (docs/semantics/indices.md A5.4 [S20]): cidx = pos // c,
  * slot = block_table[r, cidx // B] * B + cidx % B, B = 256 / c. */
 static int comp_slot(const dsv4_compressor_args *a, int64_t r, int64_t pos, int64_t *page, int64_t *row,
                      dsv4_status *st)
@@ -180,7 +180,7 @@ static int comp_slot(const dsv4_compressor_args *a, int64_t r, int64_t pos, int6
 
 static int emits(const dsv4_compressor_args *a, int64_t t)
 {
-    return a->state_slots[t] >= 0 && (a->positions[t] + 1) % a->ratio == 0; /* spec 11 step 3 */
+    return a->state_slots[t] >= 0 && (a->positions[t] + 1) % a->ratio == 0; /* docs/semantics/gemm.md A11 step 3 */
 }
 
 int dsv4_compressor_check(const dsv4_compressor_args *a, dsv4_status *st)
@@ -223,7 +223,7 @@ int dsv4_compressor_check(const dsv4_compressor_args *a, dsv4_status *st)
     return DSV4_OK;
 }
 
-/* y_d = sum_u softmax_u(score[u, d]) kv[u, d] over the window (spec 11
+/* y_d = sum_u softmax_u(score[u, d]) kv[u, d] over the window (docs/semantics/gemm.md A11
  * step 3), in double; masked rows (position < 0) drop out. */
 static void window_softmax(const dsv4_compressor_args *a, int64_t r, int64_t pos, double *y)
 {
@@ -262,7 +262,7 @@ int dsv4_ref_compressor_step(const dsv4_compressor_args *a, double *latent, dsv4
         return rc;
     const int coff = dsv4_compressor_coff(a->ratio);
     const int64_t half = coff * DSV4_COMP_DIM, W2 = 2 * half, B = 256 / a->ratio;
-    /* save_partial_states: [kv | score + ape[pos % c]] with one fp32 add (spec 11 step 2 [S18]) */
+    /* save_partial_states: [kv | score + ape[pos % c]] with one fp32 add (docs/semantics/gemm.md A11 step 2 [S18]) */
     for (int64_t t = 0; t < a->T; t++) {
         if (a->state_slots[t] < 0)
             continue;
@@ -272,7 +272,8 @@ int dsv4_ref_compressor_step(const dsv4_compressor_args *a, double *latent, dsv4
         for (int64_t j = 0; j < half; j++)
             row[half + j] = ks[half + j] + ape[j];
     }
-    const dsv4_kv_encode_opts o = dsv4_kv_encode_opts_default(0); /* compressed cache: OCP, 448 (spec 2.3 [S1, S19]) */
+    /* compressed cache: OCP, 448 (docs/semantics/kvcache.md A2.3 [S1, S19]) */
+    const dsv4_kv_encode_opts o = dsv4_kv_encode_opts_default(0);
     for (int64_t t = 0; t < a->T && !rc; t++) {
         if (latent)
             for (int d = 0; d < DSV4_COMP_DIM; d++)
@@ -300,4 +301,12 @@ int dsv4_ref_compressor_step(const dsv4_compressor_args *a, double *latent, dsv4
         rc = dsv4_kv_encode_token(a->kv_cache + page * B * DSV4_KV_TOKEN_BYTES, B, row, x, &o, st);
     }
     return rc;
+}
+
+int dsv4_compressor_emit_row(const dsv4_compressor_args *a, int64_t t, int64_t *page, int64_t *row)
+{
+    if (t < 0 || t >= a->T || !emits(a, t))
+        return 0;
+    const int64_t r = req_of(a, t);
+    return r >= 0 && comp_slot(a, r, a->positions[t], page, row, NULL) == DSV4_OK;
 }

@@ -1,8 +1,9 @@
 /* compressor.h - the SWA insert with q preparation
  * (_fused_qnorm_rope_kv_insert) and the KV compressor chain (save partial
  * states, compress, insert into the compressed cache).  Semantics:
- * ../shared/spec/sparse_attention.md 2.5 (state cache), 3 (fused insert),
- * 5.4 (compressed slot mapping), 11 (compressor) [S15, S16, S17-S20].
+ * docs/semantics/kvcache.md A2.5 (state cache), docs/semantics/gemm.md A3
+ * (fused insert), A11 (compressor), docs/semantics/indices.md A5.4
+ * (compressed slot mapping) [S15, S16, S17-S20].
  * Codecs: kvcache.h (the 584-byte format), RoPE: rope.h.  Plain arrays. */
 #ifndef DSV4_COMPRESSOR_H
 #define DSV4_COMPRESSOR_H
@@ -12,7 +13,7 @@
 #include "kvcache.h"
 #include "status.h"
 
-/* ---- _fused_qnorm_rope_kv_insert (spec 3) ------------------------------ */
+/* ---- _fused_qnorm_rope_kv_insert (docs/semantics/gemm.md A3) ----------- */
 
 typedef struct dsv4_qnorm_insert_args {
     const uint16_t *q;     /* [T, H, 512] bf16 */
@@ -35,15 +36,15 @@ int dsv4_ref_qnorm_rope(const dsv4_qnorm_insert_args *a, double *q_out, double *
 
 /* KV branch, bit-exact as the kernel: y = fp32(kv[t]); forward GPT-J RoPE
  * of lanes 448..511 in fp32 (rope.h, unfused products); bf16 of all 512;
- * encoded per spec 2.2 into slot_mapping[t] (kvcache.h).  Slots -1 are
+ * encoded per docs/semantics/kvcache.md A2.2 into slot_mapping[t] (kvcache.h).  Slots -1 are
  * skipped; out-of-range or duplicate slots are DSV4_EINPUT before any
  * write. */
 int dsv4_ref_kv_rope_insert(const dsv4_qnorm_insert_args *a, uint8_t *cache, const dsv4_kv_layout *L,
                             const dsv4_kv_encode_opts *o, dsv4_status *st);
 
-/* ---- compressor (spec 11) ------------------------------------------------- */
+/* ---- compressor (docs/semantics/gemm.md A11) ------------------------------ */
 
-#define DSV4_COMP_DIM 512 /* head_dim of the MLA compressor (spec 11) */
+#define DSV4_COMP_DIM 512 /* head_dim of the MLA compressor (docs/semantics/gemm.md A11) */
 
 typedef struct dsv4_compressor_args {
     int64_t ratio;               /* c: 4 (C4, overlapping window) or 128 (C128) */
@@ -67,7 +68,7 @@ typedef struct dsv4_compressor_args {
     int64_t max_blocks;
 } dsv4_compressor_args;
 
-/* coff (2 for C4, 1 for C128) and the state page size Bs (4, 8) (spec 2.5). */
+/* coff (2 for C4, 1 for C128) and the state page size Bs (4, 8) (docs/semantics/kvcache.md A2.5). */
 int dsv4_compressor_coff(int64_t ratio);
 int64_t dsv4_compressor_state_block(int64_t ratio);
 
@@ -81,9 +82,16 @@ int dsv4_compressor_check(const dsv4_compressor_args *a, dsv4_status *st);
  * == 0, the softmax-weighted window (per dim, over the coff*c state rows of
  * positions pos-coff*c+1..pos, rows with position < 0 masked), RMSNorm
  * with weight, NoPE bf16 + fp8 quant, RoPE at (pos // c) * c, inserted at
- * the compressed slot of spec 5.4 (OCP, FP8MAX 448).  The float steps are
+ * the compressed slot of docs/semantics/indices.md A5.4 (OCP, FP8MAX 448).  The float steps are
  * the ideal (double); latent (may be NULL) [T, 512] gets each emitting
  * token's normalized row (NaN for tokens that emit none). */
 int dsv4_ref_compressor_step(const dsv4_compressor_args *a, double *latent, dsv4_status *st);
+
+/* The compressed-cache row that token t of the step writes: 1 with *page,
+ * *row when it emits one (a state slot and (pos + 1) % c == 0), else 0
+ * (also when its request or block table is out of range: a passes
+ * dsv4_compressor_check first).  For the tolerance of kv_cache: only those
+ * rows may differ by a rounding flip. */
+int dsv4_compressor_emit_row(const dsv4_compressor_args *a, int64_t t, int64_t *page, int64_t *row);
 
 #endif

@@ -1,6 +1,6 @@
 /* fp8quant.c - FP8 1x128 group quant and the RMSNorm of
- * fused_qk_rmsnorm_group_quant; see fp8quant.h.  "spec" is
- * ../shared/spec/quant_and_indexer.md. */
+ * fused_qk_rmsnorm_group_quant; see fp8quant.h.  Semantics:
+ * docs/semantics/quant.md Q3 (tags below are its sections). */
 #include "fp8quant.h"
 
 #include <inttypes.h>
@@ -13,9 +13,9 @@
 float dsv4_fp8q_default_max(dsv4_fp8q_impl impl, dsv4_fp8_kind kind)
 {
     if (kind == DSV4_FP8_E4M3FN)
-        return 448.0f; /* opus finfo / get_fp8_min_max on OCP fp8 (spec 3.1, 3.2) */
-    /* fnuz: aiter clamps at 240 (gfx942 finfo, spec 3.1 step 2); vLLM's
-     * get_fp8_min_max gives 224 on fnuz platforms (spec 3.2 step 2). */
+        return 448.0f; /* opus finfo / get_fp8_min_max on OCP fp8 (docs/semantics/quant.md Q3.1, Q3.2) */
+    /* fnuz: aiter clamps at 240 (gfx942 finfo, docs/semantics/quant.md Q3.1 step 2); vLLM's
+     * get_fp8_min_max gives 224 on fnuz platforms (docs/semantics/quant.md Q3.2 step 2). */
     return impl == DSV4_FP8Q_AITER_HIP ? 240.0f : 224.0f;
 }
 
@@ -47,7 +47,7 @@ DSV4_HOT_INLINE float group_amax(const float *x, int n)
         m = v > m ? v : m;
     }
     const float amax = dsv4_f32_of_bits((uint32_t)m);
-    return amax > 1e-10f ? amax : 1e-10f; /* both floor amax at 1e-10 (spec 3.1 step 1, 3.2 step 1) */
+    return amax > 1e-10f ? amax : 1e-10f; /* both floor amax at 1e-10 (docs/semantics/quant.md Q3.1 step 1, Q3.2 step 1) */
 }
 
 /* The codes of one group: clamp(x * inv) (mul) or clamp(x / scale) (div). */
@@ -113,7 +113,7 @@ DSV4_VECTOR_CLONES static int rows_range(void *ctx, int64_t m0, int64_t m1, int 
                 x = f;
             }
             const float s = quant_group(x, g, j->cfg, j->y + m * K + k * g);
-            /* transpose_scale: (m, g) at g*M + m (spec 3.1 "Out"). */
+            /* transpose_scale: (m, g) at g*M + m (docs/semantics/quant.md Q3.1 "Out"). */
             j->scale[j->cfg->transpose_scale ? k * M + m : m * G + k] = s;
         }
     return DSV4_OK;
@@ -185,10 +185,10 @@ void dsv4_rmsnorm_rows_ideal(const float *x, const float *w, int64_t rows, int64
 
 void dsv4_rmsnorm_row_f32(const float *x, const float *w, int64_t n, float eps, float *y)
 {
-    float ss = 0; /* each thread sums sequentially, clang contracts to FMA (spec 3.3 step 2) */
+    float ss = 0; /* each thread sums sequentially, clang contracts to FMA (docs/semantics/quant.md Q3.3 step 2) */
     for (int64_t i = 0; i < n; i++)
         ss = fmaf(x[i], x[i], ss);
-    float rcp = 1.0f / sqrtf(ss / (float)n + eps); /* rsqrtf (3.3 step 3) */
+    float rcp = 1.0f / sqrtf(ss / (float)n + eps); /* rsqrtf (Q3.3 step 3) */
     for (int64_t i = 0; i < n; i++)
-        y[i] = (x[i] * rcp) * w[i]; /* fl(fl(x * rcp) * w) (3.3 step 4) */
+        y[i] = (x[i] * rcp) * w[i]; /* fl(fl(x * rcp) * w) (Q3.3 step 4) */
 }

@@ -1,8 +1,8 @@
 /* fp8quant.h - FP8 per-1x128 group quantization (aiter HIP and vLLM Triton
  * rules) and fused_qk_rmsnorm_group_quant.  Semantics:
- * ../shared/spec/quant_and_indexer.md section 3 (3.1 aiter HIP
- * per_group_quant_hip, 3.2 vLLM per_token_group_quant_fp8, 3.3 the fused
- * RMSNorm + quant).  Plain arrays, row-major. */
+ * docs/semantics/quant.md Q3 (Q3.1 aiter HIP per_group_quant_hip, Q3.2
+ * vLLM per_token_group_quant_fp8, Q3.3 the fused RMSNorm + quant).  Plain
+ * arrays, row-major. */
 #ifndef DSV4_FP8QUANT_H
 #define DSV4_FP8QUANT_H
 
@@ -12,10 +12,10 @@
 #include "status.h"
 
 typedef enum dsv4_fp8q_impl {
-    /* aiter HIP (spec 3.1): amax = max(1e-10, max|x|); scale = fl(amax * fl(1/MAX));
+    /* aiter HIP (docs/semantics/quant.md Q3.1): amax = max(1e-10, max|x|); scale = fl(amax * fl(1/MAX));
      * inv = fl(1 / scale); q = cvt(clamp(fl(x * inv), -MAX, MAX)), RNE. */
     DSV4_FP8Q_AITER_HIP = 0,
-    /* vLLM Triton (spec 3.2): absmax = max(max|y|, 1e-10); scale = fl(absmax / MAX);
+    /* vLLM Triton (docs/semantics/quant.md Q3.2): absmax = max(max|y|, 1e-10); scale = fl(absmax / MAX);
      * q = cvt(clamp(fl(y / scale), -MAX, MAX)). */
     DSV4_FP8Q_VLLM_TRITON
 } dsv4_fp8q_impl;
@@ -28,7 +28,7 @@ typedef struct dsv4_fp8q_cfg {
     int transpose_scale; /* 0: scale [M, K/g] row-major; 1: element (m, j) at j*M + m */
 } dsv4_fp8q_cfg;
 
-/* The default fp8 max of an impl and kind (spec 3.1 step 2, 3.2 step 2). */
+/* The default fp8 max of an impl and kind (docs/semantics/quant.md Q3.1 step 2, Q3.2 step 2). */
 float dsv4_fp8q_default_max(dsv4_fp8q_impl impl, dsv4_fp8_kind kind);
 
 /* One group of n fp32 values: returns the fp32 scale, writes n fp8 codes. */
@@ -43,7 +43,7 @@ int dsv4_fp8q_rows(const float *x, int64_t M, int64_t K, const dsv4_fp8q_cfg *cf
 int dsv4_fp8q_rows_bf16(const uint16_t *x, int64_t M, int64_t K, const dsv4_fp8q_cfg *cfg, uint8_t *y,
                         float *scale, dsv4_status *st);
 
-/* RMSNorm of fused_qk_rmsnorm_group_quant (spec 3.3 steps 1-4, 8), one row of n:
+/* RMSNorm of fused_qk_rmsnorm_group_quant (docs/semantics/quant.md Q3.3 steps 1-4, 8), one row of n:
  * ideal: y = x * (1/sqrt(sum(x^2)/n + eps)) * w in double;
  * faithful: the kernel's fp32 order: ss by sequential fp32 FMA, rcp =
  * fl(1/fl(sqrt(fl(fl(ss/n) + eps)))) (v_rsq is approximate, not emulated),

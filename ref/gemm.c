@@ -1,5 +1,5 @@
 /* gemm.c - block-scaled FP8 GEMM, shuffle_weight, wo_a; see gemm.h.
- * "spec" is ../shared/spec/quant_and_indexer.md unless named otherwise. */
+ * Semantics: docs/semantics/gemm.md Q7 (the GEMM, shuffle_weight) and A10 (wo_a). */
 #include "gemm.h"
 
 #include <cblas.h>
@@ -23,7 +23,7 @@ int64_t dsv4_shuffle_index(int64_t n, int64_t k, int64_t K, int elem_size)
 {
     /* aiter shuffle.py: IN = IK = 16, BK = 2*IK = 32, K_pack = 16 / elem_size;
      * view (N/IN, IN, K/BK, BK/Kp, Kp) permuted to (N/IN, K/BK, BK/Kp, IN, Kp)
-     * (spec 7, ROCm/aiter:aiter/ops/shuffle.py@e4048607). */
+     * (docs/semantics/gemm.md Q7, ROCm/aiter:aiter/ops/shuffle.py@e4048607). */
     const int64_t Kp = 16 / elem_size;
     return ((((n / 16) * (K / 32) + k / 32) * (32 / Kp) + (k % 32) / Kp) * 16 + n % 16) * Kp + k % Kp;
 }
@@ -92,7 +92,7 @@ static int64_t kblocks(const dsv4_gemm_args *a) { return a->K / BLK; }
 
 static float xscale(const dsv4_gemm_args *a, int64_t m, int64_t kb)
 {
-    /* bpreshuffle: memory [K/128][M], logical [M, K/128] (spec 7) */
+    /* bpreshuffle: memory [K/128][M], logical [M, K/128] (docs/semantics/gemm.md Q7) */
     return a->x_scale_transposed ? a->x_scale[kb * a->M + m] : a->x_scale[m * kblocks(a) + kb];
 }
 
@@ -280,7 +280,7 @@ static int rows_f32(void *ctx, int64_t b0, int64_t b1, int worker, dsv4_status *
                 float *yr = y + (m0 + i) * N;
                 const float *pr = P + i * N;
                 for (int64_t n = 0; n < N; n++) {
-                    float px = pr[n] * xs;            /* fl(P * xs) (spec 7, Triton) */
+                    float px = pr[n] * xs;            /* fl(P * xs) (docs/semantics/gemm.md Q7, Triton) */
                     yr[n] = yr[n] + px * wscale(a, n, kb); /* acc += fl(.)*ws, unfused */
                 }
             }
@@ -338,7 +338,7 @@ int dsv4_gemm_abs_gauge(const dsv4_gemm_args *a, double *g, dsv4_status *st)
 }
 
 /* ------------------------------------------------------------------ */
-/* rocm_inv_rope_einsum (sparse_attention.md 10.2 [S9])                */
+/* rocm_inv_rope_einsum (docs/semantics/gemm.md A10.2 [S9])            */
 
 /* Head row o[t, h, :] as double, inverse-rotated when asked; err (may be
  * NULL) gets each lane's kernel-vs-ideal error bound (0 for NoPE lanes). */
@@ -350,7 +350,7 @@ static int einsum_row(const dsv4_einsum_args *a, int64_t t, int64_t h, double *x
         if (err)
             err[d] = 0;
     }
-    if (!a->inverse_rope) /* o is already rotated and bf16 (spec 10.2 step 1) */
+    if (!a->inverse_rope) /* o is already rotated and bf16 (docs/semantics/gemm.md A10.2 step 1) */
         return DSV4_OK;
     const float *row;
     char what[48];
@@ -361,7 +361,8 @@ static int einsum_row(const dsv4_einsum_args *a, int64_t t, int64_t h, double *x
     double *lanes = x + DSV4_HEAD_DIM - a->rope_dim;
     double orig[DSV4_HEAD_DIM];
     memcpy(orig, lanes, (size_t)a->rope_dim * sizeof *orig);
-    dsv4_rope_gptj_f64(lanes, row, a->rope_dim, DSV4_ROPE_INVERSE); /* spec 9.1: e c + o s, o c - e s */
+    /* docs/semantics/attention.md A9.1: e c + o s, o c - e s */
+    dsv4_rope_gptj_f64(lanes, row, a->rope_dim, DSV4_ROPE_INVERSE);
     if (err)
         for (int k = 0; k < a->rope_dim / 2; k++) {
             const double c = row[k], s = row[a->rope_dim / 2 + k];
@@ -470,7 +471,7 @@ int dsv4_ref_inv_rope_einsum(const dsv4_einsum_args *a, double *out, double *gau
 }
 
 /* ------------------------------------------------------------------ */
-/* rocm_mxfp8_wo_a_bmm (sparse_attention.md 10.3 [S9])                 */
+/* rocm_mxfp8_wo_a_bmm (docs/semantics/gemm.md A10.3 [S9])             */
 
 /* Tiles of one group's [T, R] output. */
 #define BMM_TILE 256
@@ -485,7 +486,7 @@ typedef struct bmm_job {
 
 /* s[t, r] += p * sc over the 32-wide blocks in order, p the block's dot
  * (exact: 32 fp8 products in double, so any summation order gives it) and
- * sc = 2^(sa+sw-254) (exact); sa the same of |products| (spec 10.3). */
+ * sc = 2^(sa+sw-254) (exact); sa the same of |products| (docs/semantics/gemm.md A10.3). */
 static int bmm_tiles(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
 {
     (void)st;
@@ -502,7 +503,7 @@ static int bmm_tiles(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status 
                 if (j->gauge)
                     j->gauge[(t0 + t) * G * R + g * R + r0 + r] = 0;
             }
-        for (int64_t kb = 0; kb < KB; kb++) { /* tiles never cross groups (spec 10.3) */
+        for (int64_t kb = 0; kb < KB; kb++) { /* tiles never cross groups (docs/semantics/gemm.md A10.3) */
             cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nt, (int)nr, 32, 1.0, j->A + t0 * K + kb * 32,
                         (int)K, j->W + r0 * K + kb * 32, (int)K, 0.0, P, (int)nr);
             if (j->gauge)

@@ -1,8 +1,8 @@
 /* gemm.h - the block-scaled FP8 GEMM (gemm_a8w8_blockscale and its
  * _bpreshuffle form), aiter's shuffle_weight(layout=(16,16)), and the wo_a
  * projections of the ROCm output path (rocm_inv_rope_einsum,
- * rocm_mxfp8_wo_a_bmm).  Semantics: ../shared/spec/quant_and_indexer.md 7
- * and sparse_attention.md 10; the seed 000_... (_bpre_attn_gemm,
+ * rocm_mxfp8_wo_a_bmm).  Semantics: docs/semantics/gemm.md Q7 and A10; the
+ * seeds' vllm/models/deepseek_v41/amd/rocm.py [SEED1] (_bpre_attn_gemm,
  * apply_pre_quantized_block_scaled_mm, prepare_attn_preshuffle, _o_proj).
  *
  * Determinism of the ideal (what goes into goldens): an e4m3fn value is an
@@ -22,9 +22,9 @@
 #include "numerics.h"
 #include "status.h"
 
-#define DSV4_GEMM_BLOCK 128 /* 1x128 activation groups, 128x128 weight blocks (spec 7) */
+#define DSV4_GEMM_BLOCK 128 /* 1x128 activation groups, 128x128 weight blocks (docs/semantics/gemm.md Q7) */
 
-/* ---- shuffle_weight(x, layout=(16, 16)) (spec 7) ------------------------- */
+/* ---- shuffle_weight(x, layout=(16, 16)) (docs/semantics/gemm.md Q7) ------ */
 
 /* Flat index that element (n, k) of an [N, K] matrix of elem_size-byte
  * elements takes in the shuffled buffer: IN = IK = 16, BK = 32,
@@ -34,11 +34,11 @@ int64_t dsv4_shuffle_index(int64_t n, int64_t k, int64_t K, int elem_size);
 /* Checks N % 16 == 0, K % 32 == 0, elem_size in {1, 2}. */
 int dsv4_shuffle_check(int64_t N, int64_t K, int elem_size, dsv4_status *st);
 /* out = shuffle_weight(in) (inverse = 0) or its inverse (inverse = 1), for
- * `batch` leading matrices (leading dims are preserved, spec 7). */
+ * `batch` leading matrices (leading dims are preserved, docs/semantics/gemm.md Q7). */
 int dsv4_ref_shuffle_weight(const uint8_t *in, uint8_t *out, int64_t batch, int64_t N, int64_t K,
                             int elem_size, int inverse, dsv4_status *st);
 
-/* ---- gemm_a8w8_blockscale (spec 7) ------------------------------------- */
+/* ---- gemm_a8w8_blockscale (docs/semantics/gemm.md Q7) ------------------ */
 
 typedef struct dsv4_gemm_args {
     const uint8_t *xq;      /* [M, K] fp8 codes */
@@ -47,7 +47,7 @@ typedef struct dsv4_gemm_args {
     const float *w_scale;   /* [ceil(N/128), K/128] */
     int64_t M, N, K;
     dsv4_fp8_kind kind;     /* e4m3fn (gfx950) or e4m3fnuz (gfx942) */
-    int x_scale_transposed; /* bpreshuffle: x_scale stored transposed (spec 7) */
+    int x_scale_transposed; /* bpreshuffle: x_scale stored transposed (docs/semantics/gemm.md Q7) */
     int w_shuffled;         /* bpreshuffle: WQ = shuffle_weight(W, (16,16)) */
 } dsv4_gemm_args;
 
@@ -60,7 +60,7 @@ int dsv4_gemm_check(const dsv4_gemm_args *a, dsv4_status *st);
  * P_kb the exact dot of block kb (see the header comment), blocks summed in
  * order; y [M, N]. */
 int dsv4_ref_gemm_a8w8_blockscale_f64(const dsv4_gemm_args *a, double *y, dsv4_status *st);
-/* The Triton kernel's fp32 order (spec 7: acc += fl(P*xs)*ws, P the fp32
+/* The Triton kernel's fp32 order (docs/semantics/gemm.md Q7: acc += fl(P*xs)*ws, P the fp32
  * dot of one K block, here OpenBLAS sgemm): a faithful model for large or
  * bench cases, compared with a tolerance, never written into goldens. */
 int dsv4_ref_gemm_a8w8_blockscale_f32(const dsv4_gemm_args *a, float *y, dsv4_status *st);
@@ -68,11 +68,11 @@ int dsv4_ref_gemm_a8w8_blockscale_f32(const dsv4_gemm_args *a, float *y, dsv4_st
  * error is proportional to), in double via dgemm (a bound, not a golden). */
 int dsv4_gemm_abs_gauge(const dsv4_gemm_args *a, double *g, dsv4_status *st);
 
-/* ---- wo_a (spec sparse_attention.md 10) ----------------------------------- */
+/* ---- wo_a (docs/semantics/gemm.md A10) ----------------------------------- */
 
 /* rocm_inv_rope_einsum(rotary, o, positions, 64, G, R, wo_a, inverse_rope):
  * o [T, H, 512] bf16; inverse_rope: inverse GPT-J RoPE of the last 64 lanes
- * of each head at positions[t] (spec 9.1), else o as given; view [T, G, Dg]
+ * of each head at positions[t] (docs/semantics/attention.md A9.1), else o as given; view [T, G, Dg]
  * (Dg = H*512/G); w [G, R, Dg] bf16; out[t, g, r] = sum_d o_r[t,g,d]
  * w[g,r,d] in double (ideal: the rotation exact, not rounded to bf16), fixed
  * order.  gauge (may be NULL): sum_d |o_r||w|; rope_err (may be NULL):
@@ -91,7 +91,7 @@ typedef struct dsv4_einsum_args {
 int dsv4_ref_inv_rope_einsum(const dsv4_einsum_args *a, double *out, double *gauge, double *rope_err,
                              dsv4_status *st);
 
-/* rocm_mxfp8_wo_a_bmm(a, a_scale, wo_a, G, R) (spec 10.3): a [T, G*K] e4m3fn
+/* rocm_mxfp8_wo_a_bmm(a, a_scale, wo_a, G, R) (docs/semantics/gemm.md A10.3): a [T, G*K] e4m3fn
  * with e8m0 scales [T, G*K/32]; w [G*R, K] e4m3fn with scales [G*R, K/32];
  * out[t, g*R + r] = sum_k deq(a[t, g*K + k]) deq(w[g*R + r, k]) in double
  * (each 32-block dot exact, blocks summed in order).  gauge (may be NULL):

@@ -1,5 +1,5 @@
 /* indexer.c - the paged MXFP4 indexer reference (see indexer.h).
- * Spec: ../shared/spec/quant_and_indexer.md sections 4-6 (cited per rule). */
+ * Semantics: docs/semantics/indexer.md Q4-Q6 (cited per rule). */
 #define _POSIX_C_SOURCE 200809L
 #include "indexer.h"
 
@@ -27,7 +27,7 @@ int dsv4_idx_layout_make(int num_heads, int head_dim, int64_t page_entries, int 
     L->page_entries = page_entries;
     L->head_dim = head_dim;
     L->shuffled = shuffled;
-    /* aiter cache_format via rocm_paged_mxfp4_cache_layout (spec 5.1). */
+    /* aiter cache_format via rocm_paged_mxfp4_cache_layout (docs/semantics/indexer.md Q5.1). */
     L->n_per_tile = (head_dim <= 64 || num_heads >= 32) ? 32 : 16;
     L->d_per_tile = 16;
     L->scale_lanes = 64 / L->n_per_tile;
@@ -36,7 +36,7 @@ int dsv4_idx_layout_make(int num_heads, int head_dim, int64_t page_entries, int 
         return DSV4_OK;
     if (page_entries % L->n_per_tile || (head_dim / 2) % L->d_per_tile || nb % L->scale_lanes)
         return dsv4_fail(st, DSV4_EINPUT, "layout: page_entries %" PRId64 " %% n_per_tile %d, (head_dim/2) %% %d "
-                         "and (head_dim/32) %% scale_lanes %d must be 0 (spec 5.1)",
+                         "and (head_dim/32) %% scale_lanes %d must be 0 (docs/semantics/indexer.md Q5.1)",
                          page_entries, L->n_per_tile, L->d_per_tile, L->scale_lanes);
     L->s_hi = nb / L->scale_lanes;
     return DSV4_OK;
@@ -46,7 +46,7 @@ int64_t dsv4_idx_entry_bytes(const dsv4_idx_layout *L) { return L->head_dim / 2 
 
 int64_t dsv4_idx_page_bytes(const dsv4_idx_layout *L) { return L->page_entries * dsv4_idx_entry_bytes(L); }
 
-/* Spec 4.1 step 5: natural p*D/2 + b; preshuffled
+/* docs/semantics/indexer.md Q4.1 step 5: natural p*D/2 + b; preshuffled
  * grp*N*(D/2) + (b/Dt)*N*Dt + lane*Dt + b%Dt. */
 int64_t dsv4_idx_value_offset(const dsv4_idx_layout *L, int64_t p, int b)
 {
@@ -57,7 +57,7 @@ int64_t dsv4_idx_value_offset(const dsv4_idx_layout *L, int64_t p, int b)
     return grp * N * tb + (b / Dt) * N * Dt + lane * Dt + b % Dt;
 }
 
-/* Spec 4.1 step 5: natural P*D/2 + p*NB + s; preshuffled
+/* docs/semantics/indexer.md Q4.1 step 5: natural P*D/2 + p*NB + s; preshuffled
  * P*D/2 + grp*N*NB + (s%L)*N*S_HI + lane*S_HI + s/L. */
 int64_t dsv4_idx_scale_offset(const dsv4_idx_layout *L, int64_t p, int s)
 {
@@ -98,7 +98,7 @@ void dsv4_idx_unshuffle_page(const dsv4_idx_layout *L, const uint8_t *page, uint
 }
 
 /* Inverts the offsets: the value region tiles are N entries x Dt bytes, the
- * scale region tiles N entries x NB bytes (spec 4.1 step 5). */
+ * scale region tiles N entries x NB bytes (docs/semantics/indexer.md Q4.1 step 5). */
 void dsv4_idx_locate_byte(const dsv4_idx_layout *L, int64_t off, int64_t *entry, int *is_scale,
                           int *index)
 {
@@ -133,13 +133,13 @@ void dsv4_idx_locate_byte(const dsv4_idx_layout *L, int64_t off, int64_t *entry,
 
 static void quant_rule(dsv4_idx_quant q, dsv4_mx_rule *rule, dsv4_mx_elem *elem)
 {
-    /* spec 4.1 step 4: A = ceil(log2_f32) + threshold; B = mode-1 bit rule + v_cvt RNE. */
+    /* docs/semantics/indexer.md Q4.1 step 4: A = ceil(log2_f32) + threshold; B = mode-1 bit rule + v_cvt RNE. */
     *rule = q == DSV4_IDX_QUANT_A ? DSV4_MX_FP4_CEIL_F32LOG2 : DSV4_MX_FP4_CEIL;
     *elem = q == DSV4_IDX_QUANT_A ? DSV4_MX_ELEM_THRESHOLD : DSV4_MX_ELEM_RNE;
 }
 
 /* RoPE of the last rope_dim lanes of x in fp32, each lane rounded to bf16
- * (spec 4.1 step 3: e' = bf16(e*c - o*s), o' = bf16(o*c + e*s)). */
+ * (docs/semantics/indexer.md Q4.1 step 3: e' = bf16(e*c - o*s), o' = bf16(o*c + e*s)). */
 DSV4_HOT_INLINE void rope_bf16(float *x, int D, const float *row, int rope_dim)
 {
     /* dsv4_rope_gptj_f32 forward (products rounded, then the sums), inline */
@@ -172,7 +172,7 @@ DSV4_VECTOR_CLONES static int kstore_range(void *ctx, int64_t t0, int64_t t1, in
     uint8_t vals[512], sc[32];
     for (int64_t t = t0; t < t1; t++) {
         const int64_t slot = a->slots[t], pos = a->positions[t];
-        /* spec 4.1 step 1: slot < 0 skips; only (pos+1) % c == 0 writes. */
+        /* docs/semantics/indexer.md Q4.1 step 1: slot < 0 skips; only (pos+1) % c == 0 writes. */
         if (slot < 0 || (pos + 1) % a->compress_ratio != 0)
             continue;
         if (slot >= nslots)
@@ -185,7 +185,7 @@ DSV4_VECTOR_CLONES static int kstore_range(void *ctx, int64_t t0, int64_t t1, in
         int rc = dsv4_rope_row(a->cos_sin_cache, a->num_pos, a->rope_dim, g, what, &row, st);
         if (rc)
             return rc;
-        /* spec 4.1 step 2: var = sum k^2 / D (exact sum, rounded once: the
+        /* docs/semantics/indexer.md Q4.1 step 2: var = sum k^2 / D (exact sum, rounded once: the
          * kernel's tl.sum order is not specified); rrms = rsqrt(var + eps);
          * kn = bf16(fl(fl(k * rrms) * w)). */
         double ss = 0;
@@ -265,8 +265,8 @@ DSV4_VECTOR_CLONES static int qquant_range(void *ctx, int64_t t0, int64_t t1, in
     const qquant_job *j = ctx;
     const dsv4_idx_qquant_args *a = j->a;
     const int D = a->D, H = a->H;
-    /* spec 4.2: the Python floats reach the kernel as fp32 arguments. */
-    const float ws_b = (float)(a->softmax_scale * a->head_scale); /* seed 000: one product */
+    /* docs/semantics/indexer.md Q4.2: the Python floats reach the kernel as fp32 arguments. */
+    const float ws_b = (float)(a->softmax_scale * a->head_scale); /* the seeds: one product [SEED1] */
     const float ss_a = (float)a->softmax_scale, hs_a = (float)a->head_scale;
     float *x = malloc((size_t)H * (size_t)D * sizeof *x);
     if (!x)
@@ -278,7 +278,7 @@ DSV4_VECTOR_CLONES static int qquant_range(void *ctx, int64_t t0, int64_t t1, in
         snprintf(what, sizeof what, "positions[%" PRId64 "]", t);
         if ((rc = dsv4_rope_row(a->cos_sin_cache, a->num_pos, a->rope_dim, a->positions[t], what, &row, st)))
             break;
-        widen_bf16(a->q + t * H * D, (int64_t)H * D, x); /* NoPE lanes raw, no rounding (spec 4.2) */
+        widen_bf16(a->q + t * H * D, (int64_t)H * D, x); /* NoPE lanes raw, no rounding (docs/semantics/indexer.md Q4.2) */
         for (int h = 0; h < H; h++) {
             float *xh = x + (int64_t)h * D;
             rope_bf16(xh, D, row, a->rope_dim); /* token's own position */
@@ -302,7 +302,7 @@ int dsv4_ref_indexer_q_quant(const dsv4_idx_qquant_args *a, uint8_t *q_packed, u
     if (D <= 0 || D > 1024 || D % DSV4_MX_BLOCK || a->rope_dim <= 0 || a->rope_dim % DSV4_MX_BLOCK ||
         a->rope_dim > D || H <= 0)
         return dsv4_fail(st, DSV4_EINPUT, "q_quant: head_dim %d and rope_dim %d must be multiples of 32 "
-                         "(spec 4.2: R a multiple of 32), rope_dim <= head_dim", D, a->rope_dim);
+                         "(docs/semantics/indexer.md Q4.2: R a multiple of 32), rope_dim <= head_dim", D, a->rope_dim);
     qquant_job j = {a, 0, 0, q_packed, q_scale, weights_out};
     quant_rule(a->quant, &j.rule, &j.elem);
     return dsv4_parallel_for(a->T, 16, 0, qquant_range, &j, st);
@@ -315,7 +315,7 @@ int64_t dsv4_idx_row_end(const dsv4_idx_logits_args *a, int64_t r)
     for (int64_t b = 0; b < a->B; b++)
         if (r >= a->query_start_loc[b] && r < a->query_start_loc[b + 1]) {
             int64_t ctx = a->context_lens[b], e = a->row_ends[r];
-            if (ctx <= 0) /* spec 6.2: a sequence with context_len <= 0 writes nothing */
+            if (ctx <= 0) /* docs/semantics/indexer.md Q6.2: a sequence with context_len <= 0 writes nothing */
                 return 0;
             e = e < ctx ? e : ctx; /* effective end = min(e_r, context_len) */
             return e < 0 ? 0 : e;
@@ -356,7 +356,7 @@ int dsv4_idx_logits_check(const dsv4_idx_logits_args *a, dsv4_status *st)
     return DSV4_OK;
 }
 
-/* 2 * |e2m1| as an integer: 0, 1, 2, 3, 4, 6, 8, 12 (spec notation). */
+/* 2 * |e2m1| as an integer: 0, 1, 2, 3, 4, 6, 8, 12 (docs/semantics/numerics.md A1 notation). */
 static const int e2m1_x2[8] = {0, 1, 2, 3, 4, 6, 8, 12};
 
 static int code_x2(uint8_t packed_byte, int hi)
@@ -420,7 +420,7 @@ static double chunk_dot(const uint8_t *qv, const uint8_t *qs, const uint8_t *kv,
 {
     double sum = 0;
     for (int b = b0; b < b0 + nblk; b++) {
-        if (qs[b] == 0xFF || ks[b] == 0xFF) /* e8m0 NaN propagates (spec 6.2 step 1) */
+        if (qs[b] == 0xFF || ks[b] == 0xFF) /* e8m0 NaN propagates (docs/semantics/indexer.md Q6.2 step 1) */
             return NAN;
         int64_t isum = 0;
         for (int i = 0; i < 16; i++) {
@@ -472,13 +472,13 @@ static void dequant_f32(const uint8_t *v, const uint8_t *s, int D, opstat o, flo
 static inline double relu_d(double x) { return x > 0 ? x : (isnan(x) ? x : 0.0); }
 static inline float relu_f(float x) { return x > 0 ? x : (isnan(x) ? x : 0.0f); }
 
-/* hr(i) of spec 6.2 step 3: the MFMA lane order of the head fold. */
+/* hr(i) of docs/semantics/indexer.md Q6.2 step 3: the MFMA lane order of the head fold. */
 static int fold_head(int i)
 {
     return (i & 1) + 2 * ((i >> 1) & 1) + 8 * ((i >> 2) & 1) + 16 * ((i >> 3) & 1);
 }
 
-/* Spec 6.2 step 3: A_L over chunk 0 (and chunk 1 for 64 heads) with FMA,
+/* docs/semantics/indexer.md Q6.2 step 3: A_L over chunk 0 (and chunk 1 for 64 heads) with FMA,
  * logits = fl(A_0 + A_1). */
 static float faithful_fold(const float *s, const float *w, int H)
 {
@@ -739,7 +739,7 @@ static void run_tiles(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, const r
                         0.0f, C0, (int)nc);
             tile_ideal(&t, logits, 0, 1, acc);
         } else {
-            /* The two K = 64 halves (spec 6.2 step 1: two chained MFMAs). */
+            /* The two K = 64 halves (docs/semantics/indexer.md Q6.2 step 1: two chained MFMAs). */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nc, D / 2, 1.0f, rbk->qd, D, kd,
                         D, 0.0f, C0, (int)nc);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nc, D / 2, 1.0f, rbk->qd + D / 2,
@@ -845,7 +845,7 @@ int dsv4_ref_mqa_logits(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, doubl
     const int H = a->H, D = a->D;
     if (D != 128 || H <= 0 || H > 128 || (mode == DSV4_IDX_FAITHFUL && H != 32 && H != 64))
         return dsv4_fail(st, DSV4_EINPUT, "mqa_logits: head_dim %d (128), heads %d (<= 128; 32 or 64 in the "
-                         "faithful mode: the 32x32 MFMA fold of spec 6.2)", D, H);
+                         "faithful mode: the 32x32 MFMA fold of docs/semantics/indexer.md Q6.2)", D, H);
     int rc = dsv4_idx_logits_check(a, st);
     if (rc)
         return rc;
@@ -942,7 +942,7 @@ void dsv4_idx_block_scores_row(const double *logits, int64_t end, int64_t C, int
                 m = logits[j];
         out[i] = m;
     }
-    if (end > 0 && (end - 1) / C < nblocks) /* the newest block is pinned (spec 6.2 step 4) */
+    if (end > 0 && (end - 1) / C < nblocks) /* the newest block is pinned (docs/semantics/indexer.md Q6.2 step 4) */
         out[(end - 1) / C] = INFINITY;
 }
 
@@ -958,7 +958,7 @@ int dsv4_idx_candidate_ids(const int32_t *cand, int64_t ncand, int64_t end, int6
     const int64_t nb = (end + C - 1) / C;
     int64_t n = 0;
     for (int64_t i = 0; i < ncand; i++)
-        if (cand[i] >= 0 && cand[i] < nb) /* spec 6.3: keep 0 <= id < ceil(end/C) */
+        if (cand[i] >= 0 && cand[i] < nb) /* docs/semantics/indexer.md Q6.3: keep 0 <= id < ceil(end/C) */
             ids_out[n++] = cand[i];
     qsort(ids_out, (size_t)n, sizeof *ids_out, cmp_i32);
     for (int64_t i = 1; i < n; i++)

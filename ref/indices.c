@@ -1,5 +1,5 @@
 /* indices.c - index builders; see indices.h.  Every rule cites
- * ../shared/spec/sparse_attention.md (the "spec") and its sources. */
+ * docs/semantics/indices.md and its sources. */
 #include "indices.h"
 
 #include <inttypes.h>
@@ -21,7 +21,7 @@ static inline int32_t wrap_i32(int64_t v)
     return w;
 }
 
-/* Torch integer `//` is floor division (spec 1: "floor division plus
+/* Torch integer `//` is floor division (docs/semantics/numerics.md A1: "floor division plus
  * clamp_min(0)" [S4]); C's `/` truncates toward zero. */
 static int64_t floor_div(int64_t a, int64_t b)
 {
@@ -77,7 +77,7 @@ int dsv4_combine_check(const dsv4_combine_args *a, dsv4_combine_variant v, dsv4_
     return DSV4_OK;
 }
 
-/* Row t of request r.  Spec 6.2: qs/qe relative to qsl[0]; positions
+/* Row t of request r.  docs/semantics/indices.md A6.2: qs/qe relative to qsl[0]; positions
  * p0 + (t - qs) with p0 = S - L; g0 = S - G. */
 static void combine_token(const dsv4_combine_args *a, dsv4_combine_variant v, int64_t r, int64_t t,
                           int64_t P, int32_t *combined, int32_t *lens)
@@ -112,7 +112,7 @@ static void combine_token(const dsv4_combine_args *a, dsv4_combine_variant v, in
             row[j] = (val >= 0 && val < a->N) ? wrap_i32(rM + val) : -1;
     }
     /* Window part, relative to the gathered SWA buffer at offset N:
-     * r*M + N + (pos - sw + 1 + i) - g0 (spec 6.2). */
+     * r*M + N + (pos - sw + 1 + i) - g0 (docs/semantics/indices.md A6.2). */
     for (int64_t i = 0; i < sw && tk + i < P; i++)
         row[tk + i] = wrap_i32(rM + a->N + (pos - sw + 1 + i) - g0);
     lens[t] = wrap_i32(tk + sw);
@@ -160,7 +160,7 @@ int dsv4_ref_combine_topk_swa_indices(const dsv4_combine_args *a, dsv4_combine_v
 }
 
 /* ------------------------------------------------------------------ */
-/* compute_global_topk_indices_and_lens / ..._ragged_... (spec 5.6, 5.7) */
+/* compute_global_topk_indices_and_lens / ..._ragged_... (docs/semantics/indices.md A5.6, A5.7) */
 
 /* Division by the page size: a shift for powers of two (every real page
  * size), else the 32-bit division; the same quotient either way. */
@@ -180,7 +180,7 @@ static page_div page_div_of(int64_t bc)
 
 static inline uint32_t page_of(uint32_t v, page_div d) { return d.shift >= 0 ? v >> d.shift : v / d.b; }
 
-/* block_table[r, v // Bc] * Bc + v % Bc in int32 arithmetic (spec 5.6 [S1]);
+/* block_table[r, v // Bc] * Bc + v % Bc in int32 arithmetic (docs/semantics/indices.md A5.6 [S1]);
  * v >= 0 here, so C division is floor division (and v < 2^31, bc < 2^31 in
  * every caller: 32-bit division is exact). */
 static inline int32_t global_slot(const int32_t *bt, int64_t cols, int64_t r, int64_t v, page_div d)
@@ -243,7 +243,7 @@ static inline int gtopk_check_token(const gtopk_job *j, int64_t t, dsv4_status *
     const int32_t *row = a->topk_indices + t * a->topk_width;
     const int64_t r = a->token_to_req[t];
     /* The ragged op reads columns j < lens[t] only, i.e. none of an
-     * invalid token's (spec 5.7 step 3). */
+     * invalid token's (docs/semantics/indices.md A5.7 step 3). */
     int64_t n = a->topk_width;
     if (j->ragged && !a->is_valid_token[t])
         n = 0;
@@ -313,7 +313,7 @@ static int gtopk_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_statu
         const int64_t r = a->token_to_req[t];
         int64_t count = 0;
         if (j->v == DSV4_GTOPK_BASE) {
-            /* Column j -> column j, -1 for v < 0 (spec 5.6 base [S1]); a row
+            /* Column j -> column j, -1 for v < 0 (docs/semantics/indices.md A5.6 base [S1]); a row
              * with an entry >= 0 has a valid request (checked). */
             const int row_ok = r >= 0 && r < a->bt_rows && a->bt_cols > 0;
             count = map_row(src, K, a->block_table + (row_ok ? r : 0) * a->bt_cols, row_ok, j->d, dst);
@@ -327,13 +327,13 @@ static int gtopk_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_statu
             for (int64_t k = count; k < K; k++)
                 dst[k] = -1;
         }
-        /* lens = is_valid_token ? count : 0 (spec 5.6). */
+        /* lens = is_valid_token ? count : 0 (docs/semantics/indices.md A5.6). */
         j->lens[t] = a->is_valid_token[t] ? wrap_i32(count) : 0;
     }
     return DSV4_OK;
 }
 
-/* Ragged steps 1 and 3 (spec 5.7 [S6]): lens = valid ? #{v >= 0} : 0, then,
+/* Ragged steps 1 and 3 (docs/semantics/indices.md A5.7 [S6]): lens = valid ? #{v >= 0} : 0, then,
  * once indptr holds the exclusive cumsum, the FIRST lens[t] columns with -1
  * kept (trailing valid ones dropped). */
 static int ragged_lens_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
@@ -404,16 +404,16 @@ int dsv4_ref_compute_global_topk_ragged_indices_and_indptr(const dsv4_gtopk_args
 }
 
 /* ------------------------------------------------------------------ */
-/* build_prefill_topk_ragged_indices (spec 5.9, inferred from [S29])   */
+/* build_prefill_topk_ragged_indices (docs/semantics/indices.md A5.9, inferred from [S29])   */
 
-/* Position of batch token t in request r (spec 5.1). */
+/* Position of batch token t in request r (docs/semantics/indices.md A5.1). */
 static int64_t token_pos(const int32_t *qsl, const int32_t *seq, int64_t r, int64_t t)
 {
     return ((int64_t)seq[r] - ((int64_t)qsl[r + 1] - qsl[r])) + (t - qsl[r]);
 }
 
 /* Token t must lie in request r's query range for its position to mean
- * anything (spec 5.1). */
+ * anything (docs/semantics/indices.md A5.1). */
 static int check_token_req(const int32_t *qsl, int64_t R, const int32_t *t2r, int64_t t,
                            dsv4_status *st)
 {
@@ -612,7 +612,7 @@ int dsv4_ref_build_prefill_topk_ragged_indices(const dsv4_pftopk_args *a, dsv4_p
 }
 
 /* ------------------------------------------------------------------ */
-/* decode_swa_indices_and_lens (spec 5.2 [S12]), ragged form (5.8)     */
+/* decode_swa_indices_and_lens (docs/semantics/indices.md A5.2 [S12]), ragged form (A5.8)    */
 
 typedef struct swa_job {
     const dsv4_swa_args *a;
@@ -710,7 +710,7 @@ void dsv4_ref_build_ragged_indices_from_dense(const int32_t *indices, int64_t n,
 }
 
 /* ------------------------------------------------------------------ */
-/* _copy_ragged_to_graph_buffers (seed 000, vllm deepseek_v41/amd/rocm.py) */
+/* _copy_ragged_to_graph_buffers (vllm deepseek_v41/amd/rocm.py [SEED1]) */
 
 /* Torch's dst.copy_(src) for 1-D tensors: equal sizes, or src broadcast
  * from one element; anything else raises. */
@@ -756,7 +756,7 @@ int dsv4_ref_copy_ragged_to_graph_buffers(const dsv4_graphcopy_args *a, int32_t 
 }
 
 /* ------------------------------------------------------------------ */
-/* get_prefill_chunk_plan (spec 7 [S12])                               */
+/* get_prefill_chunk_plan (docs/semantics/indices.md A7 [S12])         */
 
 int dsv4_chunkplan_check(const dsv4_chunkplan_args *a, dsv4_status *st)
 {
@@ -803,5 +803,76 @@ int dsv4_ref_get_prefill_chunk_plan(const dsv4_chunkplan_args *a, int64_t *plan,
         start = end;
     }
     *num_chunks = n;
+    return DSV4_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* get_compressed_slot_mapping (docs/semantics/indices.md A5.4).        */
+
+/* Where compressed entry e of a request lands: its virtual page, its
+ * offset inside the rank's share of that page, and whether this rank owns
+ * it (the ranks take runs of cp_interleave entries in turn).  All
+ * operands are non-negative, so floor and truncating division agree. */
+static int cslot_locate(const dsv4_cslot_args *a, int64_t e, int64_t *page, int64_t *offset)
+{
+    const int64_t W = a->cp_world_size, I = a->cp_interleave, vpage = a->block_size * W;
+    *page = e / vpage;
+    const int64_t voff = e - *page * vpage;
+    *offset = (voff / (W * I)) * I + voff % I;
+    return (voff / I) % W == a->cp_rank;
+}
+
+int dsv4_cslot_check(const dsv4_cslot_args *a, dsv4_status *st)
+{
+    if (a->compress_ratio < 1 || a->block_size < 1 || a->cp_world_size < 1 || a->cp_interleave < 1 ||
+        a->cp_rank < 0 || a->cp_rank >= a->cp_world_size)
+        return dsv4_fail(st, DSV4_EINPUT, "compress_ratio, block_size, cp_world_size, cp_interleave >= 1 and "
+                         "0 <= cp_rank < cp_world_size");
+    if (a->query_start_loc[0] < 0)
+        return dsv4_fail(st, DSV4_EINPUT, "query_start_loc[0] = %d is negative", a->query_start_loc[0]);
+    for (int64_t r = 0; r < a->num_reqs; r++) {
+        const int64_t qs = a->query_start_loc[r], qe = a->query_start_loc[r + 1];
+        if (qe < qs || qe > a->out_len)
+            return dsv4_fail(st, DSV4_EINPUT, "query_start_loc[%" PRId64 "..%" PRId64 "] = %" PRId64 ", %" PRId64
+                             ": must be non-decreasing and end within the %" PRId64 "-entry output",
+                             r, r + 1, qs, qe, a->out_len);
+        if (a->seq_lens[r] < qe - qs)
+            return dsv4_fail(st, DSV4_EINPUT, "request %" PRId64 ": seq_len %d < query_len %" PRId64
+                             " (a negative position reads the block table out of range)",
+                             r, a->seq_lens[r], qe - qs);
+        for (int64_t pos = a->seq_lens[r] - (qe - qs); pos < a->seq_lens[r]; pos++) {
+            int64_t page, offset;
+            if ((pos + 1) % a->compress_ratio || !cslot_locate(a, pos / a->compress_ratio, &page, &offset))
+                continue;
+            if (page >= a->bt_cols)
+                return dsv4_fail(st, DSV4_EINPUT, "request %" PRId64 ", position %" PRId64 ": page %" PRId64
+                                 " is past the %" PRId64 "-column block table", r, pos, page, a->bt_cols);
+            const int64_t slot = (int64_t)a->block_table[r * a->bt_cols + page] * a->block_size + offset;
+            if (slot < INT32_MIN || slot > INT32_MAX)
+                return dsv4_fail(st, DSV4_EINPUT, "request %" PRId64 ", position %" PRId64 ": slot %" PRId64
+                                 " overflows the kernel's int32 product", r, pos, slot);
+        }
+    }
+    return DSV4_OK;
+}
+
+int dsv4_ref_get_compressed_slot_mapping(const dsv4_cslot_args *a, int64_t *slot_mapping, dsv4_status *st)
+{
+    int rc = dsv4_cslot_check(a, st);
+    if (rc)
+        return rc;
+    /* The whole buffer first, not just the batch's tokens [S20]. */
+    for (int64_t i = 0; i < a->out_len; i++)
+        slot_mapping[i] = -1;
+    for (int64_t r = 0; r < a->num_reqs; r++) {
+        const int64_t qs = a->query_start_loc[r], ql = a->query_start_loc[r + 1] - qs;
+        const int64_t start = a->seq_lens[r] - ql;
+        for (int64_t i = 0; i < ql; i++) {
+            const int64_t pos = start + i;
+            int64_t page, offset;
+            if ((pos + 1) % a->compress_ratio == 0 && cslot_locate(a, pos / a->compress_ratio, &page, &offset))
+                slot_mapping[qs + i] = (int64_t)a->block_table[r * a->bt_cols + page] * a->block_size + offset;
+        }
+    }
     return DSV4_OK;
 }

@@ -1,5 +1,5 @@
 /* indices.h - index and metadata builders of the sparse-MLA prefill and
- * decode paths (spec sparse_attention.md sections 5 and 6).  Integer work,
+ * decode paths (docs/semantics/indices.md A5, A6).  Integer work,
  * bit-exact.  Plain arrays in, plain arrays out; no allocation. */
 #ifndef DSV4_INDICES_H
 #define DSV4_INDICES_H
@@ -8,12 +8,12 @@
 
 #include "status.h"
 
-/* _SPARSE_PREFILL_TOPK_ALIGNMENT (spec sparse_attention.md 6.2, FlashMLA
+/* _SPARSE_PREFILL_TOPK_ALIGNMENT (docs/semantics/indices.md A6.2, FlashMLA
  * needs a multiple of 64 or 128). */
 #define DSV4_SPARSE_PREFILL_TOPK_ALIGNMENT 128
 
 typedef enum dsv4_combine_variant {
-    /* The seeds' Torch function (vllm deepseek_v41/amd/rocm.py, spec [S4]):
+    /* The seeds' Torch function (vllm deepseek_v41/amd/rocm.py [SEED1], [S4]):
      * top-k values outside [0, N) -> -1, width K_eff = min(topk, Wk). */
     DSV4_COMBINE_TORCH = 0,
     /* validate_topk=none: common Triton JIT [S1 @03dc5649]: r*M + v for every
@@ -50,8 +50,8 @@ int dsv4_ref_combine_topk_swa_indices(const dsv4_combine_args *a, dsv4_combine_v
                                       int32_t *combined, int32_t *combined_lens,
                                       dsv4_status *st);
 
-/* ---- compute_global_topk_indices_and_lens (spec 5.6) and its ragged form
- * compute_global_topk_ragged_indices_and_indptr (spec 5.7). */
+/* ---- compute_global_topk_indices_and_lens (docs/semantics/indices.md A5.6) and its ragged form
+ * compute_global_topk_ragged_indices_and_indptr (docs/semantics/indices.md A5.7). */
 
 typedef enum dsv4_gtopk_variant {
     /* Base semantics [S1, S2, S3, S7]: no bounds checks; a block-table read
@@ -84,13 +84,13 @@ int dsv4_ref_compute_global_topk_indices_and_lens(const dsv4_gtopk_args *a, dsv4
                                                   int32_t *global, int32_t *lens,
                                                   dsv4_status *st);
 
-/* Spec 5.7: lens [T], indptr [T+1] (exclusive prefix sum), flat [T*K] of
+/* docs/semantics/indices.md A5.7: lens [T], indptr [T+1] (exclusive prefix sum), flat [T*K] of
  * which only [0, indptr[T]) is written (the rest is unspecified). */
 int dsv4_ref_compute_global_topk_ragged_indices_and_indptr(const dsv4_gtopk_args *a, int32_t *flat,
                                                            int32_t *indptr, int32_t *lens,
                                                            dsv4_status *st);
 
-/* ---- build_prefill_topk_ragged_indices (spec 5.9; inferred from S29). */
+/* ---- build_prefill_topk_ragged_indices (docs/semantics/indices.md A5.9; inferred from S29). */
 
 typedef enum dsv4_pftopk_variant {
     /* invalid=-1 (default): a row holds its first cap columns; entries not in
@@ -123,7 +123,7 @@ int dsv4_pftopk_check(const dsv4_pftopk_args *a, dsv4_status *st);
 int dsv4_ref_build_prefill_topk_ragged_indices(const dsv4_pftopk_args *a, dsv4_pftopk_variant v,
                                                int32_t *flat, int32_t *indptr, dsv4_status *st);
 
-/* ---- decode_swa_indices_and_lens (_compute_swa_indices_and_lens_kernel, spec 5.2). */
+/* ---- decode_swa_indices_and_lens (_compute_swa_indices_and_lens_kernel, docs/semantics/indices.md A5.2). */
 
 typedef struct dsv4_swa_args {
     const int32_t *query_start_loc; /* [num_reqs + 1] */
@@ -140,11 +140,11 @@ typedef struct dsv4_swa_args {
 
 int dsv4_swa_check(const dsv4_swa_args *a, dsv4_status *st);
 /* indices [out_rows, W] is in/out: rows of invalid tokens are not rewritten
- * (spec 5.2); lens [out_rows] fully written. */
+ * (docs/semantics/indices.md A5.2); lens [out_rows] fully written. */
 int dsv4_ref_decode_swa_indices_and_lens(const dsv4_swa_args *a, int32_t *indices, int32_t *lens,
                                          dsv4_status *st);
 
-/* Spec 5.8: len_r = clamp(lengths[r], 0, width); indptr [n+1]; flat gets
+/* docs/semantics/indices.md A5.8: len_r = clamp(lengths[r], 0, width); indptr [n+1]; flat gets
  * only [0, indptr[n]) written; num_rows >= 0 maps values outside
  * [0, num_rows) to -1. */
 void dsv4_ref_build_ragged_indices_from_dense(const int32_t *indices, int64_t n, int64_t width,
@@ -167,7 +167,7 @@ int dsv4_ref_copy_ragged_to_graph_buffers(const dsv4_graphcopy_args *a, int32_t 
                                           int32_t *indptr_buffer, int64_t view_lens[2],
                                           dsv4_status *st);
 
-/* ---- get_prefill_chunk_plan (spec 7 [S12]). */
+/* ---- get_prefill_chunk_plan (docs/semantics/indices.md A7 [S12]). */
 
 typedef struct dsv4_chunkplan_args {
     const int32_t *seq_lens, *query_lens; /* [num_prefills] prefill requests */
@@ -181,5 +181,31 @@ int dsv4_chunkplan_check(const dsv4_chunkplan_args *a, dsv4_status *st);
  * max_gather); rows >= *num_chunks untouched.  num_chunks <= num_prefills. */
 int dsv4_ref_get_prefill_chunk_plan(const dsv4_chunkplan_args *a, int64_t *plan, int64_t *num_chunks,
                                     dsv4_status *st);
+
+/* ---- get_compressed_slot_mapping (docs/semantics/indices.md A5.4 [S20]):
+ * the compressed-cache slot of every token whose position closes a
+ * compressed entry ((pos + 1) % c == 0), with context parallelism: the
+ * compressed positions of a request are spread over cp_world_size ranks in
+ * runs of cp_interleave entries inside each virtual page of
+ * block_size * cp_world_size entries, and a rank writes only its own. */
+
+typedef struct dsv4_cslot_args {
+    const int32_t *query_start_loc; /* [num_reqs + 1], non-decreasing, ends <= out_len */
+    const int32_t *seq_lens;        /* [num_reqs], seq_lens[r] >= query_len[r] */
+    const int32_t *block_table;     /* [num_reqs, bt_cols] compressed-cache pages */
+    int64_t num_reqs, bt_cols;
+    int64_t out_len;                /* the output buffer, >= the batch's tokens */
+    int64_t compress_ratio, block_size;
+    int64_t cp_world_size, cp_rank, cp_interleave;
+} dsv4_cslot_args;
+
+/* What the kernel needs to be defined: positions >= 0 (the upstream guard
+ * fills the buffer with -1 because negative positions would read the block
+ * table out of range), every page a written slot needs inside the block
+ * table, slots inside int32 (the kernel multiplies in int32).  DSV4_EINPUT
+ * naming the request. */
+int dsv4_cslot_check(const dsv4_cslot_args *a, dsv4_status *st);
+/* slot_mapping [out_len]: -1 everywhere, then each valid token's slot. */
+int dsv4_ref_get_compressed_slot_mapping(const dsv4_cslot_args *a, int64_t *slot_mapping, dsv4_status *st);
 
 #endif

@@ -1,4 +1,4 @@
-/* kvcache.c - the V4 fp8_ds_mla cache (spec sparse_attention.md 2, 4). */
+/* kvcache.c - the V4 fp8_ds_mla cache (docs/semantics/kvcache.md A2, A4). */
 #include "kvcache.h"
 
 #include <inttypes.h>
@@ -63,11 +63,6 @@ dsv4_kv_encode_opts dsv4_kv_encode_opts_default(int use_fnuz)
     return o;
 }
 
-int64_t dsv4_kv_page_stride(const dsv4_kv_layout *L)
-{
-    return L->page_stride > 0 ? L->page_stride : L->block_size * DSV4_KV_TOKEN_BYTES;
-}
-
 /* 2^k as fp32 for k in [-149, 127] (subnormal below -126). */
 static inline float pow2_f32(int k)
 {
@@ -89,8 +84,8 @@ static inline int scale_exponent(float amax, float fp8_max)
 
 int dsv4_kv_scale_exponent(float amax, float fp8_max)
 {
-    /* a = max(amax, 1e-4) (spec 2.2 [S1, S15]); smallest e with
-     * 2^e * FP8MAX >= a, the exact form of ceil(log2(a / FP8MAX)) (spec 2.2
+    /* a = max(amax, 1e-4) (docs/semantics/kvcache.md A2.2 [S1, S15]); smallest e with
+     * 2^e * FP8MAX >= a, the exact form of ceil(log2(a / FP8MAX)) (docs/semantics/kvcache.md A2.2
      * log2 note).  All products below are exact in double. */
     double a = amax > DSV4_KV_AMAX_FLOOR ? (double)amax : (double)DSV4_KV_AMAX_FLOOR;
     int ea, em;
@@ -171,7 +166,7 @@ int dsv4_kv_encode_token(uint8_t *page, int64_t B, int64_t row, const float *x,
 }
 
 /* fp32 2^(b - 127) as Triton's exp2 builds it: 2^-127 is an fp32
- * subnormal, 2^128 overflows to +Inf (spec 1, 4). */
+ * subnormal, 2^128 overflows to +Inf (docs/semantics/numerics.md A1; docs/semantics/kvcache.md A4). */
 static inline float scale_f32(uint8_t b)
 {
     int e = (int)b - 127;
@@ -486,7 +481,7 @@ int dsv4_ref_dequantize_and_gather_k_cache_fmt(const dsv4_gather_args *a, dsv4_g
 }
 
 /* ------------------------------------------------------------------ */
-/* V4.1 formats (spec 2.4 [S22])                                       */
+/* V4.1 formats (docs/semantics/kvcache.md A2.4 [S22])                 */
 
 int64_t dsv4_kv_format_token_bytes(dsv4_kv_format f)
 {

@@ -1,10 +1,10 @@
 /* kvcache.h - the V4 `fp8_ds_mla` paged KV cache (584 bytes per token),
- * spec sparse_attention.md 2.1-2.3 (format, encoding, OCP/FNUZ) and 4
+ * docs/semantics/kvcache.md A2.1-A2.3 (format, encoding, OCP/FNUZ) and A4
  * (gather).  Bit-exact encode and decode of one token, slot -> (page, row),
  * and the two cache ops quantize_and_insert_k_cache and
  * dequantize_and_gather_k_cache.  Plain arrays; no allocation.
  *
- * Page layout (B tokens per page, spec 2.1 [S1, S15, S19]) - NOT B rows of
+ * Page layout (B tokens per page, docs/semantics/kvcache.md A2.1 [S1, S15, S19]) - NOT B rows of
  * 584 bytes:
  *   [0, B*576)              token i's 576-byte record at i*576:
  *                             [0, 448)   e4m3 NoPE values, dims 0..447
@@ -21,7 +21,7 @@
 #include "numerics.h"
 #include "status.h"
 
-#define DSV4_KV_HEAD_DIM 512   /* nope 448 + rope 64 (spec 1) */
+#define DSV4_KV_HEAD_DIM 512   /* nope 448 + rope 64 (docs/semantics/numerics.md A1) */
 #define DSV4_KV_NOPE_DIM 448
 #define DSV4_KV_ROPE_DIM 64
 #define DSV4_KV_QBLOCK 64      /* dims per UE8M0 scale */
@@ -52,13 +52,13 @@ typedef struct dsv4_kv_layout {
 } dsv4_kv_layout;
 
 /* The scale exponent, exactly: the smallest integer e with
- * 2^e * fp8_max >= max(amax, 1e-4) (spec 2.2; the GPU's
+ * 2^e * fp8_max >= max(amax, 1e-4) (docs/semantics/kvcache.md A2.2; the GPU's
  * ceil(log2(a / FP8MAX)) without log2's rounding).  amax finite, >= 0. */
 int dsv4_kv_scale_exponent(float amax, float fp8_max);
-/* clamp(e + 127, 0, scale_max) (spec 2.2 [S1]). */
+/* clamp(e + 127, 0, scale_max) (docs/semantics/kvcache.md A2.2 [S1]). */
 uint8_t dsv4_kv_scale_byte(float amax, const dsv4_kv_encode_opts *o);
 
-/* Byte offsets inside a page of B tokens (spec 2.1). */
+/* Byte offsets inside a page of B tokens (docs/semantics/kvcache.md A2.1). */
 static inline int64_t dsv4_kv_value_offset(int64_t row) { return row * DSV4_KV_DATA_BYTES; }
 static inline int64_t dsv4_kv_rope_offset(int64_t row)
 {
@@ -68,21 +68,20 @@ static inline int64_t dsv4_kv_scale_offset(int64_t B, int64_t row)
 {
     return B * DSV4_KV_DATA_BYTES + row * DSV4_KV_SCALE_BYTES;
 }
-int64_t dsv4_kv_page_stride(const dsv4_kv_layout *L);
 
 /* Encodes one token's 512 values into row `row` of `page` (B tokens).  x
  * holds fp32 values; each is first rounded to bf16 (RNE) - the identity for
  * the Triton insert's bf16 k, and the compressor's bf16(n) step [S19].
  * NoPE: per 64-block scale byte and e4m3 codes q = fp8(clamp(x*2^-e,
- * -FP8MAX, FP8MAX)) RNE; RoPE: the bf16 values; pad byte 0 (spec 2.2).
+ * -FP8MAX, FP8MAX)) RNE; RoPE: the bf16 values; pad byte 0 (docs/semantics/kvcache.md A2.2).
  * Only the token's 584 bytes are written.  NaN/Inf in x -> DSV4_EINPUT. */
 int dsv4_kv_encode_token(uint8_t *page, int64_t B, int64_t row, const float *x,
                          const dsv4_kv_encode_opts *o, dsv4_status *st);
 
-/* Decodes one token (spec 4): dims < 448 = fp8(byte) * 2^(scale - 127)
+/* Decodes one token (docs/semantics/kvcache.md A4): dims < 448 = fp8(byte) * 2^(scale - 127)
  * computed in fp32 (exact for every scale byte >= 105, the encoders'
  * range) and rounded to bf16 RNE; dims 448..511 the stored bf16 bits.
- * kind: OCP or FNUZ decode (use_fnuz, spec 2.3). */
+ * kind: OCP or FNUZ decode (use_fnuz, docs/semantics/kvcache.md A2.3). */
 void dsv4_kv_decode_token_bf16(const uint8_t *page, int64_t B, int64_t row, dsv4_fp8_kind kind,
                                uint16_t *out /* [512] */);
 /* The same bf16 values as fp32 (exact), for the attention's key rows. */
@@ -90,7 +89,8 @@ void dsv4_kv_decode_token_bf16_f32(const uint8_t *page, int64_t B, int64_t row, 
 void dsv4_kv_decode_token_f32(const uint8_t *page, int64_t B, int64_t row, dsv4_fp8_kind kind,
                               float *out /* [512] */);
 
-/* Slot -> (page, row) = (slot // B, slot % B) (spec 2.1, 5.1).  Returns 0
+/* Slot -> (page, row) = (slot // B, slot % B) (docs/semantics/kvcache.md A2.1;
+ * docs/semantics/indices.md A5.1).  Returns 0
  * for a negative slot (skipped, not written), 1 for a slot inside the
  * cache, DSV4_EINPUT (< 0) when slot >= num_blocks * B. */
 int dsv4_kv_slot(int64_t slot, const dsv4_kv_layout *L, int64_t *page, int64_t *row);
@@ -108,7 +108,7 @@ int dsv4_ref_quantize_and_insert_k_cache(const uint16_t *k, int64_t T, const int
                                          dsv4_status *st);
 
 /* What the gather does with a block-table entry outside [0, num_blocks)
- * (spec 4). */
+ * (docs/semantics/kvcache.md A4). */
 typedef enum dsv4_gather_invalid {
     DSV4_GATHER_INVALID_ERROR = 0, /* Triton [S1]: no check; bad input here */
     DSV4_GATHER_INVALID_SKIP,      /* MUSA [S7]: the row is left untouched */
@@ -141,7 +141,7 @@ int dsv4_ref_dequantize_and_gather_k_cache(const dsv4_gather_args *a, dsv4_gathe
                                            dsv4_status *st);
 
 /* ------------------------------------------------------------------ */
-/* V4.1 FlashMLA formats (spec sparse_attention.md 2.4 [S22] =
+/* V4.1 FlashMLA formats (docs/semantics/kvcache.md A2.4 [S22] =
  * vllm-project/vllm:vllm/models/deepseek_v4_1/common/ops/kv_formats_v41.py
  * @0a58229d4cfff7476cec7b665b44a2e0e414021d).  A page of B tokens holds B
  * data rows, then B scale rows [S22]:
@@ -156,9 +156,9 @@ int dsv4_ref_dequantize_and_gather_k_cache(const dsv4_gather_args *a, dsv4_gathe
  * step is the caller's part here (ref/rope.h): these ops take the bf16 row
  * the quantizer sees, so k is the post-RoPE bf16 latent. */
 typedef enum dsv4_kv_format {
-    DSV4_KV_FMT_DS_MLA = 0, /* V4 fp8_ds_mla, 584 B (spec 2.1) */
-    DSV4_KV_FMT_V41_FP8,    /* 528 B (spec 2.4) */
-    DSV4_KV_FMT_V41_FP4,    /* 288 B (spec 2.4) */
+    DSV4_KV_FMT_DS_MLA = 0, /* V4 fp8_ds_mla, 584 B (docs/semantics/kvcache.md A2.1) */
+    DSV4_KV_FMT_V41_FP8,    /* 528 B (docs/semantics/kvcache.md A2.4) */
+    DSV4_KV_FMT_V41_FP4,    /* 288 B (docs/semantics/kvcache.md A2.4) */
 } dsv4_kv_format;
 
 #define DSV4_KV41_FP8_TOKEN_BYTES 528 /* V41_FP8_BYTES [S22] */
@@ -192,7 +192,7 @@ uint8_t dsv4_kv41_fp4_scale_byte(float amax);
  * (cvt.rn.satfinite.e2m1x2.f32 of fused_indexer_q._fp32x2_to_fp4x2). */
 void dsv4_kv41_encode_token(uint8_t *page, int64_t B, int64_t row, const uint16_t *k,
                             dsv4_kv_format f);
-/* Decodes one v41 token to bf16 (spec 4, [S22] _v41_gather_kernel):
+/* Decodes one v41 token to bf16 (docs/semantics/kvcache.md A4, [S22] _v41_gather_kernel):
  * fl32(value * scale) rounded to bf16 RNE.  Exact for every written byte:
  * fp8: 4 significant bits x 2^(b-127), b in [114, 247]; fp4: e2m1 (2 bits)
  * x e4m3 (4 bits) = at most 6 significant bits in [2^-10, 2688]. */

@@ -1,5 +1,5 @@
-/* mx.c - MXFP4 / MXFP8 scale rules and quantizers; see mx.h.  "spec" is
- * ../shared/spec/quant_and_indexer.md unless another file is named. */
+/* mx.c - MXFP4 / MXFP8 scale rules and quantizers; see mx.h.  Semantics:
+ * docs/semantics/quant.md Q1, Q2 (and the pages named beside a rule). */
 #include "mx.h"
 
 #include <float.h>
@@ -12,8 +12,8 @@
 #include "numerics.h"
 #include "parallel.h"
 
-#define INV6_BITS 0x3E2AAAABu       /* fl(1/6) (spec 1.1 mode 1 step 2) */
-#define SIX_MIN_NORMAL 0x01C00000u  /* 6 * 2^-126 = 1.5 * 2^-124, exact (spec 1.1 mode 1 step 1) */
+#define INV6_BITS 0x3E2AAAABu       /* fl(1/6) (docs/semantics/quant.md Q1.1 mode 1 step 2) */
+#define SIX_MIN_NORMAL 0x01C00000u  /* 6 * 2^-126 = 1.5 * 2^-124, exact (docs/semantics/quant.md Q1.1 mode 1 step 1) */
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
@@ -51,7 +51,7 @@ float dsv4_mx_amax(const float *x, int n)
     int seen = 0;
     for (int i = 0; i < n; i++) {
         float a = fabsf(x[i]);
-        if (isnan(a)) /* tl.max ignores NaN unless all are NaN (spec 1.1, inferred) */
+        if (isnan(a)) /* tl.max ignores NaN unless all are NaN (docs/semantics/quant.md Q1.1, inferred) */
             continue;
         seen = 1;
         if (a > m)
@@ -113,7 +113,7 @@ DSV4_HOT_INLINE uint8_t fp4_scale_ceil_f32log2(float amax)
     if (isnan(amax))
         return 0xFF;
     /* a = max(amax, 6*2^-126); lr = clamp(ceil(log2_f32(fl(a*fl(1/6)))), -127, 127)
-     * (spec 4.1 step 4, variant A; pa_mqa_logits_mxfp4_cache.py@034adb58). */
+     * (docs/semantics/indexer.md Q4.1 step 4, variant A; pa_mqa_logits_mxfp4_cache.py@034adb58). */
     float a = max_f(amax, dsv4_f32_of_bits(SIX_MIN_NORMAL));
     float ratio = a * dsv4_f32_of_bits(INV6_BITS);
     if (isinf(ratio))
@@ -126,32 +126,43 @@ DSV4_HOT_INLINE uint8_t fp4_scale_ceil(float amax)
 {
     if (isnan(amax))
         return 0xFF;
-    /* Mode 1 bit rule (spec 1.1 SCALING_MODE 1 steps 1-3). */
+    /* Mode 1 bit rule (docs/semantics/quant.md Q1.1 SCALING_MODE 1 steps 1-3). */
     float a = max_f(amax, dsv4_f32_of_bits(SIX_MIN_NORMAL));
     float ratio = a * dsv4_f32_of_bits(INV6_BITS);
     return (uint8_t)((dsv4_bits_f32(ratio) + 0x7FFFFFu) >> 23);
 }
 
-/* Mode 0's unbiased exponent u, clamped to [-127, 127] (spec 1.1 mode 0). */
+/* The bits mode 0 reads of a NaN amax: the max of an all-NaN block is a
+ * NaN, taken as the canonical quiet NaN 0x7FC00000 (docs/semantics/quant.md
+ * Q1.1: tl.max keeps NaN only when every element is NaN). */
+#define CANONICAL_NAN_BITS 0x7FC00000u
+
+/* Mode 0's unbiased exponent u, clamped to [-127, 127], by the bit
+ * arithmetic of docs/semantics/quant.md Q1.1 steps 1-2 on any amax, NaN
+ * included: r = (bits + 0x200000) & 0xFF800000 is +-0 (log2 -> -inf ->
+ * -127), +Inf or NaN (exponent field 0xFF: log2 -> +inf or NaN, clamped to
+ * 127; the carry of the Q1.1 correction and the canonical NaN's
+ * 0x7FC00000 + 0x200000 -> 0x7F800000 land here), or a power of two. */
 DSV4_HOT_INLINE int even_u(float amax)
 {
-    uint32_t r = (dsv4_bits_f32(amax) + 0x200000u) & 0xFF800000u; /* step 1 */
-    if (r == 0)
-        return -127; /* log2(0) = -inf, clamped (step 2) */
-    int E = (int)(r >> 23);
-    if (E >= 255)
-        return 127; /* carry into 0xFF: Inf, clamped (spec 1.1 correction) */
+    const uint32_t bits = isnan(amax) ? CANONICAL_NAN_BITS : dsv4_bits_f32(amax);
+    const uint32_t r = (bits + 0x200000u) & 0xFF800000u; /* step 1 */
+    if ((r & 0x7FFFFFFFu) == 0)
+        return -127; /* log2(+-0) = -inf, clamped (step 2) */
+    const int E = (int)((r >> 23) & 0xFFu);
+    if (E == 255)
+        return 127; /* log2(Inf) = Inf, clamped */
     return clampi(E - 127 - 2, -127, 127);
 }
 
 DSV4_HOT_INLINE uint8_t fp4_scale_even(float amax)
 {
-    if (isnan(amax))
-        return 0xFF;
-    return (uint8_t)(even_u(amax) + 127); /* step 3 (signed add, see spec 10) */
+    /* step 3 (signed add, docs/semantics/quant.md Q10): 0..254, never 0xFF; an all-NaN
+     * block gives 254 (u = 127) like an Inf one. */
+    return (uint8_t)(even_u(amax) + 127);
 }
 
-/* OCP's u, or 128 for a NaN scale (spec 1.4 items 1-3). */
+/* OCP's u, or 128 for a NaN scale (docs/semantics/quant.md Q1.4 items 1-3). */
 static int ocp_u(float amax)
 {
     if (isinf(amax))
@@ -175,7 +186,7 @@ DSV4_HOT_INLINE uint8_t fp8_scale_ceil(float amax)
         return 0xFF;
     if (isinf(amax))
         return 254;
-    /* clamp(ceil(log2(max(amax, FLT_MIN)/448)) + 127, 0, 254) (spec 2 steps 1-2);
+    /* clamp(ceil(log2(max(amax, FLT_MIN)/448)) + 127, 0, 254) (docs/semantics/quant.md Q2 steps 1-2);
      * a/448 in double cannot round onto a power of two (a has 24 bits).
      * From the fields: a = m 2^e (m in [1, 2)), 448 = 1.75 2^8, so the
      * ceil is e - 8 + (m > 1.75), m > 1.75 iff the mantissa > 0x600000. */
@@ -188,7 +199,7 @@ DSV4_HOT_INLINE uint8_t fp8_scale_ceil_f32log2(float amax)
 {
     if (isnan(amax))
         return 0xFF;
-    /* The kernel's fp32 Triton: fl(a / 448), tl.log2, tl.ceil (spec 2 step 2). */
+    /* The kernel's fp32 Triton: fl(a / 448), tl.log2, tl.ceil (docs/semantics/quant.md Q2 step 2). */
     float r = max_f(amax, FLT_MIN) / 448.0f;
     if (isinf(r))
         return 254;
@@ -270,8 +281,8 @@ uint8_t dsv4_mx_scale_byte(dsv4_mx_rule rule, float amax)
 int dsv4_mx_rule_is_fp4(dsv4_mx_rule rule) { return rule <= DSV4_MX_FP4_OCP; }
 
 /* e2m1 magnitude under half away from zero on {0, .5, 1, 1.5, 2, 3, 4, 6}:
- * the midpoints themselves go up (microxcaling round="nearest", spec 1.4
- * item 4). */
+ * the midpoints themselves go up (microxcaling round="nearest",
+ * docs/semantics/quant.md Q1.4 item 4). */
 static inline uint8_t e2m1_half_away_magnitude(float a)
 {
     return (uint8_t)((a >= 0.25f) + (a >= 0.75f) + (a >= 1.25f) + (a >= 1.75f) + (a >= 2.5f) + (a >= 3.5f) +
@@ -297,7 +308,7 @@ DSV4_HOT_INLINE float fp4_multiplier(dsv4_mx_rule rule, uint8_t b, float amax)
 {
     switch (rule) {
     case DSV4_MX_FP4_CEIL:
-        /* f32((254 - byte) << 23), wrapping for byte 255 (spec 1.1 mode 1 step 4). */
+        /* f32((254 - byte) << 23), wrapping for byte 255 (docs/semantics/quant.md Q1.1 mode 1 step 4). */
         return dsv4_f32_of_bits((uint32_t)(254u - b) << 23);
     case DSV4_MX_FP4_EVEN: return pow2f(-even_u(amax));
     case DSV4_MX_FP4_OCP: return pow2f(-ocp_u(amax));
@@ -339,7 +350,7 @@ DSV4_HOT_INLINE uint8_t quant_block_fp4(const float *x, int n, dsv4_mx_rule rule
     uint8_t b = scale_byte(rule, amax);
     if (isnan(amax) || (rule == DSV4_MX_FP4_OCP && b == 0xFF)) {
         /* NaN scale: every element encodes as NaN does (mx.h convention;
-         * microxcaling NaN-fills the block, spec 1.4 item 3). */
+         * microxcaling NaN-fills the block, docs/semantics/quant.md Q1.4 item 3). */
         const uint8_t c = e2m1_encode(NAN, elem);
         for (int i = 0; i < n; i++)
             codes[i] = c;
@@ -368,7 +379,7 @@ DSV4_HOT_INLINE uint8_t quant_block_fp8(const float *x, int n, dsv4_mx_rule rule
                 codes[i] = dsv4_fp8_sat_inline(x[i] / d, 0);
         return b;
     }
-    const float m = pow2f(127 - (int)b); /* exp2(127 - code), reciprocal multiply (spec 2 step 3) */
+    const float m = pow2f(127 - (int)b); /* exp2(127 - code), reciprocal multiply (docs/semantics/quant.md Q2 step 3) */
     if (n == DSV4_MX_BLOCK)
         dsv4_e4m3_sat_mul_block(x, m, 0, codes);
     else
@@ -437,7 +448,7 @@ DSV4_VECTOR_CLONES static int fp4_rows_range(void *ctx, int64_t t0, int64_t t1, 
             const float *xb = block_f32(j, t * W + k * DSV4_MX_BLOCK, f);
             j->scales[t * nb + k] = quant_block_fp4(xb, DSV4_MX_BLOCK, j->rule, j->elem, codes);
             uint8_t *pb = j->data + t * (W / 2) + k * (DSV4_MX_BLOCK / 2);
-            for (int i = 0; i < DSV4_MX_BLOCK / 2; i++) /* even element low (spec 1.2) */
+            for (int i = 0; i < DSV4_MX_BLOCK / 2; i++) /* even element low (docs/semantics/quant.md Q1.2) */
                 pb[i] = dsv4_e2m1_pack(codes[2 * i], codes[2 * i + 1]);
         }
     return DSV4_OK;
@@ -509,16 +520,6 @@ void dsv4_mx_dequant_rows_fp4(const uint8_t *packed, const uint8_t *scales, int6
         }
 }
 
-void dsv4_mx_dequant_rows_fp8(const uint8_t *data, const uint8_t *scales, int64_t T, int64_t W,
-                              double *out)
-{
-    const int64_t nb = W / DSV4_MX_BLOCK;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t i = 0; i < W; i++)
-            out[t * W + i] = (double)dsv4_fp8_to_f32(data[t * W + i], DSV4_FP8_E4M3FN) *
-                             dsv4_e8m0_to_f64(scales[t * nb + i / DSV4_MX_BLOCK]);
-}
-
 void dsv4_mx_shuffled_scale_shape(int64_t M, int64_t N, int64_t *rows, int64_t *cols)
 {
     int64_t sn = (N + DSV4_MX_BLOCK - 1) / DSV4_MX_BLOCK;
@@ -528,7 +529,7 @@ void dsv4_mx_shuffled_scale_shape(int64_t M, int64_t N, int64_t *rows, int64_t *
 
 int64_t dsv4_mx_scale_shuffle_idx(int64_t x, int64_t y, int64_t scaleN_pad)
 {
-    /* aiter fp4_utils.dynamic_mxfp4_quant(shuffle=True) (spec 1.3). */
+    /* aiter fp4_utils.dynamic_mxfp4_quant(shuffle=True) (docs/semantics/quant.md Q1.3). */
     return (x / 32) * 32 * scaleN_pad + (y / 8) * 256 + (y % 4) * 64 + (x % 16) * 4 +
            ((y % 8) / 4) * 2 + (x % 32) / 16;
 }

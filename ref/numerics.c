@@ -20,21 +20,7 @@ float dsv4_f32_from_bits(uint32_t b)
     return x;
 }
 
-uint64_t dsv4_f64_bits(double x)
-{
-    uint64_t b;
-    memcpy(&b, &x, sizeof b);
-    return b;
-}
-
-double dsv4_f64_from_bits(uint64_t b)
-{
-    double x;
-    memcpy(&x, &b, sizeof x);
-    return x;
-}
-
-/* ---- bfloat16: the top 16 bits of fp32, RNE (spec sparse_attention.md 1:
+/* ---- bfloat16: the top 16 bits of fp32, RNE (docs/semantics/numerics.md A1:
  * "bf16 rounding is RNE from fp32"). */
 uint16_t dsv4_bf16_from_f32(float x) { return dsv4_bf16_from_f32_inline(x); }
 
@@ -104,7 +90,7 @@ float dsv4_f16_to_f32(uint16_t h)
     return sign ? -f : f;
 }
 
-/* ---- float8 e4m3 (spec sparse_attention.md 1: OCP fn bias 7 max 448, NaN
+/* ---- float8 e4m3 (docs/semantics/numerics.md A1: OCP fn bias 7 max 448, NaN
  * 0x7F/0xFF; FNUZ bias 8 max 240, NaN only 0x80, no -0). */
 float dsv4_fp8_max(dsv4_fp8_kind k) { return k == DSV4_FP8_E4M3FN ? 448.0f : 240.0f; }
 
@@ -142,7 +128,7 @@ float dsv4_fp8_to_f32(uint8_t b, dsv4_fp8_kind k)
     return (b & 0x80) ? -f : f;
 }
 
-/* ---- e8m0 (spec quant 1.3: byte 0 -> 2^-127, 0xFF -> NaN). */
+/* ---- e8m0 (docs/semantics/quant.md Q1.3: byte 0 -> 2^-127, 0xFF -> NaN). */
 float dsv4_e8m0_to_f32(uint8_t b) { return (float)dsv4_e8m0_to_f64(b); }
 
 double dsv4_e8m0_to_f64(uint8_t b)
@@ -154,7 +140,7 @@ double dsv4_e8m0_to_f64(uint8_t b)
 
 uint8_t dsv4_e8m0_from_f32_torch(float x)
 {
-    /* toolchain.md 6: torch rounds the significand half up; 0 -> 0x00. */
+    /* torch rounds the significand half up; 0 -> 0x00 (docs/semantics/quant.md Q10). */
     if (isnan(x) || isinf(x))
         return 0xFF;
     double a = fabs((double)x);
@@ -176,7 +162,7 @@ uint8_t dsv4_e8m0_from_f32_torch(float x)
     return (uint8_t)(exp2 + 127);
 }
 
-/* ---- e2m1.  The bit method of spec quant 1.2, written as its proven
+/* ---- e2m1.  The bit method of docs/semantics/quant.md Q1.2, written as its proven
  * equivalent: nearest of {0,.5,1,1.5,2,3,4,6}, ties to the even code,
  * saturate at 6 (the midpoint comparisons of codec_inline.h); for NaN the
  * bit method's arithmetic is followed. */

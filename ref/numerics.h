@@ -1,8 +1,8 @@
 /* numerics.h - bit-exact dtype codecs: bfloat16, float16, float8 e4m3fn and
  * e4m3fnuz, float8 e8m0fnu, float4 e2m1 (and its two-per-byte packing).
  *
- * Semantics and sources: ../shared/spec/sparse_attention.md section 1 and
- * ../shared/spec/quant_and_indexer.md sections 1.2, 1.3 and 1.4.  All
+ * Semantics and sources: docs/semantics/numerics.md A1 and
+ * docs/semantics/quant.md Q1.2, Q1.3 and Q1.4.  All
  * encoders round to nearest, ties to even (RNE) unless the name says
  * otherwise.  Pure functions, no state, no allocation. */
 #ifndef DSV4_NUMERICS_H
@@ -16,8 +16,6 @@
 /* Bit casts (memcpy based, no aliasing UB). */
 uint32_t dsv4_f32_bits(float x);
 float dsv4_f32_from_bits(uint32_t b);
-uint64_t dsv4_f64_bits(double x);
-double dsv4_f64_from_bits(uint64_t b);
 
 /* bfloat16: RNE from fp32; NaN stays NaN (quiet, sign kept); overflow -> Inf. */
 uint16_t dsv4_bf16_from_f32(float x);
@@ -45,7 +43,7 @@ float dsv4_fp8_to_f32(uint8_t b, dsv4_fp8_kind k);
 /* float8 e8m0fnu: 2^(b-127); 0x00 = 2^-127 (an fp32 subnormal); 0xFF = NaN. */
 float dsv4_e8m0_to_f32(uint8_t b);
 double dsv4_e8m0_to_f64(uint8_t b);
-/* torch's fp32 -> float8_e8m0fnu cast (toolchain.md section 6): nearest power
+/* torch's fp32 -> float8_e8m0fnu cast (docs/semantics/quant.md Q10): nearest power
  * of two with the significand rounded half up (1.5 -> 2, 0.75 -> 1, 3 -> 4);
  * the sign is ignored; 0 and values up to 2^-127 -> 0x00; fp32 subnormals
  * above 2^-127 -> 0x01 (torch rounds the exponent field); NaN, Inf and
@@ -54,16 +52,16 @@ uint8_t dsv4_e8m0_from_f32_torch(float x);
 
 /* float4 e2m1: codes 0..15, bit 3 = sign, magnitudes
  * {0, 0.5, 1, 1.5, 2, 3, 4, 6}.  dsv4_e2m1_from_f32 is the aiter bit method
- * (spec quant section 1.2): nearest, ties to the even code, |x| > 6 -> 6,
+ * (docs/semantics/quant.md Q1.2): nearest, ties to the even code, |x| > 6 -> 6,
  * +-Inf -> +-6, sign bit = sign of x (so -0.0 -> 0x8).  For NaN it returns
  * the bit method's payload-dependent result (0x7FC00000 -> 0x3). */
 uint8_t dsv4_e2m1_from_f32(float x);
-/* Variant A's threshold method (spec quant 1.2): equal to the above except
+/* Variant A's threshold method (docs/semantics/quant.md Q1.2): equal to the above except
  * -0.0 -> 0x0 and NaN -> 0x0. */
 uint8_t dsv4_e2m1_from_f32_threshold(float x);
 float dsv4_e2m1_to_f32(uint8_t code);
 
-/* Packing: byte j = code(x[2j]) | code(x[2j+1]) << 4 (spec quant 1.2). */
+/* Packing: byte j = code(x[2j]) | code(x[2j+1]) << 4 (docs/semantics/quant.md Q1.2). */
 static inline uint8_t dsv4_e2m1_pack(uint8_t even, uint8_t odd)
 {
     return (uint8_t)((even & 0xFu) | (uint8_t)((odd & 0xFu) << 4));

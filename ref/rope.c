@@ -1,5 +1,5 @@
-/* rope.c - GPT-J rotary embedding; see rope.h.  Formulas: spec
- * sparse_attention.md 1 ("Forward rotation of pair (e, o)", "Inverse
+/* rope.c - GPT-J rotary embedding; see rope.h.  Formulas:
+ * docs/semantics/numerics.md A1 ("Forward rotation of pair (e, o)", "Inverse
  * rotation") [S15, S9, S21]. */
 #include "rope.h"
 

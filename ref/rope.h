@@ -1,6 +1,6 @@
 /* rope.h - GPT-J (interleaved-pair) rotary embedding on the last rope_dim
  * lanes of a head row, forward and inverse, with vLLM's cos|sin cache layout
- * (spec sparse_attention.md 1 [S14, S21, S15]).
+ * (docs/semantics/numerics.md A1 [S14, S21, S15]).
  *
  * cos_sin_cache is fp32 [num_pos, rope_dim]; row p = cos[0..rope_dim/2) |
  * sin[0..rope_dim/2).  Pair k of the rotated lanes is (x[2k], x[2k+1]) and
@@ -16,7 +16,7 @@
 
 #include "status.h"
 
-/* DeepSeek V4 head layout: 512 = 448 NoPE + 64 RoPE (spec 1 [S14]). */
+/* DeepSeek V4 head layout: 512 = 448 NoPE + 64 RoPE (docs/semantics/numerics.md A1 [S14]). */
 #define DSV4_HEAD_DIM 512
 #define DSV4_NOPE_DIM 448
 #define DSV4_ROPE_DIM 64
@@ -39,7 +39,7 @@ void dsv4_rope_gptj_f64(double *x, const float *cs_row, int rope_dim, dsv4_rope_
 
 /* Rotates lanes [head_dim - rope_dim, head_dim) of every row of a bf16
  * [rows, head_dim] block in fp32 and rounds each rotated lane to bf16 (RNE);
- * NoPE lanes are untouched, bit for bit (spec 9.1 [S9]). */
+ * NoPE lanes are untouched, bit for bit (docs/semantics/attention.md A9.1 [S9]). */
 void dsv4_rope_rows_bf16(uint16_t *x, int64_t rows, int head_dim, const float *cs_row,
                          int rope_dim, dsv4_rope_dir dir);
 

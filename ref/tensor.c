@@ -58,7 +58,7 @@ int dsv4_dtype_is_float(dsv4_dtype dt)
     return dtype_info[dt].is_float;
 }
 
-/* Default limit: half the machine's RAM (issue 9 "Limits"), set by the CLI;
+/* Default limit: half the machine's RAM (README.md "Limits"), set by the CLI;
  * the library default is 8 GiB so that it is safe without the CLI. */
 static uint64_t memory_limit = (uint64_t)8 << 30;
 static uint64_t memory_in_use;
@@ -162,17 +162,6 @@ const char *dsv4_index_str(const dsv4_tensor *t, int64_t flat, char *buf, size_t
         flat /= s;
     }
     return dims_str(idx, t->ndim, buf, len);
-}
-
-int dsv4_tensor_copy(dsv4_tensor *dst, const dsv4_tensor *src, dsv4_status *st)
-{
-    int rc = dsv4_tensor_alloc(dst, src->name, src->dtype, src->ndim, src->shape, st);
-    if (rc)
-        return rc;
-    dst->output_dtype = src->output_dtype;
-    if (src->nbytes)
-        memcpy(dst->data, src->data, src->nbytes);
-    return DSV4_OK;
 }
 
 double dsv4_tensor_get(const dsv4_tensor *t, int64_t i)

@@ -1,5 +1,5 @@
 /* tensor.h - dtype tags and the contiguous row-major tensor every part of
- * dsv4check passes around (design.md section 4). */
+ * dsv4check passes around (the dtypes of data/README.md). */
 #ifndef DSV4_TENSOR_H
 #define DSV4_TENSOR_H
 
@@ -8,7 +8,7 @@
 
 #include "status.h"
 
-/* The fixed dtype vocabulary of design.md section 4, in its order. */
+/* The fixed dtype vocabulary (data/README.md's dtype table), in its order. */
 typedef enum dsv4_dtype {
     DSV4_DT_NONE = -1,
     DSV4_F64 = 0,
@@ -64,8 +64,6 @@ int dsv4_tensor_same_shape(const dsv4_tensor *a, const dsv4_tensor *b);
 const char *dsv4_shape_str(const dsv4_tensor *t, char *buf, size_t len);
 /* Flat index -> multi-index "[i, j, k]" into buf. */
 const char *dsv4_index_str(const dsv4_tensor *t, int64_t flat, char *buf, size_t len);
-/* Deep copy (name, dtype, shape, bytes). */
-int dsv4_tensor_copy(dsv4_tensor *dst, const dsv4_tensor *src, dsv4_status *st);
 
 /* Element i decoded to double, whatever the dtype (fp4x2: i counts bytes and
  * the low nibble is returned; use dsv4_tensor_get_fp4 for both). */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# gpu-bundle.sh - one self-contained folder for the GPU machine (toolchain.md
-# section 6: it runs Ubuntu 24.04, installs nothing, lacks libyaml-0 and
+# gpu-bundle.sh - one self-contained folder for the GPU machine (it runs
+# Ubuntu 24.04, installs nothing, lacks libyaml-0 and
 # libcheck): build/dsv4check, build/libdsv4_hip.so (the nvcc build), every
 # shared library they need per ldd outside glibc, cases/, data/ and the run
 # scripts.  Run there: BUNDLE/scripts/gpu-run.sh [OUTDIR].

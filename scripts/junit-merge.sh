@@ -8,6 +8,8 @@ set -euo pipefail
 out=$1
 shift
 tmp="$out.tmp.$$"
+# An unreadable input fails the merge; leave no half-written file behind.
+trap 'rm -f "$tmp"' EXIT
 awk '
   FNR == 1 { inside = 0 }
   /<testsuites>/ { inside = 1; next }

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # setup.sh - install the Debian packages dsv4check needs, only when missing.
 # Idempotent: a second run installs nothing and prints one line.
-# Usage: scripts/setup.sh [--hip] [--chromium]
+# Usage: scripts/setup.sh [--hip] [--slurm] [--chromium]
 #   --hip       adds the AMD HIP compile toolchain
+#   --slurm     adds Debian's slurm-wlm and munge for the one-node Slurm test
+#               (tests/test_slurm.sh starts private daemons of its own and
+#               never uses the system's munge or slurm services)
 #   --chromium  also tries to install Debian's chromium (large) for the HTML
 #               report's end-to-end test (make check passes it); if that
 #               install fails, the test skips (exit 77) and setup still succeeds
@@ -32,10 +35,16 @@ try_chromium() {
 trap try_chromium EXIT
 
 # python3-h5py: the end-to-end test that a golden written with h5py (data/README.md) checks.
-want=(libhdf5-dev hdf5-tools check libyaml-dev libopenblas-dev pkg-config make gcc valgrind python3-h5py python3-numpy)
-if [ "${1:-}" = "--hip" ]; then
-    want+=(hipcc libamdhip64-dev rocm-device-libs)
-fi
+# python3-pytest, python3-torch: the Python front end's tests (tests/python; torch 1.13, CPU).
+want=(libhdf5-dev hdf5-tools check libyaml-dev zlib1g-dev libopenblas-dev pkg-config make gcc valgrind python3-h5py python3-numpy
+      python3-pytest python3-torch)
+for a in "$@"; do
+    case "$a" in
+        --hip) want+=(hipcc libamdhip64-dev rocm-device-libs) ;;
+        --slurm) want+=(slurm-wlm munge) ;;
+        *) echo "setup: unknown option $a (expected --hip, --slurm, --chromium)" >&2; exit 2 ;;
+    esac
+done
 
 missing=()
 for p in "${want[@]}"; do

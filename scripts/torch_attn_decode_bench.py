@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """torch_attn_decode_bench.py - PyTorch eager rocm_sparse_attn_decode,
-written from spec sparse_attention.md 2.1, 4, 8.1, 8.2, 8.4 (not copied from
+written from docs/semantics/kvcache.md A2.1, A4; docs/semantics/attention.md A8.1, A8.2, A8.4 (not copied from
 any source): gather the 584-byte records of every listed slot, decode them
 (fp8 x 2^(b-127) -> bf16, NaN -> 0), pad the ragged SWA + top-k lists to
 [T, L, 512], then scores = q K^T x scale, softmax with the sink in the
@@ -33,17 +33,17 @@ def gather_keys(cache, slots, fnuz):
     flat = cache.reshape(-1)
     page, row = slots // B, slots % B
     base = page * (B * REC)
-    rec = base + row * 576  # record at row*576 (spec 2.1)
+    rec = base + row * 576  # record at row*576 (docs/semantics/kvcache.md A2.1)
     ar = torch.arange(576, device=cache.device)
     data = flat[rec[:, None] + ar[None, :]]  # [E, 576]
     scl = flat[(base + B * 576 + row * 8)[:, None] + torch.arange(7, device=cache.device)[None, :]]
     f8 = torch.float8_e4m3fnuz if fnuz else torch.float8_e4m3fn
     v = data[:, :NOPE].contiguous().view(f8).float()
-    s = torch.exp2(scl.float() - 127.0).repeat_interleave(64, dim=1)  # 2^(b-127) (spec 4)
+    s = torch.exp2(scl.float() - 127.0).repeat_interleave(64, dim=1)  # 2^(b-127) (docs/semantics/kvcache.md A4)
     nope = (v * s).to(torch.bfloat16)
     rope = data[:, NOPE:].contiguous().view(torch.bfloat16)
     k = torch.cat([nope, rope], dim=1)
-    return torch.where(torch.isnan(k), torch.zeros_like(k), k)  # NaN in K -> 0 (spec 8.4)
+    return torch.where(torch.isnan(k), torch.zeros_like(k), k)  # NaN in K -> 0 (docs/semantics/attention.md A8.4)
 
 
 def decode_torch(q, caches, lists, sink, scale, form):
@@ -58,7 +58,7 @@ def decode_torch(q, caches, lists, sink, scale, form):
         tok = torch.repeat_interleave(torch.arange(T, device=dev), cnt)
         pos = torch.arange(idx.numel(), device=dev) - ptr[:-1].long()[tok]
         v = idx.long()
-        ok = (v >= 0) & (v < rows)  # valid iff 0 <= slot < pages*B (spec 8.2)
+        ok = (v >= 0) & (v < rows)  # valid iff 0 <= slot < pages*B (docs/semantics/attention.md A8.2)
         K = torch.zeros(T, L, D, dtype=torch.bfloat16, device=dev)
         M = torch.zeros(T, L, dtype=torch.bool, device=dev)
         K[tok[ok], pos[ok]] = gather_keys(cache, v[ok], fnuz)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """torch_combine_bench.py - PyTorch eager combine_topk_swa_indices, written
-from spec sparse_attention.md 6.2 (not copied from any source), in two forms:
+from docs/semantics/indices.md A6.2 (not copied from any source), in two forms:
 
   per_request  one pass per request with host-side request bounds (.tolist()),
                the structure of the seeds' Torch fallback [S4];
@@ -18,7 +18,7 @@ import torch
 
 
 def width(K, W):
-    return (K + W + 127) // 128 * 128  # P, spec 6.2
+    return (K + W + 127) // 128 * 128  # P, docs/semantics/indices.md A6.2
 
 
 def combine_per_request(topk, qsl, seq_lens, gather_lens, W, c, K, M, N):
@@ -110,12 +110,12 @@ def production(dev):
     R, L, prefix, W, c, K = 4, 2048, 30000, 128, 4, 2048
     T = R * L
     N = (prefix + L + c - 1) // c  # ceil(max_model_len / c)
-    M = N + W + T  # spec 6.1
+    M = N + W + T  # docs/semantics/indices.md A6.1
     g = torch.Generator(device="cpu").manual_seed(1)
     topk = torch.randint(0, (prefix + 1) // c, (T, K), generator=g, dtype=torch.int32).to(dev)
     qsl = torch.arange(0, T + 1, L, dtype=torch.int32, device=dev)
     seq = torch.full((R,), prefix + L, dtype=torch.int32, device=dev)
-    gat = torch.full((R,), L + min(prefix, W - 1), dtype=torch.int32, device=dev)  # spec 5.3
+    gat = torch.full((R,), L + min(prefix, W - 1), dtype=torch.int32, device=dev)  # docs/semantics/indices.md A5.3
     return (topk, qsl, seq, gat, W, c, K, M, N)
 
 

@@ -4,7 +4,7 @@
 # repository's tracked files at HEAD into a scratch git repository and makes
 #   c1 good  ->  c2 plants a regression (one window index off by one in
 #   ref/indices.c)  ->  c3 breaks the build  ->  c4 fixes the build  ->  c5 clean
-# then runs scripts/bisect.sh c1 c5 -- run cases/ci.yaml --filter combine
+# then runs scripts/bisect.sh --self c1 c5 -- run cases/ci.yaml --filter combine
 # and prints its output; the C test checks that c2 is named.
 # Prints "C2=<sha>" first.  Exit: bisect.sh's exit code, or 99 on a setup error.
 set -euo pipefail
@@ -32,5 +32,5 @@ echo "clean change" >> README.md
 c5=$(commit "c5: clean")
 echo "C2=$c2"
 rc=0
-MAKEFLAGS=-j2 scripts/bisect.sh "$c1" "$c5" -- run cases/ci.yaml --filter combine || rc=$?
+MAKEFLAGS=-j2 scripts/bisect.sh --self "$c1" "$c5" -- run cases/ci.yaml --filter combine || rc=$?
 exit $rc

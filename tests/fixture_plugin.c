@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../harness/dsv4_plugin.h"
+#include "../include/dsv4_plugin.h"
 
 #ifndef MODE
 #error "build with -DMODE=1..4"
@@ -52,7 +52,7 @@ static int fx_run(const char *op, const char *variant, const dsv4_plugin_param *
 static void fx_fini(void) {}
 
 static const dsv4_plugin fixture = {
-    DSV4_PLUGIN_ABI_VERSION + (MODE == 1), "fixture", fx_init, fx_supports, fx_run, NULL, fx_fini,
+    DSV4_PLUGIN_ABI_VERSION + (MODE == 1), "fixture", fx_init, fx_supports, fx_run, NULL, fx_fini, NULL,
 };
 
 const dsv4_plugin *dsv4_plugin_entry(void)

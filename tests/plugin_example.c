@@ -1,23 +1,31 @@
 /* plugin_example.c - an example external implementation for dsv4check,
- * written against harness/dsv4_plugin.h only (no other dsv4check header),
+ * written against include/dsv4_plugin.h only (no other dsv4check header),
  * as a kernel team would write one.  It provides combine_topk_swa_indices
  * in its default variant, on the CPU, formulated per output row (the
- * reference works per request), from spec sparse_attention.md 6.2.
+ * reference works per request), from docs/semantics/indices.md A6.2.
  *
- * The test build compiles it three ways:
+ * It speaks plug-in ABI 2: dsv4check calls run2 with the case (name, seed,
+ * golden file); with DSV4_EXAMPLE_CASE_LOG=FILE set it appends one line
+ * "NAME SEED GOLDEN" per case to FILE (the ABI test reads it).
+ *
+ * The test build compiles it four ways:
  *   (plain)              correct;
  *   -DEXAMPLE_WRONG      row 1's first window entry off by one (a planted bug);
- *   -DEXAMPLE_BAD_ABI    declares ABI version DSV4_PLUGIN_ABI_VERSION + 1.
+ *   -DEXAMPLE_BAD_ABI    declares ABI version DSV4_PLUGIN_ABI_VERSION + 1;
+ *   -DEXAMPLE_ABI1       an ABI 1 plug-in: its struct as ABI 1 laid it out
+ *                        (ending at fini, no run2), run without the case.
  * The plain build also perturbs the first K rows' column 0 by one when
  * DSV4_EXAMPLE_PERTURB=K is set (used by the drift test).
  *
- * Build: cc -shared -fPIC -I harness -o libexample.so tests/plugin_example.c
+ * Build: cc -shared -fPIC -o libexample.so tests/plugin_example.c (an installed
+ *        dsv4check: cc $(pkg-config --cflags dsv4check) with #include <dsv4_plugin.h>)
  * Use:   dsv4check run cases/ci.yaml --impl ./libexample.so */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../harness/dsv4_plugin.h"
+#include "../include/dsv4_plugin.h"
 
 static char plugin_name[64] = "example-cpu";
 
@@ -128,14 +136,48 @@ static int example_run(const char *op, const char *variant, const dsv4_plugin_pa
     return DSV4_PLUGIN_OK;
 }
 
+#ifdef EXAMPLE_ABI1
+/* The plug-in struct of ABI 1, as a plug-in built against that header has
+ * it: seven fields, nothing after fini. */
+typedef struct {
+    int abi_version;
+    const char *name;
+    int (*init)(int, char *, size_t);
+    int (*supports)(const char *, const char *);
+    int (*run)(const char *, const char *, const dsv4_plugin_param *, int, const dsv4_plugin_tensor *, int,
+               dsv4_plugin_tensor *, int, char *, size_t);
+    void *time;
+    void (*fini)(void);
+} example_plugin_abi1;
+
+static const example_plugin_abi1 example = {1, plugin_name, example_init, example_supports, example_run, NULL, NULL};
+
+const dsv4_plugin *dsv4_plugin_entry(void);
+const dsv4_plugin *dsv4_plugin_entry(void) { return (const dsv4_plugin *)(const void *)&example; }
+#else
+/* ABI 2: the case comes with the call. */
+static int example_run2(const dsv4_plugin_case *cs, const dsv4_plugin_tensor *inputs, int ninputs,
+                        dsv4_plugin_tensor *outputs, int noutputs, char *err, size_t errlen)
+{
+    const char *log = getenv("DSV4_EXAMPLE_CASE_LOG");
+    FILE *f = log && *log ? fopen(log, "a") : NULL;
+    if (f) {
+        fprintf(f, "%s %" PRIu64 " %s\n", cs->name, cs->seed, cs->golden ? cs->golden : "-");
+        fclose(f);
+    }
+    return example_run(cs->op, cs->variant, cs->params, cs->nparams, inputs, ninputs, outputs, noutputs, err,
+                       errlen);
+}
+
 static const dsv4_plugin example = {
 #ifdef EXAMPLE_BAD_ABI
     DSV4_PLUGIN_ABI_VERSION + 1,
 #else
     DSV4_PLUGIN_ABI_VERSION,
 #endif
-    plugin_name, example_init, example_supports, example_run, NULL, NULL,
+    plugin_name, example_init, example_supports, example_run, NULL, NULL, example_run2,
 };
 
 const dsv4_plugin *dsv4_plugin_entry(void);
 const dsv4_plugin *dsv4_plugin_entry(void) { return &example; }
+#endif

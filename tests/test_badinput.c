@@ -1,17 +1,20 @@
-/* test_badinput.c - the bad-input matrix (issue 9.3, 9.5, 9.6): one row per
+/* test_badinput.c - the bad-input matrix (README.md "Reliability"): one row per
  * class of bad input, run end to end through build/dsv4check (or
- * $DSV4CHECK).  Every row asserts the documented exit code (2 = bad input),
- * a message naming the file and the place, a normal exit (no crash; under the
- * ASan build, a leak makes LeakSanitizer change the exit code, so "no leak"
- * is asserted by the same check), and that no committed golden changed
- * (checksums of data/ci/ before and after).
+ * $DSV4CHECK).  Every row asserts the documented exit code (2 = bad input,
+ * 3 = an implementation that crashed, hung, exited or broke its contract:
+ * the hostile plug-ins of tests/plugins/), a message naming the file and
+ * the place, a normal exit (no crash; under the ASan build, a leak makes
+ * LeakSanitizer change the exit code, so "no leak" is asserted by the same
+ * check), and that no committed golden changed (checksums of data/ci/
+ * before and after).
  *
  * The rows are one table of {name, setup, args, exit, fragments}: setup
  * writes the bad file into the temporary folder, args is the command line
- * with "@" standing for that folder.  A new class or a new op adds a row.
- * The only op on main is combine_topk_swa_indices, so every row uses it; it
- * has integer inputs only, so "NaN where forbidden" is exercised on the
- * float parameters and tolerances that forbid it.
+ * with "@" standing for that folder and "#" for build/tests (the plug-ins).
+ * A new class or a new op adds a row.  Most rows use
+ * combine_topk_swa_indices; it has integer inputs only, so "NaN where
+ * forbidden" is exercised on the float parameters and tolerances that
+ * forbid it.
  *
  * libhdf5 1.10.8 leaks on some corrupt-file error paths; the ASan run of the
  * CLI gets tests/lsan-hdf5.supp (libhdf5 only, never our code). */
@@ -19,6 +22,7 @@
 #include <glob.h>
 #include <hdf5.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,18 +38,31 @@ static char tmpdir[256];
 static char out[1 << 16];
 static const char *golden_path = "data/ci/combine_mixed_prefill_c4.h5";
 
-/* Runs `dsv4check ARGS` ("@" = tmpdir) with stdout and stderr into out[];
+/* text with "@" as tmpdir and "#" as the folder of the test plug-ins
+ * (build/tests, beside this program), into buf. */
+static void expand(const char *text, char *buf, size_t len)
+{
+    char exe[400];
+    snprintf(exe, sizeof exe, "%s", dsv4_test_exe());
+    const char *slash = strrchr(exe, '/');
+    buf[0] = '\0';
+    for (const char *p = text; *p; p++) {
+        size_t n = strlen(buf);
+        if (*p == '@')
+            snprintf(buf + n, len - n, "%s", tmpdir);
+        else if (*p == '#')
+            snprintf(buf + n, len - n, "%.*s/tests", slash ? (int)(slash - exe) : 1, slash ? exe : ".");
+        else if (n + 1 < len)
+            buf[n] = *p, buf[n + 1] = '\0';
+    }
+}
+
+/* Runs `dsv4check ARGS` (expanded) with stdout and stderr into out[];
  * returns the exit code, failing on a signal (a crash). */
 static int run_args(const char *args)
 {
-    char exp[2048] = "";
-    for (const char *p = args; *p; p++) {
-        size_t n = strlen(exp);
-        if (*p == '@')
-            snprintf(exp + n, sizeof exp - n, "%s", tmpdir);
-        else if (n + 1 < sizeof exp)
-            exp[n] = *p, exp[n + 1] = '\0';
-    }
+    char exp[2048];
+    expand(args, exp, sizeof exp);
     return dsv4_test_cli(out, sizeof out, "%s", exp);
 }
 
@@ -74,7 +91,7 @@ static void write_bytes(const char *path, const unsigned char *b, size_t n)
 
 /* ---- golden checksums ---------------------------------------------- */
 
-#define MAX_GOLDENS 256
+#define MAX_GOLDENS 1024
 static int n_goldens;
 static char golden_names[MAX_GOLDENS][256];
 static uint64_t golden_sums[MAX_GOLDENS];
@@ -389,6 +406,336 @@ static void s_h5_huge_shape(void)
 /* Output paths that cannot be written. */
 static void s_out_file(void) { write_text("afile", "x"); }
 
+/* Report paths that are the run's own inputs. */
+static void copy_to_tmp(const char *src, const char *name)
+{
+    size_t n;
+    unsigned char *b = (unsigned char *)dsv4_test_slurp_len(src, &n);
+    char path[400];
+    tmp_path(path, sizeof path, name);
+    write_bytes(path, b, n);
+    free(b);
+}
+static void s_suite(void)
+{
+    write_text("s.yaml", "suite: s\ncases:\n  - name: a\n    op: combine_topk_swa_indices\n"
+                         "    params: {query_lens: [1]}\n");
+}
+static void s_golden_links(void)
+{
+    char g[400], sym[400], hard[400];
+    copy_to_tmp(golden_path, "g.h5");
+    tmp_path(g, sizeof g, "g.h5");
+    tmp_path(sym, sizeof sym, "sym.xml");
+    tmp_path(hard, sizeof hard, "hard.html");
+    ck_assert_int_eq(symlink("g.h5", sym), 0);
+    ck_assert_int_eq(link(g, hard), 0);
+}
+static void s_repro_golden(void) { copy_to_tmp(golden_path, "combine_mixed_prefill_c4.h5"); }
+/* ---- gate integrity: suite files and --baseline as bounded inputs ---- */
+
+static void make_fifo(const char *name)
+{
+    char path[400];
+    tmp_path(path, sizeof path, name);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+}
+static void s_yaml_fifo(void) { make_fifo("fifo.yaml"); }
+/* A generator parameter that would index past the table it sizes. */
+static void s_gather_narrow_table(void)
+{
+    write_text("bad.yaml", "suite: bad\ncases:\n  - name: g\n    op: dequantize_and_gather_k_cache\n"
+                           "    params: {table_width: 0, req_seq_lens: [100]}\n");
+}
+static void s_include_fifo(void)
+{
+    make_fifo("fifo.yaml");
+    write_text("bad.yaml", "suite: bad\ninclude: [fifo.yaml]\n");
+}
+static void s_include_device(void) { write_text("bad.yaml", "suite: bad\ninclude: [/dev/zero]\n"); }
+/* 100k nested '[' (libyaml alone needs tens of seconds for them). */
+static void s_deep_nesting(void)
+{
+    char *text = malloc(100000 + 32);
+    ck_assert_ptr_nonnull(text);
+    int n = snprintf(text, 32, "suite: bad\ncases: ");
+    memset(text + n, '[', 100000);
+    text[n + 100000] = '\0';
+    write_text("bad.yaml", text);
+    free(text);
+}
+/* L0 .. L7 include the next level 40 times each: 40^8 loads unbounded. */
+static void s_include_dag(void)
+{
+    write_text("L8.yaml", "suite: leaf\ninclude: []\n");
+    for (int k = 0; k < 8; k++) {
+        char name[16], text[1024];
+        int n = snprintf(text, sizeof text, "suite: l%d\ninclude: [", k);
+        for (int i = 0; i < 40; i++)
+            n += snprintf(text + n, sizeof text - (size_t)n, "%sL%d.yaml", i ? ", " : "", k + 1);
+        snprintf(text + n, sizeof text - (size_t)n, "]\n");
+        snprintf(name, sizeof name, "L%d.yaml", k);
+        write_text(name, text);
+    }
+}
+/* Sparse files: over the size limit without writing the bytes. */
+static void sparse_file(const char *name, off_t size)
+{
+    char path[400];
+    tmp_path(path, sizeof path, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(ftruncate(fileno(f), size), 0);
+    fclose(f);
+}
+static void s_yaml_too_big(void) { sparse_file("bad.yaml", (off_t)5 << 20); }
+static void s_baseline_fifo(void) { make_fifo("fifo.json"); }
+static void s_baseline_too_big(void) { sparse_file("big.json", (off_t)65 << 20); }
+static void s_baseline_nul(void)
+{
+    char path[400];
+    tmp_path(path, sizeof path, "nul.json");
+    write_bytes(path, (const unsigned char *)"{\"cases\": []}\0junk", 19);
+}
+
+/* ---- golden integrity (the golden reader and gen): setups ------------- */
+
+/* Reads the committed golden src, lets edit change it, writes bad.h5. */
+static void edit_golden_from(const char *src, void (*edit)(dsv4_golden *g))
+{
+    dsv4_golden g;
+    dsv4_status st = {0, ""};
+    ck_assert_msg(dsv4_golden_read(src, &g, &st) == 0, "%s", st.msg);
+    edit(&g);
+    char path[400];
+    tmp_path(path, sizeof path, "bad.h5");
+    ck_assert_msg(dsv4_golden_write(path, &g, 1, &st) == 0, "%s", st.msg);
+    dsv4_golden_free(&g);
+}
+
+/* bad.h5, a copy of the committed golden, opened for raw HDF5 edits. */
+static hid_t open_bad_copy(void)
+{
+    edit_golden(e_none);
+    char path[400];
+    tmp_path(path, sizeof path, "bad.h5");
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    return f;
+}
+
+static void put_dtype_attr(hid_t loc, const char *obj, const char *dtype)
+{
+    hid_t t = H5Tcopy(H5T_C_S1), s = H5Screate(H5S_SCALAR);
+    H5Tset_size(t, strlen(dtype) + 1);
+    hid_t a = H5Acreate_by_name(loc, obj, "dtype", t, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ck_assert_int_ge(a, 0);
+    ck_assert_int_ge(H5Awrite(a, t, dtype), 0);
+    H5Aclose(a);
+    H5Sclose(s);
+    H5Tclose(t);
+}
+
+/* A 0-d int32 input whose raw data is 4 bytes of an outside file. */
+static void external_scalar(const char *outside)
+{
+    hid_t f = open_bad_copy(), s = H5Screate(H5S_SCALAR), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    ck_assert_int_ge(H5Pset_external(dcpl, outside, 0, 4), 0);
+    hid_t d = H5Dcreate2(f, "/inputs/n_tokens", H5T_STD_I32LE, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ck_assert_int_ge(d, 0);
+    H5Dclose(d);
+    put_dtype_attr(f, "/inputs/n_tokens", "int32");
+    H5Pclose(dcpl);
+    H5Sclose(s);
+    H5Fclose(f);
+}
+static void s_h5_external_passwd(void) { external_scalar("/etc/passwd"); }
+/* A FIFO nobody writes: opening it for reading would block forever. */
+static void s_h5_external_fifo(void)
+{
+    char fifo[400];
+    tmp_path(fifo, sizeof fifo, "fifo");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    external_scalar(fifo);
+}
+/* An output whose 1-D data lies in another file. */
+static void s_h5_external_array(void)
+{
+    hid_t f = open_bad_copy();
+    ck_assert_int_ge(H5Ldelete(f, "/outputs/combined_lens", H5P_DEFAULT), 0);
+    hsize_t n = 4;
+    hid_t s = H5Screate_simple(1, &n, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    ck_assert_int_ge(H5Pset_external(dcpl, "/etc/passwd", 0, 16), 0);
+    hid_t d = H5Dcreate2(f, "/outputs/combined_lens", H5T_STD_I32LE, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ck_assert_int_ge(d, 0);
+    H5Dclose(d);
+    put_dtype_attr(f, "/outputs/combined_lens", "int32");
+    H5Pclose(dcpl);
+    H5Sclose(s);
+    H5Fclose(f);
+}
+/* /inputs/seq_lens an external link into another golden. */
+static void s_h5_external_link(void)
+{
+    hid_t f = open_bad_copy();
+    ck_assert_int_ge(H5Ldelete(f, "/inputs/seq_lens", H5P_DEFAULT), 0);
+    ck_assert_int_ge(H5Lcreate_external("data/ci/combine_decode_only_c4.h5", "/inputs/seq_lens", f,
+                                        "/inputs/seq_lens", H5P_DEFAULT, H5P_DEFAULT), 0);
+    H5Fclose(f);
+}
+/* The /params group itself an external link. */
+static void s_h5_external_group(void)
+{
+    hid_t f = open_bad_copy();
+    ck_assert_int_ge(H5Ldelete(f, "/params", H5P_DEFAULT), 0);
+    ck_assert_int_ge(H5Lcreate_external("data/ci/combine_decode_only_c4.h5", "/params", f, "/params",
+                                        H5P_DEFAULT, H5P_DEFAULT), 0);
+    H5Fclose(f);
+}
+static void s_h5_soft_link(void)
+{
+    hid_t f = open_bad_copy();
+    ck_assert_int_ge(H5Ldelete(f, "/inputs/gather_lens", H5P_DEFAULT), 0);
+    ck_assert_int_ge(H5Lcreate_soft("/inputs/seq_lens", f, "/inputs/gather_lens", H5P_DEFAULT, H5P_DEFAULT), 0);
+    H5Fclose(f);
+}
+/* A dangling soft link beside the groups, pointing nowhere in the file. */
+static void s_h5_soft_link_root(void)
+{
+    hid_t f = open_bad_copy();
+    ck_assert_int_ge(H5Lcreate_soft("/../../etc/passwd", f, "/elsewhere", H5P_DEFAULT, H5P_DEFAULT), 0);
+    H5Fclose(f);
+}
+/* /inputs/seq_lens a virtual dataset mapped onto another file. */
+static void s_h5_virtual(void)
+{
+    hid_t f = open_bad_copy();
+    hid_t d = H5Dopen2(f, "/inputs/seq_lens", H5P_DEFAULT), sp = H5Dget_space(d);
+    H5Dclose(d);
+    ck_assert_int_ge(H5Ldelete(f, "/inputs/seq_lens", H5P_DEFAULT), 0);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    ck_assert_int_ge(H5Pset_virtual(dcpl, sp, "data/ci/combine_decode_only_c4.h5", "/inputs/seq_lens", sp), 0);
+    d = H5Dcreate2(f, "/inputs/seq_lens", H5T_STD_I32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ck_assert_int_ge(d, 0);
+    H5Dclose(d);
+    put_dtype_attr(f, "/inputs/seq_lens", "int32");
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Fclose(f);
+}
+/* gather_lens replaced by a second hard link to seq_lens (same shape). */
+static void s_h5_hard_dup(void)
+{
+    hid_t f = open_bad_copy();
+    ck_assert_int_ge(H5Ldelete(f, "/inputs/gather_lens", H5P_DEFAULT), 0);
+    ck_assert_int_ge(H5Lcreate_hard(f, "/inputs/seq_lens", f, "/inputs/gather_lens", H5P_DEFAULT, H5P_DEFAULT), 0);
+    H5Fclose(f);
+}
+/* A second name for the whole /inputs group. */
+static void s_h5_hard_dup_group(void)
+{
+    hid_t f = open_bad_copy();
+    ck_assert_int_ge(H5Lcreate_hard(f, "/inputs", f, "/also_inputs", H5P_DEFAULT, H5P_DEFAULT), 0);
+    H5Fclose(f);
+}
+/* GEMM K doubled in /params, tensors untouched: validate() reads the
+ * shapes, not K; the generator's shapes disagree. */
+static void e_gemm_k(dsv4_golden *g)
+{
+    int64_t k = dsv4_params_int(&g->params, "K");
+    ck_assert_int_eq(dsv4_params_set_int(&g->params, "K", 2 * k, NULL), 0);
+}
+static void s_h5_gemm_k(void) { edit_golden_from("data/ci/gemm_zero_and_big_rows.h5", e_gemm_k); }
+static void e_nan_param(dsv4_golden *g)
+{
+    dsv4_param p;
+    memset(&p, 0, sizeof p);
+    snprintf(p.name, sizeof p.name, "invalid_frac");
+    p.type = DSV4_P_FLOAT;
+    p.f = NAN;
+    ck_assert_int_eq(dsv4_params_set(&g->params, &p, NULL), 0);
+}
+static void s_h5_nan_param(void) { edit_golden(e_nan_param); }
+static void e_drop_num_rows(dsv4_golden *g)
+{
+    int k = 0;
+    while (k < g->params.n && strcmp(g->params.p[k].name, "num_rows") != 0)
+        k++;
+    ck_assert_int_lt(k, g->params.n);
+    g->params.p[k] = g->params.p[--g->params.n];
+}
+static void s_h5_missing_param(void) { edit_golden_from("data/ci/gcopy_default.h5", e_drop_num_rows); }
+static void e_extra_input(dsv4_golden *g)
+{
+    int64_t n = 3;
+    dsv4_tensor *t;
+    ck_assert_int_eq(dsv4_tensors_add(&g->inputs, "bonus", DSV4_I32, 1, &n, &t, NULL), 0);
+}
+static void s_h5_extra_input(void) { edit_golden(e_extra_input); }
+static void e_extra_output(dsv4_golden *g)
+{
+    int64_t n = 3;
+    dsv4_tensor *t;
+    ck_assert_int_eq(dsv4_tensors_add(&g->outputs, "bonus", DSV4_I32, 1, &n, &t, NULL), 0);
+}
+static void s_h5_extra_output(void) { edit_golden(e_extra_output); }
+/* An exact int32 output claiming to be measured in float32 ULPs. */
+static void e_output_dtype(dsv4_golden *g) { dsv4_tensors_find(&g->outputs, "combined_indices")->output_dtype = DSV4_F32; }
+static void s_h5_output_dtype(void) { edit_golden(e_output_dtype); }
+/* Attention's float32 ideal measured in float16 instead of bfloat16 ULPs. */
+static void e_output_dtype_attn(dsv4_golden *g) { dsv4_tensors_find(&g->outputs, "output")->output_dtype = DSV4_F16; }
+static void s_h5_output_dtype_attn(void) { edit_golden_from("data/ci/attn_prefill_c4.h5", e_output_dtype_attn); }
+/* combined_lens stored (correctly labelled) as int64: not the op's dtype. */
+static void e_output_int64(dsv4_golden *g)
+{
+    dsv4_tensor *t = dsv4_tensors_find(&g->outputs, "combined_lens"), w;
+    ck_assert_int_eq(dsv4_tensor_alloc(&w, t->name, DSV4_I64, t->ndim, t->shape, NULL), 0);
+    for (int64_t i = 0; i < dsv4_tensor_numel(t); i++)
+        ((int64_t *)w.data)[i] = ((int32_t *)t->data)[i];
+    dsv4_tensor_free(t);
+    *t = w;
+}
+static void s_h5_output_int64(void) { edit_golden(e_output_int64); }
+/* A root string attribute rewritten as n raw bytes (no conversion). */
+static void raw_root_str(const char *name, const char *bytes, size_t n)
+{
+    hid_t f = open_bad_copy();
+    ck_assert_int_ge(H5Adelete(f, name), 0);
+    hid_t t = H5Tcopy(H5T_C_S1), s = H5Screate(H5S_SCALAR);
+    H5Tset_size(t, n);
+    H5Tset_strpad(t, H5T_STR_NULLPAD);
+    hid_t a = H5Acreate2(f, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
+    ck_assert_int_ge(a, 0);
+    ck_assert_int_ge(H5Awrite(a, t, bytes), 0);
+    H5Aclose(a);
+    H5Sclose(s);
+    H5Tclose(t);
+    H5Fclose(f);
+}
+static void s_h5_op_nul(void)
+{
+    static const char op[] = "combine_topk_swa_indices\0frobnicate";
+    raw_root_str("op", op, sizeof op);
+}
+static void s_h5_case_latin1(void) { raw_root_str("case", "combine_caf\xe9", 12); }
+/* Two cases whose golden file names are one ("a b" and "a_b"). */
+static void s_name_clash(void)
+{
+    write_text("clash.yaml", "suite: clash\ngolden_dir: g\ncases:\n"
+                             "  - name: a b\n    op: combine_topk_swa_indices\n    params: {query_lens: [1]}\n"
+                             "  - name: a_b\n    op: combine_topk_swa_indices\n    params: {query_lens: [2]}\n");
+}
+/* Two suites with a case of one name, written by one gen -o. */
+static void s_gen_clash(void)
+{
+    write_text("one.yaml", "suite: one\ncases:\n  - name: same\n    op: combine_topk_swa_indices\n"
+                           "    params: {query_lens: [1]}\n");
+    write_text("two.yaml", "suite: two\ncases:\n  - name: same\n    op: combine_topk_swa_indices\n"
+                           "    params: {query_lens: [3]}\n");
+}
+/* A golden to check, in the folder that is also --repro-dir. */
+static void s_repro_beside(void) { edit_golden(e_none); }
+
 typedef struct row {
     const char *name;
     void (*setup)(void);
@@ -398,6 +745,8 @@ typedef struct row {
 } row;
 
 #define RUN_BAD "run @/bad.yaml --impl ref"
+#define IMPL_ONE "run cases/ci.yaml --filter '^combine_decode_only_c4$' --impl #/plugins/libhostile_"
+#define RUN_ONE "run cases/ci.yaml --filter '^combine_decode_only_c4$'"
 static const row rows[] = {
     /* YAML suites */
     {"malformed_yaml", s_malformed, RUN_BAD, 2, {"@/bad.yaml:", "YAML syntax error", NULL}},
@@ -463,6 +812,102 @@ static const row rows[] = {
      {"@/no/such/dir/r.xml", NULL, NULL}},
     {"json_into_directory", NULL,
      "run cases/ci.yaml --filter '^combine_decode_only_c4$' --json @", 2, {"@", NULL, NULL}},
+    /* reports over the run's inputs (also through links): exit 2 naming both */
+    {"json_over_suite", s_suite, "run @/s.yaml --json @/s.yaml", 2,
+     {"--json @/s.yaml is the same file as the input @/s.yaml", NULL, NULL}},
+    {"junit_symlink_to_golden", s_golden_links, "check @/g.h5 --junit @/sym.xml", 2,
+     {"--junit @/sym.xml is the same file as the input @/g.h5", NULL, NULL}},
+    {"html_hardlink_to_golden", s_golden_links, "check @/g.h5 --html @/hard.html", 2,
+     {"--html @/hard.html is the same file as the input @/g.h5", NULL, NULL}},
+    {"repro_file_over_golden", s_repro_golden,
+     "check @/combine_mixed_prefill_c4.h5 --impl #/libexample_wrong.so --repro-dir @", 2,
+     {"--repro-dir @ holds @/combine_mixed_prefill_c4.h5, a golden of this run", NULL, NULL}},
+    /* implementations that misbehave (tests/plugins/hostile.c): an ERROR of
+     * the case, exit 3, never a crash of dsv4check */
+    {"gather_table_too_narrow", s_gather_narrow_table, "run @/bad.yaml", 2,
+     {"table_width = 0: the longest request needs 2 block-table columns", NULL, NULL}},
+    {"impl_exit", NULL, IMPL_ONE "exit.so", 3,
+     {"ERROR     combine_decode_only_c4", "hostile-exit: the implementation's process exited with status 0 while "
+      "running combine_topk_swa_indices [default]", NULL}},
+    {"impl__exit", NULL, IMPL_ONE "_exit.so", 3,
+     {"ERROR     combine_decode_only_c4", "process exited with status 0 while running", NULL}},
+    {"impl_abort", NULL, IMPL_ONE "abort.so", 3,
+     {"ERROR     combine_decode_only_c4", "process was killed by signal 6 (Aborted) while running", NULL}},
+    {"impl_segv", NULL, IMPL_ONE "segv.so", 3,
+     {"ERROR     combine_decode_only_c4", "process was killed by signal 11 (Segmentation fault)", NULL}},
+    {"impl_hang", NULL, IMPL_ONE "hang.so --timeout 1", 3,
+     {"ERROR     combine_decode_only_c4", "process timed out after 1 s (--timeout) and was killed", NULL}},
+    {"impl_constructor_exits", NULL, IMPL_ONE "ctor_exit.so", 3,
+     {"ERROR     combine_decode_only_c4", "libhostile_ctor_exit.so: the implementation's process exited with "
+      "status 0 while loading", NULL}},
+    {"impl_modifies_input", NULL,
+     "run cases/ci.yaml --filter '^gemm_wq_b_v41_k1280$' --impl #/plugins/libhostile_gemm.so", 3,
+     {"ERROR     gemm_wq_b_v41_k1280", "input 'x_scale' was modified by the implementation (inputs are read-only)",
+      "first changed element [0, 0]"}},
+    {"impl_writes_past_output", NULL, IMPL_ONE "overrun.so", 3,
+     {"ERROR     combine_decode_only_c4", "output 'combined_indices': guard bytes after the buffer overwritten",
+      NULL}},
+    {"impl_unterminated_err", NULL, IMPL_ONE "errstr.so", 3,
+     {"ERROR     combine_decode_only_c4", "hostile-errstr: EEEEEEEE", NULL}},
+    /* gate integrity: suite files and --baseline read only as bounded regular files */
+    {"yaml_is_fifo", s_yaml_fifo, "run @/fifo.yaml", 2, {"@/fifo.yaml: is a FIFO", NULL, NULL}},
+    {"include_fifo", s_include_fifo, RUN_BAD, 2,
+     {"@/bad.yaml:2:11: include 'fifo.yaml': @/fifo.yaml: is a FIFO", NULL, NULL}},
+    {"include_device", s_include_device, RUN_BAD, 2,
+     {"@/bad.yaml:2:11: include '/dev/zero'", "is a character device", NULL}},
+    {"yaml_deep_nesting", s_deep_nesting, RUN_BAD, 2, {"@/bad.yaml:2:71: ", "nested deeper than 64", NULL}},
+    {"include_dag", s_include_dag, "run @/L0.yaml", 2, {"@/L", "more than 256 suite files", NULL}},
+    {"yaml_too_big", s_yaml_too_big, RUN_BAD, 2, {"@/bad.yaml: 5242880 bytes, more than 4194304", NULL, NULL}},
+    {"baseline_fifo", s_baseline_fifo, RUN_ONE " --baseline @/fifo.json", 2,
+     {"--baseline: @/fifo.json: is a FIFO", NULL, NULL}},
+    {"baseline_dev_zero", NULL, RUN_ONE " --baseline /dev/zero", 2,
+     {"--baseline: /dev/zero: is a character device", NULL, NULL}},
+    {"baseline_too_big", s_baseline_too_big, RUN_ONE " --baseline @/big.json", 2,
+     {"--baseline: @/big.json: 68157440 bytes, more than 67108864", NULL, NULL}},
+    {"baseline_nul_byte", s_baseline_nul, RUN_ONE " --baseline @/nul.json", 2,
+     {"--baseline @/nul.json:", "NUL byte at byte 13", NULL}},
+    /* golden integrity: the reader refuses what could fool it (golden helper) */
+    {"h5_external_scalar", s_h5_external_passwd, "check @/bad.h5", 2,
+     {"@/bad.h5:/inputs/n_tokens", "external raw storage", NULL}},
+    {"h5_external_fifo", s_h5_external_fifo, "check @/bad.h5", 2,
+     {"@/bad.h5:/inputs/n_tokens", "external raw storage", NULL}},
+    {"h5_external_array", s_h5_external_array, "check @/bad.h5", 2,
+     {"@/bad.h5:/outputs/combined_lens", "external raw storage", NULL}},
+    {"h5_external_link", s_h5_external_link, "check @/bad.h5", 2, {"@/bad.h5:/inputs/seq_lens", "external link", NULL}},
+    {"h5_external_link_group", s_h5_external_group, "check @/bad.h5", 2, {"@/bad.h5:/params", "external link", NULL}},
+    {"h5_soft_link", s_h5_soft_link, "check @/bad.h5", 2, {"@/bad.h5:/inputs/gather_lens", "soft link", NULL}},
+    {"h5_soft_link_out", s_h5_soft_link_root, "check @/bad.h5", 2, {"@/bad.h5:/elsewhere", "soft link", NULL}},
+    {"h5_virtual_dataset", s_h5_virtual, "check @/bad.h5", 2, {"@/bad.h5:/inputs/seq_lens", "virtual dataset", NULL}},
+    {"h5_hard_link_duplicate", s_h5_hard_dup, "check @/bad.h5", 2,
+     {"@/bad.h5:/inputs/", "a second hard link to /inputs/", NULL}},
+    {"h5_hard_link_group", s_h5_hard_dup_group, "check @/bad.h5", 2, {"@/bad.h5:/", "second hard link to /", NULL}},
+    {"h5_gemm_k_disagrees", s_h5_gemm_k, "check @/bad.h5", 2,
+     {"@/bad.h5:/inputs/XQ", "/params give", "a parameter disagrees with the tensors"}},
+    {"h5_nan_param", s_h5_nan_param, "check @/bad.h5", 2, {"@/bad.h5:/params/invalid_frac is nan", "finite", NULL}},
+    {"h5_missing_param", s_h5_missing_param, "check @/bad.h5", 2, {"@/bad.h5", "/params/num_rows is missing", NULL}},
+    {"h5_extra_input", s_h5_extra_input, "check @/bad.h5", 2, {"@/bad.h5:/inputs/bonus", "extra tensor", NULL}},
+    {"h5_extra_output", s_h5_extra_output, "check @/bad.h5", 2, {"@/bad.h5:/outputs/bonus", "extra tensor", NULL}},
+    {"h5_output_dtype_edited", s_h5_output_dtype, "check @/bad.h5", 2,
+     {"@/bad.h5:/outputs/combined_indices", "output_dtype float32", NULL}},
+    {"h5_output_dtype_edited_float", s_h5_output_dtype_attn, "check @/bad.h5", 2,
+     {"@/bad.h5:/outputs/output", "output_dtype float16", "produces bfloat16"}},
+    {"h5_output_dtype_disagrees_with_op", s_h5_output_int64, "check @/bad.h5", 2,
+     {"@/bad.h5:/outputs/combined_lens", "dtype int64", "stores int32"}},
+    {"h5_op_embedded_nul", s_h5_op_nul, "check @/bad.h5", 2, {"@/bad.h5:/ attribute 'op'", "NUL byte", NULL}},
+    {"h5_case_not_utf8", s_h5_case_latin1, "check @/bad.h5", 2, {"@/bad.h5:/ attribute 'case'", "not valid UTF-8", NULL}},
+    /* goldens never damaged (golden helper) */
+    {"repro_dir_holds_goldens", NULL,
+     "run cases/ci.yaml --filter '^combine_decode_only_c4$' --impl ref --repro-dir data/ci", 2,
+     {"--repro-dir data/ci holds cases/ci/../../data/ci/", "choose another folder", NULL}},
+    {"repro_dir_holds_checked_file", s_repro_beside, "check @/bad.h5 --repro-dir @", 2,
+     {"--repro-dir @ holds @/bad.h5", NULL, NULL}},
+    {"golden_names_clash_at_load", s_name_clash, "list @/clash.yaml", 2,
+     {"@/clash.yaml:7:", "cases 'a b' (@/clash.yaml:4) and 'a_b' both use the golden file", NULL}},
+    {"golden_names_clash_at_gen", s_gen_clash, "gen @/one.yaml @/two.yaml -o @/out", 2,
+     {"cases 'same' (@/one.yaml:3) and 'same' (@/two.yaml:3) both write @/out/same.h5", NULL, NULL}},
+    /* errors say why (golden helper) */
+    {"gen_out_not_a_directory", s_out_file,
+     "gen cases/ci.yaml --filter '^combine_decode_only_c4$' -o @/afile/sub", 2, {"@/afile/sub", "Not a directory", NULL}},
 };
 #define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
 
@@ -488,14 +933,8 @@ START_TEST(bad_input_row)
     int rc = run_args(r->args);
     ck_assert_msg(rc == r->exit, "%s: exit %d, expected %d:\n%s", r->name, rc, r->exit, out);
     for (int k = 0; k < 3 && r->frag[k]; k++) {
-        char want[700] = "";
-        for (const char *p = r->frag[k]; *p; p++) {
-            size_t n = strlen(want);
-            if (*p == '@')
-                snprintf(want + n, sizeof want - n, "%s", tmpdir);
-            else if (n + 1 < sizeof want)
-                want[n] = *p, want[n + 1] = '\0';
-        }
+        char want[700];
+        expand(r->frag[k], want, sizeof want);
         ck_assert_msg(strstr(out, want) != NULL, "%s: message lacks '%s':\n%s", r->name, want, out);
     }
     ck_assert_msg(strstr(out, "AddressSanitizer") == NULL && strstr(out, "runtime error") == NULL,
@@ -504,7 +943,7 @@ START_TEST(bad_input_row)
 }
 END_TEST
 
-/* Issue 9.5 at the CLI: a copy of a golden with one byte flipped, at many
+/* A corrupt golden at the CLI: a copy of a golden with one byte flipped, at many
  * offsets across the file.  `check` must exit 2 naming the file, or 1 (a
  * changed parameter makes the reference disagree: a loud failure), or 0 only
  * when the flipped copy still reads back with the same tensors, params and

@@ -1,15 +1,20 @@
 /* test_cases.c - the YAML suite loader: a valid suite with defaults, sweep,
  * goldens and overrides; one check per error class with its file:line:col
- * (computed by hand from the YAML text, 1-based). */
+ * (computed by hand from the YAML text, 1-based); includes, and the bounds on
+ * what a suite may make the loader read and do (FIFOs, devices, bytes, file
+ * loads, nesting, nodes, anchors, duplicate keys), each refused quickly. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../harness/cases.h"
+#include "../harness/yaml_doc.h"
 #include "testutil.h"
 
 static char tmpdir[64];
@@ -22,11 +27,7 @@ static void setup(void)
     snprintf(yaml_path, sizeof yaml_path, "%s/s.yaml", tmpdir);
 }
 
-static void teardown(void)
-{
-    unlink(yaml_path);
-    rmdir(tmpdir);
-}
+static void teardown(void) { dsv4_test_rm_rf(tmpdir); }
 
 static void write_yaml(const char *text)
 {
@@ -337,11 +338,13 @@ static const error_row error_rows[] = {
     {"suite: t\ncases: [a, b\n", 3, 1, "YAML syntax error"},
     {HEAD "    params: {query_lens: [1]}\n---\nsuite: u\n", 7, 1, "one YAML document"},
     /* limits */
+    {HEAD "    params: {query_lens: [1]}\n    tags: [a, a, a, a, a, a, a, a, a]\n", 6, 11,
+     "'tags' lists 9 entries: more than 8 tags"},
     {"suite: t\ndefaults: {tags: [a, b, c, d, e]}\ncases:\n  - name: a\n"
      "    op: combine_topk_swa_indices\n    params: {query_lens: [1]}\n"
      "    tags: [a, f, g, h, i]\n", 7, 24, "tag 'i': more than 8 tags"},
-    {HEAD "    params: {query_lens: [1]}\n    tags: [abcdefghijklmnopqrstuvwxyz0123456]\n", 6, 12,
-     "longer than 31 characters"},
+    {HEAD "    params: {query_lens: [1]}\n    tags: [abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKL]\n", 6, 12,
+     "longer than 47 characters"},
     {"suite: t\ncases:\n  - name: " A16x12 "\n    op: combine_topk_swa_indices\n", 3, 11,
      "longer than 191 characters"},
     {"suite: t\ncases:\n  - name: " A16x11 "aaaaaaaa\n    op: combine_topk_swa_indices\n"
@@ -366,6 +369,291 @@ START_TEST(test_error)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* Includes, and the bounds on what a suite can make the loader do      */
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void path_in(char *buf, size_t len, const char *name)
+{
+    snprintf(buf, len, "%s/%s", tmpdir, name);
+}
+
+static void write_in(const char *name, const char *text)
+{
+    char path[256];
+    path_in(path, sizeof path, name);
+    dsv4_test_write_file(path, text);
+}
+
+/* Loading path fails with DSV4_EINPUT, a message holding each non-NULL
+ * needle, within max_s seconds; returns how long it took. */
+static double expect_refused(const char *path, double max_s, const char *n1, const char *n2)
+{
+    dsv4_suite s;
+    dsv4_status st = {0};
+    double t0 = now_s();
+    int rc = dsv4_suite_load(path, &s, &st);
+    double dt = now_s() - t0;
+    ck_assert_msg(rc == DSV4_EINPUT, "%s: rc %d: %s", path, rc, st.msg);
+    ck_assert_msg(strstr(st.msg, n1), "expected '%s' in: %s", n1, st.msg);
+    ck_assert_msg(!n2 || strstr(st.msg, n2), "expected '%s' in: %s", n2, st.msg);
+    ck_assert_msg(dt < max_s, "%s refused after %.3f s (at most %.1f): %s", path, dt, max_s, st.msg);
+    ck_assert_ptr_null(s.cases);
+    return dt;
+}
+
+#define ONE_CASE(name) "  - {name: " name ", op: combine_topk_swa_indices, params: {query_lens: [1]}}\n"
+
+/* Own cases first, then each include's, with its own golden_dir. */
+START_TEST(test_includes)
+{
+    char dir[192];
+    path_in(dir, sizeof dir, "sub");
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    write_in("a.yaml", "suite: a\ncases:\n" ONE_CASE("ca"));
+    write_in("sub/b.yaml", "suite: b\ngolden_dir: g\ninclude: [../e.yaml]\ncases:\n" ONE_CASE("cb"));
+    write_in("e.yaml", "suite: e\ninclude: []\n");
+    write_yaml("suite: top\ninclude: [a.yaml, sub/b.yaml]\ncases:\n" ONE_CASE("top"));
+    dsv4_suite s;
+    dsv4_status st = {0};
+    ck_assert_msg(dsv4_suite_load(yaml_path, &s, &st) == DSV4_OK, "%s", st.msg);
+    ck_assert_int_eq(s.n, 3);
+    ck_assert_str_eq(s.cases[0].name, "top");
+    ck_assert_str_eq(s.cases[1].name, "ca");
+    ck_assert_str_eq(s.cases[2].name, "cb");
+    char want[256];
+    path_in(want, sizeof want, "a.yaml");
+    ck_assert_str_eq(s.cases[1].file, want);
+    path_in(want, sizeof want, "sub/g/cb.h5");
+    ck_assert_str_eq(s.cases[2].golden, want);
+    dsv4_suite_free(&s);
+}
+END_TEST
+
+/* A FIFO, a device or a directory is refused at once, as an include (the
+ * message names the include's line) and as the suite itself. */
+START_TEST(test_not_regular_files)
+{
+    char fifo[192], want[320];
+    path_in(fifo, sizeof fifo, "f.yaml");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    static const struct {
+        const char *entry, *kind;
+    } incs[] = {{"f.yaml", "is a FIFO"}, {"/dev/zero", "is a character device"},
+                {"sub", "is a directory"}};
+    path_in(want, sizeof want, "sub");
+    ck_assert_int_eq(mkdir(want, 0755), 0);
+    for (size_t i = 0; i < sizeof incs / sizeof incs[0]; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "suite: t\ninclude: [%s]\n", incs[i].entry);
+        write_yaml(text);
+        snprintf(want, sizeof want, "%s:2:11: include '%s': ", yaml_path, incs[i].entry);
+        expect_refused(yaml_path, 1.0, want, incs[i].kind);
+    }
+    snprintf(want, sizeof want, "%s: is a FIFO (named pipe), not a regular file", fifo);
+    expect_refused(fifo, 1.0, want, NULL);
+    expect_refused("/dev/zero", 1.0, "/dev/zero: is a character device", NULL);
+}
+END_TEST
+
+START_TEST(test_include_cycle)
+{
+    write_yaml("suite: t\ninclude: [s.yaml]\n");
+    char want[256];
+    snprintf(want, sizeof want, "%s:2:11: include 's.yaml': nested more than 8 deep", yaml_path);
+    expect_refused(yaml_path, 1.0, want, NULL);
+}
+END_TEST
+
+/* A suite may load 256 files in all, each include counted each time. */
+START_TEST(test_file_count_limit)
+{
+    write_in("e.yaml", "suite: e\ninclude: []\n");
+    char text[4096] = "suite: t\ninclude: [";
+    for (int i = 0; i < 255; i++)
+        strcat(text, "e.yaml, ");
+    strcat(text, "]\n");
+    write_yaml(text);
+    dsv4_suite s;
+    dsv4_status st = {0};
+    ck_assert_msg(dsv4_suite_load(yaml_path, &s, &st) == DSV4_OK, "%s", st.msg);
+    ck_assert_int_eq(s.n, 0);
+    dsv4_suite_free(&s);
+    /* one more: the 256th entry, at column 11 + 8 * 255 */
+    strcpy(text + strlen(text) - 2, "e.yaml]\n");
+    write_yaml(text);
+    char want[256];
+    snprintf(want, sizeof want, "%s:2:2051: include 'e.yaml': more than 256 suite files", yaml_path);
+    expect_refused(yaml_path, 1.0, want, NULL);
+}
+END_TEST
+
+/* 8 levels of 40 includes each would be 40^8 loads; refused at the file
+ * limit, in milliseconds. */
+START_TEST(test_include_dag)
+{
+    write_in("L8.yaml", "suite: leaf\ninclude: []\n");
+    for (int k = 0; k < 8; k++) {
+        char name[16], text[1024];
+        int n = snprintf(text, sizeof text, "suite: l%d\ninclude: [", k);
+        for (int i = 0; i < 40; i++)
+            n += snprintf(text + n, sizeof text - (size_t)n, "%sL%d.yaml", i ? ", " : "", k + 1);
+        snprintf(text + n, sizeof text - (size_t)n, "]\n");
+        snprintf(name, sizeof name, "L%d.yaml", k);
+        write_in(name, text);
+    }
+    char root[192], want[256];
+    path_in(root, sizeof root, "L0.yaml");
+    snprintf(want, sizeof want, "%s/L", tmpdir);
+    double dt = expect_refused(root, 1.0, want, "more than 256 suite files in all");
+    fprintf(stderr, "include DAG 8 x 40: refused in %.4f s\n", dt);
+}
+END_TEST
+
+/* 4 MiB in all: one file over it is refused before it is read; so is the
+ * include that would take a suite over it (naming the include's line). */
+START_TEST(test_byte_limit)
+{
+    size_t big = (size_t)DSV4_YAML_MAX_BYTES + 1;
+    char *text = malloc(big + 1);
+    ck_assert_ptr_nonnull(text);
+    memset(text, '#', big);
+    text[big] = '\0';
+    write_yaml(text);
+    char want[256];
+    snprintf(want, sizeof want, "%s: 4194305 bytes, more than 4194304", yaml_path);
+    expect_refused(yaml_path, 1.0, want, NULL);
+    dsv4_suite s;
+    dsv4_status st = {0};
+    ck_assert_int_eq(dsv4_suite_load_buffer("buf.yaml", text, big, &s, &st), DSV4_EINPUT);
+    ck_assert_msg(strstr(st.msg, "buf.yaml: 4194305 bytes, more than 4194304"), "%s", st.msg);
+    /* two includes of a 3 MiB file: the second one is refused */
+    size_t three = (size_t)3 << 20;
+    memset(text, '#', three);
+    snprintf(text + three, big - three, "\nsuite: b\ninclude: []\n");
+    write_in("big.yaml", text);
+    free(text);
+    write_yaml("suite: t\ninclude: [big.yaml, big.yaml]\n");
+    snprintf(want, sizeof want, "%s:2:21: include 'big.yaml': %s/big.yaml: ", yaml_path, tmpdir);
+    expect_refused(yaml_path, 1.0, want, "bytes, more than");
+}
+END_TEST
+
+/* 100k nested '[': libyaml alone takes tens of seconds; refused at the
+ * 64th level (the top-level mapping is the first). */
+START_TEST(test_deep_flow_nesting)
+{
+    const size_t depth = 100000;
+    char *text = malloc(depth + 64);
+    ck_assert_ptr_nonnull(text);
+    int n = snprintf(text, 64, "suite: t\ncases: ");
+    memset(text + n, '[', depth);
+    text[n + depth] = '\0';
+    write_yaml(text);
+    free(text);
+    char want[256];
+    snprintf(want, sizeof want, "%s:2:71: mappings and sequences nested deeper than 64 levels",
+             yaml_path);
+    double dt = expect_refused(yaml_path, 1.0, want, NULL);
+    fprintf(stderr, "100k nested '[': refused in %.4f s\n", dt);
+}
+END_TEST
+
+/* Block mappings nest by indentation: level d starts at line d, column d-1. */
+START_TEST(test_deep_block_nesting)
+{
+    char *text = malloc(100 * 104 + 64);
+    ck_assert_ptr_nonnull(text);
+    size_t n = (size_t)sprintf(text, "suite: t\nx:\n");
+    for (int i = 1; i <= 100; i++)
+        n += (size_t)sprintf(text + n, "%*sk:%s\n", i, "", i == 100 ? " v" : "");
+    write_yaml(text);
+    free(text);
+    char want[256];
+    snprintf(want, sizeof want, "%s:66:65: mappings and sequences nested deeper", yaml_path);
+    expect_refused(yaml_path, 1.0, want, NULL);
+}
+END_TEST
+
+/* A million nodes in all; the next one is refused where it stands. */
+START_TEST(test_node_limit)
+{
+    const size_t items = DSV4_YAML_MAX_NODES;
+    char *text = malloc(2 * items + 64);
+    ck_assert_ptr_nonnull(text);
+    size_t n = (size_t)sprintf(text, "suite: t\ncases: [");
+    for (size_t i = 0; i < items; i++)
+        memcpy(text + n + 2 * i, "0,", 2);
+    strcpy(text + n + 2 * items, "0]\n");
+    write_yaml(text);
+    free(text);
+    /* nodes 1..5: the mapping, suite, t, cases, the sequence; node 1000001
+     * is scalar 999995 (0-based), at column 9 + 2 * 999995 */
+    char want[256];
+    snprintf(want, sizeof want, "%s:2:1999999: more than 1000000 YAML nodes", yaml_path);
+    expect_refused(yaml_path, 5.0, want, NULL);
+}
+END_TEST
+
+/* Anchors and aliases: libyaml matches each against every earlier anchor. */
+START_TEST(test_anchor_limits)
+{
+    for (int alias = 0; alias < 2; alias++) {
+        char *text = malloc(20 * 1100);
+        ck_assert_ptr_nonnull(text);
+        size_t n = (size_t)sprintf(text, "suite: t\nx: [&a 0");
+        for (int i = 1; i <= 1025; i++)
+            n += alias ? (size_t)sprintf(text + n, ", *a") : (size_t)sprintf(text + n, ", &a%d 0", i);
+        strcpy(text + n, "]\n");
+        write_yaml(text);
+        free(text);
+        char want[256];
+        snprintf(want, sizeof want, "%s:2:", yaml_path);
+        expect_refused(yaml_path, 1.0, want, alias ? "more than 1024 aliases" : "more than 1024 anchors");
+    }
+}
+END_TEST
+
+/* 60k keys in one mapping, the last a duplicate of the first: found at its
+ * place, in well under a second (a pairwise check makes 1.8e9 compares). */
+START_TEST(test_duplicate_keys_linear)
+{
+    const int keys = 60000;
+    char *text = malloc((size_t)keys * 24 + 256);
+    ck_assert_ptr_nonnull(text);
+    size_t n = (size_t)sprintf(text, HEAD "    params: {query_lens: [1]}\n    tolerance: {");
+    size_t line6 = n - strlen("    tolerance: {");
+    for (int i = 0; i < keys; i++)
+        n += (size_t)sprintf(text + n, "k%d: 1, ", i);
+    size_t col = n - line6 + 1;
+    strcpy(text + n, "k0: 1}\n");
+    write_yaml(text);
+    free(text);
+    char want[256];
+    snprintf(want, sizeof want, "%s:6:%zu: duplicate key 'k0' in 'tolerance'", yaml_path, col);
+    double dt = expect_refused(yaml_path, 1.0, want, NULL);
+    fprintf(stderr, "duplicate key after 60k keys: found in %.4f s\n", dt);
+}
+END_TEST
+
+/* A params mapping holds at most the 40 parameters of a case. */
+START_TEST(test_params_map_limit)
+{
+    char text[2048];
+    size_t n = (size_t)sprintf(text, HEAD "    params: {");
+    for (int i = 0; i < 41; i++)
+        n += (size_t)sprintf(text + n, "%sp%d: 1", i ? ", " : "", i);
+    strcpy(text + n, "}\n");
+    expect_error(text, 5, 13, "'params' has 41 entries, more than the 40 parameters of a case");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cases");
@@ -378,5 +666,21 @@ int main(void)
     tcase_add_test(tc, test_sweep_limit);
     tcase_add_loop_test(tc, test_error, 0, (int)(sizeof error_rows / sizeof error_rows[0]));
     suite_add_tcase(s, tc);
+    TCase *tb = tcase_create("bounds");
+    tcase_add_checked_fixture(tb, setup, teardown);
+    tcase_set_timeout(tb, 30); /* each test asserts its own, much shorter, time */
+    tcase_add_test(tb, test_includes);
+    tcase_add_test(tb, test_not_regular_files);
+    tcase_add_test(tb, test_include_cycle);
+    tcase_add_test(tb, test_file_count_limit);
+    tcase_add_test(tb, test_include_dag);
+    tcase_add_test(tb, test_byte_limit);
+    tcase_add_test(tb, test_deep_flow_nesting);
+    tcase_add_test(tb, test_deep_block_nesting);
+    tcase_add_test(tb, test_node_limit);
+    tcase_add_test(tb, test_anchor_limits);
+    tcase_add_test(tb, test_duplicate_keys_linear);
+    tcase_add_test(tb, test_params_map_limit);
+    suite_add_tcase(s, tb);
     return dsv4_test_run(s);
 }

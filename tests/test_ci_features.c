@@ -1,4 +1,4 @@
-/* test_ci_features.c - end-to-end tests of the CI features (issue 8): the
+/* test_ci_features.c - end-to-end tests of the CI features (README.md "For CI"): the
  * HTML report rendered by headless Chromium, repro files that replay, -j
  * with identical results, shards that partition the suite and JUnit files
  * that merge, the bisect helper on a scratch repository with a planted
@@ -369,7 +369,7 @@ START_TEST(example_plugin_correct_wrong_and_bad_abi)
     ck_assert_ptr_nonnull(strstr(out, "first [1, 2]: expected 1117, actual 1118 (request 1, position 7, window part"));
     rc = sh("%s run cases/ci.yaml --filter '^combine_' --impl %s", dsv4_test_exe(), plugin("libexample_badabi.so"));
     ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
-    ck_assert_ptr_nonnull(strstr(out, "plug-in ABI version 2, this dsv4check speaks 1"));
+    ck_assert_ptr_nonnull(strstr(out, "plug-in ABI version 3, this dsv4check speaks 1 to 2"));
     rc = sh("%s list --impl %s", dsv4_test_exe(), plugin("libexample_badabi.so"));
     ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
     rc = sh("%s list --impl %s", dsv4_test_exe(), plugin("libexample.so"));

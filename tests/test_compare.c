@@ -1,5 +1,6 @@
 /* test_compare.c - the comparator core: exact and float policies, NaN
  * policy, census, first/worst mismatches, verdicts and hints. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <string.h>
 
@@ -118,6 +119,48 @@ START_TEST(float_nan_policy)
 }
 END_TEST
 
+/* A NaN where a number is expected, in an otherwise exact output: counted,
+ * located, and the metrics do not read "max rel 0, nmse 0, cosine 1" as if
+ * nothing were wrong (the maxima are infinite; nmse and cosine, over the
+ * finite lanes, say so beside the NaN count in the printed report). */
+START_TEST(float_nan_metrics_not_clean)
+{
+    dsv4_tensor e = make(DSV4_F64, 2, 4), a = make(DSV4_F64, 2, 4);
+    for (int i = 0; i < 8; i++)
+        ((double *)e.data)[i] = ((double *)a.data)[i] = 1.0 + i;
+    ((double *)a.data)[6] = NAN; /* [1, 2] */
+    dsv4_policy p = float_policy(0, 1e-3);
+    dsv4_cmp_result r;
+    dsv4_status st = {0};
+    ck_assert_int_eq(dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st), 0);
+    ck_assert_int_eq(r.verdict, DSV4_FAIL);
+    ck_assert_int_eq(r.bad, 1);
+    ck_assert_int_eq(r.nonfinite_bad, 1);
+    ck_assert_str_eq(r.first[0].index, "[1, 2]");
+    ck_assert(isinf(r.max_abs) && isinf(r.max_rel) && isinf(r.max_ulp) && isinf(r.worst_ratio));
+    ck_assert_ptr_nonnull(strstr(r.hint, "non-finite on one side"));
+    char buf[4096];
+    FILE *f = fmemopen(buf, sizeof buf, "w");
+    ck_assert_ptr_nonnull(f);
+    dsv4_cmp_print(f, &r, &p);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "1 NaN/Inf mismatches") != NULL, "%s", buf);
+    ck_assert_msg(strstr(buf, "over the lanes where both sides are finite") != NULL, "%s", buf);
+    ck_assert_msg(strstr(buf, "max rel 0,") == NULL, "%s", buf);
+    /* Inf against a number, and a finite mismatch beside: both counted,
+     * only the Inf one as non-finite; the hint is then not the NaN one. */
+    ((double *)a.data)[6] = 7.0;
+    ((double *)a.data)[1] = INFINITY;
+    ((double *)a.data)[3] = 5.0;
+    ck_assert_int_eq(dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st), 0);
+    ck_assert_int_eq(r.bad, 2);
+    ck_assert_int_eq(r.nonfinite_bad, 1);
+    ck_assert_ptr_null(strstr(r.hint, "non-finite on one side"));
+    dsv4_tensor_free(&e);
+    dsv4_tensor_free(&a);
+}
+END_TEST
+
 START_TEST(float_half_hint)
 {
     dsv4_tensor e = make(DSV4_F64, 1, 8), a = make(DSV4_F64, 1, 8);
@@ -158,6 +201,7 @@ int main(void)
     tcase_add_test(tc, exact_poison_hint);
     tcase_add_test(tc, float_tolerance_and_worst);
     tcase_add_test(tc, float_nan_policy);
+    tcase_add_test(tc, float_nan_metrics_not_clean);
     tcase_add_test(tc, float_half_hint);
     tcase_add_test(tc, shape_mismatch_fails);
     suite_add_tcase(s, tc);

@@ -1,5 +1,6 @@
 /* test_determinism.c - the reference output is bit-identical across
- * OPENBLAS_NUM_THREADS=1 and 2 and across runs (issue 9.4).  The ci suite is
+ * OPENBLAS_NUM_THREADS=1 and 2 and across runs (a golden must not depend on
+ * the machine that wrote it).  The ci suite is
  * generated three times through the CLI (threads 1, 2, 1) into temporary
  * folders; every golden must agree byte for byte in every tensor and
  * parameter with the other runs and with the committed golden (provenance

@@ -1,6 +1,7 @@
 /* test_fuzz_regress.c - replays every fuzz input kept in the repository
  * (tests/fuzz/regress/<target>/: inputs that once crashed, hung or leaked,
- * each fixed; tests/fuzz/corpus/<target>/: the seeds) through the fuzz
+ * each fixed; tests/fuzz/corpus/<target>/: the seeds; for fuzz_actual also
+ * the seeds cut short and with bytes flipped) through the fuzz
  * targets' own code, compiled here with the normal flags (and under
  * ASan+UBSan by make SAN=1 unit-tests).  Each replay runs in Check's forked
  * child, so a crash fails the test instead of ending the run. */
@@ -25,6 +26,12 @@ const char *__asan_default_options(void) { return "max_allocation_size_mb=1024";
 #define LLVMFuzzerTestOneInput fuzz_golden_one
 #define LLVMFuzzerInitialize fuzz_golden_init
 #include "fuzz/fuzz_golden.c"
+#undef LLVMFuzzerTestOneInput
+#undef LLVMFuzzerInitialize
+#define LLVMFuzzerTestOneInput fuzz_actual_one
+#define LLVMFuzzerInitialize fuzz_actual_init
+#define FA_NO_LSAN_SUPPRESSIONS /* fuzz_golden.c's are the same */
+#include "fuzz/fuzz_actual.c"
 #undef LLVMFuzzerTestOneInput
 #undef LLVMFuzzerInitialize
 
@@ -67,6 +74,36 @@ START_TEST(golden_inputs_replay)
 }
 END_TEST
 
+/* The actuals reader: the seeds and kept inputs, and each seed cut short
+ * and with single bytes flipped at 64 spread-out places each. */
+START_TEST(actual_inputs_replay)
+{
+    ck_assert_int_eq(fuzz_actual_init(NULL, NULL), 0);
+    int n = replay_dir("tests/fuzz/corpus/actual", fuzz_actual_one);
+    n += replay_dir("tests/fuzz/regress/actual", fuzz_actual_one);
+    ck_assert_int_ge(n, 4);
+    DIR *d = opendir("tests/fuzz/corpus/actual");
+    ck_assert_ptr_nonnull(d);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[600];
+        snprintf(path, sizeof path, "tests/fuzz/corpus/actual/%s", e->d_name);
+        size_t len;
+        unsigned char *buf = (unsigned char *)dsv4_test_slurp_len(path, &len);
+        for (int k = 1; k <= 64; k++) {
+            size_t at = len * (size_t)k / 65;
+            ck_assert_int_eq(fuzz_actual_one(buf, at), 0);
+            buf[at] ^= 0x5A;
+            ck_assert_int_eq(fuzz_actual_one(buf, len), 0);
+            buf[at] ^= 0x5A;
+        }
+        free(buf);
+    }
+    closedir(d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fuzz_regress");
@@ -74,6 +111,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, cases_inputs_replay);
     tcase_add_test(tc, golden_inputs_replay);
+    tcase_add_test(tc, actual_inputs_replay);
     suite_add_tcase(s, tc);
     return dsv4_test_run(s);
 }

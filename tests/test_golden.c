@@ -1,16 +1,23 @@
 #define _POSIX_C_SOURCE 200809L
 /* test_golden.c - golden HDF5 files: round trips, refusals, bad files,
- * corruption detection, HDF5 id leaks. */
+ * corruption detection, HDF5 id leaks.  Format tests read with
+ * dsv4_golden_read_schema (their ops are made up); the checks against an op
+ * are tested on real goldens at the end. */
 #include <dirent.h>
+#include <glob.h>
 #include <hdf5.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "../harness/golden.h"
+#include "../harness/runner.h"
 #include "testutil.h"
 
 /* libhdf5 1.10.8 itself leaks a little on some corrupt-file error paths
@@ -171,23 +178,30 @@ static void roundtrip(const dsv4_golden *g, const char *name)
     write_ok(p, g, 1);
     dsv4_golden r;
     dsv4_status st = {0, ""};
-    ck_assert_msg(dsv4_golden_read(p, &r, &st) == DSV4_OK, "%s", st.msg);
+    ck_assert_msg(dsv4_golden_read_schema(p, &r, &st) == DSV4_OK, "%s", st.msg);
     assert_golden_equal(g, &r);
     dsv4_golden_free(&r);
 }
 
-/* Expect DSV4_EINPUT with every given fragment in the message. */
-static void read_fails(const char *p, const char *frag1, const char *frag2)
+/* Expect DSV4_EINPUT from reader with every given fragment in the message. */
+static void read_fails_with(int (*reader)(const char *, dsv4_golden *, dsv4_status *), const char *p,
+                            const char *frag1, const char *frag2)
 {
     dsv4_golden r;
     dsv4_status st = {0, ""};
-    int rc = dsv4_golden_read(p, &r, &st);
+    int rc = reader(p, &r, &st);
     ck_assert_msg(rc == DSV4_EINPUT, "rc %d for %s: %s", rc, p, st.msg);
     ck_assert_msg(strstr(st.msg, p) != NULL, "path not in '%s'", st.msg);
     ck_assert_msg(!frag1 || strstr(st.msg, frag1), "'%s' not in '%s'", frag1, st.msg);
     ck_assert_msg(!frag2 || strstr(st.msg, frag2), "'%s' not in '%s'", frag2, st.msg);
     ck_assert_int_eq(r.inputs.n + r.outputs.n, 0);
     dsv4_golden_free(&r);
+}
+
+/* The file format alone (made-up ops). */
+static void read_fails(const char *p, const char *frag1, const char *frag2)
+{
+    read_fails_with(dsv4_golden_read_schema, p, frag1, frag2);
 }
 
 START_TEST(test_all_dtypes)
@@ -329,11 +343,11 @@ START_TEST(test_overwrite)
     ck_assert_msg(strstr(st.msg, p) && strstr(st.msg, "exists (use --force to overwrite)"), "%s",
                   st.msg);
     ck_assert_int_eq(tmp_files_left(), 0);
-    ck_assert(dsv4_golden_read(p, &r, &st) == DSV4_OK);
+    ck_assert(dsv4_golden_read_schema(p, &r, &st) == DSV4_OK);
     assert_golden_equal(&a, &r); /* the old file is intact */
     dsv4_golden_free(&r);
     write_ok(p, &b, 1);
-    ck_assert(dsv4_golden_read(p, &r, &st) == DSV4_OK);
+    ck_assert(dsv4_golden_read_schema(p, &r, &st) == DSV4_OK);
     assert_golden_equal(&b, &r);
     dsv4_golden_free(&r);
     ck_assert_int_eq(tmp_files_left(), 0);
@@ -582,7 +596,7 @@ START_TEST(test_vlen_strings)
 
     dsv4_golden r;
     dsv4_status st = {0, ""};
-    ck_assert_msg(dsv4_golden_read(p, &r, &st) == DSV4_OK, "%s", st.msg);
+    ck_assert_msg(dsv4_golden_read_schema(p, &r, &st) == DSV4_OK, "%s", st.msg);
     ck_assert_str_eq(r.op, "combine_topk_swa_indices");
     ck_assert_str_eq(r.case_name, "h5py/\xe2\x9c\x93");
     ck_assert_str_eq(r.generator, "");
@@ -641,7 +655,7 @@ START_TEST(test_corruption_flips)
         write_bytes(p, buf, n);
         dsv4_golden r;
         dsv4_status st = {0, ""};
-        int rc = dsv4_golden_read(p, &r, &st);
+        int rc = dsv4_golden_read_schema(p, &r, &st);
         if (rc == DSV4_OK) {
             assert_golden_equal(&g, &r);
             ck_assert_msg(off < caddr || off >= caddr + csize, "flip at %zu in data not caught",
@@ -694,10 +708,10 @@ START_TEST(test_no_id_leaks)
     long before = open_ids();
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         dsv4_status_clear(&st);
-        ck_assert_int_eq(dsv4_golden_read(tpath(p, bad[k]), &r, &st), DSV4_EINPUT);
+        ck_assert_int_eq(dsv4_golden_read_schema(tpath(p, bad[k]), &r, &st), DSV4_EINPUT);
         dsv4_golden_free(&r);
     }
-    ck_assert_int_eq(dsv4_golden_read(tpath(p, "good.h5"), &r, &st), DSV4_OK);
+    ck_assert_int_eq(dsv4_golden_read_schema(tpath(p, "good.h5"), &r, &st), DSV4_OK);
     dsv4_golden_free(&r);
     dsv4_golden g;
     small_golden(&g, 10);
@@ -705,6 +719,468 @@ START_TEST(test_no_id_leaks)
     dsv4_golden_free(&g);
     ck_assert_int_eq((int)H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL), 0);
     ck_assert_int_eq(open_ids(), before);
+}
+END_TEST
+
+/* ---- chunk decoding: sizes bounded before inflating ---------------------- */
+
+/* A zlib stream of n_units * unit zero bytes, built without deflating them
+ * all: after a full flush, deflate's output for another run of zeros repeats
+ * byte for byte, so the middle is that output copied, and the trailer is the
+ * Adler-32 of N zeros, (N mod 65521) << 16 | 1. */
+static unsigned char *zero_stream(size_t unit, size_t n_units, size_t *len)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    ck_assert_int_eq(deflateInit(&z, 9), Z_OK);
+    unsigned char *zeros = calloc(1, unit), *part[4];
+    size_t plen[4], cap = deflateBound(&z, unit) + 64;
+    for (int k = 0; k < 4; k++) {
+        part[k] = malloc(cap);
+        ck_assert(zeros && part[k]);
+        z.next_in = zeros;
+        z.avail_in = k < 3 ? (uInt)unit : 0;
+        z.next_out = part[k];
+        z.avail_out = (uInt)cap;
+        ck_assert_int_ne(deflate(&z, k < 3 ? Z_FULL_FLUSH : Z_FINISH), Z_STREAM_ERROR);
+        ck_assert_int_eq(z.avail_in, 0);
+        plen[k] = cap - z.avail_out;
+    }
+    deflateEnd(&z);
+    ck_assert_msg(plen[1] == plen[2] && memcmp(part[1], part[2], plen[1]) == 0,
+                  "deflate's output for a run of zeros does not repeat");
+    *len = plen[0] + (n_units - 1) * plen[1] + plen[3];
+    unsigned char *s = malloc(*len), *p = s;
+    ck_assert_ptr_nonnull(s);
+    memcpy(p, part[0], plen[0]), p += plen[0];
+    for (size_t k = 1; k < n_units; k++)
+        memcpy(p, part[1], plen[1]), p += plen[1];
+    memcpy(p, part[3], plen[3] - 4), p += plen[3] - 4;
+    uint32_t adler = (uint32_t)(((uint64_t)unit * n_units) % 65521u) << 16 | 1u;
+    for (int k = 3; k >= 0; k--)
+        *p++ = (unsigned char)(adler >> (8 * k));
+    for (int k = 0; k < 4; k++)
+        free(part[k]);
+    free(zeros);
+    return s;
+}
+
+/* zlib's own count of what s inflates to (streamed, nothing kept). */
+static uint64_t inflated_size(const unsigned char *s, size_t len)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    ck_assert_int_eq(inflateInit(&z), Z_OK);
+    static unsigned char sink[1 << 16];
+    z.next_in = (Bytef *)s;
+    z.avail_in = (uInt)len;
+    int ret;
+    do {
+        z.next_out = sink;
+        z.avail_out = sizeof sink;
+        ret = inflate(&z, Z_NO_FLUSH);
+    } while (ret == Z_OK);
+    ck_assert_int_eq(ret, Z_STREAM_END);
+    uint64_t n = z.total_out;
+    inflateEnd(&z);
+    return n;
+}
+
+/* The stored bytes of s behind a Fletcher32 filter, as libhdf5 computes it:
+ * written through a 1-D uint8 dataset of one chunk (scratch file), read back
+ * raw. */
+static unsigned char *with_fletcher32(const unsigned char *s, size_t len, size_t *out_len)
+{
+    char p[600];
+    hid_t f = H5Fcreate(tpath(p, "scratch.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t n = len;
+    hid_t sp = H5Screate_simple(1, &n, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    ck_assert(H5Pset_chunk(dcpl, 1, &n) >= 0 && H5Pset_fletcher32(dcpl) >= 0);
+    hid_t d = H5Dcreate2(f, "s", H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ck_assert(d >= 0 && H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, s) >= 0);
+    hsize_t zero = 0, size = 0;
+    ck_assert(H5Dget_chunk_storage_size(d, &zero, &size) >= 0 && size == len + 4);
+    unsigned char *raw = malloc(size);
+    uint32_t mask = 0;
+    ck_assert(raw && H5Dread_chunk(d, H5P_DEFAULT, &zero, &mask, raw) >= 0);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Fclose(f);
+    unlink(p);
+    *out_len = size;
+    return raw;
+}
+
+/* A copy of a committed golden whose /inputs/topk_indices is one chunk (the
+ * writer's filters: shuffle, deflate, fletcher32) holding `stream` as its
+ * deflate stream, with a valid checksum; rows x cols int32 (0: as it was). */
+static void golden_with_stream(const char *dst, const unsigned char *stream, size_t len, hsize_t rows,
+                               hsize_t cols)
+{
+    size_t n;
+    unsigned char *b = read_bytes("data/ci/combine_decode_only_c4.h5", &n);
+    write_bytes(dst, b, n);
+    free(b);
+    size_t raw_len;
+    unsigned char *raw = with_fletcher32(stream, len, &raw_len);
+    hid_t f = H5Fopen(dst, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert(f >= 0);
+    hid_t d = H5Dopen2(f, "/inputs/topk_indices", H5P_DEFAULT), sp = H5Dget_space(d);
+    hsize_t dims[2], zero[2] = {0, 0};
+    ck_assert_int_eq(H5Sget_simple_extent_dims(sp, dims, NULL), 2);
+    H5Dclose(d);
+    if (rows) {
+        dims[0] = rows, dims[1] = cols;
+        H5Sclose(sp);
+        sp = H5Screate_simple(2, dims, NULL);
+    }
+    ck_assert(H5Ldelete(f, "/inputs/topk_indices", H5P_DEFAULT) >= 0);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    ck_assert(H5Pset_chunk(dcpl, 2, dims) >= 0 && H5Pset_shuffle(dcpl) >= 0 && H5Pset_deflate(dcpl, 4) >= 0 &&
+              H5Pset_fletcher32(dcpl) >= 0);
+    d = H5Dcreate2(f, "/inputs/topk_indices", H5T_STD_I32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ck_assert(d >= 0 && H5Dwrite_chunk(d, H5P_DEFAULT, 0, zero, raw_len, raw) >= 0);
+    H5Dclose(d);
+    set_str_attr(f, "/inputs/topk_indices", "dtype", "int32");
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Fclose(f);
+    free(raw);
+}
+
+/* The largest resident size of the children waited for so far, in KiB. */
+static long children_max_rss_kib(void)
+{
+    struct rusage ru;
+    ck_assert_int_eq(getrusage(RUSAGE_CHILDREN, &ru), 0);
+    return ru.ru_maxrss;
+}
+
+/* `check FILE --mem-limit 64M` on a golden whose topk_indices chunk holds
+ * a 3 GiB bomb: exit 2 with why, the process never large. */
+static void check_bomb(const char *name, hsize_t rows, hsize_t cols, const char *why)
+{
+    size_t len;
+    unsigned char *bomb = zero_stream((size_t)1 << 20, 3072, &len);
+    char p[600], out[8192];
+    golden_with_stream(tpath(p, name), bomb, len, rows, cols);
+    free(bomb);
+    struct stat sb;
+    ck_assert(stat(p, &sb) == 0 && sb.st_size > (2 << 20) && sb.st_size < (8 << 20));
+    int rc = dsv4_test_cli(out, sizeof out, "check %s --mem-limit 64M", p);
+    ck_assert_msg(rc == 2, "exit %d:\n%s", rc, out);
+    ck_assert_msg(strstr(out, p) && strstr(out, "/inputs/topk_indices: chunk 0 ") && strstr(out, why), "%s", out);
+    long rss = children_max_rss_kib();
+    ck_assert_msg(rss < 512 * 1024, "the reader grew to %ld KiB on a 3 GiB chunk", rss);
+    fprintf(stderr, "inflate bomb %s: %lld-byte file, refused at %ld KiB resident\n", name, (long long)sb.st_size,
+            rss);
+}
+
+START_TEST(test_inflate_bomb_refused)
+{
+    /* The construction is sound: 4 units inflate to 4 MiB, per zlib. */
+    size_t len;
+    unsigned char *small = zero_stream((size_t)1 << 20, 4, &len);
+    ck_assert_uint_eq(inflated_size(small, len), (uint64_t)4 << 20);
+    free(small);
+    /* A chunk declaring 4 MiB: inflate stops at 4 MiB + 1 byte. */
+    check_bomb("bomb_4mib.h5", 1024, 1024, "inflates to more than the 4194304 bytes its shape declares");
+    /* The golden's own few KiB: 3 MB cannot be a deflate stream of that. */
+    check_bomb("bomb_small.h5", 0, 0, "is stored in");
+}
+END_TEST
+
+START_TEST(test_short_chunk_refused)
+{
+    /* A valid stream of half the chunk's declared bytes. */
+    hid_t f = H5Fopen("data/ci/combine_decode_only_c4.h5", H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "/inputs/topk_indices", H5P_DEFAULT), sp = H5Dget_space(d);
+    size_t declared = (size_t)H5Sget_simple_extent_npoints(sp) * 4;
+    H5Sclose(sp);
+    H5Dclose(d);
+    H5Fclose(f);
+    unsigned char *zeros = calloc(1, declared / 2), *s = malloc(compressBound(declared));
+    uLongf slen = compressBound(declared);
+    ck_assert(zeros && s && compress2(s, &slen, zeros, declared / 2, 4) == Z_OK);
+    char p[600], want[160];
+    golden_with_stream(tpath(p, "short.h5"), s, slen, 0, 0);
+    free(zeros);
+    free(s);
+    snprintf(want, sizeof want, "chunk 0 inflates to %zu bytes, but its shape declares %zu", declared / 2,
+             declared);
+    read_fails(p, "/inputs/topk_indices", want);
+}
+END_TEST
+
+/* The filters of schema 1 in any order (h5py puts fletcher32 first), and
+ * nothing else. */
+static void replace_x(const char *name, char *p, void (*set)(hid_t dcpl))
+{
+    hid_t f = edit_copy(name, p);
+    hid_t d = H5Dopen2(f, "/inputs/x", H5P_DEFAULT), sp = H5Dget_space(d);
+    int32_t *v = malloc(4096 * sizeof *v);
+    ck_assert(v && H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+    H5Dclose(d);
+    ck_assert(H5Ldelete(f, "/inputs/x", H5P_DEFAULT) >= 0);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hsize_t chunk = 1000; /* 4096 = 4 chunks and a partial one */
+    ck_assert(H5Pset_chunk(dcpl, 1, &chunk) >= 0);
+    set(dcpl);
+    d = H5Dcreate2(f, "/inputs/x", H5T_STD_I32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ck_assert(d >= 0 && H5Dwrite(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+    H5Dclose(d);
+    set_str_attr(f, "/inputs/x", "dtype", "int32");
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Fclose(f);
+    free(v);
+}
+static void f_h5py_order(hid_t p) { H5Pset_fletcher32(p), H5Pset_shuffle(p), H5Pset_deflate(p, 9); }
+static void f_deflate_only(hid_t p) { H5Pset_deflate(p, 1), H5Pset_fletcher32(p); }
+static void f_checksum_only(hid_t p) { H5Pset_fletcher32(p); }
+static void f_shuffle_last(hid_t p) { H5Pset_fletcher32(p), H5Pset_deflate(p, 6), H5Pset_shuffle(p); }
+static void f_scaleoffset(hid_t p) { H5Pset_scaleoffset(p, H5Z_SO_INT, 0), H5Pset_fletcher32(p); }
+static void f_unfiltered_edges(hid_t p)
+{
+    H5Pset_deflate(p, 4), H5Pset_fletcher32(p), H5Pset_chunk_opts(p, H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS);
+}
+
+START_TEST(test_filter_pipelines)
+{
+    char p[600], good[600];
+    dsv4_golden g, r;
+    void (*ok[])(hid_t) = {f_h5py_order, f_deflate_only, f_checksum_only, f_shuffle_last};
+    for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++) {
+        replace_x("pipeline.h5", p, ok[k]); /* a copy of a fresh good.h5 */
+        dsv4_status st = {0, ""};
+        ck_assert_int_eq(dsv4_golden_read_schema(tpath(good, "good.h5"), &g, &st), DSV4_OK);
+        ck_assert_msg(dsv4_golden_read_schema(p, &r, &st) == DSV4_OK, "pipeline %zu: %s", k, st.msg);
+        assert_golden_equal(&g, &r);
+        dsv4_golden_free(&r);
+        dsv4_golden_free(&g);
+    }
+    replace_x("scaleoffset.h5", p, f_scaleoffset);
+    read_fails(p, "/inputs/x", "is not one schema 1 allows");
+    replace_x("edges.h5", p, f_unfiltered_edges);
+    read_fails(p, "/inputs/x", "edge chunks stored without filters");
+}
+END_TEST
+
+/* ---- strings: stored bytes, UTF-8, no NUL ------------------------------- */
+
+/* Root attribute name of fixed size n holding bytes v (no conversion). */
+static void raw_str_attr(const char *p, const char *name, const char *v, size_t n, int vlen)
+{
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert(f >= 0 && H5Adelete(f, name) >= 0);
+    hid_t t = H5Tcopy(H5T_C_S1), s = H5Screate(H5S_SCALAR), a;
+    if (vlen) {
+        hid_t mt = H5Tvlen_create(H5T_NATIVE_UCHAR);
+        hvl_t hv = {n, (void *)v};
+        H5Tset_size(t, H5T_VARIABLE);
+        a = H5Acreate2(f, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
+        ck_assert(a >= 0 && H5Awrite(a, mt, &hv) >= 0);
+        H5Tclose(mt);
+    } else {
+        H5Tset_size(t, n);
+        H5Tset_strpad(t, H5T_STR_NULLPAD);
+        a = H5Acreate2(f, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
+        ck_assert(a >= 0 && H5Awrite(a, t, v) >= 0);
+    }
+    H5Aclose(a);
+    H5Sclose(s);
+    H5Tclose(t);
+    H5Fclose(f);
+}
+
+START_TEST(test_strings_are_checked)
+{
+    char p[600];
+    static const char nul_op[] = "combine_topk_swa_indices\0evil";
+    H5Fclose(edit_copy("nul_fixed.h5", p));
+    raw_str_attr(p, "op", nul_op, sizeof nul_op, 0);
+    read_fails(p, "attribute 'op'", "contains a NUL byte");
+    H5Fclose(edit_copy("nul_vlen.h5", p));
+    raw_str_attr(p, "op", nul_op, sizeof nul_op - 1, 1);
+    read_fails(p, "attribute 'op'", "contains a NUL byte");
+    H5Fclose(edit_copy("latin1.h5", p));
+    raw_str_attr(p, "case", "caf\xe9", 4, 0);
+    read_fails(p, "attribute 'case'", "not valid UTF-8");
+    H5Fclose(edit_copy("overlong.h5", p));
+    raw_str_attr(p, "variant", "\xc0\xaf", 2, 1); /* an overlong '/' */
+    read_fails(p, "attribute 'variant'", "not valid UTF-8");
+    /* Valid multi-byte UTF-8 and NUL padding after the text are fine. */
+    H5Fclose(edit_copy("utf8.h5", p));
+    raw_str_attr(p, "case", "\xe2\x9c\x93 ok\0\0\0", 9, 0);
+    dsv4_golden r;
+    dsv4_status st = {0, ""};
+    ck_assert_msg(dsv4_golden_read_schema(p, &r, &st) == DSV4_OK, "%s", st.msg);
+    ck_assert_str_eq(r.case_name, "\xe2\x9c\x93 ok");
+    dsv4_golden_free(&r);
+    /* The writer refuses what the reader would. */
+    dsv4_golden g;
+    small_golden(&g, 4);
+    snprintf(g.case_name, sizeof g.case_name, "caf\xe9");
+    ck_assert_int_eq(dsv4_golden_write(tpath(p, "w.h5"), &g, 1, &st), DSV4_EINPUT);
+    ck_assert_msg(strstr(st.msg, "'case' is not UTF-8"), "%s", st.msg);
+    dsv4_golden_free(&g);
+}
+END_TEST
+
+/* ---- the checks against the op ------------------------------------------ */
+
+/* A format-valid golden whose tensors are not the op's is refused by
+ * dsv4_golden_read (dsv4_golden_read_schema takes it). */
+START_TEST(test_read_checks_the_op)
+{
+    char p[600];
+    make_small(tpath(p, "small.h5"));
+    read_fails_with(dsv4_golden_read, p, "/inputs/x", "has no input 'x' (an extra tensor)");
+    dsv4_golden r;
+    dsv4_status st = {0, ""};
+    ck_assert_int_eq(dsv4_golden_read_schema(p, &r, &st), DSV4_OK);
+    dsv4_golden_free(&r);
+}
+END_TEST
+
+/* Inputs the generator makes from params (validated as gen would). */
+static int generate_from(const dsv4_op *op, int variant, const dsv4_params *given, uint64_t seed,
+                         dsv4_tensors *in)
+{
+    dsv4_params *ps = malloc(sizeof *ps);
+    ck_assert_ptr_nonnull(ps);
+    *ps = *given;
+    dsv4_status st = {0, ""};
+    int rc = dsv4_golden_params(op, ps, "t", &st);
+    if (!rc && op->resolve)
+        rc = op->resolve(ps, &st);
+    dsv4_opctx c = dsv4_opctx_make(op, ps, variant, seed);
+    if (!rc)
+        rc = op->generate(&c, in, &st);
+    free(ps);
+    return rc;
+}
+
+static int same_shapes(const dsv4_tensors *a, const dsv4_tensors *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (int k = 0; k < a->n; k++) {
+        const dsv4_tensor *y = dsv4_tensors_get(b, a->t[k].name);
+        if (!y || y->dtype != a->t[k].dtype || !dsv4_tensor_same_shape(&a->t[k], y))
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether the generator, run on params in a child process (some generators
+ * crash on parameters outside their range), makes inputs of base's shapes:
+ * 1 yes, 0 other shapes or a refusal, -1 it crashed. */
+static int generates_shapes_of(const dsv4_op *op, int variant, const dsv4_params *params, uint64_t seed,
+                               const dsv4_tensors *base)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dsv4_tensors in = {0};
+        int same = generate_from(op, variant, params, seed, &in) == 0 && same_shapes(&in, base);
+        _exit(same ? 41 : 40); /* not 1: a sanitizer's exit status */
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || (WEXITSTATUS(status) != 40 && WEXITSTATUS(status) != 41))
+        return -1;
+    return WEXITSTATUS(status) == 41;
+}
+
+/* One edit of an integer parameter k of ps: +1 or doubled; for an int
+ * list, its first value +1, or its last value repeated (in every int list
+ * of the same length, e.g. query_lens with prefix_lens).  0: no edit. */
+static int edit_param(dsv4_params *ps, int k, int how)
+{
+    dsv4_param *p = &ps->p[k];
+    if (p->type == DSV4_P_INT) {
+        int64_t was = p->i;
+        p->i = how == 0 ? was + 1 : was * 2;
+        return p->i != was;
+    }
+    if (p->type != DSV4_P_INTLIST || p->n == 0)
+        return 0;
+    if (how == 0) {
+        p->list[0]++;
+        return 1;
+    }
+    int n = p->n;
+    for (int j = 0; j < ps->n; j++) {
+        dsv4_param *q = &ps->p[j];
+        if (q->type == DSV4_P_INTLIST && q->n == n && n < DSV4_PARAM_LIST_MAX) {
+            q->list[n] = q->list[n - 1];
+            q->n++;
+        }
+    }
+    return p->n != n;
+}
+
+/* For every op: a committed golden with one parameter changed so that it
+ * no longer describes the shapes of the tensors (the generator would make
+ * other shapes), tensors untouched: dsv4_golden_read refuses it. */
+START_TEST(test_params_against_shapes_every_op)
+{
+    int refused[64] = {0}, tried_op[64] = {0}, crashed = 0;
+    glob_t gl;
+    ck_assert_int_eq(glob("data/ci/*.h5", 0, NULL, &gl), 0);
+    char p[600];
+    tpath(p, "edited.h5");
+    for (size_t f = 0; f < gl.gl_pathc; f++) {
+        dsv4_golden g;
+        dsv4_status st = {0, ""};
+        ck_assert_msg(dsv4_golden_read(gl.gl_pathv[f], &g, &st) == DSV4_OK, "%s", st.msg);
+        const dsv4_op *op = dsv4_op_find(g.op);
+        int oi = 0;
+        while (dsv4_op_at(oi) != op)
+            oi++;
+        int variant = dsv4_op_variant(op, g.variant);
+        /* A golden without the generator's required options (a chain's
+         * step: its inputs come from the chain) is not checked against the
+         * op's generator, by the reader either. */
+        int generated = 1;
+        for (const dsv4_param_spec *ps = op->params; ps->name; ps++)
+            generated &= !(ps->gen && !ps->def && !dsv4_params_find(&g.params, ps->name));
+        if (!generated || tried_op[oi]++ >= 2) { /* two goldens per op */
+            dsv4_golden_free(&g);
+            continue;
+        }
+        dsv4_tensors base = {0};
+        ck_assert_int_eq(generate_from(op, variant, &g.params, g.seed, &base), 0);
+        ck_assert_msg(same_shapes(&base, &g.inputs), "%s: the generator's shapes differ", gl.gl_pathv[f]);
+        dsv4_golden e = g; /* shallow: the tensors stay g's */
+        for (int k = 0; k < g.params.n; k++)
+            for (int how = 0; how < 2; how++) {
+                e.params = g.params;
+                if (!edit_param(&e.params, k, how))
+                    continue;
+                int same = generates_shapes_of(op, variant, &e.params, g.seed, &base);
+                if (same == 1)
+                    continue;
+                /* Other shapes, a generator refusing the params, or one
+                 * crashing on them: the file must be refused. */
+                crashed += same < 0;
+                ck_assert_int_eq(dsv4_golden_write(p, &e, 1, &st), DSV4_OK);
+                dsv4_golden r;
+                int rc = dsv4_golden_read(p, &r, &st);
+                ck_assert_msg(rc == DSV4_EINPUT && strstr(st.msg, p), "%s with %s edited: rc %d %s", gl.gl_pathv[f],
+                              g.params.p[k].name, rc, st.msg);
+                refused[oi]++;
+            }
+        dsv4_tensors_free(&base);
+        dsv4_golden_free(&g);
+    }
+    globfree(&gl);
+    fprintf(stderr, "params against shapes: %d edits on which a generator crashed, refused too\n", crashed);
+    for (int i = 0; i < dsv4_op_count(); i++)
+        ck_assert_msg(refused[i] > 0, "op %s: no golden refused with a parameter that disagrees with its shapes",
+                      dsv4_op_at(i)->name);
 }
 END_TEST
 
@@ -759,6 +1235,12 @@ int main(void)
     tcase_add_test(tc, test_corruption_flips);
     tcase_add_test(tc, test_no_id_leaks);
     tcase_add_test(tc, test_h5py_script);
+    tcase_add_test(tc, test_inflate_bomb_refused);
+    tcase_add_test(tc, test_short_chunk_refused);
+    tcase_add_test(tc, test_filter_pipelines);
+    tcase_add_test(tc, test_strings_are_checked);
+    tcase_add_test(tc, test_read_checks_the_op);
+    tcase_add_test(tc, test_params_against_shapes_every_op);
     suite_add_tcase(s, tc);
     return dsv4_test_run(s);
 }

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../harness/dsv4_plugin.h"
+#include "../include/dsv4_plugin.h"
 #include "testutil.h"
 
 static char tmpdir[256];
@@ -109,8 +109,9 @@ START_TEST(wrong_abi_version_is_refused)
 {
     int rc = dsv4_test_cli(out, sizeof out, "run cases/ci.yaml --impl %s %s", fixture(1), one_case);
     ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
-    char want[64];
-    snprintf(want, sizeof want, "plug-in ABI version %d, this dsv4check speaks %d", DSV4_PLUGIN_ABI_VERSION + 1, DSV4_PLUGIN_ABI_VERSION);
+    char want[80];
+    snprintf(want, sizeof want, "plug-in ABI version %d, this dsv4check speaks %d to %d", DSV4_PLUGIN_ABI_VERSION + 1,
+             DSV4_PLUGIN_ABI_OLDEST, DSV4_PLUGIN_ABI_VERSION);
     ck_assert_msg(strstr(out, want) != NULL, "%s", out);
 }
 END_TEST

@@ -32,7 +32,7 @@ START_TEST(layout_params)
     ck_assert_int_eq(L.scale_lanes, 2);
     ck_assert_int_eq(L.s_hi, 2);
     ck_assert_int_eq(dsv4_idx_layout_make(16, 128, 16, 1, &L, &st), DSV4_OK);
-    ck_assert_int_eq(L.n_per_tile, 16); /* heads < 32 and D > 64 (spec 5.1) */
+    ck_assert_int_eq(L.n_per_tile, 16); /* heads < 32 and D > 64 (docs/semantics/indexer.md Q5.1) */
     ck_assert_int_eq(L.scale_lanes, 4);
     ck_assert_int_eq(L.s_hi, 1);
     ck_assert_int_eq(dsv4_idx_layout_make(16, 64, 32, 1, &L, &st), DSV4_OK);
@@ -42,7 +42,7 @@ START_TEST(layout_params)
 }
 END_TEST
 
-/* Offsets worked out by hand from spec 4.1 step 5. */
+/* Offsets worked out by hand from docs/semantics/indexer.md Q4.1 step 5. */
 START_TEST(layout_offsets_by_hand)
 {
     dsv4_idx_layout L;
@@ -201,7 +201,7 @@ START_TEST(kstore_round_trip)
 }
 END_TEST
 
-/* Shuffled and natural caches hold the same entries (aiter's test, spec 4.3). */
+/* Shuffled and natural caches hold the same entries (aiter's test, docs/semantics/indexer.md Q4.3). */
 START_TEST(kstore_shuffled_equals_natural)
 {
     enum { T = 40, D = 128, P = 64 };
@@ -342,7 +342,7 @@ START_TEST(logits_nan_and_zero)
     double lg[4];
     ck_assert_int_eq(dsv4_ref_mqa_logits(&a, DSV4_IDX_IDEAL, lg, NULL, &st), DSV4_OK);
     ck_assert(lg[0] == 0.0);
-    ck_assert(isnan(lg[1])); /* 0 x NaN is NaN (spec 6.2 step 1) */
+    ck_assert(isnan(lg[1])); /* 0 x NaN is NaN (docs/semantics/indexer.md Q6.2 step 1) */
     ck_assert(lg[2] == 128.0 * H);
     ck_assert(isnan(lg[3]));
 }

@@ -1,5 +1,6 @@
 /* test_indices.c - combine_topk_swa_indices against rows derived by hand
- * from the seed's Torch function (shared/seeds/000_...txt), not against the
+ * from the seeds' Torch function (combine_topk_swa_indices of vllm
+ * deepseek_v41/amd/rocm.py [SEED1]; docs/semantics/indices.md A6.2), not against the
  * reference itself. */
 #include <string.h>
 
@@ -437,6 +438,34 @@ START_TEST(variant_rules_reach_the_callbacks)
 }
 END_TEST
 
+/* get_compressed_slot_mapping (docs/semantics/indices.md A5.4): request 0
+ * holds positions 5..7 (c = 4: only 7 closes entry 1), request 1 positions
+ * 2..3 (3 closes entry 0); one padded entry past the batch. */
+START_TEST(compressed_slot_mapping_by_hand)
+{
+    const int32_t qsl[] = {0, 3, 5}, seq[] = {8, 4}, bt[] = {7, 9, 4, 2};
+    dsv4_cslot_args a = {qsl, seq, bt, 2, 2, 6, 4, 2, 1, 0, 1};
+    int64_t out[6];
+    dsv4_status st = {0};
+    ck_assert_int_eq(dsv4_ref_get_compressed_slot_mapping(&a, out, &st), 0);
+    const int64_t want[6] = {-1, -1, 7 * 2 + 1, -1, 4 * 2 + 0, -1};
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(out[i], want[i]);
+    /* Two ranks taking single entries in turn, virtual page 4: entry 1 is
+     * rank 1's first entry of page 0 (offset 0); entry 0 is rank 0's. */
+    a.cp_world_size = 2, a.cp_rank = 1;
+    ck_assert_int_eq(dsv4_ref_get_compressed_slot_mapping(&a, out, &st), 0);
+    const int64_t want_cp[6] = {-1, -1, 7 * 2 + 0, -1, -1, -1};
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(out[i], want_cp[i]);
+    /* A negative position (seq_len < query_len) is outside the contract. */
+    const int32_t short_seq[] = {2, 4};
+    a.seq_lens = short_seq;
+    ck_assert_int_eq(dsv4_ref_get_compressed_slot_mapping(&a, out, &st), DSV4_EINPUT);
+    ck_assert_ptr_nonnull(strstr(st.msg, "seq_len 2 < query_len 3"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("indices");
@@ -454,6 +483,7 @@ int main(void)
     tcase_add_test(tm, decode_swa_by_hand);
     tcase_add_test(tm, graph_copy_by_hand);
     tcase_add_test(tm, chunk_plan_by_hand);
+    tcase_add_test(tm, compressed_slot_mapping_by_hand);
     tcase_add_test(tm, variant_rules_reach_the_callbacks);
     suite_add_tcase(s, tm);
     return dsv4_test_run(s);

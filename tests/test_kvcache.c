@@ -1,5 +1,5 @@
 /* test_kvcache.c - the fp8_ds_mla cache against bytes derived by hand from
- * spec sparse_attention.md 2.1-2.2 and 4, a second (frexp) formulation of
+ * docs/semantics/kvcache.md A2.1-A2.2, A4, a second (frexp) formulation of
  * the scale rule, round-trip error bounds, and the CLI end to end (a golden
  * with changed bytes fails with exit 1 and the report names page, token and
  * field).  Runs from the repository root (golden paths, build/dsv4check). */
@@ -180,7 +180,7 @@ START_TEST(scale_rule_exhaustive)
         }
     }
     ck_assert_int_gt(n, 90000);
-    /* The floor: every amax <= 1e-4 gives byte 105 (spec 2.2). */
+    /* The floor: every amax <= 1e-4 gives byte 105 (docs/semantics/kvcache.md A2.2). */
     dsv4_kv_encode_opts o = dsv4_kv_encode_opts_default(0);
     ck_assert_int_eq(dsv4_kv_scale_byte(0.0f, &o), 105);
     ck_assert_int_eq(dsv4_kv_scale_byte(1e-4f, &o), 105);
@@ -468,7 +468,7 @@ START_TEST(changed_cache_byte_is_named)
 }
 END_TEST
 
-/* The ci goldens reach the paths of spec 2.2: the 1e-4 floor (byte 105),
+/* The ci goldens reach the paths of docs/semantics/kvcache.md A2.2: the 1e-4 floor (byte 105),
  * the fp8 max code, fp8 subnormal codes, -0, and padding slots (-1). */
 START_TEST(ci_goldens_cover_the_encoder_paths)
 {

@@ -1,5 +1,5 @@
 /* test_kvcache41.c - the V4.1 FlashMLA cache formats v41_fp8 (528 B) and
- * v41_fp4 (288 B) (spec sparse_attention.md 2.4 [S22]): tiles whose bytes
+ * v41_fp4 (288 B) (docs/semantics/kvcache.md A2.4 [S22]): tiles whose bytes
  * are derived by hand, exhaustive checks of both scale rules over every
  * bf16 amax against second formulations (exact integer / double
  * arithmetic), element codes against a nearest-value search, exactness of
@@ -464,7 +464,7 @@ START_TEST(changed_v41_bytes_are_named)
 }
 END_TEST
 
-/* The v41 ci goldens reach the paths of spec 2.4: fp8 floor byte 114, the
+/* The v41 ci goldens reach the paths of docs/semantics/kvcache.md A2.4: fp8 floor byte 114, the
  * max code, negative skipped slots other than -1; fp4 both scale clamps
  * (0x01, 0x7E), saturated codes 7, -0 codes. */
 START_TEST(ci_goldens_cover_v41_paths)

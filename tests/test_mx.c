@@ -37,7 +37,7 @@ START_TEST(fp4_scale_bytes_by_hand)
     /* amax 6.5 = 1.625*4: ceil -> 128 (s > 1.5), even -> 127 (s < 1.75). */
     ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil(6.5f), 128);
     ck_assert_uint_eq(dsv4_mx_fp4_scale_even(6.5f), 127);
-    /* Zero block: ceil rules byte 1 (6*2^-126 floor), even 0, ocp 0 (spec 1.4 item 2). */
+    /* Zero block: ceil rules byte 1 (6*2^-126 floor), even 0, ocp 0 (docs/semantics/quant.md Q1.4 item 2). */
     ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil(0.0f), 1);
     ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil_f32log2(0.0f), 1);
     ck_assert_uint_eq(dsv4_mx_fp4_scale_even(0.0f), 0);
@@ -47,10 +47,27 @@ START_TEST(fp4_scale_bytes_by_hand)
     ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil_f32log2(INFINITY), 254);
     ck_assert_uint_eq(dsv4_mx_fp4_scale_even(INFINITY), 254);
     ck_assert_uint_eq(dsv4_mx_fp4_scale_ocp(INFINITY), 255);
-    /* even: every amax >= 1.75*2^127 gives 254 (spec 1.1 correction). */
+    /* even: every amax >= 1.75*2^127 gives 254 (docs/semantics/quant.md Q1.1 correction). */
     ck_assert_uint_eq(dsv4_mx_fp4_scale_even(ldexpf(1.75f, 127)), 254);
     ck_assert_uint_eq(dsv4_mx_fp4_scale_even(FLT_MAX), 254);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(NAN), 255);
+    /* All-NaN block, even: the bit arithmetic on the canonical NaN 0x7FC00000:
+     * + 0x200000 = 0x7FE00000, & 0xFF800000 = 0x7F800000 = +Inf, log2 -> Inf,
+     * u clamped to 127 -> 254; mode 0 never emits 0xFF (docs/semantics/quant.md
+     * Q1.4 item 3).  The other rules keep 0xFF (the e8m0 NaN). */
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(NAN), 254);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(-NAN), 254);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil(NAN), 255);
+    ck_assert_uint_eq(dsv4_mx_fp4_scale_ocp(NAN), 255);
+    for (uint32_t v = 0; v < 0x7F800000u; v += 0x1F3u) /* never 0xFF over the non-negative floats */
+        ck_assert_uint_ne(dsv4_mx_fp4_scale_even(dsv4_f32_from_bits(v)), 0xFF);
+    /* The whole block: scale 254, every code the RNE encoding of NaN. */
+    float nanblk[32];
+    uint8_t codes[32];
+    for (int i = 0; i < 32; i++)
+        nanblk[i] = NAN;
+    ck_assert_uint_eq(dsv4_mx_quant_block_fp4(nanblk, 32, DSV4_MX_FP4_EVEN, DSV4_MX_ELEM_RNE, codes), 254);
+    for (int i = 0; i < 32; i++)
+        ck_assert_uint_eq(codes[i], dsv4_e2m1_from_f32(NAN));
 }
 END_TEST
 
@@ -67,7 +84,7 @@ START_TEST(fp8_scale_bytes_by_hand)
     ck_assert_uint_eq(dsv4_mx_fp8_scale_floor(1.0f), 127);
     ck_assert_uint_eq(dsv4_mx_fp8_scale_floor(0.0f), 1);
     /* fp32 log2 one binade low: amax/448 one fp32 ulp above 2^4, where the
-     * correctly rounded fp32 log2 is exactly 4 (spec 4.3). */
+     * correctly rounded fp32 log2 is exactly 4 (docs/semantics/indexer.md Q4.3). */
     float amax = nextafterf(448.0f * 16.0f, INFINITY);
     ck_assert_uint_eq(dsv4_mx_fp8_scale_ceil(amax), 127 + 5);
     ck_assert_uint_eq(dsv4_mx_fp8_scale_ceil_f32log2(amax), 127 + 4);
@@ -263,6 +280,37 @@ START_TEST(mx_compare_reports_block_and_element)
     pol.ulp = 1, pol.budget = 0.01;
     ck_assert_int_eq(dsv4_compare(&ce, &ca, &pol, NULL, NULL, NULL, &aux, &res, &st), 0);
     ck_assert_int_eq(res.verdict, DSV4_PASS);
+    /* Counts and labels: two scales off by one binade with no tolerance read
+     * "2 of 4 blocks' scales differ", the scales tensor alone too, and the
+     * failing outputs never say "ok". */
+    ((uint8_t *)ca.data)[5] ^= 1;
+    ((uint8_t *)sa.data)[0] = 126, ((uint8_t *)sa.data)[3] = 128;
+    pol.ulp = 0, pol.budget = 0;
+    ck_assert_int_eq(dsv4_compare(&ce, &ca, &pol, NULL, NULL, NULL, &aux, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, DSV4_FAIL);
+    ck_assert_int_eq(res.bad, 2);
+    ck_assert_msg(strstr(res.message, "2 of 4 blocks' scales differ") == res.message, "%s", res.message);
+    ck_assert_msg(strstr(res.message, "beyond") == NULL, "%s", res.message); /* no tolerance to be beyond */
+    ck_assert_int_eq(dsv4_compare(&se, &sa, &pol, NULL, NULL, NULL, NULL, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, DSV4_FAIL);
+    ck_assert_int_eq(res.bad, 2);
+    ck_assert_str_eq(res.message, "2 of 4 blocks' scales differ");
+    /* With a tolerance of one binade and no budget: both within it, warn... */
+    pol.scale_tol = 1, pol.budget = 0.5;
+    ck_assert_int_eq(dsv4_compare(&se, &sa, &pol, NULL, NULL, NULL, NULL, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, DSV4_WARN);
+    ck_assert_str_eq(res.message, "2 of 4 blocks' scales differ (0 beyond 1 binades)");
+    /* ...and one of them two binades off: beyond it, failing, counted. */
+    ((uint8_t *)sa.data)[3] = 129;
+    ck_assert_int_eq(dsv4_compare(&se, &sa, &pol, NULL, NULL, NULL, NULL, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, DSV4_FAIL);
+    ck_assert_int_eq(res.bad, 1);
+    ck_assert_str_eq(res.message, "2 of 4 blocks' scales differ (1 beyond 1 binades)");
+    /* A NaN scale against a number is counted as non-finite. */
+    ((uint8_t *)sa.data)[1] = 0xFF;
+    ck_assert_int_eq(dsv4_compare(&se, &sa, &pol, NULL, NULL, NULL, NULL, &res, &st), 0);
+    ck_assert_int_eq(res.nonfinite_bad, 1);
+    ck_assert(isinf(res.max_ulp));
     dsv4_tensor_free(&ce);
     dsv4_tensor_free(&ca);
     dsv4_tensor_free(&se);
@@ -284,12 +332,21 @@ START_TEST(golden_scale_byte_off_by_one_fails_naming_block)
     dsv4_tensor *s = dsv4_tensors_find(&g.outputs, "scale");
     ck_assert_ptr_nonnull(s);
     ((uint8_t *)s->data)[s->shape[1] + 5] += 1; /* row 1, block 5 */
+    char want[96];
+    snprintf(want, sizeof want, "1 of %ld blocks' scales differ", (long)dsv4_tensor_numel(s));
     ck_assert_msg(dsv4_golden_write(path, &g, 0, &st) == 0, "%s", st.msg);
     dsv4_golden_free(&g);
     int rc = dsv4_test_cli(outbuf, sizeof outbuf, "check %s --impl ref", path);
     ck_assert_msg(rc == 1, "exit %d:\n%s", rc, outbuf);
     ck_assert_msg(strstr(outbuf, "block [1, 5]") != NULL, "no block named:\n%s", outbuf);
     ck_assert_msg(strstr(outbuf, "mx:") != NULL, "not an mx report:\n%s", outbuf);
+    /* the headline counts the changed block, in both outputs of the pair,
+     * and no failing output reads "ok" */
+    ck_assert_msg(dsv4_test_count(outbuf, want) == 2, "'%s' not on both outputs:\n%s", want, outbuf);
+    ck_assert_msg(strstr(outbuf, "FAIL scale: ok") == NULL && strstr(outbuf, "FAIL data: ok") == NULL, "%s", outbuf);
+    /* the summary's worst column counts the mismatch (not "data 0") */
+    ck_assert_msg(strstr(outbuf, "FAIL       data 1") != NULL || strstr(outbuf, "FAIL       scale 1") != NULL,
+                  "worst column:\n%s", outbuf);
     unlink(path);
     rmdir(dir);
 }

@@ -1,11 +1,11 @@
 /* test_numerics.c - unit tests for the dtype codecs in ref/numerics.c.
  *
- * The expected values come from the format definitions (spec
- * sparse_attention.md 1, quant_and_indexer.md 1.2-1.4, toolchain.md 6), never
- * from the code under test: hand-derived tables for every boundary, plus
- * exhaustive and pseudo-random cross-checks against second formulations
+ * The expected values come from the format definitions
+ * (docs/semantics/numerics.md A1, docs/semantics/quant.md Q1.2-Q1.4, Q10),
+ * never from the code under test: hand-derived tables for every boundary,
+ * plus exhaustive and pseudo-random cross-checks against second formulations
  * written here (nearest value in a sorted table of all representable values;
- * rint() in double for bf16/fp16; the spec's bit method for e2m1; torch's
+ * rint() in double for bf16/fp16; the bit method of Q1.2 for e2m1; torch's
  * exponent rounding for e8m0).  Set DSV4_QUICK to shrink the random part. */
 #include <check.h>
 #include <float.h>
@@ -74,7 +74,7 @@ static void build_tables(void)
         tab_fn[c] = def_value(c, 3, 7); /* c = 0x7F gives 1.875*2^8 = 480 */
     for (unsigned c = 0; c <= FNUZ_N; c++)
         tab_fnuz[c] = def_value(c, 3, 8); /* c = 0x80 gives 2^8 = 256 */
-    /* e2m1 magnitudes from spec quant 1.2, written out by hand. */
+    /* e2m1 magnitudes from docs/semantics/quant.md Q1.2, written out by hand. */
     static const double e2m1[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
     memcpy(tab_e2m1, e2m1, sizeof e2m1);
 }
@@ -127,7 +127,7 @@ static uint8_t ref_e2m1_nearest(float x)
     return (uint8_t)((signbit(x) ? 8u : 0u) | c);
 }
 
-/* The spec's bit method, step by step (quant 1.2), NaN included. */
+/* The bit method, step by step (docs/semantics/quant.md Q1.2), NaN included. */
 static uint8_t ref_e2m1_bits(float x)
 {
     uint32_t s = bf(x) >> 31;
@@ -144,8 +144,8 @@ static uint8_t ref_e2m1_bits(float x)
     return (uint8_t)((code | (s << 3)) & 0xFu);
 }
 
-/* Threshold method: RNE-saturate except -0.0 -> 0x0 and NaN -> 0x0 (spec
- * quant 1.2: "x < 0" decides the sign). */
+/* Threshold method: RNE-saturate except -0.0 -> 0x0 and NaN -> 0x0
+ * (docs/semantics/quant.md Q1.2: "x < 0" decides the sign). */
 static uint8_t ref_e2m1_threshold(float x)
 {
     if (isnan(x))
@@ -194,8 +194,8 @@ static uint16_t ref_f16(float x)
     return (uint16_t)(sign | (unsigned)(er + 15) << 10 | m);
 }
 
-/* torch's e8m0 cast (toolchain.md 6, checked against torch 2.11 in this
- * session): sign ignored; NaN/Inf -> 0xFF; <= 2^-127 -> 0x00; fp32
+/* torch's e8m0 cast (docs/semantics/quant.md Q10, checked against torch
+ * 2.11): sign ignored; NaN/Inf -> 0xFF; <= 2^-127 -> 0x00; fp32
  * subnormals strictly above 2^-127 -> 0x01 (torch rounds the exponent field
  * up whenever the dropped bits exceed half, and a subnormal has exponent
  * field 0); normals: 2^e, one up when the significand is >= 1.5. */
@@ -282,7 +282,7 @@ START_TEST(test_fp8_all_codes)
             ck_assert_uint_eq(dsv4_fp8_from_f32(fb(0x7F800001u), k, sat), fnuz ? 0x80 : 0x7F);
         }
     }
-    /* Spec 1: the same bit pattern means exactly half in fnuz. */
+    /* docs/semantics/numerics.md A1: the same bit pattern means exactly half in fnuz. */
     for (unsigned b = 0; b < 256; b++)
         if ((b & 0x7F) != 0x7F && b != 0x80)
             ck_assert(dsv4_fp8_to_f32((uint8_t)b, DSV4_FP8_E4M3FNUZ) ==
@@ -301,7 +301,7 @@ START_TEST(test_e8m0_all_codes)
         ck_assert_msg(dsv4_e8m0_from_f32_torch(dsv4_e8m0_to_f32((uint8_t)b)) == b,
                       "e8m0 0x%02X does not re-encode to itself", b);
     }
-    ck_assert_uint_eq(bf(dsv4_e8m0_to_f32(0x00)), 0x00400000u); /* spec quant 1.3 */
+    ck_assert_uint_eq(bf(dsv4_e8m0_to_f32(0x00)), 0x00400000u); /* docs/semantics/quant.md Q1.3 */
     ck_assert(isnan(dsv4_e8m0_to_f32(0xFF)));
     ck_assert(isnan(dsv4_e8m0_to_f64(0xFF)));
     ck_assert_uint_eq(dsv4_e8m0_from_f32_torch(dsv4_e8m0_to_f32(0xFF)), 0xFF);
@@ -310,7 +310,7 @@ END_TEST
 
 START_TEST(test_e2m1_all_codes)
 {
-    /* Spec quant 1.2: bit 3 = sign, magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}. */
+    /* docs/semantics/quant.md Q1.2: bit 3 = sign, magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}. */
     static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
     for (unsigned c = 0; c < 16; c++) {
         float want = (c & 8u) ? -mag[c & 7u] : mag[c & 7u];
@@ -397,13 +397,13 @@ START_TEST(test_fp8_table_e4m3fn)
         {0x43700000u, 0x77, 0x77}, /* 240 = 1.875*2^7: field 14, m 7 */
         {0x43E00000u, 0x7E, 0x7E}, /* 448 = 1.75*2^8: max */
         {0xC3E00000u, 0xFE, 0xFE}, /* -448 */
-        {0x43E08000u, 0x7E, 0x7E}, /* 449 -> 448 (toolchain.md 6) */
+        {0x43E08000u, 0x7E, 0x7E}, /* 449 -> 448 (docs/semantics/quant.md Q10) */
         {0x43E80000u, 0x7E, 0x7E}, /* 464: tie 448 (m 6, even) vs 480 (m 7) -> 448 */
         {0xC3E80000u, 0xFE, 0xFE}, /* -464 */
         {0x43E80001u, 0x7F, 0x7E}, /* just above 464: rounds to 480, out of range */
         {0x43E88000u, 0x7F, 0x7E}, /* 465 */
         {0x43F00000u, 0x7F, 0x7E}, /* 480 */
-        {0x43FA0000u, 0x7F, 0x7E}, /* 500 -> NaN 0x7F (toolchain.md 6) */
+        {0x43FA0000u, 0x7F, 0x7E}, /* 500 -> NaN 0x7F (docs/semantics/quant.md Q10) */
         {0xC3FA0000u, 0xFF, 0xFE}, /* -500 -> NaN with sign / -448 */
         {0x7F7FFFFFu, 0x7F, 0x7E}, /* FLT_MAX */
         {0x7F800000u, 0x7F, 0x7E}, /* +Inf: no Inf in fn */
@@ -475,7 +475,7 @@ typedef struct {
 
 START_TEST(test_bf16_table)
 {
-    /* bf16 = fp32's top 16 bits, RNE on the low 16 (spec 1). */
+    /* bf16 = fp32's top 16 bits, RNE on the low 16 (docs/semantics/numerics.md A1). */
     static const b16_case t[] = {
         {0x3F800000u, 0x3F80}, /* 1.0 */
         {0x3F807FFFu, 0x3F80}, /* below half */
@@ -560,7 +560,7 @@ END_TEST
 
 START_TEST(test_e2m1_table)
 {
-    /* Spec quant 1.2 / 1.4 item 4: RNE, ties to the even code. */
+    /* docs/semantics/quant.md Q1.2, Q1.4 item 4: RNE, ties to the even code. */
     static const struct {
         uint32_t in;
         uint8_t bits, thr; /* bit method, threshold method */
@@ -588,7 +588,7 @@ START_TEST(test_e2m1_table)
         {0x7F800000u, 0x7, 0x7}, /* +Inf -> 6 */
         {0xFF800000u, 0xF, 0xF}, /* -Inf -> -6 */
         {0x80000001u, 0x8, 0x8}, /* tiny negative -> -0 */
-        {0x7FC00000u, 0x3, 0x0}, /* NaN: bit method payload result (spec 1.2) / 0 */
+        {0x7FC00000u, 0x3, 0x0}, /* NaN: bit method payload result (Q1.2) / 0 */
         {0xFFC00000u, 0xB, 0x0}, /* -NaN */
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
@@ -604,7 +604,7 @@ END_TEST
 
 START_TEST(test_e2m1_packing)
 {
-    /* Spec quant 1.2: byte = code(x[2j]) | code(x[2j+1]) << 4. */
+    /* docs/semantics/quant.md Q1.2: byte = code(x[2j]) | code(x[2j+1]) << 4. */
     ck_assert_uint_eq(dsv4_e2m1_pack(0x3, 0xB), 0xB3);
     ck_assert_uint_eq(dsv4_e2m1_pack(0xF, 0x0), 0x0F);
     ck_assert_uint_eq(dsv4_e2m1_pack(0x0, 0xF), 0xF0);
@@ -623,7 +623,7 @@ END_TEST
 
 START_TEST(test_e8m0_table)
 {
-    /* torch fp32 -> float8_e8m0fnu (toolchain.md 6; every row below was
+    /* torch fp32 -> float8_e8m0fnu (docs/semantics/quant.md Q10; every row below was
      * also checked against torch 2.11 on CPU and CUDA). */
     static const struct {
         uint32_t in;

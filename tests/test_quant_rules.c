@@ -71,6 +71,12 @@ START_TEST(scale_rules_match_reference)
     const float nan = NAN;
     ck_assert_uint_eq(dsv4q_fp4_scale_ceil_f32log2(nan), 0xFF);
     ck_assert_uint_eq(dsv4q_fp8_scale_ceil_f32log2(nan), 0xFF);
+    /* mode 0 on an all-NaN block: 254 by the bit arithmetic, as the reference */
+    uint8_t b;
+    float m;
+    ck_assert_int_eq(dsv4q_fp4_block(nan, DSV4Q_FP4_EVEN, &b, &m), 1);
+    ck_assert_uint_eq(b, 254);
+    ck_assert_uint_eq(b, dsv4_mx_fp4_scale_even(nan));
 }
 END_TEST
 

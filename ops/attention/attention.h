@@ -30,6 +30,16 @@ int dsv4_attn_req_shape(const dsv4_params *ps, dsv4_req_shape *rs, dsv4_status *
 typedef int (*dsv4_attn_args_fn)(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a,
                                  dsv4_status *st);
 
+/* The attention arguments the op (rocm_sparse_attn_prefill,
+ * rocm_sparse_attn_decode or sparse_mla_fwd) reads from its inputs, for
+ * kernel models and tests (tests/soundness.h); DSV4_EINPUT for another op. */
+int dsv4_attn_args_of_op(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a,
+                         dsv4_status *st);
+/* The op files' own args functions, behind dsv4_attn_args_of_op. */
+int dsv4_attn_args_prefill(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st);
+int dsv4_attn_args_decode(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st);
+int dsv4_attn_args_sparse_mla(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st);
+
 /* The one output of the three attention ops. */
 extern const dsv4_io_spec dsv4_attn_outputs[];
 
@@ -40,6 +50,10 @@ int dsv4_attn_op_reference(dsv4_attn_args_fn fn, const dsv4_opctx *c, const dsv4
                            dsv4_status *st);
 int dsv4_attn_op_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, dsv4_policy *pol,
                         dsv4_status *st);
+/* The bound of one output element against its ideal e (derived in
+ * attention_common.c): A = sum_i w_i |V_i,d|, A_top the highest-scoring
+ * key's share of it, nvalid and score_mag as in dsv4_attn_diag. */
+double dsv4_attn_elem_bound(double e, double A, double A_top, int64_t nvalid, double score_mag);
 int dsv4_attn_op_bound(dsv4_attn_args_fn fn, const dsv4_opctx *c, const dsv4_tensors *in, double *bound, int64_t n,
                        dsv4_status *st);
 void dsv4_attn_op_hint(dsv4_attn_args_fn fn, const dsv4_opctx *c, const dsv4_tensors *in,

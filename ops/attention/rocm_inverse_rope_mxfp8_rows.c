@@ -50,16 +50,17 @@ static const dsv4_variant rmx_variants[] = {
     {"default",
      "fp32 inverse GPT-J rotation of lanes 448..511 (NoPE lanes bit-unchanged), then the vLLM ROCm "
      "_mxfp8_scale_bits rule clamp(ceil(log2_f32(fl(max(amax, FLT_MIN)/448))) + 127, 0, 254) with the kernel's fp32 "
-     "division and fp32 log2 (the default for bit-exactness with the kernels, spec quant 2 'Edge cases', 10), "
-     "q = x * 2^(127-code), RNE e4m3fn (vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98)",
+     "division and fp32 log2 (the default for bit-exactness with the kernels, "
+     "docs/semantics/quant.md Q2 'Edge cases', Q10), q = x * 2^(127-code), RNE e4m3fn "
+     "(vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98)",
      &rule_ceil_f32log2},
     {"log2=exact",
-     "the exact rule ceil(log2(max(amax, FLT_MIN)/448)) (spec quant 2, 10): one binade higher where amax/448 is a "
-     "few ulps above 2^k",
+     "the exact rule ceil(log2(max(amax, FLT_MIN)/448)) (docs/semantics/quant.md Q2, Q10): one binade higher where "
+     "amax/448 is a few ulps above 2^k",
      &rule_ceil},
     {"scale_rule=floor",
-     "the older _mxfp8_e4m3_quantize_torch helper (vllm mxfp8_utils.py@00134422, spec 9.2 [S30]): "
-     "clamp(floor(log2 amax) + 127, 0, 254), x / 2^(code-127)",
+     "the older _mxfp8_e4m3_quantize_torch helper (vllm mxfp8_utils.py@00134422, "
+     "docs/semantics/attention.md A9.2 [S30]): clamp(floor(log2 amax) + 127, 0, 254), x / 2^(code-127)",
      &rule_floor},
     {NULL, NULL, NULL},
 };
@@ -342,7 +343,7 @@ const dsv4_op dsv4_op_rocm_inverse_rope_mxfp8_rows = {
     .name = "rocm_inverse_rope_mxfp8_rows",
     .summary = "inverse GPT-J RoPE of bf16 attention rows in fp32, then MXFP8 (wo_a's input, prefill rows)",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
-              "(spec sparse_attention.md 9.3, quant_and_indexer.md 2)",
+              "(docs/semantics/attention.md A9.3, docs/semantics/quant.md Q2)",
     .variants = rmx_variants,
     .params = rmx_params,
     .inputs = rmx_inputs,

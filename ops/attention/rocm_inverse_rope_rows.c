@@ -6,9 +6,9 @@
  * lane is bf16(fp32(a*c) +- fp32(b*s)) against the double a*c +- b*s of the
  * same fp32 c, s: the fp32 value is within delta = 3 * 2^-24 (|a c| + |b s|)
  * (two products and one sum, each rounded once; an FMA is closer still),
- * the bf16 store adds 0.5 ulp_bf16 of that value (dsv4_bf16_store_bound),
- * and the float32 golden 2^-24 |e|:
- * bound = 0.5 ulp_bf16(|e| + delta) + delta + 2^-24 |e|. */
+ * the bf16 store one ulp_bf16 of that value (either neighbour:
+ * dsv4_bf16_store_bound), and the float32 golden 2^-24 |e|:
+ * bound = 1 ulp_bf16(|e| + delta) + delta + 2^-24 |e|. */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <math.h>
@@ -136,7 +136,7 @@ static int rope_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *
 {
     (void)c, (void)in, (void)output, (void)st;
     dsv4_policy_float(pol, DSV4_BF16,
-                      "NoPE lanes and rows < rotated exact; RoPE lanes 0.5 ulp_bf16(|e|+delta) + delta + 2^-24|e|, "
+                      "NoPE lanes and rows < rotated exact; RoPE lanes 1 ulp_bf16(|e|+delta) + delta + 2^-24|e|, "
                       "delta = 3*2^-24(|a c| + |b s|) (fp32 products and sum)");
     return DSV4_OK;
 }
@@ -192,7 +192,7 @@ const dsv4_op dsv4_op_rocm_inverse_rope_rows = {
     .name = "rocm_inverse_rope_rows",
     .summary = "in-place inverse GPT-J RoPE of attention output rows past `rotated` (bf16 path)",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
-              "(spec sparse_attention.md 9.1)",
+              "(docs/semantics/attention.md A9.1)",
     .variants = rope_variants,
     .params = rope_params,
     .inputs = rope_inputs,

@@ -11,7 +11,8 @@ static const dsv4_variant decode_variants[] = {
      "(compressed) lists, valid iff 0 <= slot < pages*B "
      "(vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98)",
      &dsv4_paged_main_ocp},
-    {"fp8=fnuz", "gfx942: the SWA (main) cache is FNUZ (is_fnuz_main = platform), the compressed cache OCP (spec 2.3)",
+    {"fp8=fnuz", "gfx942: the SWA (main) cache is FNUZ (is_fnuz_main = platform), the compressed cache OCP "
+                 "(docs/semantics/kvcache.md A2.3)",
      &dsv4_paged_main_fnuz},
     {NULL, NULL, NULL},
 };
@@ -33,11 +34,16 @@ static const dsv4_io_spec decode_inputs[] = {
 
 DSV4_PAGED_ATTN_OP_CALLBACKS(decode, decode_names)
 
+int dsv4_attn_args_decode(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)
+{
+    return decode_args(c, in, a, st);
+}
+
 const dsv4_op dsv4_op_rocm_sparse_attn_decode = {
     .name = "rocm_sparse_attn_decode",
     .summary = "sparse MLA decode with sink over the paged fp8_ds_mla caches (ragged SWA + top-k lists), bf16 out",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
-              "(spec sparse_attention.md 8.1, 8.2, 8.4)",
+              "(docs/semantics/attention.md A8.1, A8.2, A8.4)",
     .variants = decode_variants,
     .params = dsv4_paged_params,
     .inputs = decode_inputs,

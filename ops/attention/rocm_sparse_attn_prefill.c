@@ -203,11 +203,16 @@ static int prefill_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_a
 
 DSV4_ATTN_OP_CALLBACKS(prefill, prefill_args)
 
+int dsv4_attn_args_prefill(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)
+{
+    return prefill_args(c, in, a, st);
+}
+
 const dsv4_op dsv4_op_rocm_sparse_attn_prefill = {
     .name = "rocm_sparse_attn_prefill",
     .summary = "sparse MLA prefill with sink over the gathered bf16 workspace (dense index rows)",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
-              "(spec sparse_attention.md 8.1-8.3)",
+              "(docs/semantics/attention.md A8.1-A8.3)",
     .variants = prefill_variants,
     .params = prefill_params,
     .inputs = prefill_inputs,

@@ -12,7 +12,8 @@ static const dsv4_variant aiter_variants[] = {
      "tokens as the extra one, sink in the denominator; same math as rocm_sparse_attn_decode "
      "(ROCm/aiter:aiter/ops/triton/attention/sparse_mla.py@013f408ebe8491e80ddab1fbab4c3dbcbc98bd74)",
      &dsv4_paged_main_ocp},
-    {"fp8=fnuz", "gfx942: fp8 read in the arch-native encoding (FNUZ) for the main cache (spec 8.5 [S24])",
+    {"fp8=fnuz", "gfx942: fp8 read in the arch-native encoding (FNUZ) for the main cache "
+                 "(docs/semantics/attention.md A8.5 [S24])",
      &dsv4_paged_main_fnuz},
     {NULL, NULL, NULL},
 };
@@ -34,11 +35,16 @@ static const dsv4_io_spec aiter_inputs[] = {
 
 DSV4_PAGED_ATTN_OP_CALLBACKS(aiter, aiter_names)
 
+int dsv4_attn_args_sparse_mla(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)
+{
+    return aiter_args(c, in, a, st);
+}
+
 const dsv4_op dsv4_op_sparse_mla_fwd = {
     .name = "sparse_mla_fwd",
     .summary = "aiter Triton sparse MLA with sink, main + extra paged caches (the seed's aiter decode/prefill)",
     .source = "ROCm/aiter:aiter/ops/triton/attention/sparse_mla.py@013f408ebe8491e80ddab1fbab4c3dbcbc98bd74 "
-              "(spec sparse_attention.md 8.5)",
+              "(docs/semantics/attention.md A8.5)",
     .variants = aiter_variants,
     .params = dsv4_paged_params,
     .inputs = aiter_inputs,

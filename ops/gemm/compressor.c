@@ -10,8 +10,10 @@
  * ulps, which flips a bf16 (hence fp8 code) rounding only when n lies
  * within those ulps of a rounding boundary ("FP8 codes may differ by 1 near
  * rounding ties", docs/semantics/README.md A14): compared exactly, with a
- * budget of 1/256 of the compressed bytes before the verdict turns from
- * warn to fail. */
+ * budget of 1/256 of the value and scale bytes of the rows the step writes
+ * before the verdict turns from warn to fail (comp_mask); every other byte
+ * -- rows the step does not write, and the pad byte of the rows it does --
+ * must be exact. */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include <string.h>
 
 #include "../../ref/compressor.h"
+#include "../../ref/kvcache.h"
 #include "../../ref/numerics.h"
 #include "gemm.h"
 
@@ -314,9 +317,37 @@ static int comp_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *
         dsv4_policy_exact(pol, "state rows [kv | score + ape] (one fp32 add)");
         return DSV4_OK;
     }
-    dsv4_policy_exact(pol, "584-byte compressed rows from the ideal n; budget 1/256 of the bytes (warn): fp32 "
-                           "exp/rsqrt flip codes only near bf16/fp8 rounding boundaries (spec 14)");
+    dsv4_policy_exact(pol, "584-byte compressed rows from the ideal n; budget 1/256 of the written rows' value and "
+                           "scale bytes (warn): fp32 exp/rsqrt flip codes only near bf16/fp8 rounding boundaries "
+                           "(docs/semantics/README.md A14); unwritten rows and pad bytes exact");
     pol->budget = 1.0 / 256;
+    return DSV4_OK;
+}
+
+/* kv_cache: the 576 value bytes and 7 scale bytes of each row the step
+ * writes are DSV4_MASK_BUDGET; the pad byte and every other row
+ * DSV4_MASK_EXACT.  state_cache has no budget: no mask needed there. */
+static int comp_mask(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, uint8_t *mask, int64_t n,
+                     dsv4_status *st)
+{
+    dsv4_compressor_args a;
+    int rc = comp_args_of(c, in, &a, st);
+    if (rc)
+        return rc;
+    memset(mask, DSV4_MASK_EXACT, (size_t)n);
+    if (strcmp(output, "kv_cache"))
+        return DSV4_OK;
+    const int64_t B = 256 / a.ratio, page_bytes = B * DSV4_KV_TOKEN_BYTES;
+    if (n != a.num_blocks * page_bytes)
+        return dsv4_fail(st, DSV4_EINPUT, "compressor mask: %" PRId64 " bytes for %" PRId64 " pages", n, a.num_blocks);
+    for (int64_t t = 0; t < a.T; t++) {
+        int64_t page, row;
+        if (!dsv4_compressor_emit_row(&a, t, &page, &row))
+            continue;
+        uint8_t *p = mask + page * page_bytes;
+        memset(p + dsv4_kv_value_offset(row), DSV4_MASK_BUDGET, DSV4_KV_DATA_BYTES);
+        memset(p + dsv4_kv_scale_offset(B, row), DSV4_MASK_BUDGET, DSV4_KV_NQBLOCKS); /* not the pad byte */
+    }
     return DSV4_OK;
 }
 
@@ -343,7 +374,8 @@ const dsv4_op dsv4_op_compressor = {
     .source = "vllm-project/vllm:vllm/models/deepseek_v4/compressor.py@01cc1d3e7640a8ada37f99ca60cc3ee66490cf38, "
               "vllm-project/vllm:vllm/models/deepseek_v4/common/ops/save_partial_states.py@0487d5c235baf6fdfb5ad1e0d97449ba548c68a0, "
               "vllm-project/vllm:vllm/v1/attention/backends/mla/compressor_utils.py@0ff8df7bef328b26f94c678c5e7bffb1d2cbc213 "
-              "(spec sparse_attention.md 11, 2.5, 5.4; seed _forward_csa2_full compressor_chain)",
+              "(docs/semantics/gemm.md A11, docs/semantics/kvcache.md A2.5, "
+              "docs/semantics/indices.md A5.4; seed _forward_csa2_full compressor_chain)",
     .variants = comp_variants,
     .params = comp_params,
     .inputs = comp_inputs,
@@ -353,5 +385,6 @@ const dsv4_op dsv4_op_compressor = {
     .alloc_outputs = comp_alloc,
     .reference = comp_reference,
     .policy = comp_policy,
+    .mask = comp_mask,
     .locate = comp_locate,
 };

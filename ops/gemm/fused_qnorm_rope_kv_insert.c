@@ -10,7 +10,8 @@
  * through the square root: <= 256u + 4u; x r: u; RoPE: 3u on |e c| + |o s|.
  * Relative to mag (|y| on NoPE lanes, |e c| + |o s| or |e s| + |o c| on
  * RoPE lanes) that is <= 264u; rho = 2^-15 = 512u keeps a factor 2 for the
- * rsqrt approximation.  bound = 0.5 ulp_bf16(|e| + rho mag) + rho mag.
+ * rsqrt approximation.  bound = 1 ulp_bf16(|e| + rho mag) + rho mag (the
+ * store: either bf16 neighbour, gemm.h).
  * swa_cache: bit-exact bytes (docs/semantics/gemm.md A3 KV branch 1-4,
  * docs/semantics/kvcache.md A2.2): RoPE lanes from unfused fp32 products
  * (an FMA-contracting kernel may differ by one bf16 ulp in a RoPE lane: an
@@ -34,10 +35,11 @@ static const dsv4_fp8_kind qi_fnuz = DSV4_FP8_E4M3FNUZ;
 
 static const dsv4_variant qi_variants[] = {
     {"default",
-     "gfx950 / NVIDIA: the C++ encoder writes OCP e4m3fn, FP8MAX 448 (spec 2.3 [S15]); eps as given; ROCm pads no "
-     "heads (vllm-project/vllm:vllm/models/deepseek_v4/attention.py@0484480bc73081c4a5133b3cb53018323fce632d)",
+     "gfx950 / NVIDIA: the C++ encoder writes OCP e4m3fn, FP8MAX 448 (docs/semantics/kvcache.md A2.3 [S15]); eps as "
+     "given; ROCm pads no heads "
+     "(vllm-project/vllm:vllm/models/deepseek_v4/attention.py@0484480bc73081c4a5133b3cb53018323fce632d)",
      &qi_ocp},
-    {"fp8=fnuz", "gfx942: clamp to +-448 then e4m3fnuz codes (saturating: spec 2.3 open question 3)", &qi_fnuz},
+    {"fp8=fnuz", "gfx942: clamp to +-448 then e4m3fnuz codes (saturating: docs/semantics/README.md A15.3)", &qi_fnuz},
     {NULL, NULL, NULL},
 };
 
@@ -223,11 +225,12 @@ static int qi_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *ou
 {
     (void)c, (void)in, (void)st;
     if (!strcmp(output, "swa_cache")) {
-        dsv4_policy_exact(pol, "584-byte fp8_ds_mla bytes (fp32 RoPE, bf16, UE8M0 per 64, e4m3 RNE; spec 2.2, 3)");
+        dsv4_policy_exact(pol, "584-byte fp8_ds_mla bytes (fp32 RoPE, bf16, UE8M0 per 64, e4m3 RNE; "
+                               "docs/semantics/kvcache.md A2.2, docs/semantics/gemm.md A3)");
         return DSV4_OK;
     }
     dsv4_policy_float(pol, DSV4_BF16,
-                      "per element: 0.5 ulp_bf16(|e|+d) + d, d = 2^-15 m, m = |y| (NoPE) or |e c|+|o s| (RoPE): "
+                      "per element: 1 ulp_bf16(|e|+d) + d, d = 2^-15 m, m = |y| (NoPE) or |e c|+|o s| (RoPE): "
                       "fp32 sum of 512 squares, rsqrt (approximate), products, rotation");
     return DSV4_OK;
 }
@@ -270,7 +273,7 @@ const dsv4_op dsv4_op_fused_qnorm_rope_kv_insert = {
     .summary = "q RMSNorm (no weight) + RoPE in place; kv RoPE, bf16 and 584-byte fp8 insert into the SWA cache",
     .source = "id 54692747001 fused_deepseek_v4_qnorm_rope_kv_rope_quant_insert [S15]; "
               "vllm-project/vllm:vllm/models/deepseek_v4/hw_agnostic/attention/kernels/triton_qnorm_rope_kv_fp8_insert.py"
-              "@54cedc2fa48304e72794af12ceca35fa98a387e3 (spec sparse_attention.md 3, 2.2)",
+              "@54cedc2fa48304e72794af12ceca35fa98a387e3 (docs/semantics/gemm.md A3, docs/semantics/kvcache.md A2.2)",
     .variants = qi_variants,
     .params = qi_params,
     .inputs = qi_inputs,

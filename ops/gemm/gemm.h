@@ -5,8 +5,11 @@
  *
  * Their bf16 float outputs share one tolerance shape: per element, e the
  * double ideal and delta a bound on |y_f32 - e| of the kernel's fp32 value,
- * the bf16 store adds at most 0.5 ulp_bf16(|e| + delta), so
- *   bound = 0.5 ulp_bf16(|e| + delta) + delta   (dsv4_bf16_store_bound),
+ * the bf16 store adds at most half an ulp of the fp32 value; the bound
+ * grants a whole one (either bf16 neighbour, dsv4_bf16_store_bound: half an
+ * ulp is reached by the golden's own rounding, so it would leave a correct
+ * kernel no margin), so
+ *   bound = 1 ulp_bf16(|e| + delta) + delta   (dsv4_bf16_store_bound),
  * with delta = gamma gauge + extra: gamma the op's relative term (gamma_n of
  * an fp32 accumulation, or a fixed rho), gauge the op's magnitude (G =
  * sum_k |a_k||b_k| for a product) and extra an absolute per-element term

@@ -11,7 +11,7 @@
  *    n = K + 3 K/128 roundings, |y_f32 - e| <= delta = gamma_n G,
  *    gamma_n = n u / (1 - n u) (Higham, Accuracy and Stability, 3.1;
  *    ordering-free);
- *  - the bf16 store: bound = 0.5 ulp_bf16(|e| + delta) + delta (gemm.h).
+ *  - the bf16 store: bound = 1 ulp_bf16(|e| + delta) + delta (gemm.h).
  * The golden's own error (the double rounding of K/128 scaled block sums)
  * is below 2^-50 G and neglected.  G is computed from the inputs in the
  * bound pass (dgemm on |A|, |B|: a bound, never a golden, so its summation
@@ -50,9 +50,10 @@ static const dsv4_variant gemm_variants[] = {
      &gemm_plain},
     {"bpreshuffle",
      "gemm_a8w8_blockscale_bpreshuffle: WQ = shuffle_weight(W, (16,16)), x_scale stored transposed "
-     "[K/128][M] (seed _bpre_attn_gemm / prepare_attn_preshuffle; spec 7 bpreshuffle)",
+     "[K/128][M] (seed _bpre_attn_gemm / prepare_attn_preshuffle; docs/semantics/gemm.md Q7 bpreshuffle)",
      &gemm_bpreshuffle},
-    {"fp8=fnuz", "gfx942: XQ and WQ e4m3fnuz codes (spec 7: e4m3fnuz on gfx942), plain layout", &gemm_fnuz},
+    {"fp8=fnuz", "gfx942: XQ and WQ e4m3fnuz codes (docs/semantics/gemm.md Q7: e4m3fnuz on gfx942), plain "
+                 "layout", &gemm_fnuz},
     {NULL, NULL, NULL},
 };
 
@@ -281,9 +282,9 @@ static int gemm_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *
 {
     (void)in, (void)output, (void)st;
     dsv4_policy_float(pol, DSV4_BF16,
-                      use_f32(c) ? "per element: 0.5 ulp_bf16(|e|+d) + d, d = 2 gamma_n G (ref_accum=f32: the "
+                      use_f32(c) ? "per element: 1 ulp_bf16(|e|+d) + d, d = 2 gamma_n G (ref_accum=f32: the "
                                    "reference is itself an fp32 model), G = sum_k |a xs||b ws|, n = K + 3K/128"
-                                 : "per element: 0.5 ulp_bf16(|e|+d) + d, d = gamma_n G, G = sum_k |a xs||b ws|, "
+                                 : "per element: 1 ulp_bf16(|e|+d) + d, d = gamma_n G, G = sum_k |a xs||b ws|, "
                                    "n = K + 3K/128 fp32 roundings, u = 2^-24");
     return DSV4_OK;
 }
@@ -370,7 +371,7 @@ const dsv4_op dsv4_op_gemm_a8w8_blockscale = {
     .summary = "block-scaled fp8 GEMM: per-1x128 activation and per-128x128 weight scales, fp32 accumulation, bf16 out",
     .source = "ROCm/aiter:aiter/ops/gemm_op_a8w8.py@e4048607, "
               "ROCm/aiter:aiter/ops/triton/_triton_kernels/gemm/basic/gemm_a8w8_blockscale.py@e4048607 "
-              "(spec quant_and_indexer.md 7; seed _bpre_attn_gemm, apply_pre_quantized_block_scaled_mm)",
+              "(docs/semantics/gemm.md Q7; seed _bpre_attn_gemm, apply_pre_quantized_block_scaled_mm)",
     .variants = gemm_variants,
     .params = gemm_params,
     .inputs = gemm_inputs,

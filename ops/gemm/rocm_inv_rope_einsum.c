@@ -7,7 +7,7 @@
  * inputs (G = sum_d |o_r||w|); with inverse_rope the kernel's o_r lanes are
  * bf16(fp32 rotation), each within err_d = 1 ulp_bf16 + 3 2^-24 (|a c| +
  * |b s| + |b c| + |a s|) of the exact rotation the ideal uses, adding
- * E = sum_{rope d} err_d |w|.  delta = gamma_Dg G + E; bound = 0.5
+ * E = sum_{rope d} err_d |w|.  delta = gamma_Dg G + E; bound = 1
  * ulp_bf16(|e| + delta) + delta (gemm.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -29,7 +29,7 @@ static const dsv4_variant einsum_variants[] = {
 };
 
 static const dsv4_param_spec einsum_params[] = {
-    {"n_local_groups", DSV4_P_INT, "2", "G: o_groups / TP (spec 10.1)", 0},
+    {"n_local_groups", DSV4_P_INT, "2", "G: o_groups / TP (docs/semantics/gemm.md A10.1)", 0},
     {"o_lora_rank", DSV4_P_INT, "64", "R: rows of each group's wo_a block (1024 in V4/V4.1)", 0},
     {"inverse_rope", DSV4_P_INT, "0", "1: apply the inverse RoPE first (the seed's _o_proj passes False)", 0},
     {"rope_head_dim", DSV4_P_INT, "64", "RoPE lanes at the end of each 512-lane head", 0},
@@ -161,7 +161,7 @@ static int einsum_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char
 {
     (void)c, (void)in, (void)output, (void)st;
     dsv4_policy_float(pol, DSV4_BF16,
-                      "per element: 0.5 ulp_bf16(|e|+d) + d, d = gamma_Dg sum_d |o_r||w| + sum_{rope d} (1 ulp_bf16 + "
+                      "per element: 1 ulp_bf16(|e|+d) + d, d = gamma_Dg sum_d |o_r||w| + sum_{rope d} (1 ulp_bf16 + "
                       "3*2^-24 (|ac|+|bs|+|bc|+|as|)) |w| (bf16 fp32-rotated o_r), u = 2^-24");
     return DSV4_OK;
 }
@@ -177,7 +177,7 @@ const dsv4_op dsv4_op_rocm_inv_rope_einsum = {
     .name = "rocm_inv_rope_einsum",
     .summary = "wo_a on the bf16 path: optional inverse RoPE, then out[t,g,r] = sum_d o[t,g,d] W[g,r,d] (fp32 acc, bf16)",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
-              "(spec sparse_attention.md 10.1-10.2; seed _o_proj)",
+              "(docs/semantics/gemm.md A10.1-A10.2; seed _o_proj)",
     .variants = einsum_variants,
     .params = einsum_params,
     .inputs = einsum_inputs,

@@ -6,7 +6,7 @@
  * (for the scale range the generators and the epilogue produce), so the
  * fp32 dot over K lanes (tl.dot_scaled) is within gamma_n G of the ideal,
  * n = K + 2 K/32 (block scale products counted generously), G = sum_k |deq
- * a||deq w|; the bf16 store adds 0.5 ulp_bf16(|e| + delta) (gemm.h). */
+ * a||deq w|; the bf16 store adds 1 ulp_bf16(|e| + delta) (gemm.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <math.h>
@@ -21,7 +21,8 @@
 static const dsv4_variant bmm_variants[] = {
     {"default",
      "a [T, G*K] e4m3fn with e8m0 scales per 1x32 (the MXFP8 epilogue), wo_a [G*R, K] e4m3fn with e8m0 scales "
-     "[G*R, K/32] (the test's 1x32 weight granularity, spec 10.3 / quant 9 q.7); fp32 accumulation, bf16 "
+     "[G*R, K/32] (the test's 1x32 weight granularity, docs/semantics/gemm.md A10.3, "
+     "docs/semantics/README.md Q9.7); fp32 accumulation, bf16 "
      "(vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98)",
      NULL},
     {NULL, NULL, NULL},
@@ -158,7 +159,7 @@ static int bmm_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *o
 {
     (void)c, (void)in, (void)output, (void)st;
     dsv4_policy_float(pol, DSV4_BF16,
-                      "per element: 0.5 ulp_bf16(|e|+d) + d, d = gamma_n sum_k |deq a||deq w|, n = K + 2K/32, "
+                      "per element: 1 ulp_bf16(|e|+d) + d, d = gamma_n sum_k |deq a||deq w|, n = K + 2K/32, "
                       "u = 2^-24 (fp32 tl.dot_scaled accumulation)");
     return DSV4_OK;
 }
@@ -174,7 +175,7 @@ const dsv4_op dsv4_op_rocm_mxfp8_wo_a_bmm = {
     .name = "rocm_mxfp8_wo_a_bmm",
     .summary = "wo_a on the MXFP8 path: grouped MXFP8 x MXFP8 GEMM, fp32 accumulation, bf16 [T, G*R]",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
-              "(spec sparse_attention.md 10.3; seed _o_proj)",
+              "(docs/semantics/gemm.md A10.3; seed _o_proj)",
     .variants = bmm_variants,
     .params = bmm_params,
     .inputs = bmm_inputs,

@@ -19,7 +19,7 @@ static const shuffle_rule shuffle_inverse = {1};
 static const dsv4_variant shuffle_variants[] = {
     {"default",
      "shuffle_weight(x, layout=(16,16)) of fp8 [N, K]: IN = IK = 16, BK = 32, Kp = 16 "
-     "(ROCm/aiter:aiter/ops/shuffle.py@e4048607, spec 7)",
+     "(ROCm/aiter:aiter/ops/shuffle.py@e4048607, docs/semantics/gemm.md Q7)",
      &shuffle_forward},
     {"inverse", "the inverse permutation (reports: the unshuffled weight from bpreshuffled bytes)", &shuffle_inverse},
     {NULL, NULL, NULL},
@@ -126,7 +126,7 @@ static void shuffle_locate(const dsv4_opctx *c, const dsv4_tensors *in, const ch
 const dsv4_op dsv4_op_shuffle_weight = {
     .name = "shuffle_weight",
     .summary = "aiter shuffle_weight(layout=(16,16)) of an fp8 [N, K] weight (and its inverse)",
-    .source = "ROCm/aiter:aiter/ops/shuffle.py@e4048607 (spec quant_and_indexer.md 7; seed prepare_attn_preshuffle)",
+    .source = "ROCm/aiter:aiter/ops/shuffle.py@e4048607 (docs/semantics/gemm.md Q7; seed prepare_attn_preshuffle)",
     .variants = shuffle_variants,
     .params = shuffle_params,
     .inputs = shuffle_inputs,

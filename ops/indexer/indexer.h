@@ -10,8 +10,8 @@
 #include "../../ref/indexer.h"
 #include "../ops.h"
 
-#define DSV4_INDEXER_SEED0 "vllm:vllm/models/deepseek_v41/amd/rocm.py (seed 000)"
-#define DSV4_INDEXER_SEED2 "vllm:vllm/model_executor/layers/rocm_paged_mxfp4_indexer.py (seed 002)"
+#define DSV4_INDEXER_SEED0 "vllm-project/vllm:vllm/models/deepseek_v41/amd/rocm.py [SEED1]"
+#define DSV4_INDEXER_SEED2 "vllm-project/vllm:vllm/model_executor/layers/rocm_paged_mxfp4_indexer.py [SEED2]"
 
 /* rocm_mxfp4_indexer_k_store and rocm_mxfp4_indexer_q_quant: variant B (the
  * seeds') and A; each rule points at a dsv4_idx_quant. */
@@ -29,7 +29,8 @@ void dsv4_indexer_gen_cos_sin(dsv4_rng *rng, float *cs, int64_t P, int R);
     {"max_model_len", DSV4_P_INT, "0", "logits width in compressed positions (0: the longest context)", 0},      \
     {"seq_lens", DSV4_P_INTLIST, NULL, "generator: tokens of each request (uncompressed)", 1},                   \
     {"query_lens", DSV4_P_INTLIST, NULL, "generator: query rows of each request (1 = decode)", 1},               \
-    {"compress_ratio", DSV4_P_INT, "4", "generator: row end (pos+1)//c, context seq//c (spec 5.2)", 1},          \
+    {"compress_ratio", DSV4_P_INT, "4",                                                                          \
+     "generator: row end (pos+1)//c, context seq//c (docs/semantics/indexer.md Q5.2)", 1},                       \
     {"spare_pages", DSV4_P_INT, "2", "generator: NaN-poisoned pages nobody maps", 1},                            \
     {"wild", DSV4_P_INT, "0", "generator: 1 far-apart block scales (the exact fallback), 2 also NaN scales", 1}, \
     {"ties", DSV4_P_INT, "0", "generator: exact (even requests) and near (odd) ties at the k-th key", 1}

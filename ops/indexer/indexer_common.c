@@ -15,12 +15,12 @@
 const dsv4_variant dsv4_indexer_quant_variants[] = {
     {"default",
      "aiter fusions/k_norm_rope_mxfp4_cache + rope/q_rope_mxfp4_quant as the seed calls them (" DSV4_INDEXER_SEED0
-     "; spec 4 variant B): _mxfp4_quant_op SCALING_MODE 1 bit rule, v_cvt RNE e2m1 (-0 -> 0x8), "
+     "; docs/semantics/indexer.md Q4 variant B): _mxfp4_quant_op SCALING_MODE 1 bit rule, v_cvt RNE e2m1 (-0 -> 0x8), "
      "Q weights fl(w * fl32(softmax_scale * head_scale))",
      &(const dsv4_idx_quant){DSV4_IDX_QUANT_B}},
     {"quant=cache_a",
-     "aiter attention/pa_mqa_logits_mxfp4_cache.py (spec 4 variant A, 4.3): ceil(log2_f32) scale, threshold "
-     "e2m1 (-0 -> 0x0), Q weights fl(fl(w * fl32(softmax_scale)) * fl32(head_scale))",
+     "aiter attention/pa_mqa_logits_mxfp4_cache.py (docs/semantics/indexer.md Q4 variant A, Q4.3): ceil(log2_f32) "
+     "scale, threshold e2m1 (-0 -> 0x0), Q weights fl(fl(w * fl32(softmax_scale)) * fl32(head_scale))",
      &(const dsv4_idx_quant){DSV4_IDX_QUANT_A}},
     {NULL, NULL, NULL},
 };
@@ -61,7 +61,8 @@ int dsv4_indexer_lg_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_index
         return dsv4_fail(st, DSV4_EINPUT, "q [rows, heads, 64], q_scale and weights [rows, heads], row_ends [rows], "
                          "query_start_loc [B + 1], block_table [B, *], kv_cache [pages, %" PRId64 ", 68] expected", P);
     if (P <= 0 || (P & (P - 1)))
-        return dsv4_fail(st, DSV4_EINPUT, "page_entries %" PRId64 ": the kernel needs a power of two (spec 6.1)", P);
+        return dsv4_fail(st, DSV4_EINPUT, "page_entries %" PRId64 ": the kernel needs a power of two "
+                                                                  "(docs/semantics/indexer.md Q6.1)", P);
     if ((rc = dsv4_idx_layout_make((int)H, DSV4_IDX_HEAD_DIM, P, (int)dsv4_params_int(ps, "shuffle"), &g->L, st)))
         return rc;
     g->a = (dsv4_idx_logits_args){g->q->data, g->qs->data, g->w->data, rows, (int)H, DSV4_IDX_HEAD_DIM,

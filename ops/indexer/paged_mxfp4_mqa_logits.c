@@ -8,11 +8,12 @@
 
 /* A variant's rule is the logits mode (dsv4_idx_mode). */
 static const dsv4_variant lg_variants[] = {
-    {"default", "the ideal: exact per-head dots of the dequantized MXFP4 values, relu * w summed in double (spec 6.2)",
+    {"default", "the ideal: exact per-head dots of the dequantized MXFP4 values, relu * w summed in double "
+                "(docs/semantics/indexer.md Q6.2)",
      &(const dsv4_idx_mode){DSV4_IDX_IDEAL}},
     {"mode=faithful",
      "the kernel's fp32 model: two K=64 MFMAs each rounded once, the fixed head fold with FMA, fl(A0 + A1) "
-     "(spec 6.2 steps 1-3; 32 or 64 heads)",
+     "(docs/semantics/indexer.md Q6.2 steps 1-3; 32 or 64 heads)",
      &(const dsv4_idx_mode){DSV4_IDX_FAITHFUL}},
     {NULL, NULL, NULL},
 };
@@ -105,7 +106,8 @@ double dsv4_indexer_logits_flops(const dsv4_params *ps, const dsv4_tensors *in)
 const dsv4_op dsv4_op_paged_mxfp4_mqa_logits = {
     .name = "paged_mxfp4_mqa_logits",
     .summary = "logits[r, j] = sum_h relu(q_h . k_j) w_h over the paged MXFP4 cache, below each row's end",
-    .source = "aiter _gluon_kernels/gfx950/attention/pa_mqa_logits_mxfp4.py (ids 69149300224, 69254406641; spec 6.1-6.2)",
+    .source = "aiter _gluon_kernels/gfx950/attention/pa_mqa_logits_mxfp4.py (ids 69149300224, 69254406641; "
+              "docs/semantics/indexer.md Q6.1-Q6.2)",
     .variants = lg_variants,
     .params = lg_params,
     .inputs = lg_inputs,

@@ -12,11 +12,12 @@
 #include "indexer.h"
 
 static const dsv4_param_spec ks_params[] = {
-    {"num_heads", DSV4_P_INT, "64", "index heads: picks the layout's n_per_tile (spec 5.1)", 0},
+    {"num_heads", DSV4_P_INT, "64", "index heads: picks the layout's n_per_tile (docs/semantics/indexer.md Q5.1)", 0},
     {"head_dim", DSV4_P_INT, "128", "D (index head 128 = 64 NoPE + 64 RoPE)", 0},
     {"page_entries", DSV4_P_INT, "32", "cache entries per page (block_size / compress_ratio)", 0},
     {"shuffle", DSV4_P_INT, "1", "1: the preshuffle rocm_paged_mxfp4_cache_layout gives; 0: natural order", 0},
-    {"compress_ratio", DSV4_P_INT, "4", "only tokens with (pos + 1) % c == 0 write (spec 4.1 step 1)", 0},
+    {"compress_ratio", DSV4_P_INT, "4", "only tokens with (pos + 1) % c == 0 write "
+                                        "(docs/semantics/indexer.md Q4.1 step 1)", 0},
     {"rms_norm_eps", DSV4_P_FLOAT, "1e-6", "k_norm epsilon (vLLM passes 1e-6)", 0},
     {"query_lens", DSV4_P_INTLIST, NULL, "generator: tokens of each request", 1},
     {"prefix_lens", DSV4_P_INTLIST, "[]", "generator: positions before each request's tokens", 1},
@@ -198,15 +199,49 @@ static int ks_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensor
 
 /* The cache bytes are exact for the reference; a kernel's RMSNorm order,
  * v_rsq and RoPE contraction may move a bf16 ulp and so flip a code or a
- * scale: the aiter test accepts >= 99.5% equal bytes
+ * scale: the aiter test accepts >= 99.5% equal value and scale bytes
  * (docs/semantics/indexer.md Q4.3), which is this budget (WARN, not FAIL,
- * within it). */
+ * within it) -- over the bytes the op writes only (ks_mask).  Untouched
+ * entries keep their bytes exactly ("untouched slots keep their previous
+ * bytes", Q4.3): a kernel that writes there corrupts another request's
+ * cache. */
 static int ks_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, dsv4_policy *pol,
                      dsv4_status *st)
 {
     (void)c, (void)in, (void)output, (void)st;
-    dsv4_policy_exact(pol, "cache bytes; <= 0.5% may differ as a warning (aiter k-store test, spec 4.3)");
+    dsv4_policy_exact(pol, "cache bytes; <= 0.5% of the written value and scale bytes may differ as a warning "
+                           "(aiter k-store test, docs/semantics/indexer.md Q4.3); untouched entries exact");
     pol->budget = 0.005;
+    return DSV4_OK;
+}
+
+/* The entries the op writes (a non-negative slot at the last position of
+ * its group, docs/semantics/indexer.md Q4.1 step 1) are DSV4_MASK_BUDGET,
+ * every other byte DSV4_MASK_EXACT. */
+static int ks_mask(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, uint8_t *mask, int64_t n,
+                   dsv4_status *st)
+{
+    (void)output;
+    ks_in g;
+    int rc = ks_args(c, in, &g, st);
+    if (rc)
+        return rc;
+    const dsv4_idx_layout *L = &g.L;
+    const int64_t pb = dsv4_idx_page_bytes(L), nslots = g.a.num_pages * L->page_entries;
+    if (n != g.a.num_pages * pb)
+        return dsv4_fail(st, DSV4_EINPUT, "k_store mask: %" PRId64 " bytes for %" PRId64 " pages", n, g.a.num_pages);
+    memset(mask, DSV4_MASK_EXACT, (size_t)n);
+    for (int64_t t = 0; t < g.a.T; t++) {
+        const int64_t slot = g.a.slots[t];
+        if (slot < 0 || slot >= nslots || (g.a.positions[t] + 1) % g.a.compress_ratio != 0)
+            continue;
+        uint8_t *page = mask + slot / L->page_entries * pb;
+        const int64_t p = slot % L->page_entries;
+        for (int b = 0; b < L->head_dim / 2; b++)
+            page[dsv4_idx_value_offset(L, p, b)] = DSV4_MASK_BUDGET;
+        for (int k = 0; k < L->head_dim / DSV4_MX_BLOCK; k++)
+            page[dsv4_idx_scale_offset(L, p, k)] = DSV4_MASK_BUDGET;
+    }
     return DSV4_OK;
 }
 
@@ -235,7 +270,8 @@ static void ks_locate(const dsv4_opctx *c, const dsv4_tensors *in, const char *o
 const dsv4_op dsv4_op_rocm_mxfp4_indexer_k_store = {
     .name = "rocm_mxfp4_indexer_k_store",
     .summary = "RMSNorm + RoPE (group start) + MXFP4 of index keys into the paged, preshuffled MXFP4 cache",
-    .source = DSV4_INDEXER_SEED0 "; aiter fusions/k_norm_rope_mxfp4_cache.py@689b79d5 (spec 4.1, 5.1)",
+    .source = DSV4_INDEXER_SEED0 "; aiter fusions/k_norm_rope_mxfp4_cache.py@689b79d5 "
+                                 "(docs/semantics/indexer.md Q4.1, Q5.1)",
     .variants = dsv4_indexer_quant_variants,
     .params = ks_params,
     .inputs = ks_inputs,
@@ -245,5 +281,6 @@ const dsv4_op dsv4_op_rocm_mxfp4_indexer_k_store = {
     .alloc_outputs = ks_alloc,
     .reference = ks_reference,
     .policy = ks_policy,
+    .mask = ks_mask,
     .locate = ks_locate,
 };

@@ -143,9 +143,10 @@ static int qq_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *ou
 {
     (void)c, (void)in, (void)st;
     if (strcmp(output, "weights_out") == 0)
-        dsv4_policy_exact(pol, "fp32 products with fp32-rounded constants (spec 4.2; aiter: weights exact)");
+        dsv4_policy_exact(pol, "fp32 products with fp32-rounded constants (docs/semantics/indexer.md Q4.2; aiter: "
+                               "weights exact)");
     else
-        dsv4_policy_exact(pol, "MXFP4 codes and e8m0 scales of the bf16 RoPE output (spec 4.2)");
+        dsv4_policy_exact(pol, "MXFP4 codes and e8m0 scales of the bf16 RoPE output (docs/semantics/indexer.md Q4.2)");
     return DSV4_OK;
 }
 
@@ -168,7 +169,7 @@ static void qq_locate(const dsv4_opctx *c, const dsv4_tensors *in, const char *o
 const dsv4_op dsv4_op_rocm_mxfp4_indexer_q_quant = {
     .name = "rocm_mxfp4_indexer_q_quant",
     .summary = "RoPE (token position) + MXFP4 of the index queries; scales as one int32 per head; fp32 weights",
-    .source = DSV4_INDEXER_SEED0 "; aiter rope/q_rope_mxfp4_quant.py@5677775a (spec 4.2)",
+    .source = DSV4_INDEXER_SEED0 "; aiter rope/q_rope_mxfp4_quant.py@5677775a (docs/semantics/indexer.md Q4.2)",
     .variants = dsv4_indexer_quant_variants,
     .params = qq_params,
     .inputs = qq_inputs,

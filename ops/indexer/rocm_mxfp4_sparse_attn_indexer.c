@@ -15,7 +15,7 @@ static const dsv4_variant sa_variants[] = {
     {"default",
      "RocmSparseAttnIndexer.forward_hip (" DSV4_INDEXER_SEED2 "): dense logits, top-k over [0, row end) into "
      "topk_indices_buffer (-1 padding); with candidate_block_size > 0 the pool: block scores (per-C max, newest "
-     "block +inf), candidate_blocks = top-k blocks (spec 6.2 step 4, 6.4)",
+     "block +inf), candidate_blocks = top-k blocks (docs/semantics/indexer.md Q6.2 step 4, Q6.4)",
      &(const dsv4_idx_mode){DSV4_IDX_IDEAL}},
     {NULL, NULL, NULL},
 };
@@ -52,7 +52,8 @@ static int sa_check_pool(const dsv4_params *ps, int64_t *C, int64_t *nb, dsv4_st
         return dsv4_fail(st, DSV4_EINPUT, "topk must be >= 1");
     if (*C < 0 || (*C > 0 && (*nb < 1 || (*nb & (*nb - 1)) || dsv4_params_int(ps, "page_entries") % *C)))
         return dsv4_fail(st, DSV4_EINPUT, "candidate_block_size %" PRId64 " must divide page_entries and "
-                         "candidate_topk_blocks %" PRId64 " be a power of two (spec 5.2)", *C, *nb);
+                         "candidate_topk_blocks %" PRId64 " be a power of two "
+                                                          "(docs/semantics/indexer.md Q5.2)", *C, *nb);
     return DSV4_OK;
 }
 
@@ -177,7 +178,8 @@ static int sa_bound(const dsv4_opctx *c, const dsv4_tensors *in, const char *out
 const dsv4_op dsv4_op_rocm_mxfp4_sparse_attn_indexer = {
     .name = "rocm_mxfp4_sparse_attn_indexer",
     .summary = "the source indexer layer: paged MXFP4 logits, top-k positions, and the candidate pool it publishes",
-    .source = DSV4_INDEXER_SEED2 " RocmSparseAttnIndexer; vLLM candidate_blocks.py id 68922604649 (spec 6.2-6.4)",
+    .source = DSV4_INDEXER_SEED2 " RocmSparseAttnIndexer; vLLM candidate_blocks.py id 68922604649 "
+                                 "(docs/semantics/indexer.md Q6.2-Q6.4)",
     .variants = sa_variants,
     .params = sa_params,
     .inputs = sa_inputs,

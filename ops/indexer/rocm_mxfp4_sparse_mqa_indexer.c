@@ -12,7 +12,8 @@
 static const dsv4_variant mq_variants[] = {
     {"default",
      "RocmSparseMQAIndexer.forward (" DSV4_INDEXER_SEED2 "): score only the candidate pool (ids 0 <= id < ceil(end/C), "
-     "columns id*C + i below the row end), top-k over them, compact slots remapped to positions (spec 6.3)",
+     "columns id*C + i below the row end), top-k over them, compact slots remapped to positions "
+     "(docs/semantics/indexer.md Q6.3)",
      &(const dsv4_idx_mode){DSV4_IDX_IDEAL}},
     {NULL, NULL, NULL},
 };
@@ -216,7 +217,8 @@ static int mq_bound(const dsv4_opctx *c, const dsv4_tensors *in, const char *out
 const dsv4_op dsv4_op_rocm_mxfp4_sparse_mqa_indexer = {
     .name = "rocm_mxfp4_sparse_mqa_indexer",
     .summary = "a candidate-consuming indexer layer: logits of the candidate pool only, top-k positions",
-    .source = DSV4_INDEXER_SEED2 " RocmSparseMQAIndexer; spec 6.3 (build_candidate_gather, _remap_compact_topk)",
+    .source = DSV4_INDEXER_SEED2 " RocmSparseMQAIndexer; docs/semantics/indexer.md Q6.3 (build_candidate_gather, "
+                                 "_remap_compact_topk)",
     .variants = mq_variants,
     .params = mq_params,
     .inputs = mq_inputs,

@@ -13,9 +13,9 @@ static const dsv4_pftopk_variant pftopk_drop = DSV4_PFTOPK_DROP;
 static const dsv4_variant pftopk_variants[] = {
     {"default",
      "inferred: first cap = min((pos+1)//c, Wk) columns; entries outside [0, N) (or slots outside "
-     "[0, num_rows)) kept as -1 (spec 5.9, test id 69177189503; source not found)",
+     "[0, num_rows)) kept as -1 (docs/semantics/indices.md A5.9, test id 69177189503; source not found)",
      &pftopk_keep},
-    {"invalid=drop", "inferred: those entries dropped and the row compacted (spec 5.9 open question 5)",
+    {"invalid=drop", "inferred: those entries dropped and the row compacted (docs/semantics/README.md A15.5)",
      &pftopk_drop},
     {NULL, NULL, NULL},
 };
@@ -201,8 +201,8 @@ static int pftopk_mask(const dsv4_opctx *c, const dsv4_tensors *in, const char *
 const dsv4_op dsv4_op_build_prefill_topk_ragged_indices = {
     .name = "build_prefill_topk_ragged_indices",
     .summary = "aiter paged prefill: causal-capped local top-k rows -> global slots as CSR (inferred)",
-    .source = "vllm-project/vllm:vllm/models/deepseek_v41/amd/rocm.py (seed 000, _prefill_topk_ragged); "
-              "semantics inferred from test id 69177189503 (spec sparse_attention.md 5.9)",
+    .source = "vllm-project/vllm:vllm/models/deepseek_v41/amd/rocm.py ([SEED1] _prefill_topk_ragged); "
+              "semantics inferred from test id 69177189503 (docs/semantics/indices.md A5.9)",
     .variants = pftopk_variants,
     .params = pftopk_params,
     .inputs = pftopk_inputs,

@@ -222,7 +222,7 @@ const dsv4_op dsv4_op_combine_topk_swa_indices = {
     .name = "combine_topk_swa_indices",
     .summary = "prefill rows [top-k compressed | sliding window] into the gathered workspace",
     .source = "vllm-project/vllm:vllm/models/deepseek_v4_1/amd/rocm.py@3578acb1b1c69fee6920e5cce5d424deb9376c7a "
-              "(spec sparse_attention.md 6)",
+              "(docs/semantics/indices.md A6)",
     .variants = combine_variants,
     .params = combine_params,
     .inputs = combine_inputs,

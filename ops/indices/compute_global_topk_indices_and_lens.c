@@ -81,7 +81,7 @@ const dsv4_op dsv4_op_compute_global_topk_indices_and_lens = {
     .name = "compute_global_topk_indices_and_lens",
     .summary = "local top-k compressed indices -> global cache slots through the block table, and lens",
     .source = "vllm-project/vllm:vllm/models/deepseek_v4/common/ops/cache_utils.py@03dc564956172b5b2835be7a84ddde5de1d5dba6 "
-              "(spec sparse_attention.md 5.6)",
+              "(docs/semantics/indices.md A5.6)",
     .variants = gtopk_variants,
     .params = dsv4_indices_gtopk_params,
     .inputs = dsv4_indices_gtopk_inputs,

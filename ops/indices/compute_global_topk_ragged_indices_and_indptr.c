@@ -80,7 +80,7 @@ const dsv4_op dsv4_op_compute_global_topk_ragged_indices_and_indptr = {
     .name = "compute_global_topk_ragged_indices_and_indptr",
     .summary = "ROCm C4A decode: global top-k slots as CSR (lens, indptr, flat)",
     .source = "vllm-project/vllm:vllm/models/deepseek_v4/amd/rocm.py@0c2f37a7a45e95cc9c4dba4a974f78357cf8ecc1 "
-              "(spec sparse_attention.md 5.7)",
+              "(docs/semantics/indices.md A5.7)",
     .variants = gtopk_ragged_variants,
     .params = dsv4_indices_gtopk_params,
     .inputs = dsv4_indices_gtopk_inputs,

@@ -19,9 +19,9 @@ static const gcopy_rule gcopy_on_gfx950 = {1};
 static const dsv4_variant gcopy_variants[] = {
     {"default",
      "indices view = buffer[:max(num_rows * max_entries_per_row, 1)] "
-     "(vllm-project/vllm:vllm/models/deepseek_v41/amd/rocm.py, seed 000_2c64f3fb85d9f20a)",
+     "(vllm-project/vllm:vllm/models/deepseek_v41/amd/rocm.py [SEED1])",
      &gcopy_generic},
-    {"arch=gfx950", "_ON_GFX950: the view is trimmed to max(source_entries, 1), same base pointer (seed 000)",
+    {"arch=gfx950", "_ON_GFX950: the view is trimmed to max(source_entries, 1), same base pointer ([SEED1])",
      &gcopy_on_gfx950},
     {NULL, NULL, NULL},
 };
@@ -165,8 +165,8 @@ static int gcopy_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_ten
 const dsv4_op dsv4_op_copy_ragged_to_graph_buffers = {
     .name = "copy_ragged_to_graph_buffers",
     .summary = "copy step CSR metadata into persistent CUDA-graph buffers (stable base, indptr bounds reads)",
-    .source = "vllm-project/vllm:vllm/models/deepseek_v41/amd/rocm.py (seed 000_2c64f3fb85d9f20a, "
-              "_copy_ragged_to_graph_buffers; spec sparse_attention.md 5.8)",
+    .source = "vllm-project/vllm:vllm/models/deepseek_v41/amd/rocm.py ([SEED1] "
+              "_copy_ragged_to_graph_buffers; docs/semantics/indices.md A5.8)",
     .variants = gcopy_variants,
     .params = gcopy_params,
     .inputs = gcopy_inputs,

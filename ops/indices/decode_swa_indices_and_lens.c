@@ -184,7 +184,7 @@ const dsv4_op dsv4_op_decode_swa_indices_and_lens = {
     .name = "decode_swa_indices_and_lens",
     .summary = "decode SWA window slots [T_dec, 1, W] and lens, plus their ragged (CSR) form",
     .source = "vllm-project/vllm:vllm/v1/attention/backends/mla/sparse_swa.py@03dc564956172b5b2835be7a84ddde5de1d5dba6 "
-              "(spec sparse_attention.md 5.2, 5.8)",
+              "(docs/semantics/indices.md A5.2, A5.8)",
     .variants = swa_variants,
     .params = swa_params,
     .inputs = swa_inputs,

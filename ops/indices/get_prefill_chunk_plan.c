@@ -139,7 +139,7 @@ const dsv4_op dsv4_op_get_prefill_chunk_plan = {
     .name = "get_prefill_chunk_plan",
     .summary = "greedy prefill chunking under the gather-workspace area budget",
     .source = "vllm-project/vllm:vllm/v1/attention/backends/mla/sparse_swa.py@03dc564956172b5b2835be7a84ddde5de1d5dba6 "
-              "(spec sparse_attention.md 7)",
+              "(docs/semantics/indices.md A7)",
     .variants = plan_variants,
     .params = plan_params,
     .inputs = plan_inputs,

@@ -27,10 +27,11 @@ static const dsv4_variant gather_variants[] = {
      &triton},
     {"invalid_block=skip",
      "MUSA torch_musa kernel: rows whose page is < 0 or >= num_blocks are left untouched "
-     "(spec 4 [S7], file id 68852992528)",
+     "(docs/semantics/kvcache.md A4 [S7], file id 68852992528)",
      &musa_skip},
     {"invalid_block=zero",
-     "third-party Triton port: rows whose page is invalid are written as zeros (spec 4 [S8], file id 54508770908)",
+     "third-party Triton port: rows whose page is invalid are written as zeros "
+     "(docs/semantics/kvcache.md A4 [S8], file id 54508770908)",
      &port_zero},
     {"format=v41_fp8",
      "V4.1 FlashMLA fp8 cache (528 B/token, k_cache.shape[-1] != 584 dispatch [S3]): e4m3fn x 2^(b-127) "
@@ -46,7 +47,7 @@ static const dsv4_variant gather_variants[] = {
 static const dsv4_param_spec gather_params[] = {
     {"block_size", DSV4_P_INT, "64", "tokens per cache page B (64 SWA / C4, 2 for C128)", 0},
     {"offset", DSV4_P_INT, "0", "first out row written (chunk_N for the SWA gather)", 0},
-    {"use_fnuz", DSV4_P_INT, "0", "1: decode e4m3fnuz (gfx942 SWA cache, spec 2.3)", 0},
+    {"use_fnuz", DSV4_P_INT, "0", "1: decode e4m3fnuz (gfx942 SWA cache, docs/semantics/kvcache.md A2.3)", 0},
     {"has_gather_lens", DSV4_P_INT, "1", "0: gather_lens is None, G = S", 0},
     {"req_seq_lens", DSV4_P_INTLIST, NULL, "generator: seq_lens of each request", 1},
     {"req_gather_lens", DSV4_P_INTLIST, "[]", "generator: gather_lens of each request (default S)", 1},
@@ -171,6 +172,10 @@ static int gather_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *s
     int64_t W = dsv4_params_int(ps, "out_rows"), tw = dsv4_params_int(ps, "table_width");
     W = W < 0 ? off + maxG + 2 : W;
     tw = tw < 0 ? maxb + 1 : tw;
+    /* Every block the gather reads needs its block-table column. */
+    if (tw < maxb)
+        return dsv4_fail(st, DSV4_EINPUT, "table_width = %" PRId64 ": the longest request needs %" PRId64
+                         " block-table columns", tw, maxb);
     const int64_t nb = pages + spare;
     const int64_t tbytes = dsv4_kv_format_token_bytes(rule->format);
     int64_t oshape[3] = {R, W, DSV4_KV_HEAD_DIM}, cshape[3] = {nb, B, tbytes}, bshape[2] = {R, tw};
@@ -258,9 +263,12 @@ static int gather_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char
      * fp32 and bf16 for every byte. */
     const gather_rule *rule = c->rule;
     const dsv4_kv_format f = rule->format;
-    dsv4_policy_exact(pol, f == DSV4_KV_FMT_V41_FP4 ? "e2m1 x e4m3 scale is exact in bf16; stale rows untouched (spec 2.4, 4)"
-                           : f == DSV4_KV_FMT_V41_FP8 ? "v41 e4m3 x 2^(s-127) is exact in bf16; stale rows untouched (spec 2.4, 4)"
-                                                      : "fp8 x 2^(s-127) is exact in bf16; stale rows untouched (spec 4)");
+    dsv4_policy_exact(pol, f == DSV4_KV_FMT_V41_FP4 ? "e2m1 x e4m3 scale is exact in bf16; stale rows untouched "
+                                                      "(docs/semantics/kvcache.md A2.4, A4)"
+                           : f == DSV4_KV_FMT_V41_FP8 ? "v41 e4m3 x 2^(s-127) is exact in bf16; stale rows untouched "
+                                                        "(docs/semantics/kvcache.md A2.4, A4)"
+                                                      : "fp8 x 2^(s-127) is exact in bf16; stale rows untouched "
+                                                        "(docs/semantics/kvcache.md A4)");
     return DSV4_OK;
 }
 
@@ -306,7 +314,7 @@ static void gather_locate(const dsv4_opctx *c, const dsv4_tensors *in, const cha
 const dsv4_op dsv4_op_dequantize_and_gather_k_cache = {
     .name = "dequantize_and_gather_k_cache",
     .summary = "decode each request's last G cached tokens into bf16 workspace rows [offset, offset+G)",
-    .source = DSV4_KV_S1_SRC " (spec sparse_attention.md 4); " DSV4_KV_S22_SRC " (spec 2.4)",
+    .source = DSV4_KV_S1_SRC " (docs/semantics/kvcache.md A4); " DSV4_KV_S22_SRC " (docs/semantics/kvcache.md A2.4)",
     .variants = gather_variants,
     .params = gather_params,
     .inputs = gather_inputs,

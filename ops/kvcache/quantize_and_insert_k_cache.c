@@ -36,7 +36,8 @@ static const dsv4_param_spec insert_params[] = {
     {"use_fnuz", DSV4_P_INT, "0", "1: e4m3fnuz values with FP8MAX 224 (gfx942) [S1]", 0},
     {"query_lens", DSV4_P_INTLIST, NULL, "generator: tokens inserted per request", 1},
     {"prefix_lens", DSV4_P_INTLIST, "[]", "generator: positions already cached per request", 1},
-    {"compress_ratio", DSV4_P_INT, "1", "generator: c > 1 gives the compressed slot mapping (spec 5.4)", 1},
+    {"compress_ratio", DSV4_P_INT, "1", "generator: c > 1 gives the compressed slot mapping "
+                                        "(docs/semantics/indices.md A5.4)", 1},
     {"spare_blocks", DSV4_P_INT, "2", "generator: untouched (poisoned) pages beside the used ones", 1},
     {"invalid_frac", DSV4_P_FLOAT, "0", "generator: fraction of tokens given slot -1", 1},
     {"pad_tokens", DSV4_P_INT, "0", "generator: trailing slot -1 tokens (graph padding)", 1},
@@ -276,9 +277,12 @@ static int insert_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char
 {
     (void)in, (void)output, (void)st;
     const dsv4_kv_format *fmt = c->rule;
-    dsv4_policy_exact(pol, *fmt == DSV4_KV_FMT_V41_FP8   ? "cache bytes: v41 fp8, exact UE8M0 rule from fp32 bits, RNE e4m3 (spec 2.4)"
-                           : *fmt == DSV4_KV_FMT_V41_FP4 ? "cache bytes: v41 fp4, e4m3 scale RNE, IEEE x/scale, RNE e2m1 (spec 2.4)"
-                                                         : "cache bytes: exact scale rule, RNE e4m3, bf16 RoPE copy (spec 2.2)");
+    dsv4_policy_exact(pol, *fmt == DSV4_KV_FMT_V41_FP8   ? "cache bytes: v41 fp8, exact UE8M0 rule from fp32 bits, RNE "
+                                                           "e4m3 (docs/semantics/kvcache.md A2.4)"
+                           : *fmt == DSV4_KV_FMT_V41_FP4 ? "cache bytes: v41 fp4, e4m3 scale RNE, IEEE x/scale, RNE "
+                                                           "e2m1 (docs/semantics/kvcache.md A2.4)"
+                                                         : "cache bytes: exact scale rule, RNE e4m3, bf16 RoPE copy "
+                                                           "(docs/semantics/kvcache.md A2.2)");
     return DSV4_OK;
 }
 
@@ -326,7 +330,8 @@ static void insert_locate(const dsv4_opctx *c, const dsv4_tensors *in, const cha
 const dsv4_op dsv4_op_quantize_and_insert_k_cache = {
     .name = "quantize_and_insert_k_cache",
     .summary = "encode bf16 K rows into the 584-byte fp8_ds_mla (or V4.1 528 / 288-byte) paged cache at their slots",
-    .source = DSV4_KV_S1_SRC " (spec sparse_attention.md 2.1-2.3); " DSV4_KV_S22_SRC " (spec 2.4)",
+    .source = DSV4_KV_S1_SRC " (docs/semantics/kvcache.md A2.1-A2.3); " DSV4_KV_S22_SRC
+              " (docs/semantics/kvcache.md A2.4)",
     .variants = insert_variants,
     .params = insert_params,
     .inputs = insert_inputs,

@@ -18,16 +18,18 @@ typedef struct gq_rule {
 
 static const dsv4_variant gq_variants[] = {
     {"default",
-     "aiter HIP per_group_quant_hip on gfx950 (spec 3.1, aiter csrc/kernels/quant_kernels.cu@e4048607): "
-     "scale = fl(amax * fl(1/448)), reciprocal multiply, clamp +-448, RNE e4m3fn",
+     "aiter HIP per_group_quant_hip on gfx950 "
+     "(docs/semantics/quant.md Q3.1, aiter csrc/kernels/quant_kernels.cu@e4048607): scale = fl(amax * fl(1/448)), "
+     "reciprocal multiply, clamp +-448, RNE e4m3fn",
      &(const gq_rule){DSV4_FP8Q_AITER_HIP, DSV4_FP8_E4M3FN}},
-    {"fp8=fnuz", "the same on gfx942: e4m3fnuz, max 240 (spec 3.1 step 2)",
+    {"fp8=fnuz", "the same on gfx942: e4m3fnuz, max 240 (docs/semantics/quant.md Q3.1 step 2)",
      &(const gq_rule){DSV4_FP8Q_AITER_HIP, DSV4_FP8_E4M3FNUZ}},
     {"impl=triton",
-     "vLLM Triton per_token_group_quant_fp8 (spec 3.2, fp8_utils.py@007d5005): scale = amax / 448, "
+     "vLLM Triton per_token_group_quant_fp8 (docs/semantics/quant.md Q3.2, fp8_utils.py@007d5005): scale = amax / 448, "
      "q = clamp(x / scale), e4m3fn",
      &(const gq_rule){DSV4_FP8Q_VLLM_TRITON, DSV4_FP8_E4M3FN}},
-    {"impl=triton,fp8=fnuz", "vLLM Triton on fnuz platforms: max 224 (get_fp8_min_max), e4m3fnuz (spec 3.2 step 2)",
+    {"impl=triton,fp8=fnuz", "vLLM Triton on fnuz platforms: max 224 (get_fp8_min_max), e4m3fnuz "
+                             "(docs/semantics/quant.md Q3.2 step 2)",
      &(const gq_rule){DSV4_FP8Q_VLLM_TRITON, DSV4_FP8_E4M3FNUZ}},
     {NULL, NULL, NULL},
 };
@@ -121,7 +123,8 @@ static int gq_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *ou
     (void)in, (void)st;
     int codes = strcmp(output, "y") == 0;
     dsv4_policy_mx(pol, codes ? "scale" : "y", (int)dsv4_params_int(c->params, "group_size"),
-                   "bit-exact (spec 8: reproducible if division is IEEE): fp32 scales exact, codes 0 steps");
+                   "bit-exact (docs/semantics/numerics.md Q8: reproducible if division is IEEE): fp32 scales exact, "
+                   "codes 0 steps");
     pol->scale_transposed = dsv4_params_int(c->params, "transpose_scale") != 0;
     return DSV4_OK;
 }
@@ -130,7 +133,8 @@ const dsv4_op dsv4_op_fp8_group_quant = {
     .name = "fp8_group_quant",
     .summary = "FP8 per-1x128 group quant: fp32 scale per 128, e4m3 codes",
     .source = "ROCm/aiter:csrc/kernels/quant_kernels.cu@e4048607; "
-              "vllm-project/vllm:vllm/model_executor/layers/quantization/utils/fp8_utils.py@007d5005 (spec quant 3.1, 3.2)",
+              "vllm-project/vllm:vllm/model_executor/layers/quantization/utils/fp8_utils.py@007d5005 "
+              "(docs/semantics/quant.md Q3.1, Q3.2)",
     .variants = gq_variants,
     .params = gq_params,
     .inputs = dsv4_quant_x_inputs,

@@ -18,27 +18,29 @@ typedef struct mxfp4_rule {
 
 static const dsv4_variant mxfp4_variants[] = {
     {"default",
-     "the seeds' indexer K store / Q quant: the seed imports aiter fusions/k_norm_rope_mxfp4_cache "
-     "and rope/q_rope_mxfp4_quant (shared/seeds/000 _aiter_indexer_cache_ops; spec 4 variant B), "
-     "i.e. _mxfp4_quant_op SCALING_MODE 1 (spec 1.1): exact ceil bit rule, zero block -> byte 1, "
-     "RNE e2m1 bit method",
+     "the seeds' indexer K store / Q quant: the seed imports aiter fusions/k_norm_rope_mxfp4_cache@689b79d5 "
+     "and rope/q_rope_mxfp4_quant@5677775a (its _aiter_indexer_cache_ops; docs/semantics/indexer.md Q4 variant B), "
+     "i.e. _mxfp4_quant_op SCALING_MODE 1 of quant.py id 69103446897 (docs/semantics/quant.md Q1.1): exact ceil "
+     "bit rule, zero block -> byte 1, RNE e2m1 bit method",
      &(const mxfp4_rule){DSV4_MX_FP4_CEIL, DSV4_MX_ELEM_RNE, 0}},
     {"scale_rule=ceil_log2_f32,e2m1=threshold",
-     "spec 4.1 variant A (aiter pa_mqa_logits_mxfp4_cache.py@034adb58): "
+     "docs/semantics/indexer.md Q4.1 variant A (aiter pa_mqa_logits_mxfp4_cache.py@034adb58): "
      "ceil(log2_f32(max(amax, 6*2^-126)/6)) scale, threshold e2m1 (-0 -> 0x0)",
      &(const mxfp4_rule){DSV4_MX_FP4_CEIL_F32LOG2, DSV4_MX_ELEM_THRESHOLD, 0}},
     {"scale_rule=even",
-     "aiter SCALING_MODE 0 / fp4_utils.dynamic_mxfp4_quant (spec 1.1): round amax up at 1.75, "
-     "floor(log2) - 2, clamp; RNE e2m1",
+     "aiter SCALING_MODE 0 (quant.py@b8faf138) / fp4_utils.dynamic_mxfp4_quant (docs/semantics/quant.md Q1.1): "
+     "round amax up at 1.75, floor(log2) - 2, clamp (an all-NaN block: 254); RNE e2m1",
      &(const mxfp4_rule){DSV4_MX_FP4_EVEN, DSV4_MX_ELEM_RNE, 0}},
     {"scale_rule=ocp",
-     "OCP MX v1.0 (microxcaling, spec 1.4): floor(log2 amax) - 2, zero -> byte 0, Inf -> NaN scale; RNE e2m1",
+     "OCP MX v1.0 (microxcaling, docs/semantics/quant.md Q1.4): floor(log2 amax) - 2, zero -> byte 0, "
+     "Inf -> NaN scale; RNE e2m1",
      &(const mxfp4_rule){DSV4_MX_FP4_OCP, DSV4_MX_ELEM_RNE, 0}},
     {"scale_rule=ocp,round=half_away",
-     "microxcaling default round=nearest (spec 1.4 item 4): OCP scale, e2m1 ties away from zero",
+     "microxcaling default round=nearest (docs/semantics/quant.md Q1.4 item 4): OCP scale, e2m1 ties away "
+     "from zero",
      &(const mxfp4_rule){DSV4_MX_FP4_OCP, DSV4_MX_ELEM_HALF_AWAY, 0}},
     {"scale_rule=even,scale_layout=shuffled",
-     "aiter dynamic_mxfp4_quant(shuffle=True) (spec 1.3): mode-0 math, scales padded to "
+     "aiter dynamic_mxfp4_quant(shuffle=True) (docs/semantics/quant.md Q1.3): mode-0 math, scales padded to "
      "[ceil(M/256)*256, ceil(N/256)*8] in the mx_scale_shuffle_idx order, padding 0",
      &(const mxfp4_rule){DSV4_MX_FP4_EVEN, DSV4_MX_ELEM_RNE, 1}},
     {NULL, NULL, NULL},
@@ -113,8 +115,11 @@ static int mxfp4_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char 
 const dsv4_op dsv4_op_mxfp4_quant = {
     .name = "mxfp4_quant",
     .summary = "MXFP4 rows: e8m0 scale per 32, e2m1 codes packed two per byte",
-    .source = "ROCm/aiter:aiter/ops/triton/_triton_kernels/quant/quant.py@b8faf138, "
-              "aiter/ops/triton/attention/pa_mqa_logits_mxfp4_cache.py@034adb58 (spec quant 1, 4.1)",
+    .source = "ROCm/aiter:aiter/ops/triton/_triton_kernels/quant/quant.py, the PR version with SCALING_MODE "
+              "(id 69103446897; main@b8faf138 has mode 0 only, scale_rule=even), as called by "
+              "aiter/ops/triton/fusions/k_norm_rope_mxfp4_cache.py@689b79d5 and rope/q_rope_mxfp4_quant.py@5677775a; "
+              "aiter/ops/triton/attention/pa_mqa_logits_mxfp4_cache.py@034adb58 (docs/semantics/README.md Q0, "
+              "docs/semantics/quant.md Q1, docs/semantics/indexer.md Q4.1)",
     .variants = mxfp4_variants,
     .params = dsv4_quant_mx_params,
     .inputs = dsv4_quant_x_inputs,

@@ -12,16 +12,17 @@
 static const dsv4_variant mxfp8_variants[] = {
     {"default",
      "vLLM ROCm _mxfp8_scale_bits / _mxfp8_quantize_rows (vllm rocm_aiter_mla_sparse.py@002ef941, "
-     "spec quant 2): clamp(ceil(log2_f32(fl(max(amax, FLT_MIN)/448))) + 127, 0, 254) with the kernel's "
+     "docs/semantics/quant.md Q2): clamp(ceil(log2_f32(fl(max(amax, FLT_MIN)/448))) + 127, 0, 254) with the kernel's "
      "fp32 division and a correctly rounded fp32 log2 (the default for bit-exactness with the kernels, "
-     "spec quant 10), q = x * 2^(127-code), RNE e4m3fn; v_log_f32 itself may differ (spec 9 q. 2)",
+     "docs/semantics/quant.md Q10), q = x * 2^(127-code), RNE e4m3fn; v_log_f32 itself may differ "
+     "(docs/semantics/README.md Q9.2)",
      &(const dsv4_mx_rule){DSV4_MX_FP8_CEIL_F32LOG2}},
     {"log2=exact",
-     "the exact rule ceil(log2(max(amax, FLT_MIN)/448)) (spec quant 2, 10: one binade higher where "
+     "the exact rule ceil(log2(max(amax, FLT_MIN)/448)) (docs/semantics/quant.md Q2, Q10: one binade higher where "
      "amax/448 is a few ulps above 2^k)",
      &(const dsv4_mx_rule){DSV4_MX_FP8_CEIL}},
     {"scale_rule=floor",
-     "vLLM mxfp8_utils@00134422 (sparse_attention.md 9.2 [S30]): clamp(floor(log2 amax) + 127, 0, 254), "
+     "vLLM mxfp8_utils@00134422 (docs/semantics/attention.md A9.2 [S30]): clamp(floor(log2 amax) + 127, 0, 254), "
      "x / 2^(code-127)",
      &(const dsv4_mx_rule){DSV4_MX_FP8_FLOOR}},
     {NULL, NULL, NULL},
@@ -68,15 +69,15 @@ static int mxfp8_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char 
     (void)c, (void)in, (void)st;
     int codes = strcmp(output, "data") == 0;
     dsv4_policy_mx(pol, codes ? "scale" : "data", 32,
-                   "bit-exact quantization (vLLM's ROCm tests demand bit equality, spec 2): scales exact, "
-                   "codes 0 steps, no flips");
+                   "bit-exact quantization (vLLM's ROCm tests demand bit equality, "
+                   "docs/semantics/quant.md Q2): scales exact, codes 0 steps, no flips");
     return DSV4_OK;
 }
 
 const dsv4_op dsv4_op_mxfp8_quant = {
     .name = "mxfp8_quant",
     .summary = "MXFP8 rows: e8m0 scale per 32 (uint8 [T, W/32]), e4m3fn codes",
-    .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941 (spec quant 2)",
+    .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941 (docs/semantics/quant.md Q2)",
     .variants = mxfp8_variants,
     .params = dsv4_quant_mx_params,
     .inputs = dsv4_quant_x_inputs,

@@ -13,7 +13,8 @@
     {"dtype", DSV4_P_STR, "bfloat16", "generator: input dtype, bfloat16 or float32", 1},         \
     {"scale", DSV4_P_FLOAT, "1", "generator: standard deviation of the normal inputs", 1},      \
     {"special", DSV4_P_STR, "none", "generator: none, or all (special blocks first: zero, "     \
-                                    "+-0, NaN, Inf, denormal, amax at 2^k/1.5/1.75, codes, ties)", 1}
+                                    "+-0, NaN, Inf, denormal, amax at 2^k/1.5/1.75, codes, ties), or "     \
+                                    "log2_edge (float32: amax/448 a few ulps above 2^k)", 1}
 
 /* mxfp4_quant and mxfp8_quant: T rows of W columns, then the generator's. */
 extern const dsv4_param_spec dsv4_quant_mx_params[];

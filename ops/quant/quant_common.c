@@ -67,15 +67,29 @@ static float e4m3_sweep_value(int b, int i)
     return (i & 1) ? -v : v;
 }
 
+/* special = log2_edge (fp32 rows): every block's amax is 448 * 2^k times
+ * (1 + m 2^-23), m = 1..3 ulps, |k| in [4, 15]: there fl(amax / 448) lies
+ * a few ulps above 2^k and the fp32 log2 rounds to k, so the kernels'
+ * fp32-log2 scale rule and the exact rule pick binades one apart
+ * (docs/semantics/quant.md Q2, Q10). */
+static float log2_edge_amax(int64_t b)
+{
+    const int k = (b & 1 ? -1 : 1) * (int)(4 + (b / 2) % 12);
+    const float v = ldexpf(448.0f * (1.0f + (float)(1 + b % 3) * 0x1p-23f), k);
+    return (b / 24) & 1 ? -v : v;
+}
+
 /* Fill x (dtype bf16 or f32) from the generator params. */
 static int fill_input(const dsv4_opctx *c, const char *stream, dsv4_tensor *x, int blk, int fp8_sweep,
                       dsv4_status *st)
 {
     const char *sp = dsv4_params_str(c->params, "special");
     const double sd = dsv4_params_float(c->params, "scale");
-    const int special = strcmp(sp, "all") == 0;
-    if (!special && strcmp(sp, "none") != 0)
-        return dsv4_fail(st, DSV4_EINPUT, "special = '%s': expected none or all", sp);
+    const int special = strcmp(sp, "all") == 0, log2_edge = strcmp(sp, "log2_edge") == 0;
+    if (!special && !log2_edge && strcmp(sp, "none") != 0)
+        return dsv4_fail(st, DSV4_EINPUT, "special = '%s': expected none, all or log2_edge", sp);
+    if (log2_edge && x->dtype != DSV4_F32)
+        return dsv4_fail(st, DSV4_EINPUT, "special = log2_edge needs dtype float32 (bf16 cannot hold the amax)");
     const int64_t n = dsv4_tensor_numel(x);
     const int nsp = SP_FIXED_COUNT + (fp8_sweep ? 8 : 0);
     if (special && n < (int64_t)nsp * blk)
@@ -95,6 +109,8 @@ static int fill_input(const dsv4_opctx *c, const char *stream, dsv4_tensor *x, i
             v = b < SP_FIXED_COUNT ? special_value((int)b, (int)(i % blk), u)
                                    : e4m3_sweep_value((int)(b - SP_FIXED_COUNT), (int)(i % blk % 32));
         }
+        if (log2_edge && i % blk == (b * 7) % blk)
+            v = log2_edge_amax(b);
         if (x->dtype == DSV4_BF16)
             ((uint16_t *)x->data)[i] = dsv4_bf16_from_f32(v);
         else

@@ -1,12 +1,13 @@
 /* fuzz_golden.c - libFuzzer target for the HDF5 golden reader (harness/golden.c).
  *
  * Each input is an HDF5 file image read through dsv4_golden_read_image (the
- * core driver, no temporary file).  A golden that reads back is then taken
- * through the steps `dsv4check check` runs before the backend: op and variant
- * lookup, parameter completion, op->validate on the inputs, and, when those
- * pass, alloc_outputs and the CPU reference.  validate is the gate that must
- * keep every malformed golden away from the reference.  The memory limit is
- * lowered to 64 MiB so a huge claimed shape is refused, not allocated.
+ * core driver, no temporary file): the file checks, our chunk decoder, then
+ * the checks against the op (op and variant lookup, parameters, validate on
+ * the inputs, the outputs alloc_outputs gives, the generator's shapes).  A
+ * golden that passes them all is taken on to the CPU reference: those checks
+ * are the gate that must keep every malformed golden away from it.  The
+ * memory limit is lowered to 64 MiB so a huge claimed shape is refused, not
+ * allocated.
  * libhdf5 1.10.8 leaks on some corrupt-file error paths: those leaks (and only
  * those, matched by library name) are suppressed; see tests/fuzz/README.md. */
 #include <stddef.h>
@@ -30,6 +31,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
+/* What `check` runs after the read: the reader has checked op, variant,
+ * params and inputs, so every step here must succeed or fail cleanly. */
 static void run_reference(const dsv4_golden *g)
 {
     dsv4_status st = {0, ""};
@@ -37,10 +40,10 @@ static void run_reference(const dsv4_golden *g)
     int variant = op ? dsv4_op_variant(op, g->variant) : -1;
     dsv4_params ps = g->params;
     if (variant < 0 || dsv4_golden_params(op, &ps, "fuzz.h5", &st))
-        return;
+        __builtin_trap(); /* the reader let through what it must refuse */
     dsv4_opctx ctx = dsv4_opctx_make(op, &ps, variant, g->seed);
     if (op->validate(&ctx, &g->inputs, &st))
-        return;
+        __builtin_trap();
     dsv4_tensors exp = {0};
     (void)dsv4_reference_outputs(op, &ctx, &g->inputs, &exp, &st);
     dsv4_tensors_free(&exp);

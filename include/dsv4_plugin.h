@@ -11,14 +11,33 @@
  * defines them; see `dsv4check list`).  This header depends on nothing but
  * the C standard library, so a plug-in needs no other dsv4check header.
  *
- * Compatibility: abi_version must equal DSV4_PLUGIN_ABI_VERSION; any change
- * to these structs or the call contract bumps it.  A plug-in with another
- * version is refused (exit 2) before any of its functions is called.
+ * Compatibility: abi_version is the version the plug-in was written for,
+ * DSV4_PLUGIN_ABI_VERSION when built against this header; any change to
+ * these structs or the call contract bumps it.  dsv4check loads versions
+ * DSV4_PLUGIN_ABI_OLDEST to DSV4_PLUGIN_ABI_VERSION and refuses any other
+ * (exit 2) before any of its functions is called.
+ *   ABI 1: run() gets op, variant, parameters and tensors.
+ *   ABI 2: adds run2(), which also gets the case (dsv4_plugin_case: its name,
+ *          seed and golden file); when run2 is set it is called instead of
+ *          run.  An ABI 1 plug-in (a struct without run2) loads and runs as
+ *          before: dsv4check never reads past the fields its version has.
  *
  * Processes and threads: all calls into one loaded copy come from one
- * thread.  With `-j N` each of the N worker processes loads the plug-in and
- * calls init(device) itself (after fork: a GPU runtime is never inherited).
- * The name may be rewritten by init (dsv4check reads it again after init).
+ * thread.  `run` and `check` load the plug-in in a child process of their
+ * own (each of the N workers of `-j N` has one), which calls init(device)
+ * itself (after fork: a GPU runtime is never inherited); `list` and `bench`
+ * load it in the dsv4check process.  A crash, exit(), abort or signal in
+ * the plug-in ends that child only: the case it was running is an ERROR
+ * (exit 3) and the next case gets a fresh child.  A run() still going after
+ * --timeout seconds (default 600) is killed the same way.
+ * The name may be rewritten by init (dsv4check reads it again after init,
+ * at most 255 bytes).
+ *
+ * Memory: run() sees its own copies of the inputs and outputs, each between
+ * guard regions of at least a page that are checked after the call (a write
+ * past either end is an ERROR naming the tensor), and an input that differs
+ * from what dsv4check passed is an ERROR naming it and its first changed
+ * element.  err is read up to errlen bytes; its last byte is forced to NUL.
  * tests/plugin_example.c is a complete example. */
 #ifndef DSV4_PLUGIN_H
 #define DSV4_PLUGIN_H
@@ -26,9 +45,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DSV4_PLUGIN_ABI_VERSION 1
+#define DSV4_PLUGIN_ABI_VERSION 2 /* what this header describes */
+#define DSV4_PLUGIN_ABI_OLDEST 1  /* the oldest version dsv4check still loads */
 
-/* Dtype codes: the order of design.md section 4's vocabulary. */
+/* Dtype codes: the order of dsv4_dtype (ref/tensor.h). */
 enum {
     DSV4_PLUGIN_FLOAT64 = 0,
     DSV4_PLUGIN_FLOAT32,
@@ -74,16 +94,32 @@ typedef struct dsv4_plugin_param {
     const int64_t *list;
 } dsv4_plugin_param;
 
+/* ABI 2: the case a run2() call belongs to. */
+typedef struct dsv4_plugin_case {
+    size_t size;      /* sizeof(dsv4_plugin_case) in the dsv4check that calls:
+                         later versions only add fields at the end */
+    const char *name; /* the case's name (in its suite, or a golden's case
+                         attribute): the key of an actuals file's group */
+    const char *op;
+    const char *variant;
+    uint64_t seed;    /* the seed its inputs were generated from */
+    const dsv4_plugin_param *params;
+    int nparams;
+    const char *golden; /* the golden file its inputs come from, or NULL */
+} dsv4_plugin_case;
+
 typedef struct dsv4_plugin {
     int abi_version; /* DSV4_PLUGIN_ABI_VERSION */
     const char *name;
     /* Once, before any run: pick device (-1 = default).  77 = cannot run here. */
     int (*init)(int device, char *err, size_t errlen);
-    /* Non-zero if this plug-in implements op in that variant. */
+    /* Non-zero if this plug-in implements op in that variant (a run or
+     * run2 may still decline one case with DSV4_PLUGIN_ESKIP). */
     int (*supports)(const char *op, const char *variant);
     /* Runs one case.  Inputs are read-only host tensors; outputs are host
      * tensors already allocated (and filled as the op defines) that the
-     * plug-in overwrites.  Returns a code above; err gets a message. */
+     * plug-in overwrites.  Returns a code above; err gets a message (at most
+     * errlen bytes with the NUL). */
     int (*run)(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
                const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs,
                int noutputs, char *err, size_t errlen);
@@ -96,6 +132,10 @@ typedef struct dsv4_plugin {
                 const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs,
                 int noutputs, int iters, double *ms, char *err, size_t errlen);
     void (*fini)(void);
+    /* ABI 2 (leave NULL to have run called): runs one case, as run does,
+     * told which case it is. */
+    int (*run2)(const dsv4_plugin_case *cs, const dsv4_plugin_tensor *inputs, int ninputs,
+                dsv4_plugin_tensor *outputs, int noutputs, char *err, size_t errlen);
 } dsv4_plugin;
 
 #define DSV4_PLUGIN_COPY_OP "dsv4_device_copy"

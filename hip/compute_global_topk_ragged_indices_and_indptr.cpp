@@ -1,0 +1,123 @@
+/* compute_global_topk_ragged_indices_and_indptr.cpp - the ROCm C4A decode
+ * CSR form of the global top-k slots (docs/semantics/indices.md A5.7),
+ * bit-exact with ref/indices.c.
+ *
+ * The production op is a chain (lens, cumsum, scatter: A5.7 steps 1-3 [S6])
+ * and so is this one, with no host round trip:
+ *   1. one block per row: lens[t] = valid ? #{v >= 0} : 0;
+ *   2. one block: indptr = exclusive cumsum of lens (idx::lens_scan_kernel);
+ *   3. one block per row: flat[indptr[t] + j] for j < lens[t].
+ * A one-launch decoupled look-back would need a zeroed status array, which
+ * a plug-in launch has no scratch for. */
+#include "gtopk_common.h"
+
+namespace {
+
+using namespace gtopk;
+
+const char *const ragged_variants[] = {"default", NULL};
+
+/* Ragged step 1 (docs/semantics/indices.md A5.7): lens[t] = valid ? #{j < K : v >= 0} : 0. */
+__global__ void __launch_bounds__(ROW_THREADS) ragged_lens_kernel(gtopk_dev a, int32_t *__restrict__ lens)
+{
+    const long long t = blockIdx.x, K = a.K;
+    int mine = 0;
+    if (a.valid[t]) {
+        const int32_t *src = a.topk + t * K;
+        if ((K & 3) == 0) {
+            const int4 *s4 = reinterpret_cast<const int4 *>(src);
+            for (long long q = threadIdx.x; q < K / 4; q += blockDim.x) {
+                int4 x = s4[q];
+                mine += (x.x >= 0) + (x.y >= 0) + (x.z >= 0) + (x.w >= 0);
+            }
+        } else {
+            for (long long j = threadIdx.x; j < K; j += blockDim.x)
+                mine += src[j] >= 0;
+        }
+    }
+    const int count = block_sum(mine); /* uniform branch above: every thread reaches the scan */
+    if (threadIdx.x == 0)
+        lens[t] = count;
+}
+
+struct lens_reader {
+    const int32_t *lens;
+    __device__ int operator()(long long i) const { return lens[i]; }
+};
+
+/* Ragged step 3: the FIRST lens[t] columns, -1 kept, trailing valid ones
+ * dropped (docs/semantics/indices.md A5.7 [S6]). */
+__global__ void __launch_bounds__(ROW_THREADS)
+    ragged_scatter_kernel(gtopk_dev a, const int32_t *__restrict__ lens, const int32_t *__restrict__ indptr,
+                          int32_t *__restrict__ flat)
+{
+    const long long t = blockIdx.x, n = lens[t];
+    const int32_t *src = a.topk + t * a.K;
+    int32_t *dst = flat + indptr[t];
+    const long long r = a.t2r[t];
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+        const int32_t v = src[j];
+        dst[j] = v >= 0 ? global_slot(a.bt, a.bt_cols, r, v, a.bc) : -1;
+    }
+}
+
+struct ragged_out {
+    int flat, indptr, lens;
+};
+
+int ragged_outputs(const dsv4_hip_call *c, ragged_out *o, char *err, size_t errlen)
+{
+    int rc;
+    if ((rc = dsv4_hip_tensor(c, 1, "topk_ragged_indices", DSV4_PLUGIN_INT32, 1, &o->flat, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 1, "topk_ragged_indptr", DSV4_PLUGIN_INT32, 1, &o->indptr, err, errlen)) ||
+        (rc = dsv4_hip_tensor(c, 1, "topk_lens", DSV4_PLUGIN_INT32, 1, &o->lens, err, errlen)))
+        return rc;
+    return DSV4_PLUGIN_OK;
+}
+
+int ragged_check(const dsv4_hip_call *c, char *err, size_t errlen)
+{
+    gtopk_shape s;
+    ragged_out o;
+    int rc = check_common(c, &s, true, err, errlen);
+    if (rc || (rc = ragged_outputs(c, &o, err, errlen)))
+        return rc;
+    if (c->out[o.flat].shape[0] != s.T * s.K || c->out[o.indptr].shape[0] != s.T + 1 ||
+        c->out[o.lens].shape[0] != s.T)
+        return IDX_FAIL("gtopk ragged: outputs must be [T*K], [T+1], [T]");
+    /* The int32 cumsum never wraps, and every flat offset is < 2^31. */
+    if (s.T * s.K > INT32_MAX)
+        return IDX_FAIL("gtopk ragged: T*K = %lld exceeds int32 offsets", (long long)(s.T * s.K));
+    return DSV4_PLUGIN_OK;
+}
+
+hipError_t ragged_launch(const dsv4_hip_call *c, hipStream_t stream)
+{
+    gtopk_shape s;
+    ragged_out o;
+    char err[256];
+    if (shape_of(c, &s, err, sizeof err) || ragged_outputs(c, &o, err, sizeof err))
+        return hipErrorInvalidValue;
+    int32_t *flat = (int32_t *)c->dout[o.flat], *indptr = (int32_t *)c->dout[o.indptr];
+    int32_t *lens = (int32_t *)c->dout[o.lens];
+    if (s.T > 0) {
+        hipLaunchKernelGGL(ragged_lens_kernel, dim3((unsigned)s.T), dim3(ROW_THREADS), 0, stream, s.dev, lens);
+        hipError_t e = hipGetLastError();
+        if (e != hipSuccess)
+            return e;
+    }
+    hipLaunchKernelGGL(idx::lens_scan_kernel<lens_reader>, dim3(1), dim3(idx::SCAN_THREADS), 0, stream,
+                       lens_reader{lens}, (long long)s.T, (int32_t *)NULL, indptr);
+    hipError_t e = hipGetLastError();
+    if (e != hipSuccess || s.T == 0)
+        return e;
+    hipLaunchKernelGGL(ragged_scatter_kernel, dim3((unsigned)s.T), dim3(ROW_THREADS), 0, stream, s.dev,
+                       (const int32_t *)lens, (const int32_t *)indptr, flat);
+    return hipGetLastError();
+}
+
+} // namespace
+
+/* Not const: see combine_topk_swa_indices.cpp. */
+dsv4_hip_kernel dsv4_hip_compute_global_topk_ragged_indices_and_indptr = {
+    "compute_global_topk_ragged_indices_and_indptr", ragged_variants, ragged_check, ragged_launch};

@@ -1,0 +1,149 @@
+/* get_compressed_slot_mapping.c - the compressed-cache slot of every token
+ * that closes a compressed entry, with context parallelism.  Semantics:
+ * ref/indices.c (docs/semantics/indices.md A5.4). */
+#include <inttypes.h>
+#include <string.h>
+
+#include "indices.h"
+
+/* One reading; context parallelism is a parameter, not a variant. */
+static const dsv4_variant cslot_variants[] = {
+    {"default",
+     "_compressed_slot_mapping_kernel: the whole buffer filled with -1, then for (pos + 1) % c == 0 the slot "
+     "block_table[r, e // (B W)] B + offset of entry e = pos // c in this rank's share of the virtual page "
+     "(W = cp_world_size ranks taking cp_interleave entries in turn) "
+     "(vllm-project/vllm:vllm/v1/attention/backends/mla/compressor_utils.py@0ff8df7bef328b26f94c678c5e7bffb1d2cbc213)",
+     NULL},
+    {NULL, NULL, NULL},
+};
+
+static const dsv4_param_spec cslot_params[] = {
+    {"compress_ratio", DSV4_P_INT, "4", "c: one compressed entry per c positions (4: C4, 128: C128)", 0},
+    {"block_size", DSV4_P_INT, "-1", "compressed page size Bc; -1: storage_block_size 256 / c", 0},
+    {"cp_world_size", DSV4_P_INT, "1", "context-parallel ranks", 0},
+    {"cp_rank", DSV4_P_INT, "0", "this rank", 0},
+    {"cp_interleave", DSV4_P_INT, "1", "cp_kv_cache_interleave_size: entries a rank takes in turn", 0},
+    {"pad_tokens", DSV4_P_INT, "0", "output entries past the batch (a CUDA-graph-padded buffer)", 0},
+    {"query_lens", DSV4_P_INTLIST, NULL, "generator: query tokens of each request", 1},
+    {"prefix_lens", DSV4_P_INTLIST, "[]", "generator: cached prefix of each request", 1},
+    {"bt_pad", DSV4_P_INT, "1", "generator: extra block-table columns", 1},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+static const dsv4_io_spec cslot_inputs[] = {
+    {"query_start_loc", DSV4_I32, DSV4_DT_NONE, "[R+1] base 0"},
+    {"seq_lens", DSV4_I32, DSV4_DT_NONE, "[R]"},
+    {"block_table", DSV4_I32, DSV4_DT_NONE, "[R, maxb] compressed-cache pages"},
+    {NULL, 0, 0, NULL},
+};
+
+static const dsv4_io_spec cslot_outputs[] = {
+    {"slot_mapping", DSV4_I64, DSV4_DT_NONE, "[T + pad_tokens] slot or -1"},
+    {NULL, 0, 0, NULL},
+};
+
+static int cslot_resolve(dsv4_params *ps, dsv4_status *st)
+{
+    const int64_t c = dsv4_params_int(ps, "compress_ratio");
+    if (c < 1 || c > 256)
+        return dsv4_fail(st, DSV4_EINPUT, "compress_ratio = %" PRId64 ": must be in [1, 256]", c);
+    return dsv4_indices_default_to(ps, "block_size", 256 / c, st);
+}
+
+/* The pages a request needs: ceil(ceil(S / c) / (Bc W)) virtual pages
+ * (dsv4_indices_gen_paged_batch sizes the table by S // ratio, so ask it
+ * for ratio c * W, which covers the virtual page). */
+static int cslot_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
+{
+    const dsv4_params *ps = c->params;
+    dsv4_req_shape rs;
+    int rc = dsv4_indices_shape_of(ps, &rs, st);
+    if (rc)
+        return rc;
+    const int64_t ratio = dsv4_params_int(ps, "compress_ratio"), B = dsv4_params_int(ps, "block_size");
+    const int64_t W = dsv4_params_int(ps, "cp_world_size");
+    if (B < 1 || W < 1)
+        return dsv4_fail(st, DSV4_EINPUT, "block_size and cp_world_size must be >= 1");
+    /* The batch generator also makes token_to_req_indices and
+     * is_valid_token, which this op does not take: keep only its inputs. */
+    dsv4_tensors batch = {0};
+    int64_t width;
+    rc = dsv4_indices_gen_paged_batch(c, &rs, 1, 1, ratio * B * W, &batch, &width, st);
+    for (const dsv4_io_spec *io = cslot_inputs; !rc && io->name; io++) {
+        const dsv4_tensor *src = dsv4_tensors_get(&batch, io->name);
+        dsv4_tensor *dst;
+        if (!(rc = dsv4_tensors_add(in, io->name, src->dtype, src->ndim, src->shape, &dst, st)))
+            memcpy(dst->data, src->data, src->nbytes);
+    }
+    dsv4_tensors_free(&batch);
+    return rc;
+}
+
+static int cslot_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_cslot_args *a, dsv4_status *st)
+{
+    const dsv4_tensor *qsl, *seq, *bt;
+    int rc;
+    if ((rc = dsv4_indices_input_1d(in, "seq_lens", DSV4_I32, -1, &seq, st)) ||
+        (rc = dsv4_indices_input_1d(in, "query_start_loc", DSV4_I32, seq->shape[0] + 1, &qsl, st)) ||
+        (rc = dsv4_input(in, "block_table", DSV4_I32, 2, &bt, st)))
+        return rc;
+    if (bt->shape[0] != seq->shape[0])
+        return dsv4_fail(st, DSV4_EINPUT, "block_table has %" PRId64 " rows, seq_lens %" PRId64
+                         " requests (the kernel runs one program per block-table row)", bt->shape[0], seq->shape[0]);
+    const int64_t pad = dsv4_params_int(c->params, "pad_tokens");
+    const int32_t *q = qsl->data;
+    if (pad < 0 || q[0] != 0)
+        return dsv4_fail(st, DSV4_EINPUT, "pad_tokens >= 0 and query_start_loc[0] = 0 (got %" PRId64 ", %d)", pad,
+                         q[0]);
+    a->query_start_loc = q;
+    a->seq_lens = seq->data;
+    a->block_table = bt->data;
+    a->num_reqs = seq->shape[0];
+    a->bt_cols = bt->shape[1];
+    a->out_len = q[a->num_reqs] + pad;
+    a->compress_ratio = dsv4_params_int(c->params, "compress_ratio");
+    a->block_size = dsv4_params_int(c->params, "block_size");
+    a->cp_world_size = dsv4_params_int(c->params, "cp_world_size");
+    a->cp_rank = dsv4_params_int(c->params, "cp_rank");
+    a->cp_interleave = dsv4_params_int(c->params, "cp_interleave");
+    return DSV4_OK;
+}
+
+static int cslot_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)
+{
+    dsv4_cslot_args a;
+    int rc = cslot_args(c, in, &a, st);
+    return rc ? rc : dsv4_cslot_check(&a, st);
+}
+
+/* Poisoned: the op itself fills the whole buffer with -1 first. */
+static int cslot_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
+{
+    dsv4_cslot_args a;
+    int rc = cslot_args(c, in, &a, st);
+    return rc ? rc : dsv4_indices_add_output(out, "slot_mapping", DSV4_I64, 1, &a.out_len, st);
+}
+
+static int cslot_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
+{
+    dsv4_cslot_args a;
+    int rc = cslot_args(c, in, &a, st);
+    return rc ? rc : dsv4_ref_get_compressed_slot_mapping(&a, dsv4_tensors_find(out, "slot_mapping")->data, st);
+}
+
+const dsv4_op dsv4_op_get_compressed_slot_mapping = {
+    .name = "get_compressed_slot_mapping",
+    .summary = "compressed-cache slot of every token closing a compressed entry, -1 elsewhere (context parallel)",
+    .source = "vllm-project/vllm:vllm/v1/attention/backends/mla/compressor_utils.py@0ff8df7b "
+              "(docs/semantics/indices.md A5.4)",
+    .variants = cslot_variants,
+    .params = cslot_params,
+    .inputs = cslot_inputs,
+    .outputs = cslot_outputs,
+    .resolve = cslot_resolve,
+    .generate = cslot_generate,
+    .validate = cslot_validate,
+    .alloc_outputs = cslot_alloc,
+    .reference = cslot_reference,
+    .policy = dsv4_indices_exact_policy,
+};

@@ -1,0 +1,1 @@
+"""A stand-in for aiter (tests/python/standins/README.md)."""

@@ -1,0 +1,1 @@
+"""A stand-in (tests/python/standins/README.md)."""
