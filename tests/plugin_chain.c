@@ -169,6 +169,6 @@ static int cp_run(const char *opname, const char *variant, const dsv4_plugin_par
 static void cp_fini(void) {}
 
 static const dsv4_plugin chain_plugin = {DSV4_PLUGIN_ABI_VERSION, "chain-ref", cp_init, cp_supports, cp_run, NULL,
-                                         cp_fini};
+                                         cp_fini, NULL};
 
 const dsv4_plugin *dsv4_plugin_entry(void) { return &chain_plugin; }
