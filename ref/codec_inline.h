@@ -30,9 +30,11 @@
 /* Kept out of line, so that their restrict parameters hold and the
  * compiler vectorizes them without a run-time alias check (which -O2's
  * cost model refuses). */
-#if defined(__GNUC__)
+#if defined(__GNUC__) && !defined(__clang__)
 #define DSV4_NOINLINE __attribute__((noinline))
 #else
+/* clang refuses noinline beside target_clones, and never inlines a
+ * multiversioned function anyway (calls go through its resolver). */
 #define DSV4_NOINLINE
 #endif
 
