@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "../ops/ops.h"
+#include "../ref/parallel.h"
 #include "runner.h"
 
 typedef struct bench_case {
@@ -193,6 +194,9 @@ static double seconds(void)
 static double measure_copy_gbs(void)
 {
     const size_t n = (size_t)256 << 20;
+    /* through a volatile pointer: the copy's result is never read, and a
+     * compiler may otherwise drop it (clang does) */
+    void *(*volatile copy)(void *, const void *, size_t) = memcpy;
     char *a = malloc(n), *b = malloc(n);
     double best = 0;
     if (a && b) {
@@ -200,7 +204,7 @@ static double measure_copy_gbs(void)
         memset(b, 2, n);
         for (int k = 0; k < 3; k++) {
             double t0 = seconds();
-            memcpy(b, a, n);
+            copy(b, a, n);
             double dt = seconds() - t0;
             if (2.0 * (double)n / dt / 1e9 > best)
                 best = 2.0 * (double)n / dt / 1e9;
@@ -266,28 +270,46 @@ static size_t tensors_bytes(const dsv4_tensors *ts)
     return s;
 }
 
-/* Best-of timing of the reference into an already-made output set: at
- * least 3 runs and 0.5 s. */
+/* FNV-1a-64 over the outputs' bytes (8 at a time, then the tail), so two
+ * builds or two thread counts can be compared bit for bit (bench -v). */
+static uint64_t outputs_digest(const dsv4_tensors *ts)
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (int k = 0; k < ts->n; k++) {
+        const uint8_t *p = ts->t[k].data;
+        size_t i = 0, n = ts->t[k].nbytes;
+        for (; i + 8 <= n; i += 8) {
+            uint64_t w;
+            memcpy(&w, p + i, 8);
+            h = (h ^ w) * 0x100000001B3ull;
+        }
+        for (; i < n; i++)
+            h = (h ^ p[i]) * 0x100000001B3ull;
+    }
+    return h;
+}
+
+/* Best-of timing of the reference: at least 3 runs and 0.5 s (a case over
+ * 5 s runs once); *digest gets the outputs' digest. */
 static int time_reference(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in, double *best,
-                          dsv4_status *st)
+                          uint64_t *digest, dsv4_status *st)
 {
     dsv4_tensors out = {0};
     double t0 = seconds();
     int rc = dsv4_reference_outputs(op, c, in, &out, st);
     *best = seconds() - t0;
-    if (*best > 5.0) { /* a long case (the indexer's 2 TFLOP prefill) runs once */
-        dsv4_tensors_free(&out);
-        return rc;
+    if (!rc && *best <= 5.0) { /* a long case (the indexer's 2 TFLOP prefill) runs once */
+        *best = 1e30;
+        double start = seconds();
+        for (int k = 0; !rc && (k < 3 || seconds() - start < 0.5) && k < 50; k++) {
+            double t1 = seconds();
+            rc = op->reference(c, in, &out, st);
+            double dt = seconds() - t1;
+            if (dt < *best)
+                *best = dt;
+        }
     }
-    *best = 1e30;
-    double start = seconds();
-    for (int k = 0; !rc && (k < 3 || seconds() - start < 0.5) && k < 50; k++) {
-        double t0 = seconds();
-        rc = op->reference(c, in, &out, st);
-        double dt = seconds() - t0;
-        if (dt < *best)
-            *best = dt;
-    }
+    *digest = rc ? 0 : outputs_digest(&out);
     dsv4_tensors_free(&out);
     return rc;
 }
@@ -310,15 +332,27 @@ static double measure_device_copy_gbs(const dsv4_backend *b, FILE *out)
     return gbs;
 }
 
+/* The reference at n threads into *t and *digest. */
+static int time_at(int n, const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in, double *t,
+                   uint64_t *digest, dsv4_status *st)
+{
+    dsv4_set_threads(n);
+    int rc = time_reference(op, c, in, t, digest, st);
+    dsv4_set_threads(0);
+    return rc;
+}
+
 int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *out)
 {
-    (void)verbose;
+    const int nthreads = dsv4_threads();
     double copy = measure_copy_gbs(), sg = measure_gemm_gflops(0), dg = measure_gemm_gflops(1);
     fprintf(out, "machine: memcpy %.1f GB/s (read+write), sgemm %.1f GFLOP/s, dgemm %.1f GFLOP/s (1024^3, OpenBLAS)\n",
             copy, sg, dg);
+    fprintf(out, "reference threads: %d (DSV4_THREADS; 1-thread time and speed-up beside)\n", nthreads);
+    fprintf(out, "%% peak: of the line's probe (memcpy, or sgemm/dgemm for GFLOP lines) measured just before it\n");
     double dev_copy = measure_device_copy_gbs(b, out);
-    fprintf(out, "%-28s %-8s %12s %12s %10s %12s %10s\n", "bench", "impl", "time", "bytes", "GB/s",
-            "GFLOP/s", "% peak");
+    fprintf(out, "%-28s %-8s %12s %12s %10s %12s %10s %10s %12s %8s\n", "bench", "impl", "time", "bytes", "GB/s",
+            "GFLOP/s", "% peak", "probe", "1 thread", "speed-up");
     int worst = 0;
     for (size_t i = 0; i < sizeof bench_table / sizeof bench_table[0]; i++) {
         const bench_case *bc = &bench_table[i];
@@ -334,9 +368,19 @@ int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *
             rc = op->generate(&c, &in, &st);
         if (!rc)
             rc = op->alloc_outputs(&c, &in, &o, &st);
-        double t = 0;
+        double t = 0, t1 = 0, probe = 0;
+        uint64_t digest = 0, digest1 = 0;
+        /* The machine may be shared: its rate is measured again beside each
+         * line, so that the ratio compares like with like. */
         if (!rc)
-            rc = time_reference(op, &c, &in, &t, &st);
+            probe = !bc->flops ? measure_copy_gbs() : measure_gemm_gflops(bc->vs_dgemm);
+        if (!rc)
+            rc = time_at(nthreads, op, &c, &in, &t, &digest, &st);
+        if (!rc && nthreads > 1)
+            rc = time_at(1, op, &c, &in, &t1, &digest1, &st);
+        if (!rc && nthreads > 1 && digest1 != digest)
+            rc = dsv4_fail(&st, DSV4_EFAIL, "outputs differ between 1 and %d threads (digest %016llx vs %016llx)",
+                           nthreads, (unsigned long long)digest1, (unsigned long long)digest);
         if (rc) {
             fprintf(out, "%-28s error: %s\n", bc->name, st.msg);
             worst = rc;
@@ -344,8 +388,13 @@ int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *
             double bytes = (double)(tensors_bytes(&in) + tensors_bytes(&o));
             double fl = bc->flops ? bc->flops(&ps, &in) : 0;
             double gbs = bytes / t / 1e9;
-            fprintf(out, "%-28s %-8s %9.3f ms %12.0f %10.2f %12.1f %9.1f%%\n", bc->name, "ref", t * 1e3, bytes,
-                    gbs, fl / t / 1e9, fl ? 100.0 * fl / t / 1e9 / (bc->vs_dgemm ? dg : sg) : 100.0 * gbs / copy);
+            fprintf(out, "%-28s %-8s %9.3f ms %12.0f %10.2f %12.1f %9.1f%% %10.1f", bc->name, "ref", t * 1e3, bytes,
+                    gbs, fl / t / 1e9, 100.0 * (fl ? fl / t / 1e9 : gbs) / probe, probe);
+            if (nthreads > 1)
+                fprintf(out, " %9.3f ms %7.2fx", t1 * 1e3, t1 / t);
+            if (verbose)
+                fprintf(out, "  digest %016llx", (unsigned long long)digest);
+            fputc('\n', out);
             double ms;
             if (b) {
                 dsv4_status bst = {0};
@@ -366,5 +415,8 @@ int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *
         dsv4_tensors_free(&in);
         dsv4_tensors_free(&o);
     }
+    /* The probes again: how much the machine's speed moved during the run. */
+    fprintf(out, "machine at the end: memcpy %.1f GB/s, sgemm %.1f GFLOP/s, dgemm %.1f GFLOP/s\n",
+            measure_copy_gbs(), measure_gemm_gflops(0), measure_gemm_gflops(1));
     return worst;
 }

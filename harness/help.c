@@ -140,6 +140,10 @@ void dsv4_usage_cmd(FILE *f, const char *prog, const char *cmd)
                 "usage: %s bench [--impl IMPL] [--filter REGEX] [-v]\n"
                 "Times the CPU reference on production-size cases (best of several runs) and\n"
                 "reports time, GB/s and GFLOP/s, with the machine's measured copy bandwidth and\n"
-                "sgemm/dgemm rates for scale.  With --impl hip it also times the kernels.\n",
+                "sgemm/dgemm rates for scale: %% peak is against the line's probe, measured just\n"
+                "before it.  The reference runs on DSV4_THREADS threads (default: every core);\n"
+                "each line also gives its 1-thread time and the speed-up, and fails if the\n"
+                "outputs differ between the two (-v prints their digest).  With --impl hip it\n"
+                "also times the kernels.\n",
                 prog);
 }

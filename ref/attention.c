@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec_inline.h"
 #include "numerics.h"
+#include "parallel.h"
 
 #define D DSV4_HEAD_DIM
 
@@ -47,22 +49,32 @@ int64_t dsv4_attn_count_valid(const dsv4_attn_args *a, int64_t t)
 }
 
 /* Row v of segment s as floats, NaN lanes scrubbed where the segment does. */
-static int fetch_row(const dsv4_attn_segment *s, int64_t v, float *row, dsv4_status *st)
+DSV4_HOT_INLINE int fetch_row(const dsv4_attn_segment *s, int64_t v, float *row, dsv4_status *st)
 {
     if (s->bf16_rows) {
         const uint16_t *src = s->bf16_rows + v * D;
         for (int d = 0; d < D; d++)
-            row[d] = dsv4_bf16_to_f32(src[d]);
+            row[d] = dsv4_bf16_to_f32_inline(src[d]);
     } else {
         int rc = s->fetch(s->fetch_ctx, v, row, st);
         if (rc)
             return rc;
     }
     if (s->scrub_nan) /* "NaNs in K become 0" (docs/semantics/attention.md A8.4 [S9]) */
-        for (int d = 0; d < D; d++)
-            if (isnan(row[d]))
-                row[d] = 0.0f;
+        for (int d = 0; d < D; d++) {
+            const uint32_t b = dsv4_bits_f32(row[d]);
+            row[d] = (b & 0x7FFFFFFFu) > 0x7F800000u ? 0.0f : row[d];
+        }
     return DSV4_OK;
+}
+
+/* 1 if every lane of the row is finite (exponent bits not all ones). */
+DSV4_HOT_INLINE int row_finite(const float *row)
+{
+    uint32_t bad = 0;
+    for (int d = 0; d < D; d++)
+        bad |= (dsv4_bits_f32(row[d]) & 0x7F800000u) == 0x7F800000u;
+    return !bad;
 }
 
 static int check_segment(const dsv4_attn_args *a, const dsv4_attn_segment *s, dsv4_status *st)
@@ -170,8 +182,9 @@ oom:
 }
 
 /* Gathers token t's valid rows (every segment, in order; duplicates twice)
- * into the mode's buffer.  Returns the row count in *n. */
-static int gather(const dsv4_attn_args *a, int64_t t, attn_work *w, dsv4_attn_mode mode,
+ * into the mode's buffer.  Returns the row count in *n; *max_norm (the
+ * largest row norm) only when want_norm. */
+DSV4_HOT_INLINE int gather(const dsv4_attn_args *a, int64_t t, attn_work *w, dsv4_attn_mode mode, int want_norm,
                   double *max_norm, int64_t *n, dsv4_status *st)
 {
     int64_t k = 0;
@@ -183,18 +196,45 @@ static int gather(const dsv4_attn_args *a, int64_t t, attn_work *w, dsv4_attn_mo
         for (int64_t j = 0; j < ne; j++) {
             if (!entry_valid(seg, e[j]))
                 continue;
+            if (mode == DSV4_ATTN_IDEAL && seg->bf16_rows && !seg->scrub_nan && !want_norm && !w->kabs) {
+                /* the common ideal case in one pass: bf16 -> double, finite */
+                const uint16_t *src = seg->bf16_rows + (int64_t)e[j] * D;
+#if defined(__GNUC__)
+                if (j + 1 < ne && entry_valid(seg, e[j + 1])) /* the next random row's lines, ahead */
+                    for (int c = 0; c < D * 2; c += 64)
+                        __builtin_prefetch((const char *)(seg->bf16_rows + (int64_t)e[j + 1] * D) + c);
+#endif
+                double *dst = w->kd + k * D;
+                uint32_t bad = 0;
+                for (int d = 0; d < D; d++) {
+                    bad |= (src[d] & 0x7F80u) == 0x7F80u;
+                    dst[d] = dsv4_bf16_to_f32_inline(src[d]);
+                }
+                if (bad)
+                    for (int d = 0; d < D; d++)
+                        if ((src[d] & 0x7F80u) == 0x7F80u)
+                            return dsv4_fail(st, DSV4_EINPUT, "%s row %d lane %d is not finite (token %" PRId64 ")",
+                                             seg->name, e[j], d, t);
+                k++;
+                continue;
+            }
+            if (seg->prefetch && j + 1 < ne && entry_valid(seg, e[j + 1])) /* the next random row, ahead */
+                seg->prefetch(seg->fetch_ctx, e[j + 1]);
             int rc = fetch_row(seg, e[j], w->row, st);
             if (rc)
                 return rc;
-            double nrm = 0;
-            for (int d = 0; d < D; d++) {
-                if (!isfinite(w->row[d]))
-                    return dsv4_fail(st, DSV4_EINPUT, "%s row %d lane %d is not finite (token %" PRId64 ")",
-                                     seg->name, e[j], d, t);
-                nrm += (double)w->row[d] * w->row[d];
+            if (!row_finite(w->row))
+                for (int d = 0; d < D; d++)
+                    if (!isfinite(w->row[d]))
+                        return dsv4_fail(st, DSV4_EINPUT, "%s row %d lane %d is not finite (token %" PRId64 ")",
+                                         seg->name, e[j], d, t);
+            if (want_norm) {
+                double nrm = 0;
+                for (int d = 0; d < D; d++)
+                    nrm += (double)w->row[d] * w->row[d];
+                if (sqrt(nrm) > *max_norm)
+                    *max_norm = sqrt(nrm);
             }
-            if (sqrt(nrm) > *max_norm)
-                *max_norm = sqrt(nrm);
             if (mode == DSV4_ATTN_IDEAL) {
                 for (int d = 0; d < D; d++)
                     w->kd[k * D + d] = w->row[d];
@@ -218,7 +258,7 @@ static double sink_of(const dsv4_attn_args *a, int64_t h)
 
 /* Ideal: S = scale * Q K^T, softmax with the sink in the denominator only,
  * O = W K (docs/semantics/attention.md A8.1). */
-static void token_ideal(const dsv4_attn_args *a, int64_t t, int64_t n, double max_norm,
+DSV4_HOT_INLINE void token_ideal(const dsv4_attn_args *a, int64_t t, int64_t n, double max_norm,
                         attn_work *w, double *out, dsv4_attn_diag *dg)
 {
     const int64_t H = a->H;
@@ -274,7 +314,7 @@ static void token_ideal(const dsv4_attn_args *a, int64_t t, int64_t n, double ma
 }
 
 /* Faithful: the Triton kernels' fp32 steps (docs/semantics/attention.md A8.3 [S9]). */
-static void token_faithful(const dsv4_attn_args *a, int64_t t, int64_t n, attn_work *w, double *out)
+DSV4_HOT_INLINE void token_faithful(const dsv4_attn_args *a, int64_t t, int64_t n, attn_work *w, double *out)
 {
     const int64_t H = a->H;
     const uint16_t *q = a->q + t * H * D;
@@ -316,6 +356,35 @@ static void token_faithful(const dsv4_attn_args *a, int64_t t, int64_t n, attn_w
     }
 }
 
+typedef struct attn_job {
+    const dsv4_attn_args *a;
+    dsv4_attn_mode mode;
+    double *out;
+    dsv4_attn_diag *diag;
+    attn_work *work; /* one per worker */
+} attn_job;
+
+/* Tokens [t0, t1): each token's rows, scores, softmax and P.V with this
+ * worker's scratch (the same calls, in the same order, as one thread). */
+DSV4_VECTOR_CLONES static int attn_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    const attn_job *j = ctx;
+    attn_work *w = &j->work[worker];
+    const int want_norm = j->mode == DSV4_ATTN_IDEAL && j->diag && j->diag->score_mag;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t n = 0;
+        double max_norm = 0;
+        int rc = gather(j->a, t, w, j->mode, want_norm, &max_norm, &n, st);
+        if (rc)
+            return rc;
+        if (j->mode == DSV4_ATTN_IDEAL)
+            token_ideal(j->a, t, n, max_norm, w, j->out, j->diag);
+        else
+            token_faithful(j->a, t, n, w, j->out);
+    }
+    return DSV4_OK;
+}
+
 int dsv4_ref_sparse_attn(const dsv4_attn_args *a, dsv4_attn_mode mode, double *out,
                          dsv4_attn_diag *diag, dsv4_status *st)
 {
@@ -332,19 +401,19 @@ int dsv4_ref_sparse_attn(const dsv4_attn_args *a, dsv4_attn_mode mode, double *o
     }
     if (cap > INT32_MAX / D)
         return dsv4_fail(st, DSV4_EINPUT, "attention: %" PRId64 " keys for one token: too many", cap);
-    attn_work w;
-    int rc = work_alloc(&w, cap, a->H, mode, mode == DSV4_ATTN_IDEAL && diag && diag->abs_out, st);
-    for (int64_t t = 0; !rc && t < a->T; t++) {
-        int64_t n = 0;
-        double max_norm = 0;
-        if ((rc = gather(a, t, &w, mode, &max_norm, &n, st)))
-            break;
-        if (mode == DSV4_ATTN_IDEAL)
-            token_ideal(a, t, n, max_norm, &w, out, diag);
-        else
-            token_faithful(a, t, n, &w, out);
-    }
-    work_free(&w);
+    const int nw = dsv4_parallel_workers(a->T, 1);
+    attn_work *work = calloc((size_t)nw, sizeof *work);
+    int rc = work ? DSV4_OK : dsv4_fail(st, DSV4_ERUNTIME, "attention: out of memory"), made = 0;
+    for (; work && made < nw && !rc; made++)
+        rc = work_alloc(&work[made], cap, a->H, mode, mode == DSV4_ATTN_IDEAL && diag && diag->abs_out, st);
+    if (rc && made > 0)
+        made--; /* work_alloc frees its own on failure */
+    attn_job j = {a, mode, out, diag, work};
+    if (!rc)
+        rc = dsv4_parallel_for(a->T, 1, DSV4_PAR_BLAS, attn_range, &j, st);
+    for (int k = 0; k < made; k++)
+        work_free(&work[k]);
+    free(work);
     return rc;
 }
 
@@ -368,6 +437,24 @@ static int rope_check(int64_t T, int64_t H, const int64_t *positions, int64_t nu
     return DSV4_OK;
 }
 
+typedef struct rope_bf16_job {
+    uint16_t *o;
+    int64_t H;
+    const int64_t *positions;
+    const float *cs;
+    int rope_dim;
+} rope_bf16_job;
+
+static int rope_bf16_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const rope_bf16_job *j = ctx;
+    for (int64_t t = t0; t < t1; t++)
+        dsv4_rope_rows_bf16(j->o + t * j->H * D, j->H, D, j->cs + j->positions[t] * j->rope_dim, j->rope_dim,
+                            DSV4_ROPE_INVERSE);
+    return DSV4_OK;
+}
+
 int dsv4_ref_inverse_rope_rows(uint16_t *o, int64_t T, int64_t H, const int64_t *positions,
                                const float *cos_sin_cache, int64_t num_pos, int rope_dim,
                                int64_t rotated, dsv4_status *st)
@@ -377,9 +464,31 @@ int dsv4_ref_inverse_rope_rows(uint16_t *o, int64_t T, int64_t H, const int64_t 
         return rc;
     /* Only rows past `rotated`: the decode reduce already rotated the
      * leading ones (seed forward_mqa: output[rotated:], positions[rotated:]). */
-    for (int64_t t = rotated; t < T; t++)
-        dsv4_rope_rows_bf16(o + t * H * D, H, D, cos_sin_cache + positions[t] * rope_dim, rope_dim,
-                            DSV4_ROPE_INVERSE);
+    rope_bf16_job j = {o + rotated * H * D, H, positions + rotated, cos_sin_cache, rope_dim};
+    return dsv4_parallel_for(T - rotated, 16, 0, rope_bf16_range, &j, st);
+}
+
+typedef struct rope_f64_job {
+    const uint16_t *o;
+    int64_t H, rotated;
+    const int64_t *positions;
+    const float *cs;
+    int rope_dim;
+    double *out;
+} rope_f64_job;
+
+static int rope_f64_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const rope_f64_job *j = ctx;
+    for (int64_t t = t0; t < t1; t++) {
+        for (int64_t i = t * j->H * D; i < (t + 1) * j->H * D; i++)
+            j->out[i] = dsv4_bf16_to_f32_inline(j->o[i]);
+        if (t >= j->rotated)
+            for (int64_t h = 0; h < j->H; h++)
+                dsv4_rope_gptj_f64(j->out + (t * j->H + h) * D + (D - j->rope_dim),
+                                   j->cs + j->positions[t] * j->rope_dim, j->rope_dim, DSV4_ROPE_INVERSE);
+    }
     return DSV4_OK;
 }
 
@@ -390,12 +499,57 @@ int dsv4_ref_inverse_rope_rows_f64(const uint16_t *o, int64_t T, int64_t H, cons
     int rc = rope_check(T, H, positions, num_pos, rope_dim, rotated, st);
     if (rc)
         return rc;
-    for (int64_t i = 0; i < T * H * D; i++)
-        out[i] = dsv4_bf16_to_f32(o[i]);
-    for (int64_t t = rotated; t < T; t++)
-        for (int64_t h = 0; h < H; h++)
-            dsv4_rope_gptj_f64(out + (t * H + h) * D + (D - rope_dim),
-                               cos_sin_cache + positions[t] * rope_dim, rope_dim, DSV4_ROPE_INVERSE);
+    rope_f64_job j = {o, H, rotated, positions, cos_sin_cache, rope_dim, out};
+    return dsv4_parallel_for(T, 16, 0, rope_f64_range, &j, st);
+}
+
+typedef struct rope_f32_job {
+    const uint16_t *o;
+    int64_t H;
+    const int64_t *positions;
+    const float *cs;
+    int rope_dim;
+    float *out;        /* [T, H, 512], or NULL: per-worker rows in buf */
+    float *buf;        /* [workers, H, 512] */
+    dsv4_mx_rule rule; /* with data: MXFP8 of each token's rows */
+    uint8_t *data, *scales;
+} rope_f32_job;
+
+/* Token t's rows (docs/semantics/attention.md A9.3 steps 1-2 [S9]) into x [H, 512]. */
+static int rope_token_f32(const rope_f32_job *j, int64_t t, float *x, dsv4_status *st)
+{
+    const int64_t H = j->H, n = H * D;
+    const uint16_t *o = j->o + t * n;
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        bad |= (o[i] & 0x7F80u) == 0x7F80u; /* bf16 exponent all ones: Inf or NaN */
+        x[i] = dsv4_bf16_to_f32_inline(o[i]); /* step 1: x = fp32(o) (docs/semantics/attention.md A9.3 [S9]) */
+    }
+    for (int64_t i = 0; bad && i < n; i++)
+        if ((o[i] & 0x7F80u) == 0x7F80u)
+            return dsv4_fail(st, DSV4_EINPUT, "o[%" PRId64 ", %" PRId64 ", %" PRId64 "] is not finite", t, i / D,
+                             i % D);
+    /* Step 2: the pairs of lanes 448.. rotate; NoPE pairs (cos 1, sin 0) keep their bits. */
+    for (int64_t h = 0; h < H; h++)
+        dsv4_rope_gptj_f32(x + h * D + (D - j->rope_dim), j->cs + j->positions[t] * j->rope_dim, j->rope_dim,
+                           DSV4_ROPE_INVERSE);
+    return DSV4_OK;
+}
+
+static int rope_f32_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    const rope_f32_job *j = ctx;
+    for (int64_t t = t0; t < t1; t++) {
+        float *x = j->out ? j->out + t * j->H * D : j->buf + (size_t)worker * (size_t)(j->H * D);
+        int rc = rope_token_f32(j, t, x, st);
+        /* Step 3: MXFP8 per 512-lane head row; [T*H, 512] rows are exactly the
+         * [T, H*512] / [T, H*16] layouts (docs/semantics/attention.md A9.3 [S9]; docs/semantics/quant.md Q2, layouts). */
+        if (!rc && j->data)
+            rc = dsv4_mx_quant_rows_fp8(x, j->H, D, j->rule, j->data + t * j->H * D,
+                                        j->scales + t * j->H * (D / DSV4_MX_BLOCK), st);
+        if (rc)
+            return rc;
+    }
     return DSV4_OK;
 }
 
@@ -406,18 +560,8 @@ int dsv4_ref_inverse_rope_rows_f32(const uint16_t *o, int64_t T, int64_t H, cons
     int rc = rope_check(T, H, positions, num_pos, rope_dim, 0, st);
     if (rc)
         return rc;
-    for (int64_t i = 0; i < T * H * D; i++) {
-        if ((o[i] & 0x7F80u) == 0x7F80u) /* bf16 exponent all ones: Inf or NaN */
-            return dsv4_fail(st, DSV4_EINPUT, "o[%" PRId64 ", %" PRId64 ", %" PRId64 "] is not finite",
-                             i / (H * D), i / D % H, i % D);
-        out[i] = dsv4_bf16_to_f32(o[i]); /* step 1: x = fp32(o) (docs/semantics/attention.md A9.3 [S9]) */
-    }
-    /* Step 2: the pairs of lanes 448.. rotate; NoPE pairs (cos 1, sin 0) keep their bits. */
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t h = 0; h < H; h++)
-            dsv4_rope_gptj_f32(out + (t * H + h) * D + (D - rope_dim), cos_sin_cache + positions[t] * rope_dim,
-                               rope_dim, DSV4_ROPE_INVERSE);
-    return DSV4_OK;
+    rope_f32_job j = {o, H, positions, cos_sin_cache, rope_dim, out, NULL, DSV4_MX_FP8_CEIL, NULL, NULL};
+    return dsv4_parallel_for(T, 16, 0, rope_f32_range, &j, st);
 }
 
 int dsv4_ref_inverse_rope_mxfp8_rows(const uint16_t *o, int64_t T, int64_t H, const int64_t *positions,
@@ -426,14 +570,19 @@ int dsv4_ref_inverse_rope_mxfp8_rows(const uint16_t *o, int64_t T, int64_t H, co
 {
     if (T < 0 || H < 0)
         return dsv4_fail(st, DSV4_EINPUT, "inverse rope mxfp8: negative shape");
-    float *x = malloc((size_t)(T * H * D + 1) * sizeof *x);
-    if (!x)
+    int rc = rope_check(T, H, positions, num_pos, rope_dim, 0, st);
+    if (rc)
+        return rc;
+    if (dsv4_mx_rule_is_fp4(rule) || (unsigned)rule >= DSV4_MX_RULE_COUNT)
+        return dsv4_mx_quant_rows_fp8(NULL, 0, D, rule, NULL, NULL, st); /* its message for a bad rule */
+    const int grain = 16, nw = dsv4_parallel_workers(T, grain);
+    float *buf = malloc((size_t)nw * (size_t)(H * D + 1) * sizeof *buf);
+    if (!buf)
         return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
-    int rc = dsv4_ref_inverse_rope_rows_f32(o, T, H, positions, cos_sin_cache, num_pos, rope_dim, x, st);
-    /* Step 3: MXFP8 per 512-lane head row; [T*H, 512] rows are exactly the
-     * [T, H*512] / [T, H*16] layouts (docs/semantics/attention.md A9.3 [S9]; docs/semantics/quant.md Q2, layouts). */
-    if (!rc)
-        rc = dsv4_mx_quant_rows_fp8(x, T * H, D, rule, data, scales, st);
-    free(x);
+    /* Token by token: the rows of dsv4_ref_inverse_rope_rows_f32, then their
+     * MXFP8; no [T, H, 512] fp32 copy. */
+    rope_f32_job j = {o, H, positions, cos_sin_cache, rope_dim, NULL, buf, rule, data, scales};
+    rc = dsv4_parallel_for(T, grain, 0, rope_f32_range, &j, st);
+    free(buf);
     return rc;
 }

@@ -56,6 +56,8 @@ typedef struct dsv4_attn_segment {
     const int32_t *lens;
     int64_t width;
     int64_t num_indices;       /* ragged: length of indices (bounds indptr) */
+    /* Optional, with fetch: start loading row r's bytes (a hint only). */
+    void (*prefetch)(const void *ctx, int64_t row);
 } dsv4_attn_segment;
 
 #define DSV4_ATTN_MAX_SEGMENTS 2

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "numerics.h"
+#include "parallel.h"
 #include "rope.h"
 
 #define D DSV4_HEAD_DIM
@@ -26,40 +27,74 @@ static int rope_row_of(const dsv4_qnorm_insert_args *a, int64_t t, const float *
     return dsv4_rope_row(a->cos_sin_cache, a->num_pos, RD, a->positions[t], what, row, st);
 }
 
-int dsv4_ref_qnorm_rope(const dsv4_qnorm_insert_args *a, double *q_out, double *mag, dsv4_status *st)
+typedef struct qnorm_job {
+    const dsv4_qnorm_insert_args *a;
+    double *q_out, *mag;
+} qnorm_job;
+
+/* Head rows: y = x / sqrt(mean(x^2) + eps) (no weight, docs/semantics/gemm.md A3, Q steps 2-3), the
+ * magnitudes, then forward GPT-J at positions[t] (Q 4).  The sums of
+ * squares of four heads run side by side, each in its serial order. */
+static int qnorm_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
 {
-    for (int64_t t = 0; t < a->T; t++) {
+    (void)worker;
+    const qnorm_job *j = ctx;
+    const dsv4_qnorm_insert_args *a = j->a;
+    for (int64_t t = t0; t < t1; t++) {
         const float *row;
         int rc = rope_row_of(a, t, &row, st);
         if (rc)
             return rc;
-        for (int64_t h = 0; h < a->H; h++) {
-            const uint16_t *x = a->q + (t * a->H + h) * D;
-            double *y = q_out + (t * a->H + h) * D, ss = 0;
-            for (int d = 0; d < D; d++) {
-                y[d] = dsv4_bf16_to_f32(x[d]);
-                if (!isfinite(y[d]))
-                    return dsv4_fail(st, DSV4_EINPUT, "q[%" PRId64 ", %" PRId64 ", %d] is not finite", t, h, d);
-                ss += y[d] * y[d];
+        for (int64_t h0 = 0; h0 < a->H; h0 += 4) {
+            const int nh = a->H - h0 < 4 ? (int)(a->H - h0) : 4;
+            double ss[4] = {0, 0, 0, 0};
+            for (int k = 0; k < nh; k++) {
+                const uint16_t *x = a->q + (t * a->H + h0 + k) * D;
+                double *y = j->q_out + (t * a->H + h0 + k) * D;
+                for (int d = 0; d < D; d++)
+                    y[d] = dsv4_bf16_to_f32(x[d]);
+                for (int d = 0; d < D; d++)
+                    if (!isfinite(y[d]))
+                        return dsv4_fail(st, DSV4_EINPUT, "q[%" PRId64 ", %" PRId64 ", %d] is not finite", t, h0 + k, d);
             }
-            /* rsqrt(mean(x^2) + eps), no weight (docs/semantics/gemm.md A3, Q steps 2-3) */
-            const double r = 1.0 / sqrt(ss / D + a->eps);
-            for (int d = 0; d < D; d++)
-                y[d] *= r;
-            if (mag) {
-                double *m = mag + (t * a->H + h) * D;
-                for (int d = 0; d < NOPE; d++)
-                    m[d] = fabs(y[d]);
-                for (int k = 0; k < RD / 2; k++) {
-                    const double c = row[k], s = row[RD / 2 + k], e = y[NOPE + 2 * k], o = y[NOPE + 2 * k + 1];
-                    m[NOPE + 2 * k] = fabs(e * c) + fabs(o * s);
-                    m[NOPE + 2 * k + 1] = fabs(e * s) + fabs(o * c);
+            const double *y0 = j->q_out + (t * a->H + h0) * D;
+            if (nh == 4)
+                for (int d = 0; d < D; d++) {
+                    ss[0] += y0[d] * y0[d];
+                    ss[1] += y0[D + d] * y0[D + d];
+                    ss[2] += y0[2 * D + d] * y0[2 * D + d];
+                    ss[3] += y0[3 * D + d] * y0[3 * D + d];
                 }
+            else
+                for (int k = 0; k < nh; k++)
+                    for (int d = 0; d < D; d++)
+                        ss[k] += y0[k * D + d] * y0[k * D + d];
+            for (int k = 0; k < nh; k++) {
+                double *y = j->q_out + (t * a->H + h0 + k) * D;
+                const double r = 1.0 / sqrt(ss[k] / D + a->eps);
+                for (int d = 0; d < D; d++)
+                    y[d] *= r;
+                if (j->mag) {
+                    double *m = j->mag + (t * a->H + h0 + k) * D;
+                    for (int d = 0; d < NOPE; d++)
+                        m[d] = fabs(y[d]);
+                    for (int i = 0; i < RD / 2; i++) {
+                        const double c = row[i], s = row[RD / 2 + i], e = y[NOPE + 2 * i], o = y[NOPE + 2 * i + 1];
+                        m[NOPE + 2 * i] = fabs(e * c) + fabs(o * s);
+                        m[NOPE + 2 * i + 1] = fabs(e * s) + fabs(o * c);
+                    }
+                }
+                dsv4_rope_gptj_f64(y + NOPE, row, RD, DSV4_ROPE_FORWARD);
             }
-            dsv4_rope_gptj_f64(y + NOPE, row, RD, DSV4_ROPE_FORWARD); /* forward GPT-J at positions[t] (Q 4) */
         }
     }
     return DSV4_OK;
+}
+
+int dsv4_ref_qnorm_rope(const dsv4_qnorm_insert_args *a, double *q_out, double *mag, dsv4_status *st)
+{
+    qnorm_job j = {a, q_out, mag};
+    return dsv4_parallel_for(a->T, 8, 0, qnorm_range, &j, st);
 }
 
 int dsv4_ref_kv_rope_insert(const dsv4_qnorm_insert_args *a, uint8_t *cache, const dsv4_kv_layout *L,

@@ -5,6 +5,10 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <string.h>
+
+#include "codec_inline.h"
+#include "parallel.h"
 
 float dsv4_fp8q_default_max(dsv4_fp8q_impl impl, dsv4_fp8_kind kind)
 {
@@ -15,56 +19,168 @@ float dsv4_fp8q_default_max(dsv4_fp8q_impl impl, dsv4_fp8_kind kind)
     return impl == DSV4_FP8Q_AITER_HIP ? 240.0f : 224.0f;
 }
 
-static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
+/* One lane of the group quant: clamp(q, -mx, mx) (NaN passes: the compares
+ * are false) then the saturating RNE cvt, branch-free. */
+DSV4_HOT_INLINE uint8_t clamp_cvt_lane(float q, float mx, int fnuz)
+{
+    const int32_t lo = -(int32_t)(q < -mx), hi = -(int32_t)(q > mx);
+    int32_t b = dsv4_sel_i32(lo, (int32_t)dsv4_bits_f32(-mx), (int32_t)dsv4_bits_f32(q));
+    b = dsv4_sel_i32(hi, (int32_t)dsv4_bits_f32(mx), b);
+    return dsv4_e4m3_sat_lane(dsv4_f32_of_bits((uint32_t)b), fnuz);
+}
+
+/* max(1e-10, max |x_i|) over the non-NaN x_i (|x| as bits orders like the
+ * values; NaN bits lie above Inf's): the same value as the compare loop. */
+DSV4_HOT_INLINE float group_amax(const float *x, int n)
+{
+    int32_t m = 0;
+    int i = 0;
+    for (; i + DSV4_CODEC_BLOCK <= n; i += DSV4_CODEC_BLOCK) /* fixed-length blocks vectorize */
+        for (int k = 0; k < DSV4_CODEC_BLOCK; k++) {
+            const int32_t a = (int32_t)(dsv4_bits_f32(x[i + k]) & 0x7FFFFFFFu);
+            const int32_t v = a & -(a <= 0x7F800000);
+            m = v > m ? v : m;
+        }
+    for (; i < n; i++) {
+        const int32_t a = (int32_t)(dsv4_bits_f32(x[i]) & 0x7FFFFFFFu);
+        const int32_t v = a & -(a <= 0x7F800000);
+        m = v > m ? v : m;
+    }
+    const float amax = dsv4_f32_of_bits((uint32_t)m);
+    return amax > 1e-10f ? amax : 1e-10f; /* both floor amax at 1e-10 (docs/semantics/quant.md Q3.1 step 1, Q3.2 step 1) */
+}
+
+/* The codes of one group: clamp(x * inv) (mul) or clamp(x / scale) (div). */
+DSV4_HOT_INLINE void group_codes(const float *x, int n, float f, int divide, float mx, int fnuz, uint8_t *codes)
+{
+    int i = 0;
+    for (; i + DSV4_CODEC_BLOCK <= n; i += DSV4_CODEC_BLOCK) {
+        uint8_t c[DSV4_CODEC_BLOCK];
+        if (divide)
+            for (int k = 0; k < DSV4_CODEC_BLOCK; k++)
+                c[k] = clamp_cvt_lane(x[i + k] / f, mx, fnuz);
+        else
+            for (int k = 0; k < DSV4_CODEC_BLOCK; k++)
+                c[k] = clamp_cvt_lane(x[i + k] * f, mx, fnuz);
+        memcpy(codes + i, c, sizeof c);
+    }
+    for (; i < n; i++)
+        codes[i] = clamp_cvt_lane(divide ? x[i] / f : x[i] * f, mx, fnuz);
+}
+
+DSV4_HOT_INLINE float quant_group(const float *x, int n, const dsv4_fp8q_cfg *cfg, uint8_t *codes)
+{
+    const float mx = cfg->fp8_max, amax = group_amax(x, n);
+    const int fnuz = cfg->kind == DSV4_FP8_E4M3FNUZ;
+    if (cfg->impl == DSV4_FP8Q_AITER_HIP) {
+        const float scale = amax * (1.0f / mx); /* fl(amax * fl(1/MAX)): multiply, not divide (3.1 step 2) */
+        group_codes(x, n, 1.0f / scale, 0, mx, fnuz, codes); /* IEEE fp32 1/scale; med3 clamp, RNE cvt (3.1 steps 3-4) */
+        return scale;
+    }
+    const float scale = amax / mx; /* division (3.2 step 2) */
+    group_codes(x, n, scale, 1, mx, fnuz, codes); /* clamp(y / scale) then cast (3.2 step 4) */
+    return scale;
+}
 
 float dsv4_fp8q_group(const float *x, int n, const dsv4_fp8q_cfg *cfg, uint8_t *codes)
 {
-    const float mx = cfg->fp8_max;
-    float amax = 1e-10f; /* both floor amax at 1e-10 (docs/semantics/quant.md Q3.1 step 1, Q3.2 step 1) */
-    for (int i = 0; i < n; i++) {
-        float a = fabsf(x[i]);
-        if (a > amax) /* NaN compares false: ignored, as the max reductions do (inferred) */
-            amax = a;
-    }
-    float scale;
-    if (cfg->impl == DSV4_FP8Q_AITER_HIP) {
-        scale = amax * (1.0f / mx); /* fl(amax * fl(1/MAX)): multiply, not divide (Q3.1 step 2) */
-        float inv = 1.0f / scale;   /* IEEE fp32 division, no fast-math (Q3.1 step 3) */
-        for (int i = 0; i < n; i++) /* med3 clamp then RNE cvt (Q3.1 step 4) */
-            codes[i] = dsv4_fp8_from_f32(clampf(x[i] * inv, -mx, mx), cfg->kind, 1);
-    } else {
-        scale = amax / mx; /* division (Q3.2 step 2) */
-        for (int i = 0; i < n; i++) /* clamp(y / scale) then cast (Q3.2 step 4) */
-            codes[i] = dsv4_fp8_from_f32(clampf(x[i] / scale, -mx, mx), cfg->kind, 1);
-    }
-    return scale;
+    return quant_group(x, n, cfg, codes);
+}
+
+typedef struct rows_job {
+    const float *x;
+    const uint16_t *xh; /* bf16 input instead of x, or NULL */
+    int64_t M, K;
+    const dsv4_fp8q_cfg *cfg;
+    uint8_t *y;
+    float *scale;
+} rows_job;
+
+DSV4_VECTOR_CLONES static int rows_range(void *ctx, int64_t m0, int64_t m1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const rows_job *j = ctx;
+    const int g = j->cfg->group;
+    const int64_t K = j->K, M = j->M, G = K / g;
+    float f[1024];
+    for (int64_t m = m0; m < m1; m++)
+        for (int64_t k = 0; k < G; k++) {
+            const float *x = j->x + m * K + k * g;
+            if (j->xh) { /* bf16 -> fp32 is a shift; groups over 1024 take the fp32 path */
+                const uint16_t *h = j->xh + m * K + k * g;
+                for (int i = 0; i < g; i++)
+                    f[i] = dsv4_bf16_to_f32_inline(h[i]);
+                x = f;
+            }
+            const float s = quant_group(x, g, j->cfg, j->y + m * K + k * g);
+            /* transpose_scale: (m, g) at g*M + m (docs/semantics/quant.md Q3.1 "Out"). */
+            j->scale[j->cfg->transpose_scale ? k * M + m : m * G + k] = s;
+        }
+    return DSV4_OK;
+}
+
+static int rows_run(const float *x, const uint16_t *xh, int64_t M, int64_t K, const dsv4_fp8q_cfg *cfg, uint8_t *y,
+                    float *scale, dsv4_status *st)
+{
+    if (cfg->group <= 0 || M < 0 || K < 0 || K % cfg->group != 0 || (xh && cfg->group > 1024))
+        return dsv4_fail(st, DSV4_EINPUT, "fp8 group quant: K = %" PRId64 " is not a multiple of group %d%s",
+                         K, cfg->group, xh && cfg->group > 1024 ? " (bf16 rows: groups up to 1024)" : "");
+    rows_job j = {x, xh, M, K, cfg, y, scale};
+    return dsv4_parallel_for(M, K > 0 && K < 65536 ? 65536 / K : 1, 0, rows_range, &j, st);
 }
 
 int dsv4_fp8q_rows(const float *x, int64_t M, int64_t K, const dsv4_fp8q_cfg *cfg, uint8_t *y,
                    float *scale, dsv4_status *st)
 {
-    if (cfg->group <= 0 || M < 0 || K < 0 || K % cfg->group != 0)
-        return dsv4_fail(st, DSV4_EINPUT, "fp8 group quant: K = %" PRId64 " is not a multiple of group %d",
-                         K, cfg->group);
-    const int64_t G = K / cfg->group;
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t g = 0; g < G; g++) {
-            float s = dsv4_fp8q_group(x + m * K + g * cfg->group, cfg->group, cfg,
-                                      y + m * K + g * cfg->group);
-            /* transpose_scale: (m, g) at g*M + m (docs/semantics/quant.md Q3.1 "Out"). */
-            scale[cfg->transpose_scale ? g * M + m : m * G + g] = s;
-        }
-    return DSV4_OK;
+    return rows_run(x, NULL, M, K, cfg, y, scale, st);
+}
+
+int dsv4_fp8q_rows_bf16(const uint16_t *x, int64_t M, int64_t K, const dsv4_fp8q_cfg *cfg, uint8_t *y,
+                        float *scale, dsv4_status *st)
+{
+    return rows_run(NULL, x, M, K, cfg, y, scale, st);
 }
 
 void dsv4_rmsnorm_row_ideal(const float *x, const float *w, int64_t n, double eps, double *y)
 {
-    double ss = 0;
-    for (int64_t i = 0; i < n; i++)
-        ss += (double)x[i] * x[i];
-    double r = 1.0 / sqrt(ss / (double)n + eps);
+    dsv4_rmsnorm_rows_ideal(x, w, 1, n, eps, y);
+}
+
+/* The rows' sums of squares run side by side, four chains at a time (each
+ * chain is one row's sum in the serial order): the same values, four times
+ * the throughput of one add chain. */
+/* y = x * r * w for one row (restrict: the compiler vectorizes it). */
+DSV4_VECTOR_CLONES DSV4_NOINLINE static void scale_row(const float *restrict x, const float *restrict w, double r, int64_t n, double *restrict y)
+{
     for (int64_t i = 0; i < n; i++)
         y[i] = (double)x[i] * r * (double)w[i];
+}
+
+void dsv4_rmsnorm_rows_ideal(const float *x, const float *w, int64_t rows, int64_t n, double eps,
+                                                double *y)
+{
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+        const float *x0 = x + r * n, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int64_t i = 0; i < n; i++) {
+            s0 += (double)x0[i] * x0[i];
+            s1 += (double)x1[i] * x1[i];
+            s2 += (double)x2[i] * x2[i];
+            s3 += (double)x3[i] * x3[i];
+        }
+        const double ss[4] = {s0, s1, s2, s3};
+        for (int k = 0; k < 4; k++) {
+            scale_row(x + (r + k) * n, w, 1.0 / sqrt(ss[k] / (double)n + eps), n, y + (r + k) * n);
+        }
+    }
+    for (; r < rows; r++) {
+        const float *xr = x + r * n;
+        double ss = 0;
+        for (int64_t i = 0; i < n; i++)
+            ss += (double)xr[i] * xr[i];
+        scale_row(xr, w, 1.0 / sqrt(ss / (double)n + eps), n, y + r * n);
+    }
 }
 
 void dsv4_rmsnorm_row_f32(const float *x, const float *w, int64_t n, float eps, float *y)

@@ -39,12 +39,18 @@ float dsv4_fp8q_group(const float *x, int n, const dsv4_fp8q_cfg *cfg, uint8_t *
 int dsv4_fp8q_rows(const float *x, int64_t M, int64_t K, const dsv4_fp8q_cfg *cfg, uint8_t *y,
                    float *scale, dsv4_status *st);
 
+/* The same from bf16 rows (exact in fp32; group <= 1024). */
+int dsv4_fp8q_rows_bf16(const uint16_t *x, int64_t M, int64_t K, const dsv4_fp8q_cfg *cfg, uint8_t *y,
+                        float *scale, dsv4_status *st);
+
 /* RMSNorm of fused_qk_rmsnorm_group_quant (docs/semantics/quant.md Q3.3 steps 1-4, 8), one row of n:
  * ideal: y = x * (1/sqrt(sum(x^2)/n + eps)) * w in double;
  * faithful: the kernel's fp32 order: ss by sequential fp32 FMA, rcp =
  * fl(1/fl(sqrt(fl(fl(ss/n) + eps)))) (v_rsq is approximate, not emulated),
  * y = fl(fl(x * rcp) * w). */
 void dsv4_rmsnorm_row_ideal(const float *x, const float *w, int64_t n, double eps, double *y);
+/* The ideal of `rows` consecutive rows of n (x and y [rows, n]). */
+void dsv4_rmsnorm_rows_ideal(const float *x, const float *w, int64_t rows, int64_t n, double eps, double *y);
 void dsv4_rmsnorm_row_f32(const float *x, const float *w, int64_t n, float eps, float *y);
 
 #endif

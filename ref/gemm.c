@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec_inline.h"
+#include "parallel.h"
 #include "rope.h"
 
 #define BLK DSV4_GEMM_BLOCK
@@ -37,6 +39,33 @@ int dsv4_shuffle_check(int64_t N, int64_t K, int elem_size, dsv4_status *st)
     return DSV4_OK;
 }
 
+typedef struct shuffle_job {
+    const uint8_t *in;
+    uint8_t *out;
+    int64_t N, K;
+    int es, inverse;
+} shuffle_job;
+
+/* Rows [n0, n1) of every batch matrix: the Kp = 16 / es elements at k0 =
+ * Kp c (one 16-byte run) stay together in the shuffled layout, so each run
+ * moves with one copy. */
+static int shuffle_range(void *ctx, int64_t n0, int64_t n1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const shuffle_job *j = ctx;
+    const int64_t K = j->K, Kp = 16 / j->es;
+    const size_t es = (size_t)j->es;
+    for (int64_t n = n0; n < n1; n++)
+        for (int64_t k0 = 0; k0 < K; k0 += Kp) {
+            const int64_t plain = n * K + k0, sh = dsv4_shuffle_index(n, k0, K, j->es);
+            if (j->inverse)
+                memcpy(j->out + (size_t)plain * es, j->in + (size_t)sh * es, 16);
+            else
+                memcpy(j->out + (size_t)sh * es, j->in + (size_t)plain * es, 16);
+        }
+    return DSV4_OK;
+}
+
 int dsv4_ref_shuffle_weight(const uint8_t *in, uint8_t *out, int64_t batch, int64_t N, int64_t K,
                             int elem_size, int inverse, dsv4_status *st)
 {
@@ -44,19 +73,11 @@ int dsv4_ref_shuffle_weight(const uint8_t *in, uint8_t *out, int64_t batch, int6
     if (rc)
         return rc;
     const size_t es = (size_t)elem_size;
-    for (int64_t b = 0; b < batch; b++) {
-        const uint8_t *src = in + (size_t)(b * N * K) * es;
-        uint8_t *dst = out + (size_t)(b * N * K) * es;
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t k = 0; k < K; k++) {
-                const int64_t plain = n * K + k, sh = dsv4_shuffle_index(n, k, K, elem_size);
-                if (inverse)
-                    memcpy(dst + (size_t)plain * es, src + (size_t)sh * es, es);
-                else
-                    memcpy(dst + (size_t)sh * es, src + (size_t)plain * es, es);
-            }
+    for (int64_t b = 0; b < batch && !rc; b++) {
+        shuffle_job j = {in + (size_t)(b * N * K) * es, out + (size_t)(b * N * K) * es, N, K, elem_size, inverse};
+        rc = dsv4_parallel_for(N, 64, 0, shuffle_range, &j, st);
     }
-    return DSV4_OK;
+    return rc;
 }
 
 /* ------------------------------------------------------------------ */
@@ -114,6 +135,41 @@ static void decode_lut(dsv4_fp8_kind kind, double *lut)
         lut[b] = dsv4_fp8_to_f32((uint8_t)b, kind);
 }
 
+typedef struct decode_job {
+    const dsv4_gemm_args *a;
+    const double *lut;
+    double *A, *B;
+    int absolute, scaled;
+} decode_job;
+
+/* Rows [r0, r1) of the stacked [M + N, K] operands: A's rows, then B's. */
+static int decode_range(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const decode_job *j = ctx;
+    const dsv4_gemm_args *a = j->a;
+    const int64_t M = a->M, K = a->K;
+    for (int64_t r = r0; r < r1; r++) {
+        if (r < M) {
+            const int64_t m = r;
+            for (int64_t k = 0; k < K; k++) {
+                double v = j->lut[a->xq[m * K + k]];
+                v = j->absolute ? fabs(v) : v;
+                j->A[m * K + k] = j->scaled ? v * fabs((double)xscale(a, m, k / BLK)) : v;
+            }
+        } else {
+            const int64_t n = r - M;
+            for (int64_t k = 0; k < K; k++) {
+                int64_t src = a->w_shuffled ? dsv4_shuffle_index(n, k, K, 1) : n * K + k;
+                double v = j->lut[a->wq[src]];
+                v = j->absolute ? fabs(v) : v;
+                j->B[n * K + k] = j->scaled ? v * fabs((double)wscale(a, n, k / BLK)) : v;
+            }
+        }
+    }
+    return DSV4_OK;
+}
+
 static int decode_operands(const dsv4_gemm_args *a, double **A, double **B, int absolute, int scaled,
                            dsv4_status *st)
 {
@@ -127,19 +183,54 @@ static int decode_operands(const dsv4_gemm_args *a, double **A, double **B, int 
         *A = *B = NULL;
         return dsv4_fail(st, DSV4_ERUNTIME, "gemm: out of memory");
     }
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t k = 0; k < K; k++) {
-            double v = lut[a->xq[m * K + k]];
-            v = absolute ? fabs(v) : v;
-            (*A)[m * K + k] = scaled ? v * fabs((double)xscale(a, m, k / BLK)) : v;
+    decode_job j = {a, lut, *A, *B, absolute, scaled};
+    return dsv4_parallel_for(M + N, 64, 0, decode_range, &j, st);
+}
+
+/* Output tiles of the block product (sized so that the tile's block
+ * product P and its rows of y stay in the L2 cache). */
+#define TILE_M 256
+#define TILE_N 256
+
+typedef struct tiles_job {
+    const dsv4_gemm_args *a;
+    const void *A, *B; /* decoded operands: double (f64) or float (f32) */
+    void *y;
+    void *P;           /* per worker [TILE_M, TILE_N] */
+    int64_t tiles_n;
+} tiles_job;
+
+/* yr[n] += pr[n] * (xs * ws[n]): xs*ws exact in double (24 + 24 bits). */
+DSV4_VECTOR_CLONES static void accumulate(double *restrict yr, const double *restrict pr, double xs, const double *restrict ws,
+                       int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        yr[i] += pr[i] * (xs * ws[i]);
+}
+
+/* y[tile] = sum over K blocks, in order, of P_kb * (xs * ws): P_kb =
+ * A[rows, kb] . B[cols, kb]^T is exact in double (gemm.h), so its tiling
+ * does not matter; the accumulation order per element is the serial one. */
+static int tiles_f64(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)st;
+    const tiles_job *j = ctx;
+    const dsv4_gemm_args *a = j->a;
+    const int64_t M = a->M, N = a->N, K = a->K, KB = kblocks(a);
+    const double *A = j->A, *B = j->B;
+    double *y = j->y, *P = (double *)j->P + (size_t)worker * (TILE_M * TILE_N + TILE_N), *ws = P + TILE_M * TILE_N;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t m0 = t / j->tiles_n * TILE_M, n0 = t % j->tiles_n * TILE_N;
+        const int64_t mt = M - m0 < TILE_M ? M - m0 : TILE_M, nt = N - n0 < TILE_N ? N - n0 : TILE_N;
+        for (int64_t kb = 0; kb < KB; kb++) {
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mt, (int)nt, BLK, 1.0, A + m0 * K + kb * BLK,
+                        (int)K, B + n0 * K + kb * BLK, (int)K, 0.0, P, (int)nt);
+            for (int64_t n = 0; n < nt; n++)
+                ws[n] = wscale(a, n0 + n, kb);
+            for (int64_t i = 0; i < mt; i++)
+                accumulate(y + (m0 + i) * N + n0, P + i * nt, xscale(a, m0 + i, kb), ws, nt);
         }
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < K; k++) {
-            int64_t src = a->w_shuffled ? dsv4_shuffle_index(n, k, K, 1) : n * K + k;
-            double v = lut[a->wq[src]];
-            v = absolute ? fabs(v) : v;
-            (*B)[n * K + k] = scaled ? v * fabs((double)wscale(a, n, k / BLK)) : v;
-        }
+    }
     return DSV4_OK;
 }
 
@@ -148,61 +239,39 @@ int dsv4_ref_gemm_a8w8_blockscale_f64(const dsv4_gemm_args *a, double *y, dsv4_s
     int rc = dsv4_gemm_check(a, st);
     if (rc)
         return rc;
-    const int64_t M = a->M, N = a->N, K = a->K, KB = kblocks(a);
+    const int64_t M = a->M, N = a->N, K = a->K;
     memset(y, 0, (size_t)(M * N) * sizeof *y);
     if (M == 0 || N == 0 || K == 0)
         return DSV4_OK;
     double *A, *B;
     if ((rc = decode_operands(a, &A, &B, 0, 0, st)))
         return rc;
-    double *P = malloc((size_t)(MTILE * N) * sizeof *P);
+    const int64_t tm = (M + TILE_M - 1) / TILE_M, tn = (N + TILE_N - 1) / TILE_N;
+    const int nw = dsv4_parallel_workers(tm * tn, 1);
+    double *P = malloc((size_t)nw * (TILE_M * TILE_N + TILE_N) * sizeof *P); /* P and the tile's w scales */
     if (!P) {
         free(A), free(B);
         return dsv4_fail(st, DSV4_ERUNTIME, "gemm: out of memory");
     }
-    for (int64_t m0 = 0; m0 < M; m0 += MTILE) {
-        const int64_t mt = M - m0 < MTILE ? M - m0 : MTILE;
-        for (int64_t kb = 0; kb < KB; kb++) {
-            /* P = A[m0:m0+mt, kb-block] . B[:, kb-block]^T: exact (gemm.h) */
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mt, (int)N, BLK, 1.0, A + m0 * K + kb * BLK,
-                        (int)K, B + kb * BLK, (int)K, 0.0, P, (int)N);
-            for (int64_t i = 0; i < mt; i++) {
-                const double xs = xscale(a, m0 + i, kb);
-                double *yr = y + (m0 + i) * N;
-                const double *pr = P + i * N;
-                for (int64_t n = 0; n < N; n++) /* xs*ws exact in double (24 + 24 bits) */
-                    yr[n] += pr[n] * (xs * (double)wscale(a, n, kb));
-            }
-        }
-    }
+    tiles_job j = {a, A, B, y, P, tn};
+    rc = dsv4_parallel_for(tm * tn, 1, DSV4_PAR_BLAS, tiles_f64, &j, st);
     free(A), free(B), free(P);
-    return DSV4_OK;
+    return rc;
 }
 
-int dsv4_ref_gemm_a8w8_blockscale_f32(const dsv4_gemm_args *a, float *y, dsv4_status *st)
+/* The fp32 model: per row block of MTILE rows, the K blocks in order (the
+ * serial path's sgemm calls, unchanged: fp32 sums depend on the BLAS
+ * blocking), row blocks in parallel. */
+static int rows_f32(void *ctx, int64_t b0, int64_t b1, int worker, dsv4_status *st)
 {
-    int rc = dsv4_gemm_check(a, st);
-    if (rc)
-        return rc;
+    (void)st;
+    const tiles_job *j = ctx;
+    const dsv4_gemm_args *a = j->a;
     const int64_t M = a->M, N = a->N, K = a->K, KB = kblocks(a);
-    memset(y, 0, (size_t)(M * N) * sizeof *y);
-    if (M == 0 || N == 0 || K == 0)
-        return DSV4_OK;
-    double lut[256];
-    decode_lut(a->kind, lut);
-    float *A = malloc((size_t)(M * K) * sizeof *A), *B = malloc((size_t)(N * K) * sizeof *B);
-    float *P = malloc((size_t)(MTILE * N) * sizeof *P);
-    if (!A || !B || !P) {
-        free(A), free(B), free(P);
-        return dsv4_fail(st, DSV4_ERUNTIME, "gemm: out of memory");
-    }
-    for (int64_t i = 0; i < M * K; i++)
-        A[i] = (float)lut[a->xq[i]];
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < K; k++)
-            B[n * K + k] = (float)lut[a->wq[a->w_shuffled ? dsv4_shuffle_index(n, k, K, 1) : n * K + k]];
-    for (int64_t m0 = 0; m0 < M; m0 += MTILE) {
-        const int64_t mt = M - m0 < MTILE ? M - m0 : MTILE;
+    const float *A = j->A, *B = j->B;
+    float *y = j->y, *P = (float *)j->P + (size_t)worker * MTILE * N;
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t m0 = b * MTILE, mt = M - m0 < MTILE ? M - m0 : MTILE;
         for (int64_t kb = 0; kb < KB; kb++) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mt, (int)N, BLK, 1.0f, A + m0 * K + kb * BLK,
                         (int)K, B + kb * BLK, (int)K, 0.0f, P, (int)N);
@@ -217,8 +286,37 @@ int dsv4_ref_gemm_a8w8_blockscale_f32(const dsv4_gemm_args *a, float *y, dsv4_st
             }
         }
     }
-    free(A), free(B), free(P);
     return DSV4_OK;
+}
+
+int dsv4_ref_gemm_a8w8_blockscale_f32(const dsv4_gemm_args *a, float *y, dsv4_status *st)
+{
+    int rc = dsv4_gemm_check(a, st);
+    if (rc)
+        return rc;
+    const int64_t M = a->M, N = a->N, K = a->K;
+    memset(y, 0, (size_t)(M * N) * sizeof *y);
+    if (M == 0 || N == 0 || K == 0)
+        return DSV4_OK;
+    double lut[256];
+    decode_lut(a->kind, lut);
+    const int64_t nb = (M + MTILE - 1) / MTILE;
+    const int nw = dsv4_parallel_workers(nb, 1);
+    float *A = malloc((size_t)(M * K) * sizeof *A), *B = malloc((size_t)(N * K) * sizeof *B);
+    float *P = malloc((size_t)nw * (size_t)(MTILE * N) * sizeof *P);
+    if (!A || !B || !P) {
+        free(A), free(B), free(P);
+        return dsv4_fail(st, DSV4_ERUNTIME, "gemm: out of memory");
+    }
+    for (int64_t i = 0; i < M * K; i++)
+        A[i] = (float)lut[a->xq[i]];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++)
+            B[n * K + k] = (float)lut[a->wq[a->w_shuffled ? dsv4_shuffle_index(n, k, K, 1) : n * K + k]];
+    tiles_job j = {a, A, B, y, P, 0};
+    rc = dsv4_parallel_for(nb, 1, DSV4_PAR_BLAS, rows_f32, &j, st);
+    free(A), free(B), free(P);
+    return rc;
 }
 
 int dsv4_gemm_abs_gauge(const dsv4_gemm_args *a, double *g, dsv4_status *st)
@@ -279,6 +377,75 @@ static int einsum_row(const dsv4_einsum_args *a, int64_t t, int64_t h, double *x
     return DSV4_OK;
 }
 
+#define EINSUM_RB 16 /* output columns r per work item: one sum per lane */
+
+typedef struct einsum_job {
+    const dsv4_einsum_args *a;
+    double *x, *err;          /* [T, H*512]: the head rows (rotated) and their lanes' error bounds */
+    double *out, *gauge, *rope_err;
+    double *wt;               /* per worker: [Dg, EINSUM_RB] w and |w|, transposed */
+} einsum_job;
+
+static int einsum_rows(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker;
+    const einsum_job *j = ctx;
+    const dsv4_einsum_args *a = j->a;
+    const int64_t W = a->H * DSV4_HEAD_DIM;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t h = 0; h < a->H; h++) {
+            int rc = einsum_row(a, t, h, j->x + t * W + h * DSV4_HEAD_DIM, j->err + t * W + h * DSV4_HEAD_DIM, st);
+            if (rc)
+                return rc;
+        }
+    return DSV4_OK;
+}
+
+/* Item (g, r block): the block's weights transposed once, then for every
+ * token the EINSUM_RB sums side by side, each over d in the fixed order
+ * "tgd,grd->tgr" (one lane per r: the serial sums, vectorized across r). */
+DSV4_VECTOR_CLONES static int einsum_items(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
+{
+    (void)st;
+    const einsum_job *j = ctx;
+    const dsv4_einsum_args *a = j->a;
+    const int64_t Dg = a->H * DSV4_HEAD_DIM / a->G, W = a->H * DSV4_HEAD_DIM, nrb = (a->R + EINSUM_RB - 1) / EINSUM_RB;
+    double *restrict wt = j->wt + (size_t)worker * 2 * (size_t)Dg * EINSUM_RB, *restrict wa = wt + Dg * EINSUM_RB;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t g = i / nrb, r0 = i % nrb * EINSUM_RB;
+        const int nr = a->R - r0 < EINSUM_RB ? (int)(a->R - r0) : EINSUM_RB;
+        for (int k = 0; k < EINSUM_RB; k++) {
+            const uint16_t *wr = a->w + (g * a->R + r0 + (k < nr ? k : 0)) * Dg; /* W[g, r, :] */
+            for (int64_t d = 0; d < Dg; d++) {
+                const double w = k < nr ? dsv4_bf16_to_f32_inline(wr[d]) : 0.0;
+                wt[d * EINSUM_RB + k] = w;
+                wa[d * EINSUM_RB + k] = fabs(w);
+            }
+        }
+        for (int64_t t = 0; t < a->T; t++) {
+            const double *restrict xg = j->x + t * W + g * Dg, *restrict eg = j->err + t * W + g * Dg;
+            double s[EINSUM_RB] = {0}, sa[EINSUM_RB] = {0}, se[EINSUM_RB] = {0};
+            for (int64_t d = 0; d < Dg; d++) {
+                const double xv = xg[d], ev = eg[d];
+                for (int k = 0; k < EINSUM_RB; k++) {
+                    s[k] += xv * wt[d * EINSUM_RB + k];
+                    sa[k] += fabs(xv * wt[d * EINSUM_RB + k]);
+                    se[k] += ev * wa[d * EINSUM_RB + k];
+                }
+            }
+            for (int k = 0; k < nr; k++) {
+                const int64_t o = (t * a->G + g) * a->R + r0 + k;
+                j->out[o] = s[k];
+                if (j->gauge)
+                    j->gauge[o] = sa[k];
+                if (j->rope_err)
+                    j->rope_err[o] = se[k];
+            }
+        }
+    }
+    return DSV4_OK;
+}
+
 int dsv4_ref_inv_rope_einsum(const dsv4_einsum_args *a, double *out, double *gauge, double *rope_err,
                              dsv4_status *st)
 {
@@ -289,40 +456,93 @@ int dsv4_ref_inv_rope_einsum(const dsv4_einsum_args *a, double *out, double *gau
     if (a->inverse_rope && (a->rope_dim < 2 || a->rope_dim > DSV4_HEAD_DIM || a->rope_dim % 2))
         return dsv4_fail(st, DSV4_EINPUT, "einsum: rope_dim %d", a->rope_dim);
     const int64_t Dg = a->H * DSV4_HEAD_DIM / a->G, W = a->H * DSV4_HEAD_DIM;
-    double *x = malloc((size_t)W * sizeof *x), *err = malloc((size_t)W * sizeof *err);
-    if (!x || !err) {
-        free(x), free(err);
-        return dsv4_fail(st, DSV4_ERUNTIME, "einsum: out of memory");
-    }
-    int rc = DSV4_OK;
-    for (int64_t t = 0; t < a->T && !rc; t++) {
-        for (int64_t h = 0; h < a->H && !rc; h++)
-            rc = einsum_row(a, t, h, x + h * DSV4_HEAD_DIM, err + h * DSV4_HEAD_DIM, st);
-        for (int64_t g = 0; g < a->G && !rc; g++)
-            for (int64_t r = 0; r < a->R; r++) {
-                const uint16_t *wr = a->w + (g * a->R + r) * Dg; /* W[g, r, :] */
-                const double *xg = x + g * Dg, *eg = err + g * Dg;
-                double s = 0, sa = 0, se = 0;
-                for (int64_t d = 0; d < Dg; d++) { /* "tgd,grd->tgr", fixed order */
-                    const double w = dsv4_bf16_to_f32(wr[d]);
-                    s += xg[d] * w;
-                    sa += fabs(xg[d] * w);
-                    se += eg[d] * fabs(w);
-                }
-                const int64_t i = (t * a->G + g) * a->R + r;
-                out[i] = s;
-                if (gauge)
-                    gauge[i] = sa;
-                if (rope_err)
-                    rope_err[i] = se;
-            }
-    }
-    free(x), free(err);
+    const int64_t items = a->G * ((a->R + EINSUM_RB - 1) / EINSUM_RB);
+    const int nw = dsv4_parallel_workers(items, 1);
+    double *x = malloc((size_t)(a->T * W + 1) * sizeof *x), *err = malloc((size_t)(a->T * W + 1) * sizeof *err);
+    double *wt = malloc((size_t)nw * 2 * (size_t)Dg * EINSUM_RB * sizeof *wt);
+    int rc = x && err && wt ? DSV4_OK : dsv4_fail(st, DSV4_ERUNTIME, "einsum: out of memory");
+    einsum_job j = {a, x, err, out, gauge, rope_err, wt};
+    if (!rc)
+        rc = dsv4_parallel_for(a->T, 16, 0, einsum_rows, &j, st);
+    if (!rc && a->T > 0)
+        rc = dsv4_parallel_for(items, 1, 0, einsum_items, &j, st);
+    free(x), free(err), free(wt);
     return rc;
 }
 
 /* ------------------------------------------------------------------ */
 /* rocm_mxfp8_wo_a_bmm (docs/semantics/gemm.md A10.3 [S9])             */
+
+/* Tiles of one group's [T, R] output. */
+#define BMM_TILE 256
+
+typedef struct bmm_job {
+    const dsv4_wo_a_bmm_args *a;
+    int64_t g, tiles_r;
+    const double *A, *Aa, *W, *Wa; /* group g's decoded a, |a| [T, K] and w, |w| [R, K] */
+    double *out, *gauge;
+    double *P;                     /* per worker: P and Pa [BMM_TILE, BMM_TILE] */
+} bmm_job;
+
+/* s[t, r] += p * sc over the 32-wide blocks in order, p the block's dot
+ * (exact: 32 fp8 products in double, so any summation order gives it) and
+ * sc = 2^(sa+sw-254) (exact); sa the same of |products| (docs/semantics/gemm.md A10.3). */
+static int bmm_tiles(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
+{
+    (void)st;
+    const bmm_job *j = ctx;
+    const dsv4_wo_a_bmm_args *a = j->a;
+    const int64_t T = a->T, G = a->G, R = a->R, K = a->K, KB = K / 32, g = j->g;
+    double *P = j->P + (size_t)worker * 2 * BMM_TILE * BMM_TILE, *Pa = P + BMM_TILE * BMM_TILE;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t t0 = i / j->tiles_r * BMM_TILE, r0 = i % j->tiles_r * BMM_TILE;
+        const int64_t nt = T - t0 < BMM_TILE ? T - t0 : BMM_TILE, nr = R - r0 < BMM_TILE ? R - r0 : BMM_TILE;
+        for (int64_t t = 0; t < nt; t++)
+            for (int64_t r = 0; r < nr; r++) {
+                j->out[(t0 + t) * G * R + g * R + r0 + r] = 0;
+                if (j->gauge)
+                    j->gauge[(t0 + t) * G * R + g * R + r0 + r] = 0;
+            }
+        for (int64_t kb = 0; kb < KB; kb++) { /* tiles never cross groups (docs/semantics/gemm.md A10.3) */
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nt, (int)nr, 32, 1.0, j->A + t0 * K + kb * 32,
+                        (int)K, j->W + r0 * K + kb * 32, (int)K, 0.0, P, (int)nr);
+            if (j->gauge)
+                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nt, (int)nr, 32, 1.0,
+                            j->Aa + t0 * K + kb * 32, (int)K, j->Wa + r0 * K + kb * 32, (int)K, 0.0, Pa, (int)nr);
+            for (int64_t t = 0; t < nt; t++) {
+                const double as = dsv4_e8m0_to_f64(a->a_scale[(t0 + t) * G * KB + g * KB + kb]);
+                double *o = j->out + (t0 + t) * G * R + g * R + r0, *ga = j->gauge ? j->gauge + (o - j->out) : NULL;
+                for (int64_t r = 0; r < nr; r++) {
+                    const double sc = as * dsv4_e8m0_to_f64(a->w_scale[(g * R + r0 + r) * KB + kb]); /* 2^(sa+sw-254) */
+                    o[r] += P[t * nr + r] * sc;
+                    if (ga)
+                        ga[r] += Pa[t * nr + r] * sc;
+                }
+            }
+        }
+    }
+    return DSV4_OK;
+}
+
+typedef struct bmm_wjob {
+    const dsv4_wo_a_bmm_args *a;
+    int64_t g;
+    const double *lut;
+    double *W; /* [R, K] then |w| [R, K] */
+} bmm_wjob;
+
+static int bmm_decode_w(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const bmm_wjob *j = ctx;
+    const int64_t R = j->a->R, K = j->a->K;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t k = 0; k < K; k++) {
+            j->W[r * K + k] = j->lut[j->a->w[(j->g * R + r) * K + k]];
+            j->W[R * K + r * K + k] = fabs(j->W[r * K + k]);
+        }
+    return DSV4_OK;
+}
 
 int dsv4_ref_mxfp8_wo_a_bmm(const dsv4_wo_a_bmm_args *a, double *out, double *gauge, dsv4_status *st)
 {
@@ -341,27 +561,27 @@ int dsv4_ref_mxfp8_wo_a_bmm(const dsv4_wo_a_bmm_args *a, double *out, double *ga
     for (int64_t i = 0; i < G * R * KB; i++)
         if (a->w_scale[i] == 0xFF)
             return dsv4_fail(st, DSV4_EINPUT, "wo_a scale flat element %" PRId64 " is the e8m0 NaN 0xFF", i);
+    if (T == 0 || R == 0)
+        return DSV4_OK;
     double lut[256];
     decode_lut(DSV4_FP8_E4M3FN, lut);
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t g = 0; g < G; g++)
-            for (int64_t r = 0; r < R; r++) {
-                const uint8_t *ar = a->a + t * G * K + g * K, *wr = a->w + (g * R + r) * K;
-                const uint8_t *as = a->a_scale + t * G * KB + g * KB, *ws = a->w_scale + (g * R + r) * KB;
-                double s = 0, sa = 0;
-                for (int64_t kb = 0; kb < KB; kb++) { /* tiles never cross groups (docs/semantics/gemm.md A10.3) */
-                    double p = 0, pa = 0;             /* exact: 32 fp8 products */
-                    for (int k = 0; k < 32; k++) {
-                        p += lut[ar[kb * 32 + k]] * lut[wr[kb * 32 + k]];
-                        pa += fabs(lut[ar[kb * 32 + k]] * lut[wr[kb * 32 + k]]);
-                    }
-                    const double sc = dsv4_e8m0_to_f64(as[kb]) * dsv4_e8m0_to_f64(ws[kb]); /* 2^(sa+sw-254) */
-                    s += p * sc;
-                    sa += pa * sc;
-                }
-                out[t * G * R + g * R + r] = s;
-                if (gauge)
-                    gauge[t * G * R + g * R + r] = sa;
+    const int64_t tiles_r = (R + BMM_TILE - 1) / BMM_TILE, ntiles = (T + BMM_TILE - 1) / BMM_TILE * tiles_r;
+    const int nw = dsv4_parallel_workers(ntiles, 1);
+    double *A = malloc((size_t)(2 * T * K + 1) * sizeof *A), *W = malloc((size_t)(2 * R * K + 1) * sizeof *W);
+    double *P = malloc((size_t)nw * 2 * BMM_TILE * BMM_TILE * sizeof *P);
+    int rc = A && W && P ? DSV4_OK : dsv4_fail(st, DSV4_ERUNTIME, "wo_a bmm: out of memory");
+    for (int64_t g = 0; g < G && !rc; g++) {
+        for (int64_t t = 0; t < T; t++) /* group g's operands, exact in double */
+            for (int64_t k = 0; k < K; k++) {
+                A[t * K + k] = lut[a->a[t * G * K + g * K + k]];
+                A[T * K + t * K + k] = fabs(A[t * K + k]);
             }
-    return DSV4_OK;
+        bmm_job j = {a, g, tiles_r, A, A + T * K, W, W + R * K, out, gauge, P};
+        bmm_wjob wj = {a, g, lut, W};
+        if ((rc = dsv4_parallel_for(R, 16, 0, bmm_decode_w, &wj, st)))
+            break;
+        rc = dsv4_parallel_for(ntiles, 1, DSV4_PAR_BLAS, bmm_tiles, &j, st);
+    }
+    free(A), free(W), free(P);
+    return rc;
 }

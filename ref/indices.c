@@ -3,13 +3,22 @@
 #include "indices.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel.h"
+
+/* Tokens per parallel chunk of the index builders. */
+#define TOKEN_GRAIN 64
 
 /* Torch's .to(int32) (and int32 tensor arithmetic) wraps modulo 2^32; do the
  * same without signed-overflow UB. */
-static int32_t wrap_i32(int64_t v)
+static inline int32_t wrap_i32(int64_t v)
 {
-    uint32_t u = (uint32_t)(uint64_t)v;
-    return u <= INT32_MAX ? (int32_t)u : (int32_t)(u - 0x80000000u) + INT32_MIN;
+    const uint32_t u = (uint32_t)(uint64_t)v;
+    int32_t w; /* int32_t is two's complement: the bits of u are the wrapped value */
+    memcpy(&w, &u, sizeof w);
+    return w;
 }
 
 /* Torch integer `//` is floor division (docs/semantics/numerics.md A1: "floor division plus
@@ -68,10 +77,10 @@ int dsv4_combine_check(const dsv4_combine_args *a, dsv4_combine_variant v, dsv4_
     return DSV4_OK;
 }
 
-/* One request's rows.  docs/semantics/indices.md A6.2: qs/qe relative to qsl[0]; positions
+/* Row t of request r.  docs/semantics/indices.md A6.2: qs/qe relative to qsl[0]; positions
  * p0 + (t - qs) with p0 = S - L; g0 = S - G. */
-static void combine_request(const dsv4_combine_args *a, dsv4_combine_variant v, int64_t r,
-                            int64_t P, int32_t *combined, int32_t *lens)
+static void combine_token(const dsv4_combine_args *a, dsv4_combine_variant v, int64_t r, int64_t t,
+                          int64_t P, int32_t *combined, int32_t *lens)
 {
     const int32_t *qsl = a->query_start_loc;
     const int64_t qs = (int64_t)qsl[r] - qsl[0], qe = (int64_t)qsl[r + 1] - qsl[0];
@@ -81,34 +90,62 @@ static void combine_request(const dsv4_combine_args *a, dsv4_combine_variant v, 
      * older Triton versions use topk itself [S1, S2]. */
     const int64_t width = v == DSV4_COMBINE_TORCH ? (a->topk < a->topk_width ? a->topk : a->topk_width)
                                                   : a->topk;
-    for (int64_t t = qs; t < qe; t++) {
-        const int64_t pos = S - L + (t - qs);
-        int32_t *row = combined + t * P;
-        const int32_t *src = a->topk_indices + t * a->topk_width;
-        int64_t tk = floor_div(pos + 1, a->compress_ratio);
-        if (tk > width)
-            tk = width;
-        if (tk < 0)
-            tk = 0; /* .clamp_min(0) [S4] */
-        int64_t sw = pos + 1 < a->window_size ? pos + 1 : a->window_size;
-        if (sw < 0)
-            sw = 0;
-        for (int64_t j = 0; j < P; j++)
-            row[j] = -1; /* torch.full(..., -1) [S4] */
-        for (int64_t j = 0; j < tk; j++) {
-            /* width_guard=col0: columns past the stored row read column 0 [S2]. */
-            int64_t val = j < a->topk_width ? src[j] : src[0];
-            if (v == DSV4_COMBINE_NO_VALIDATE)
-                row[j] = wrap_i32(rM + val); /* no check: -1 becomes r*M - 1 [S1] */
-            else
-                row[j] = (val >= 0 && val < a->N) ? wrap_i32(rM + val) : -1;
-        }
-        /* Window part, relative to the gathered SWA buffer at offset N:
-         * r*M + N + (pos - sw + 1 + i) - g0 (docs/semantics/indices.md A6.2). */
-        for (int64_t i = 0; i < sw && tk + i < P; i++)
-            row[tk + i] = wrap_i32(rM + a->N + (pos - sw + 1 + i) - g0);
-        lens[t] = wrap_i32(tk + sw);
+    const int64_t pos = S - L + (t - qs);
+    int32_t *row = combined + t * P;
+    const int32_t *src = a->topk_indices + t * a->topk_width;
+    int64_t tk = floor_div(pos + 1, a->compress_ratio);
+    if (tk > width)
+        tk = width;
+    if (tk < 0)
+        tk = 0; /* .clamp_min(0) [S4] */
+    int64_t sw = pos + 1 < a->window_size ? pos + 1 : a->window_size;
+    if (sw < 0)
+        sw = 0;
+    for (int64_t j = 0; j < P; j++)
+        row[j] = -1; /* torch.full(..., -1) [S4] */
+    for (int64_t j = 0; j < tk; j++) {
+        /* width_guard=col0: columns past the stored row read column 0 [S2]. */
+        int64_t val = j < a->topk_width ? src[j] : src[0];
+        if (v == DSV4_COMBINE_NO_VALIDATE)
+            row[j] = wrap_i32(rM + val); /* no check: -1 becomes r*M - 1 [S1] */
+        else
+            row[j] = (val >= 0 && val < a->N) ? wrap_i32(rM + val) : -1;
     }
+    /* Window part, relative to the gathered SWA buffer at offset N:
+     * r*M + N + (pos - sw + 1 + i) - g0 (docs/semantics/indices.md A6.2). */
+    for (int64_t i = 0; i < sw && tk + i < P; i++)
+        row[tk + i] = wrap_i32(rM + a->N + (pos - sw + 1 + i) - g0);
+    lens[t] = wrap_i32(tk + sw);
+}
+
+typedef struct combine_job {
+    const dsv4_combine_args *a;
+    dsv4_combine_variant v;
+    int64_t P;
+    int32_t *combined, *lens;
+} combine_job;
+
+/* Rows [t0, t1) (relative to qsl[0]); the request of a row by search over
+ * query_start_loc (non-decreasing, checked). */
+static int combine_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const combine_job *j = ctx;
+    const int32_t *qsl = j->a->query_start_loc;
+    int64_t lo = 0, hi = j->a->num_reqs; /* the first r with qsl[r + 1] - qsl[0] > t0 */
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if ((int64_t)qsl[mid + 1] - qsl[0] > t0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    for (int64_t r = lo, t = t0; t < t1; t++) {
+        while ((int64_t)qsl[r + 1] - qsl[0] <= t)
+            r++;
+        combine_token(j->a, j->v, r, t, j->P, j->combined, j->lens);
+    }
+    return DSV4_OK;
 }
 
 int dsv4_ref_combine_topk_swa_indices(const dsv4_combine_args *a, dsv4_combine_variant v,
@@ -118,26 +155,128 @@ int dsv4_ref_combine_topk_swa_indices(const dsv4_combine_args *a, dsv4_combine_v
     int rc = dsv4_combine_check(a, v, st);
     if (rc)
         return rc;
-    const int64_t P = dsv4_combine_width(a->topk, a->window_size);
-    for (int64_t r = 0; r < a->num_reqs; r++)
-        combine_request(a, v, r, P, combined, combined_lens);
-    return DSV4_OK;
+    combine_job j = {a, v, dsv4_combine_width(a->topk, a->window_size), combined, combined_lens};
+    return dsv4_parallel_for(a->num_tokens, TOKEN_GRAIN, 0, combine_range, &j, st);
 }
 
 /* ------------------------------------------------------------------ */
 /* compute_global_topk_indices_and_lens / ..._ragged_... (docs/semantics/indices.md A5.6, A5.7) */
 
-/* block_table[r, v // Bc] * Bc + v % Bc in int32 arithmetic (docs/semantics/indices.md A5.6 [S1]);
- * v >= 0 here, so C division is floor division. */
-static int32_t global_slot(const int32_t *bt, int64_t cols, int64_t r, int64_t v, int64_t bc)
+/* Division by the page size: a shift for powers of two (every real page
+ * size), else the 32-bit division; the same quotient either way. */
+typedef struct page_div {
+    uint32_t b;
+    int shift; /* log2 b, or -1 */
+} page_div;
+
+static page_div page_div_of(int64_t bc)
 {
-    /* v < 2^31 and bc < 2^31 in every caller: 32-bit division is exact and
-     * several times faster than 64-bit on x86. */
-    const uint32_t uv = (uint32_t)v, ub = (uint32_t)bc, page = uv / ub;
-    return wrap_i32((int64_t)bt[r * cols + page] * bc + (uv - page * ub));
+    page_div d = {(uint32_t)bc, -1};
+    if (bc > 0 && (bc & (bc - 1)) == 0)
+        for (d.shift = 0; ((int64_t)1 << d.shift) < bc; d.shift++)
+            ;
+    return d;
 }
 
-int dsv4_gtopk_check(const dsv4_gtopk_args *a, dsv4_gtopk_variant v, int ragged, dsv4_status *st)
+static inline uint32_t page_of(uint32_t v, page_div d) { return d.shift >= 0 ? v >> d.shift : v / d.b; }
+
+/* block_table[r, v // Bc] * Bc + v % Bc in int32 arithmetic (docs/semantics/indices.md A5.6 [S1]);
+ * v >= 0 here, so C division is floor division (and v < 2^31, bc < 2^31 in
+ * every caller: 32-bit division is exact). */
+static inline int32_t global_slot(const int32_t *bt, int64_t cols, int64_t r, int64_t v, page_div d)
+{
+    const uint32_t uv = (uint32_t)v, page = page_of(uv, d);
+    return wrap_i32((int64_t)bt[r * cols + page] * (int64_t)d.b + (uv - page * d.b));
+}
+
+/* dst[k] = src[k] >= 0 ? global_slot(bt row r, src[k]) : -1 for k < n;
+ * returns #{src[k] >= 0}.  The row and divider are held in locals (the
+ * stores cannot alias them); the power-of-two case is branch-free, reading
+ * btrow[0] for the negative entries, so it needs row0_ok (the row exists
+ * and has a column). */
+static inline int64_t map_row(const int32_t *restrict src, int64_t n, const int32_t *restrict btrow, int row0_ok,
+                              page_div d, int32_t *restrict dst)
+{
+    int64_t count = 0;
+    if (d.shift >= 0 && row0_ok) {
+        const uint32_t sh = (uint32_t)d.shift, mask = d.b - 1;
+        const int64_t b = d.b;
+        for (int64_t k = 0; k < n; k++) {
+            const int32_t v = src[k];
+            const uint32_t uv = (uint32_t)v;
+            const int32_t slot = wrap_i32((int64_t)btrow[v >= 0 ? uv >> sh : 0] * b + (uv & mask));
+            dst[k] = v >= 0 ? slot : -1;
+            count += v >= 0;
+        }
+        return count;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        const int32_t v = src[k];
+        if (v >= 0) {
+            const uint32_t page = (uint32_t)v / d.b;
+            dst[k] = wrap_i32((int64_t)btrow[page] * (int64_t)d.b + ((uint32_t)v - page * d.b));
+        } else {
+            dst[k] = -1;
+        }
+        count += v >= 0;
+    }
+    return count;
+}
+
+typedef struct gtopk_job {
+    const dsv4_gtopk_args *a;
+    dsv4_gtopk_variant v;
+    int ragged;
+    page_div d;
+    int32_t *out, *indptr, *lens;
+} gtopk_job;
+
+/* The reads of token t (dsv4_gtopk_check). */
+static inline int gtopk_check_token(const gtopk_job *j, int64_t t, dsv4_status *st)
+{
+    const dsv4_gtopk_args *a = j->a;
+    if (a->is_valid_token[t] > 1)
+        return dsv4_fail(st, DSV4_EINPUT, "is_valid_token[%" PRId64 "] = %u: must be 0 or 1", t,
+                         a->is_valid_token[t]);
+    if (j->v == DSV4_GTOPK_CHECKED)
+        return DSV4_OK; /* [S26]: every read is bounds-checked */
+    const int32_t *row = a->topk_indices + t * a->topk_width;
+    const int64_t r = a->token_to_req[t];
+    /* The ragged op reads columns j < lens[t] only, i.e. none of an
+     * invalid token's (docs/semantics/indices.md A5.7 step 3). */
+    int64_t n = a->topk_width;
+    if (j->ragged && !a->is_valid_token[t])
+        n = 0;
+    for (int64_t k = 0; k < n; k++) {
+        if (row[k] < 0)
+            continue;
+        if (r < 0 || r >= a->bt_rows)
+            return dsv4_fail(st, DSV4_EINPUT,
+                             "token_to_req_indices[%" PRId64 "] = %" PRId64
+                             " is not a block_table row (%" PRId64 " rows): the kernel would read out of bounds",
+                             t, r, a->bt_rows);
+        if ((int64_t)page_of((uint32_t)row[k], j->d) >= a->bt_cols)
+            return dsv4_fail(st, DSV4_EINPUT,
+                             "topk_indices[%" PRId64 ", %" PRId64 "] = %d: page %" PRId64
+                             " >= block_table width %" PRId64 " (out-of-bounds read; use bounds=checked)",
+                             t, k, row[k], (int64_t)row[k] / a->block_size, a->bt_cols);
+    }
+    return DSV4_OK;
+}
+
+static int gtopk_check_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker;
+    for (int64_t t = t0; t < t1; t++) {
+        int rc = gtopk_check_token(ctx, t, st);
+        if (rc)
+            return rc;
+    }
+    return DSV4_OK;
+}
+
+/* The arguments' shapes (the token checks run with the work). */
+static int gtopk_check_shape(const dsv4_gtopk_args *a, dsv4_gtopk_variant v, dsv4_status *st)
 {
     if ((unsigned)v >= DSV4_GTOPK_VARIANT_COUNT)
         return dsv4_fail(st, DSV4_EINPUT, "unknown compute_global_topk variant %d", (int)v);
@@ -145,33 +284,89 @@ int dsv4_gtopk_check(const dsv4_gtopk_args *a, dsv4_gtopk_variant v, int ragged,
         return dsv4_fail(st, DSV4_EINPUT, "block_size = %" PRId64 ": must be in [1, 2^31)", a->block_size);
     if (a->num_tokens < 0 || a->topk_width < 0 || a->bt_rows < 0 || a->bt_cols < 0)
         return dsv4_fail(st, DSV4_EINPUT, "negative tensor size");
-    for (int64_t t = 0; t < a->num_tokens; t++) {
-        if (a->is_valid_token[t] > 1)
-            return dsv4_fail(st, DSV4_EINPUT, "is_valid_token[%" PRId64 "] = %u: must be 0 or 1", t,
-                             a->is_valid_token[t]);
-        if (v == DSV4_GTOPK_CHECKED)
-            continue; /* [S26]: every read is bounds-checked */
-        const int32_t *row = a->topk_indices + t * a->topk_width;
+    return DSV4_OK;
+}
+
+int dsv4_gtopk_check(const dsv4_gtopk_args *a, dsv4_gtopk_variant v, int ragged, dsv4_status *st)
+{
+    int rc = gtopk_check_shape(a, v, st);
+    if (rc)
+        return rc;
+    gtopk_job j = {a, v, ragged, page_div_of(a->block_size), NULL, NULL, NULL};
+    return dsv4_parallel_for(a->num_tokens, TOKEN_GRAIN, 0, gtopk_check_range, &j, st);
+}
+
+/* Each token checked, then computed: the first bad token in order fails
+ * (the outputs are then discarded). */
+static int gtopk_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker;
+    const gtopk_job *j = ctx;
+    const dsv4_gtopk_args *a = j->a;
+    const int64_t K = a->topk_width;
+    for (int64_t t = t0; t < t1; t++) {
+        int rc = gtopk_check_token(j, t, st);
+        if (rc)
+            return rc;
+        const int32_t *src = a->topk_indices + t * K;
+        int32_t *dst = j->out + t * K;
         const int64_t r = a->token_to_req[t];
-        /* The ragged op reads columns j < lens[t] only, i.e. none of an
-         * invalid token's (docs/semantics/indices.md A5.7 step 3). */
-        int64_t n = a->topk_width;
-        if (ragged && !a->is_valid_token[t])
-            n = 0;
-        for (int64_t j = 0; j < n; j++) {
-            if (row[j] < 0)
-                continue;
-            if (r < 0 || r >= a->bt_rows)
-                return dsv4_fail(st, DSV4_EINPUT,
-                                 "token_to_req_indices[%" PRId64 "] = %" PRId64
-                                 " is not a block_table row (%" PRId64 " rows): the kernel would read out of bounds",
-                                 t, r, a->bt_rows);
-            if ((int64_t)((uint32_t)row[j] / (uint32_t)a->block_size) >= a->bt_cols)
-                return dsv4_fail(st, DSV4_EINPUT,
-                                 "topk_indices[%" PRId64 ", %" PRId64 "] = %d: page %" PRId64
-                                 " >= block_table width %" PRId64 " (out-of-bounds read; use bounds=checked)",
-                                 t, j, row[j], (int64_t)row[j] / a->block_size, a->bt_cols);
+        int64_t count = 0;
+        if (j->v == DSV4_GTOPK_BASE) {
+            /* Column j -> column j, -1 for v < 0 (docs/semantics/indices.md A5.6 base [S1]); a row
+             * with an entry >= 0 has a valid request (checked). */
+            const int row_ok = r >= 0 && r < a->bt_rows && a->bt_cols > 0;
+            count = map_row(src, K, a->block_table + (row_ok ? r : 0) * a->bt_cols, row_ok, j->d, dst);
+        } else {
+            /* [S26]: a request outside [0, rows) gives a -1 row and lens 0;
+             * survivors (v >= 0, v//Bc < shape[1]) compacted left. */
+            const int req_ok = r >= 0 && r < a->bt_rows;
+            for (int64_t k = 0; k < K && req_ok; k++)
+                if (src[k] >= 0 && (int64_t)page_of((uint32_t)src[k], j->d) < a->bt_cols)
+                    dst[count++] = global_slot(a->block_table, a->bt_cols, r, src[k], j->d);
+            for (int64_t k = count; k < K; k++)
+                dst[k] = -1;
         }
+        /* lens = is_valid_token ? count : 0 (docs/semantics/indices.md A5.6). */
+        j->lens[t] = a->is_valid_token[t] ? wrap_i32(count) : 0;
+    }
+    return DSV4_OK;
+}
+
+/* Ragged steps 1 and 3 (docs/semantics/indices.md A5.7 [S6]): lens = valid ? #{v >= 0} : 0, then,
+ * once indptr holds the exclusive cumsum, the FIRST lens[t] columns with -1
+ * kept (trailing valid ones dropped). */
+static int ragged_lens_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker;
+    const gtopk_job *j = ctx;
+    const dsv4_gtopk_args *a = j->a;
+    const int64_t K = a->topk_width;
+    for (int64_t t = t0; t < t1; t++) {
+        int rc = gtopk_check_token(j, t, st);
+        if (rc)
+            return rc;
+        const int32_t *src = a->topk_indices + t * K;
+        int64_t count = 0;
+        for (int64_t k = 0; k < K; k++)
+            count += src[k] >= 0;
+        j->lens[t] = a->is_valid_token[t] ? wrap_i32(count) : 0;
+    }
+    return DSV4_OK;
+}
+
+static int ragged_fill_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const gtopk_job *j = ctx;
+    const dsv4_gtopk_args *a = j->a;
+    const int64_t K = a->topk_width;
+    for (int64_t t = t0; t < t1; t++) {
+        const int32_t *src = a->topk_indices + t * K;
+        int32_t *dst = j->out + (uint32_t)j->indptr[t];
+        const int64_t r = a->token_to_req[t];
+        if (j->lens[t] > 0) /* a row with lens > 0 has a valid request (checked) */
+            map_row(src, j->lens[t], a->block_table + r * a->bt_cols, 1, j->d, dst);
     }
     return DSV4_OK;
 }
@@ -180,64 +375,32 @@ int dsv4_ref_compute_global_topk_indices_and_lens(const dsv4_gtopk_args *a, dsv4
                                                   int32_t *global, int32_t *lens,
                                                   dsv4_status *st)
 {
-    int rc = dsv4_gtopk_check(a, v, 0, st);
+    int rc = gtopk_check_shape(a, v, st);
     if (rc)
         return rc;
-    const int64_t K = a->topk_width, bc = a->block_size;
-    for (int64_t t = 0; t < a->num_tokens; t++) {
-        const int32_t *src = a->topk_indices + t * K;
-        int32_t *dst = global + t * K;
-        const int64_t r = a->token_to_req[t];
-        int64_t count = 0;
-        if (v == DSV4_GTOPK_BASE) {
-            /* Column j -> column j, -1 for v < 0 (docs/semantics/indices.md A5.6 base [S1]). */
-            for (int64_t j = 0; j < K; j++) {
-                dst[j] = src[j] >= 0 ? global_slot(a->block_table, a->bt_cols, r, src[j], bc) : -1;
-                count += src[j] >= 0;
-            }
-        } else {
-            /* [S26]: a request outside [0, rows) gives a -1 row and lens 0;
-             * survivors (v >= 0, v//Bc < shape[1]) compacted left. */
-            const int req_ok = r >= 0 && r < a->bt_rows;
-            for (int64_t j = 0; j < K && req_ok; j++)
-                if (src[j] >= 0 && src[j] / bc < a->bt_cols)
-                    dst[count++] = global_slot(a->block_table, a->bt_cols, r, src[j], bc);
-            for (int64_t j = count; j < K; j++)
-                dst[j] = -1;
-        }
-        /* lens = is_valid_token ? count : 0 (docs/semantics/indices.md A5.6). */
-        lens[t] = a->is_valid_token[t] ? wrap_i32(count) : 0;
-    }
-    return DSV4_OK;
+    gtopk_job j = {a, v, 0, page_div_of(a->block_size), global, NULL, lens};
+    return dsv4_parallel_for(a->num_tokens, TOKEN_GRAIN, 0, gtopk_range, &j, st);
 }
 
 int dsv4_ref_compute_global_topk_ragged_indices_and_indptr(const dsv4_gtopk_args *a, int32_t *flat,
                                                            int32_t *indptr, int32_t *lens,
                                                            dsv4_status *st)
 {
-    int rc = dsv4_gtopk_check(a, DSV4_GTOPK_BASE, 1, st);
+    int rc = gtopk_check_shape(a, DSV4_GTOPK_BASE, st);
     if (rc)
         return rc;
-    const int64_t K = a->topk_width, bc = a->block_size;
+    gtopk_job j = {a, DSV4_GTOPK_BASE, 1, page_div_of(a->block_size), flat, indptr, lens};
+    if ((rc = dsv4_parallel_for(a->num_tokens, TOKEN_GRAIN, 0, ragged_lens_range, &j, st)))
+        return rc;
+    /* Step 2: indptr = exclusive cumsum (int32); the flat offsets stay the
+     * true sums (lens >= 0 here, and flat holds them all). */
     int64_t off = 0;
-    /* Step 1 and 2: lens = valid ? #{v >= 0} : 0; indptr = exclusive cumsum (int32). */
     for (int64_t t = 0; t < a->num_tokens; t++) {
-        const int32_t *src = a->topk_indices + t * K;
-        int64_t count = 0;
-        for (int64_t j = 0; j < K; j++)
-            count += src[j] >= 0;
-        lens[t] = a->is_valid_token[t] ? wrap_i32(count) : 0;
         indptr[t] = wrap_i32(off);
-        /* Step 3: the FIRST lens[t] columns, -1 kept, trailing valid ones
-         * dropped (docs/semantics/indices.md A5.7 [S6]). */
-        for (int64_t j = 0; j < lens[t]; j++)
-            flat[off + j] = src[j] >= 0
-                                ? global_slot(a->block_table, a->bt_cols, a->token_to_req[t], src[j], bc)
-                                : -1;
         off += lens[t];
     }
     indptr[a->num_tokens] = wrap_i32(off);
-    return DSV4_OK;
+    return dsv4_parallel_for(a->num_tokens, TOKEN_GRAIN, 0, ragged_fill_range, &j, st);
 }
 
 /* ------------------------------------------------------------------ */
@@ -285,7 +448,59 @@ static int64_t pftopk_cap(const dsv4_pftopk_args *a, int64_t i)
     return cap < 0 ? 0 : cap;
 }
 
-int dsv4_pftopk_check(const dsv4_pftopk_args *a, dsv4_status *st)
+typedef struct pftopk_job {
+    const dsv4_pftopk_args *a;
+    dsv4_pftopk_variant v;
+    page_div d;
+    int32_t *flat, *indptr;
+} pftopk_job;
+
+/* The reads of top-k row i (dsv4_pftopk_check). */
+static inline int pftopk_check_row(const pftopk_job *j, int64_t i, dsv4_status *st)
+{
+    const dsv4_pftopk_args *a = j->a;
+    const int64_t t = i + a->token_offset;
+    if (a->is_valid_token[t] > 1)
+        return dsv4_fail(st, DSV4_EINPUT, "is_valid_token[%" PRId64 "] must be 0 or 1", t);
+    if (!a->is_valid_token[t])
+        return DSV4_OK;
+    int rc = check_token_req(a->query_start_loc, a->num_reqs, a->token_to_req, t, st);
+    if (rc)
+        return rc;
+    const int64_t r = a->token_to_req[t], cap = pftopk_cap(a, i);
+    const int32_t *row = a->topk_indices + i * a->topk_width;
+    if (r < a->bt_rows && j->d.shift >= 0) { /* the common case branch-free: any bad entry? */
+        const int64_t nc = a->num_compressed, cols = a->bt_cols;
+        const uint32_t sh = (uint32_t)j->d.shift;
+        unsigned bad = 0;
+        for (int64_t k = 0; k < cap; k++)
+            bad |= (row[k] >= 0) & (row[k] < nc) & ((int64_t)((uint32_t)row[k] >> sh) >= cols);
+        if (!bad)
+            return DSV4_OK;
+    }
+    for (int64_t k = 0; k < cap; k++)
+        if (row[k] >= 0 && row[k] < a->num_compressed &&
+            (r >= a->bt_rows || (int64_t)page_of((uint32_t)row[k], j->d) >= a->bt_cols))
+            return dsv4_fail(st, DSV4_EINPUT, "topk_indices[%" PRId64 ", %" PRId64 "] = %d (token %" PRId64
+                             ", request %" PRId64 "): block_table [%" PRId64 ", %" PRId64 "] has no page %" PRId64,
+                             i, k, row[k], t, r, a->bt_rows, a->bt_cols, (int64_t)row[k] / a->block_size);
+    return DSV4_OK;
+}
+
+static int pftopk_check_range(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
+{
+    (void)worker;
+    for (int64_t i = i0; i < i1; i++) {
+        int rc = pftopk_check_row(ctx, i, st);
+        if (rc)
+            return rc;
+    }
+    return DSV4_OK;
+}
+
+/* The arguments' shapes and query_start_loc (the rows are checked with
+ * the work). */
+static int pftopk_check_shape(const dsv4_pftopk_args *a, dsv4_status *st)
 {
     if (a->block_size < 1 || a->block_size > INT32_MAX || a->compress_ratio < 1 || a->num_compressed < 0 ||
         a->token_offset < 0)
@@ -296,25 +511,81 @@ int dsv4_pftopk_check(const dsv4_pftopk_args *a, dsv4_status *st)
         return dsv4_fail(st, DSV4_EINPUT, "token_offset %" PRId64 " + %" PRId64
                          " top-k rows exceed the %" PRId64 " tokens", a->token_offset,
                          a->num_prefill_tokens, a->num_tokens);
-    int rc = check_qsl(a->query_start_loc, a->num_reqs, a->num_tokens, st);
-    for (int64_t i = 0; !rc && i < a->num_prefill_tokens; i++) {
+    return check_qsl(a->query_start_loc, a->num_reqs, a->num_tokens, st);
+}
+
+int dsv4_pftopk_check(const dsv4_pftopk_args *a, dsv4_status *st)
+{
+    int rc = pftopk_check_shape(a, st);
+    if (rc)
+        return rc;
+    pftopk_job j = {a, DSV4_PFTOPK_KEEP, page_div_of(a->block_size), NULL, NULL};
+    return dsv4_parallel_for(a->num_prefill_tokens, TOKEN_GRAIN, 0, pftopk_check_range, &j, st);
+}
+
+/* Pass 1 (flat == NULL): each row checked, then the entries it writes
+ * (into indptr[i + 1]); pass 2: the entries, from indptr[i] on.  An entry
+ * is its slot when 0 <= v < num_compressed (and, with num_rows >= 0, the
+ * slot is in [0, num_rows), the 5.8 bound, inferred), else -1; the drop
+ * variant writes only slots >= 0. */
+static int pftopk_range(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
+{
+    (void)worker;
+    const pftopk_job *j = ctx;
+    const dsv4_pftopk_args *a = j->a;
+    const int keep = j->v == DSV4_PFTOPK_KEEP;
+    const int64_t nc = a->num_compressed, nrows = a->num_rows, b = j->d.b;
+    int32_t row_buf[256];
+    for (int64_t i = i0; i < i1; i++) {
+        if (!j->flat) {
+            int rc = pftopk_check_row(j, i, st);
+            if (rc)
+                return rc;
+        }
         const int64_t t = i + a->token_offset;
-        if (a->is_valid_token[t] > 1)
-            return dsv4_fail(st, DSV4_EINPUT, "is_valid_token[%" PRId64 "] must be 0 or 1", t);
-        if (!a->is_valid_token[t])
-            continue;
-        if ((rc = check_token_req(a->query_start_loc, a->num_reqs, a->token_to_req, t, st)))
-            return rc;
-        const int64_t r = a->token_to_req[t], cap = pftopk_cap(a, i);
-        const int32_t *row = a->topk_indices + i * a->topk_width;
-        for (int64_t j = 0; j < cap; j++)
-            if (row[j] >= 0 && row[j] < a->num_compressed &&
-                (r >= a->bt_rows || row[j] / a->block_size >= a->bt_cols))
-                return dsv4_fail(st, DSV4_EINPUT, "topk_indices[%" PRId64 ", %" PRId64 "] = %d (token %" PRId64
-                                 ", request %" PRId64 "): block_table [%" PRId64 ", %" PRId64 "] has no page %" PRId64,
-                                 i, j, row[j], t, r, a->bt_rows, a->bt_cols, (int64_t)row[j] / a->block_size);
+        int64_t n = 0;
+        if (a->is_valid_token[t] && keep && !j->flat) {
+            n = pftopk_cap(a, i); /* keep: one entry per column read */
+        } else if (a->is_valid_token[t]) { /* else lens 0, as 5.6/5.7 treat invalid tokens (inferred) */
+            const int64_t r = a->token_to_req[t], cap = pftopk_cap(a, i);
+            const int32_t *restrict row = a->topk_indices + i * a->topk_width;
+            const int32_t *restrict btrow = a->block_table + r * a->bt_cols;
+            int32_t *restrict dst = j->flat ? j->flat + (uint32_t)j->indptr[i] : row_buf;
+            if (j->d.shift >= 0 && a->bt_cols > 0 && j->flat && keep) {
+                /* keep, power-of-two pages: branch-free, one entry per column */
+                const uint32_t sh = (uint32_t)j->d.shift, mask = j->d.b - 1;
+                for (int64_t k = 0; k < cap; k++) { /* k >= cap never read [S29] */
+                    const int32_t v = row[k];
+                    const uint32_t uv = (uint32_t)v;
+                    const int ok = (v >= 0) & (v < nc);
+                    const int64_t sl = (int64_t)wrap_i32((int64_t)btrow[ok ? uv >> sh : 0] * b + (uv & mask));
+                    /* with num_rows >= 0 only slots in [0, num_rows) stay (the 5.8 bound, inferred) */
+                    dst[k] = ok && (nrows < 0 || (sl >= 0 && sl < nrows)) ? (int32_t)sl : -1;
+                }
+                n = cap;
+            } else {
+                const int fast = j->d.shift >= 0 && a->bt_cols > 0;
+                for (int64_t k = 0; k < cap; k++) { /* k >= cap never read [S29] */
+                    const int32_t v = row[k];
+                    const uint32_t uv = (uint32_t)v;
+                    const int ok = v >= 0 && v < nc;
+                    int64_t slot = -1;
+                    if (fast)
+                        slot = ok ? (int64_t)wrap_i32((int64_t)btrow[ok ? uv >> j->d.shift : 0] * b +
+                                                      (uv & (j->d.b - 1)))
+                                  : -1;
+                    else if (ok)
+                        slot = global_slot(a->block_table, a->bt_cols, r, v, j->d);
+                    slot = nrows >= 0 && (slot < 0 || slot >= nrows) ? -1 : slot;
+                    dst[j->flat ? n : n & 255] = (int32_t)slot;
+                    n += slot >= 0 || keep;
+                }
+            }
+        }
+        if (!j->flat)
+            j->indptr[i + 1] = (int32_t)n;
     }
-    return rc;
+    return DSV4_OK;
 }
 
 int dsv4_ref_build_prefill_topk_ragged_indices(const dsv4_pftopk_args *a, dsv4_pftopk_variant v,
@@ -322,49 +593,46 @@ int dsv4_ref_build_prefill_topk_ragged_indices(const dsv4_pftopk_args *a, dsv4_p
 {
     if ((unsigned)v >= DSV4_PFTOPK_VARIANT_COUNT)
         return dsv4_fail(st, DSV4_EINPUT, "unknown build_prefill_topk_ragged_indices variant %d", (int)v);
-    int rc = dsv4_pftopk_check(a, st);
+    int rc = pftopk_check_shape(a, st);
     if (rc)
         return rc;
-    int64_t off = 0;
-    for (int64_t i = 0; i < a->num_prefill_tokens; i++) {
-        const int64_t t = i + a->token_offset;
+    pftopk_job j = {a, v, page_div_of(a->block_size), NULL, indptr};
+    const int64_t n = a->num_prefill_tokens;
+    if ((rc = dsv4_parallel_for(n, TOKEN_GRAIN, 0, pftopk_range, &j, st)))
+        return rc;
+    int64_t off = 0; /* the counts to offsets (int32 indptr) */
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t c = indptr[i + 1];
         indptr[i] = wrap_i32(off);
-        if (!a->is_valid_token[t])
-            continue; /* lens 0, as 5.6/5.7 treat invalid tokens (inferred) */
-        const int64_t r = a->token_to_req[t], cap = pftopk_cap(a, i);
-        const int32_t *row = a->topk_indices + i * a->topk_width;
-        for (int64_t j = 0; j < cap; j++) { /* j >= cap never read [S29] */
-            int64_t slot = -1;
-            if (row[j] >= 0 && row[j] < a->num_compressed)
-                slot = global_slot(a->block_table, a->bt_cols, r, row[j], a->block_size);
-            if (a->num_rows >= 0 && (slot < 0 || slot >= a->num_rows))
-                slot = -1; /* num_rows bound as in 5.8 (inferred) */
-            if (slot >= 0 || v == DSV4_PFTOPK_KEEP)
-                flat[off++] = (int32_t)slot;
-        }
+        off += c;
     }
-    indptr[a->num_prefill_tokens] = wrap_i32(off);
-    return DSV4_OK;
+    indptr[n] = wrap_i32(off);
+    j.flat = flat;
+    return dsv4_parallel_for(n, TOKEN_GRAIN, 0, pftopk_range, &j, st);
 }
 
 /* ------------------------------------------------------------------ */
 /* decode_swa_indices_and_lens (docs/semantics/indices.md A5.2 [S12]), ragged form (A5.8)    */
 
-int dsv4_swa_check(const dsv4_swa_args *a, dsv4_status *st)
+typedef struct swa_job {
+    const dsv4_swa_args *a;
+    page_div d;
+    int32_t *indices, *lens;
+} swa_job;
+
+static int swa_check_range(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
 {
-    if (a->block_size < 1 || a->block_size > INT32_MAX || a->window_size < 0 || a->token_offset < 0 || a->out_rows < 0 ||
-        a->num_reqs < 0 || a->token_offset + a->out_rows > a->num_tokens)
-        return dsv4_fail(st, DSV4_EINPUT, "block_size must be >= 1, window_size, token_offset >= 0, and "
-                         "token_offset + rows (%" PRId64 " + %" PRId64 ") <= tokens (%" PRId64 ")",
-                         a->token_offset, a->out_rows, a->num_tokens);
-    int rc = check_qsl(a->query_start_loc, a->num_reqs, a->num_tokens, st);
-    for (int64_t i = 0; !rc && i < a->out_rows; i++) {
+    (void)worker;
+    const swa_job *j = ctx;
+    const dsv4_swa_args *a = j->a;
+    for (int64_t i = i0; i < i1; i++) {
         const int64_t t = i + a->token_offset;
         if (a->is_valid_token[t] > 1)
             return dsv4_fail(st, DSV4_EINPUT, "is_valid_token[%" PRId64 "] must be 0 or 1", t);
         if (!a->is_valid_token[t])
             continue;
-        if ((rc = check_token_req(a->query_start_loc, a->num_reqs, a->token_to_req, t, st)))
+        int rc = check_token_req(a->query_start_loc, a->num_reqs, a->token_to_req, t, st);
+        if (rc)
             return rc;
         const int64_t r = a->token_to_req[t], pos = token_pos(a->query_start_loc, a->seq_lens, r, t);
         if (pos < 0)
@@ -375,7 +643,43 @@ int dsv4_swa_check(const dsv4_swa_args *a, dsv4_status *st)
                              "): block_table [%" PRId64 ", %" PRId64 "] has no page %" PRId64,
                              t, r, pos, a->bt_rows, a->bt_cols, pos / a->block_size);
     }
-    return rc;
+    return DSV4_OK;
+}
+
+int dsv4_swa_check(const dsv4_swa_args *a, dsv4_status *st)
+{
+    if (a->block_size < 1 || a->block_size > INT32_MAX || a->window_size < 0 || a->token_offset < 0 || a->out_rows < 0 ||
+        a->num_reqs < 0 || a->token_offset + a->out_rows > a->num_tokens)
+        return dsv4_fail(st, DSV4_EINPUT, "block_size must be >= 1, window_size, token_offset >= 0, and "
+                         "token_offset + rows (%" PRId64 " + %" PRId64 ") <= tokens (%" PRId64 ")",
+                         a->token_offset, a->out_rows, a->num_tokens);
+    int rc = check_qsl(a->query_start_loc, a->num_reqs, a->num_tokens, st);
+    if (rc)
+        return rc;
+    swa_job j = {a, page_div_of(a->block_size), NULL, NULL};
+    return dsv4_parallel_for(a->out_rows, TOKEN_GRAIN, 0, swa_check_range, &j, st);
+}
+
+static int swa_range(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const swa_job *j = ctx;
+    const dsv4_swa_args *a = j->a;
+    const int64_t W = a->window_size;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t t = i + a->token_offset;
+        if (!a->is_valid_token[t]) {
+            j->lens[i] = 0; /* the indices row is NOT rewritten [S12] */
+            continue;
+        }
+        const int64_t r = a->token_to_req[t], pos = token_pos(a->query_start_loc, a->seq_lens, r, t);
+        const int64_t start = pos - W + 1 > 0 ? pos - W + 1 : 0, len = pos + 1 - start;
+        int32_t *row = j->indices + i * W;
+        for (int64_t k = 0; k < W; k++) /* SWA page size B (64) [S12] */
+            row[k] = k < len ? global_slot(a->block_table, a->bt_cols, r, start + k, j->d) : -1;
+        j->lens[i] = wrap_i32(len);
+    }
+    return DSV4_OK;
 }
 
 int dsv4_ref_decode_swa_indices_and_lens(const dsv4_swa_args *a, int32_t *indices, int32_t *lens,
@@ -384,21 +688,8 @@ int dsv4_ref_decode_swa_indices_and_lens(const dsv4_swa_args *a, int32_t *indice
     int rc = dsv4_swa_check(a, st);
     if (rc)
         return rc;
-    const int64_t W = a->window_size, B = a->block_size;
-    for (int64_t i = 0; i < a->out_rows; i++) {
-        const int64_t t = i + a->token_offset;
-        if (!a->is_valid_token[t]) {
-            lens[i] = 0; /* the indices row is NOT rewritten [S12] */
-            continue;
-        }
-        const int64_t r = a->token_to_req[t], pos = token_pos(a->query_start_loc, a->seq_lens, r, t);
-        const int64_t start = pos - W + 1 > 0 ? pos - W + 1 : 0, len = pos + 1 - start;
-        int32_t *row = indices + i * W;
-        for (int64_t j = 0; j < W; j++) /* SWA page size B (64) [S12] */
-            row[j] = j < len ? global_slot(a->block_table, a->bt_cols, r, start + j, B) : -1;
-        lens[i] = wrap_i32(len);
-    }
-    return DSV4_OK;
+    swa_job j = {a, page_div_of(a->block_size), indices, lens};
+    return dsv4_parallel_for(a->out_rows, TOKEN_GRAIN, 0, swa_range, &j, st);
 }
 
 void dsv4_ref_build_ragged_indices_from_dense(const int32_t *indices, int64_t n, int64_t width,
@@ -512,76 +803,5 @@ int dsv4_ref_get_prefill_chunk_plan(const dsv4_chunkplan_args *a, int64_t *plan,
         start = end;
     }
     *num_chunks = n;
-    return DSV4_OK;
-}
-
-/* ------------------------------------------------------------------ */
-/* get_compressed_slot_mapping (docs/semantics/indices.md A5.4).        */
-
-/* Where compressed entry e of a request lands: its virtual page, its
- * offset inside the rank's share of that page, and whether this rank owns
- * it (the ranks take runs of cp_interleave entries in turn).  All
- * operands are non-negative, so floor and truncating division agree. */
-static int cslot_locate(const dsv4_cslot_args *a, int64_t e, int64_t *page, int64_t *offset)
-{
-    const int64_t W = a->cp_world_size, I = a->cp_interleave, vpage = a->block_size * W;
-    *page = e / vpage;
-    const int64_t voff = e - *page * vpage;
-    *offset = (voff / (W * I)) * I + voff % I;
-    return (voff / I) % W == a->cp_rank;
-}
-
-int dsv4_cslot_check(const dsv4_cslot_args *a, dsv4_status *st)
-{
-    if (a->compress_ratio < 1 || a->block_size < 1 || a->cp_world_size < 1 || a->cp_interleave < 1 ||
-        a->cp_rank < 0 || a->cp_rank >= a->cp_world_size)
-        return dsv4_fail(st, DSV4_EINPUT, "compress_ratio, block_size, cp_world_size, cp_interleave >= 1 and "
-                         "0 <= cp_rank < cp_world_size");
-    if (a->query_start_loc[0] < 0)
-        return dsv4_fail(st, DSV4_EINPUT, "query_start_loc[0] = %d is negative", a->query_start_loc[0]);
-    for (int64_t r = 0; r < a->num_reqs; r++) {
-        const int64_t qs = a->query_start_loc[r], qe = a->query_start_loc[r + 1];
-        if (qe < qs || qe > a->out_len)
-            return dsv4_fail(st, DSV4_EINPUT, "query_start_loc[%" PRId64 "..%" PRId64 "] = %" PRId64 ", %" PRId64
-                             ": must be non-decreasing and end within the %" PRId64 "-entry output",
-                             r, r + 1, qs, qe, a->out_len);
-        if (a->seq_lens[r] < qe - qs)
-            return dsv4_fail(st, DSV4_EINPUT, "request %" PRId64 ": seq_len %d < query_len %" PRId64
-                             " (a negative position reads the block table out of range)",
-                             r, a->seq_lens[r], qe - qs);
-        for (int64_t pos = a->seq_lens[r] - (qe - qs); pos < a->seq_lens[r]; pos++) {
-            int64_t page, offset;
-            if ((pos + 1) % a->compress_ratio || !cslot_locate(a, pos / a->compress_ratio, &page, &offset))
-                continue;
-            if (page >= a->bt_cols)
-                return dsv4_fail(st, DSV4_EINPUT, "request %" PRId64 ", position %" PRId64 ": page %" PRId64
-                                 " is past the %" PRId64 "-column block table", r, pos, page, a->bt_cols);
-            const int64_t slot = (int64_t)a->block_table[r * a->bt_cols + page] * a->block_size + offset;
-            if (slot < INT32_MIN || slot > INT32_MAX)
-                return dsv4_fail(st, DSV4_EINPUT, "request %" PRId64 ", position %" PRId64 ": slot %" PRId64
-                                 " overflows the kernel's int32 product", r, pos, slot);
-        }
-    }
-    return DSV4_OK;
-}
-
-int dsv4_ref_get_compressed_slot_mapping(const dsv4_cslot_args *a, int64_t *slot_mapping, dsv4_status *st)
-{
-    int rc = dsv4_cslot_check(a, st);
-    if (rc)
-        return rc;
-    /* The whole buffer first, not just the batch's tokens [S20]. */
-    for (int64_t i = 0; i < a->out_len; i++)
-        slot_mapping[i] = -1;
-    for (int64_t r = 0; r < a->num_reqs; r++) {
-        const int64_t qs = a->query_start_loc[r], ql = a->query_start_loc[r + 1] - qs;
-        const int64_t start = a->seq_lens[r] - ql;
-        for (int64_t i = 0; i < ql; i++) {
-            const int64_t pos = start + i;
-            int64_t page, offset;
-            if ((pos + 1) % a->compress_ratio == 0 && cslot_locate(a, pos / a->compress_ratio, &page, &offset))
-                slot_mapping[qs + i] = (int64_t)a->block_table[r * a->bt_cols + page] * a->block_size + offset;
-        }
-    }
     return DSV4_OK;
 }

@@ -3,8 +3,12 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <threads.h>
+
+#include "codec_inline.h"
+#include "parallel.h"
 
 /* Code tables built once from the numerics codecs (not a second codec):
  * enc[kind][h] = dsv4_fp8_from_f32(bf16 h, kind, saturate) for the
@@ -59,6 +63,25 @@ dsv4_kv_encode_opts dsv4_kv_encode_opts_default(int use_fnuz)
     return o;
 }
 
+/* 2^k as fp32 for k in [-149, 127] (subnormal below -126). */
+static inline float pow2_f32(int k)
+{
+    return dsv4_f32_of_bits(k >= -126 ? (uint32_t)(k + 127) << 23 : 1u << (k + 149));
+}
+
+/* The same smallest e from the fp32 fields where both are normal:
+ * a = ma 2^Ea, M = mm 2^Em (ma, mm in [1, 2)): 2^e M >= a first holds at
+ * e = Ea - Em when ma <= mm, else one higher. */
+static inline int scale_exponent(float amax, float fp8_max)
+{
+    const float a = amax > DSV4_KV_AMAX_FLOOR ? amax : DSV4_KV_AMAX_FLOOR;
+    const uint32_t ab = dsv4_bits_f32(a), mb = dsv4_bits_f32(fp8_max);
+    const int Ea = (int)(ab >> 23), Em = (int)(mb >> 23);
+    if (Ea == 0 || Ea == 255 || Em == 0 || Em == 255 || (mb >> 31))
+        return dsv4_kv_scale_exponent(amax, fp8_max);
+    return Ea - Em + ((ab & 0x7FFFFFu) > (mb & 0x7FFFFFu));
+}
+
 int dsv4_kv_scale_exponent(float amax, float fp8_max)
 {
     /* a = max(amax, 1e-4) (docs/semantics/kvcache.md A2.2 [S1, S15]); smallest e with
@@ -83,11 +106,54 @@ uint8_t dsv4_kv_scale_byte(float amax, const dsv4_kv_encode_opts *o)
     return (uint8_t)(b < 0 ? 0 : b > o->scale_max ? o->scale_max : b);
 }
 
+/* The encoding of one token's bf16-valued, finite lanes v (the body of
+ * dsv4_kv_encode_token). */
+DSV4_HOT_INLINE void encode_values(uint8_t *page, int64_t B, int64_t row, const float *v,
+                                   const dsv4_kv_encode_opts *o)
+{
+    uint8_t *vals = page + dsv4_kv_value_offset(row);
+    uint8_t *scales = page + dsv4_kv_scale_offset(B, row);
+    const int fnuz = o->kind == DSV4_FP8_E4M3FNUZ;
+    const float mx = o->fp8_max;
+    for (int k = 0; k < DSV4_KV_NQBLOCKS; k++) {
+        const float *blk = v + k * DSV4_KV_QBLOCK;
+        int32_t m = 0; /* max |v| of the finite lanes, as bits (orders like the values) */
+        for (int i = 0; i < DSV4_KV_QBLOCK; i++) {
+            const int32_t a = (int32_t)(dsv4_bits_f32(blk[i]) & 0x7FFFFFFFu);
+            m = a > m ? a : m;
+        }
+        const float amax = dsv4_f32_of_bits((uint32_t)m);
+        const int b = scale_exponent(amax, mx) + 127;
+        /* clamp(e + 127, 0, 255) [S1]; 254 cap of the gfx950 compressor [S19]. */
+        const uint8_t sb = (uint8_t)(b < 0 ? 0 : b > o->scale_max ? o->scale_max : b);
+        scales[k] = sb;
+        /* x * 2^-e: exact in fp32 but for underflow far below the fp8
+         * range, the same single rounding as the kernel's x / 2^e; then
+         * clamp to +-FP8MAX and RNE to e4m3 [S1]. */
+        const float inv = pow2_f32(127 - (int)sb); /* 2^-e, exact in fp32 */
+        uint8_t c[DSV4_KV_QBLOCK];
+        for (int i = 0; i < DSV4_KV_QBLOCK; i++) {
+            const float q = blk[i] * inv; /* one rounding at most (fp32 underflow), as x / 2^e */
+            const int32_t lo = -(int32_t)(q < -mx), hi = -(int32_t)(q > mx);
+            const int32_t qb = dsv4_sel_i32(hi, (int32_t)dsv4_bits_f32(mx),
+                                            dsv4_sel_i32(lo, (int32_t)dsv4_bits_f32(-mx), (int32_t)dsv4_bits_f32(q)));
+            c[i] = dsv4_e4m3_sat_lane(dsv4_f32_of_bits((uint32_t)qb), fnuz);
+        }
+        memcpy(vals + k * DSV4_KV_QBLOCK, c, sizeof c);
+    }
+    scales[7] = 0; /* pad byte [S1] */
+    uint8_t *rope = page + dsv4_kv_rope_offset(row);
+    for (int j = 0; j < DSV4_KV_ROPE_DIM; j++) { /* bf16 little-endian [S1] */
+        uint16_t h = dsv4_bf16_from_f32_inline(v[DSV4_KV_NOPE_DIM + j]);
+        rope[2 * j] = (uint8_t)(h & 0xFF);
+        rope[2 * j + 1] = (uint8_t)(h >> 8);
+    }
+}
+
 int dsv4_kv_encode_token(uint8_t *page, int64_t B, int64_t row, const float *x,
                          const dsv4_kv_encode_opts *o, dsv4_status *st)
 {
     float v[DSV4_KV_HEAD_DIM];
-    call_once(&lut_once, lut_init);
     for (int d = 0; d < DSV4_KV_HEAD_DIM; d++) {
         if (!isfinite(x[d]))
             return dsv4_fail(st, DSV4_EINPUT, "token value at dim %d is %g: must be finite", d,
@@ -95,42 +161,16 @@ int dsv4_kv_encode_token(uint8_t *page, int64_t B, int64_t row, const float *x,
         /* bf16 input [S1] / bf16(n) [S19]; bf16 values pass unchanged */
         v[d] = (f32_bits(x[d]) & 0xFFFFu) ? dsv4_round_bf16(x[d]) : x[d];
     }
-    uint8_t *vals = page + dsv4_kv_value_offset(row);
-    uint8_t *scales = page + dsv4_kv_scale_offset(B, row);
-    for (int k = 0; k < DSV4_KV_NQBLOCKS; k++) {
-        const float *blk = v + k * DSV4_KV_QBLOCK;
-        float amax = 0;
-        for (int i = 0; i < DSV4_KV_QBLOCK; i++)
-            amax = fabsf(blk[i]) > amax ? fabsf(blk[i]) : amax;
-        uint8_t sb = dsv4_kv_scale_byte(amax, o);
-        scales[k] = sb;
-        /* x * 2^-e: exact in fp32 but for underflow far below the fp8
-         * range, the same single rounding as the kernel's x / 2^e; then
-         * clamp to +-FP8MAX and
-         * RNE to e4m3 [S1]. */
-        const float inv = (float)ldexp(1.0, 127 - (int)sb); /* 2^-e, exact in fp32 */
-        for (int i = 0; i < DSV4_KV_QBLOCK; i++) {
-            float q = blk[i] * inv; /* one rounding at most (fp32 underflow), as x / 2^e */
-            q = q > o->fp8_max ? o->fp8_max : q < -o->fp8_max ? -o->fp8_max : q;
-            vals[k * DSV4_KV_QBLOCK + i] = fp8_code(q, o->kind);
-        }
-    }
-    scales[7] = 0; /* pad byte [S1] */
-    uint8_t *rope = page + dsv4_kv_rope_offset(row);
-    for (int j = 0; j < DSV4_KV_ROPE_DIM; j++) { /* bf16 little-endian [S1] */
-        uint16_t h = dsv4_bf16_from_f32(v[DSV4_KV_NOPE_DIM + j]);
-        rope[2 * j] = (uint8_t)(h & 0xFF);
-        rope[2 * j + 1] = (uint8_t)(h >> 8);
-    }
+    encode_values(page, B, row, v, o);
     return DSV4_OK;
 }
 
 /* fp32 2^(b - 127) as Triton's exp2 builds it: 2^-127 is an fp32
  * subnormal, 2^128 overflows to +Inf (docs/semantics/numerics.md A1; docs/semantics/kvcache.md A4). */
-static float scale_f32(uint8_t b)
+static inline float scale_f32(uint8_t b)
 {
     int e = (int)b - 127;
-    return e > 127 ? INFINITY : (float)ldexp(1.0, e);
+    return e > 127 ? INFINITY : pow2_f32(e);
 }
 
 void dsv4_kv_decode_token_f32(const uint8_t *page, int64_t B, int64_t row, dsv4_fp8_kind kind,
@@ -151,16 +191,50 @@ void dsv4_kv_decode_token_f32(const uint8_t *page, int64_t B, int64_t row, dsv4_
             dsv4_bf16_to_f32((uint16_t)(rope[2 * j] | (uint16_t)(rope[2 * j + 1] << 8)));
 }
 
+/* dsv4_kv_decode_token_bf16 once the tables exist. */
+DSV4_HOT_INLINE void decode_bf16(const uint8_t *page, int64_t B, int64_t row, dsv4_fp8_kind kind, uint16_t *out)
+{
+    const uint8_t *vals = page + dsv4_kv_value_offset(row);
+    const uint8_t *scales = page + dsv4_kv_scale_offset(B, row);
+    const float *tab = dec_lut[kind == DSV4_FP8_E4M3FNUZ];
+    for (int k = 0; k < DSV4_KV_NQBLOCKS; k++) { /* fp32 product [S1], .to(tl.bfloat16): RNE [S1] */
+        const float s = scale_f32(scales[k]);
+        for (int i = 0; i < DSV4_KV_QBLOCK; i++)
+            out[k * DSV4_KV_QBLOCK + i] = dsv4_bf16_from_f32_inline(tab[vals[k * DSV4_KV_QBLOCK + i]] * s);
+    }
+    /* RoPE bits copied, NaN payloads too (little-endian bf16) [S1] */
+    const uint8_t *rope = page + dsv4_kv_rope_offset(row);
+    for (int j = 0; j < DSV4_KV_ROPE_DIM; j++)
+        out[DSV4_KV_NOPE_DIM + j] = (uint16_t)(rope[2 * j] | (uint16_t)(rope[2 * j + 1] << 8));
+}
+
 void dsv4_kv_decode_token_bf16(const uint8_t *page, int64_t B, int64_t row, dsv4_fp8_kind kind,
                                uint16_t *out)
 {
-    float f[DSV4_KV_HEAD_DIM];
-    dsv4_kv_decode_token_f32(page, B, row, kind, f);
-    for (int d = 0; d < DSV4_KV_NOPE_DIM; d++)
-        out[d] = dsv4_bf16_from_f32(f[d]); /* .to(tl.bfloat16): RNE [S1] */
-    const uint8_t *rope = page + dsv4_kv_rope_offset(row);
-    for (int j = 0; j < DSV4_KV_ROPE_DIM; j++) /* bits copied, NaN payloads too [S1] */
-        out[DSV4_KV_NOPE_DIM + j] = (uint16_t)(rope[2 * j] | (uint16_t)(rope[2 * j + 1] << 8));
+    call_once(&lut_once, lut_init);
+    decode_bf16(page, B, row, kind, out);
+}
+
+/* The bf16 rounding of the fp32 product, then back: vectorizable. */
+DSV4_VECTOR_CLONES DSV4_NOINLINE static void decode_f32_lanes(const uint8_t *restrict vals, const uint8_t *restrict scales,
+                                                             const float *restrict tab, float *restrict out)
+{
+    for (int k = 0; k < DSV4_KV_NQBLOCKS; k++) {
+        const float s = scale_f32(scales[k]);
+        for (int i = 0; i < DSV4_KV_QBLOCK; i++)
+            out[k * DSV4_KV_QBLOCK + i] =
+                dsv4_bf16_to_f32_inline(dsv4_bf16_from_f32_inline(tab[vals[k * DSV4_KV_QBLOCK + i]] * s));
+    }
+}
+
+void dsv4_kv_decode_token_bf16_f32(const uint8_t *page, int64_t B, int64_t row, dsv4_fp8_kind kind, float *out)
+{
+    call_once(&lut_once, lut_init);
+    decode_f32_lanes(page + dsv4_kv_value_offset(row), page + dsv4_kv_scale_offset(B, row),
+                     dec_lut[kind == DSV4_FP8_E4M3FNUZ], out);
+    const uint8_t *rope = page + dsv4_kv_rope_offset(row); /* RoPE bits as they are [S1] */
+    for (int j = 0; j < DSV4_KV_ROPE_DIM; j++)
+        out[DSV4_KV_NOPE_DIM + j] = dsv4_bf16_to_f32_inline((uint16_t)(rope[2 * j] | (uint16_t)(rope[2 * j + 1] << 8)));
 }
 
 int dsv4_kv_slot(int64_t slot, const dsv4_kv_layout *L, int64_t *page, int64_t *row)
@@ -184,6 +258,70 @@ static int check_layout(const dsv4_kv_layout *L, dsv4_kv_format f, dsv4_status *
         return dsv4_fail(st, DSV4_EINPUT, "page stride %" PRId64 " < B*%" PRId64 " = %" PRId64, L->page_stride,
                          tb, L->block_size * tb);
     return DSV4_OK;
+}
+
+/* 1 if no lane of the bf16 row has the Inf/NaN exponent (vectorizes). */
+static int row_finite_bf16(const uint16_t *k)
+{
+    unsigned bad = 0;
+    for (int d = 0; d < DSV4_KV_HEAD_DIM; d++)
+        bad |= (k[d] & 0x7F80u) == 0x7F80u;
+    return !bad;
+}
+
+typedef struct insert_job {
+    const uint16_t *k;
+    const int64_t *slots64;
+    const int32_t *slots32;
+    uint8_t *k_cache;
+    const dsv4_kv_layout *L;
+    dsv4_kv_format f;
+    const dsv4_kv_encode_opts *o;
+    int64_t stride;
+} insert_job;
+
+/* Tokens [t0, t1) into their slots (validated before). */
+DSV4_VECTOR_CLONES static int insert_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const insert_job *j = ctx;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t s = j->slots64 ? j->slots64[t] : j->slots32[t], page, row;
+        if (dsv4_kv_slot(s, j->L, &page, &row) != 1)
+            continue; /* slot -1: padding token, skipped [S1, S15]; v41: any slot < 0 [S22] */
+        const uint16_t *kt = j->k + t * DSV4_KV_HEAD_DIM;
+        if (j->f != DSV4_KV_FMT_DS_MLA) {
+            dsv4_kv41_encode_token(j->k_cache + page * j->stride, j->L->block_size, row, kt, j->f);
+            continue;
+        }
+        float x[DSV4_KV_HEAD_DIM];
+        for (int d = 0; d < DSV4_KV_HEAD_DIM; d++) /* bf16 -> fp32 is a shift; finite (validated) */
+            x[d] = dsv4_bf16_to_f32_inline(kt[d]);
+        encode_values(j->k_cache + page * j->stride, j->L->block_size, row, x, j->o);
+    }
+    return DSV4_OK;
+}
+
+/* 1 if no two tokens share a slot >= 0 (all slots validated in range). */
+static int slots_distinct(const int64_t *slots64, const int32_t *slots32, int64_t T, int64_t nslots, int *rc,
+                          dsv4_status *st)
+{
+    uint8_t *seen = calloc((size_t)(nslots + 7) / 8 + 1, 1);
+    int ok = 1;
+    *rc = DSV4_OK;
+    if (!seen) {
+        *rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
+        return 0;
+    }
+    for (int64_t t = 0; t < T && ok; t++) {
+        const int64_t s = slots64 ? slots64[t] : slots32[t];
+        if (s < 0)
+            continue;
+        ok = !(seen[s / 8] >> (s % 8) & 1);
+        seen[s / 8] |= (uint8_t)(1u << (s % 8));
+    }
+    free(seen);
+    return ok;
 }
 
 int dsv4_ref_quantize_and_insert_k_cache(const uint16_t *k, int64_t T, const int64_t *slots64,
@@ -211,28 +349,18 @@ int dsv4_ref_quantize_and_insert_k_cache_fmt(const uint16_t *k, int64_t T, const
         if (r < 0)
             return dsv4_fail(st, DSV4_EINPUT, "slot_mapping[%" PRId64 "] = %" PRId64
                              " is outside the cache (%" PRId64 " slots)", t, s, nslots);
-        for (int d = 0; r && d < DSV4_KV_HEAD_DIM; d++)
-            if ((k[t * DSV4_KV_HEAD_DIM + d] & 0x7F80u) == 0x7F80u) /* bf16 Inf/NaN exponent */
-                return dsv4_fail(st, DSV4_EINPUT, "k[%" PRId64 ", %d] is not finite", t, d);
+        if (r && !row_finite_bf16(k + t * DSV4_KV_HEAD_DIM))
+            for (int d = 0; d < DSV4_KV_HEAD_DIM; d++)
+                if ((k[t * DSV4_KV_HEAD_DIM + d] & 0x7F80u) == 0x7F80u) /* bf16 Inf/NaN exponent */
+                    return dsv4_fail(st, DSV4_EINPUT, "k[%" PRId64 ", %d] is not finite", t, d);
     }
-    for (int64_t t = 0; t < T; t++) {
-        int64_t s = slots64 ? slots64[t] : slots32[t], page, row;
-        if (dsv4_kv_slot(s, L, &page, &row) != 1)
-            continue; /* slot -1: padding token, skipped [S1, S15]; v41: any slot < 0 [S22] */
-        const uint16_t *kt = k + t * DSV4_KV_HEAD_DIM;
-        if (f != DSV4_KV_FMT_DS_MLA) {
-            dsv4_kv41_encode_token(k_cache + page * stride, L->block_size, row, kt, f);
-            continue;
-        }
-        float x[DSV4_KV_HEAD_DIM];
-        for (int d = 0; d < DSV4_KV_HEAD_DIM; d++) {
-            uint32_t b = (uint32_t)kt[d] << 16; /* bf16 -> fp32 is a shift */
-            memcpy(&x[d], &b, sizeof b);
-        }
-        if ((rc = dsv4_kv_encode_token(k_cache + page * stride, L->block_size, row, x, o, st)))
-            return rc;
-    }
-    return DSV4_OK;
+    insert_job j = {k, slots64, slots32, k_cache, L, f, o, stride};
+    /* Tokens go to their own slots in parallel; a slot written twice keeps
+     * the last token's bytes, so such a mapping runs in order. */
+    const int grain = 64;
+    if (dsv4_parallel_workers(T, grain) > 1 && !slots_distinct(slots64, slots32, T, nslots, &rc, st))
+        return rc ? rc : insert_range(&j, 0, T, 0, st);
+    return dsv4_parallel_for(T, grain, 0, insert_range, &j, st);
 }
 
 /* The physical page gathered row i of request r reads, via its block table. */
@@ -289,6 +417,44 @@ int dsv4_gather_check_fmt(const dsv4_gather_args *a, dsv4_gather_invalid inv, ds
     return DSV4_OK;
 }
 
+typedef struct gather_job {
+    const dsv4_gather_args *a;
+    dsv4_gather_invalid inv;
+    dsv4_kv_format f;
+    const int64_t *first;
+} gather_job;
+
+/* Gathered rows [g0, g1) over all requests (row i of request r is
+ * first[r] + i); every row is its own output row. */
+DSV4_VECTOR_CLONES static int gather_range(void *ctx, int64_t g0, int64_t g1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const gather_job *j = ctx;
+    const dsv4_gather_args *a = j->a;
+    const int64_t B = a->L.block_size, stride = dsv4_kv_format_page_stride(&a->L, j->f);
+    const dsv4_fp8_kind kind = a->use_fnuz ? DSV4_FP8_E4M3FNUZ : DSV4_FP8_E4M3FN;
+    int64_t r = 0;
+    while (j->first[r + 1] <= g0)
+        r++;
+    for (int64_t g = g0; g < g1; g++) {
+        while (j->first[r + 1] <= g)
+            r++;
+        const int64_t S = a->seq_lens[r], G = a->gather_lens ? a->gather_lens[r] : S, i = g - j->first[r];
+        int64_t pos = S - G + i, page = gather_page(a, r, pos); /* start = S - G [S1, S22] */
+        uint16_t *dst = a->out + (r * a->Wout + a->offset + i) * DSV4_KV_HEAD_DIM;
+        if (page < 0 || page >= a->L.num_blocks) {
+            if (j->inv == DSV4_GATHER_INVALID_ZERO) /* zeros [S8] */
+                memset(dst, 0, DSV4_KV_HEAD_DIM * sizeof *dst);
+            continue; /* SKIP: untouched [S7] */
+        }
+        if (j->f == DSV4_KV_FMT_DS_MLA)
+            decode_bf16(a->k_cache + page * stride, B, pos % B, kind, dst);
+        else
+            dsv4_kv41_decode_token_bf16(a->k_cache + page * stride, B, pos % B, j->f, dst);
+    }
+    return DSV4_OK;
+}
+
 int dsv4_ref_dequantize_and_gather_k_cache(const dsv4_gather_args *a, dsv4_gather_invalid inv,
                                            dsv4_status *st)
 {
@@ -301,25 +467,17 @@ int dsv4_ref_dequantize_and_gather_k_cache_fmt(const dsv4_gather_args *a, dsv4_g
     int rc = dsv4_gather_check_fmt(a, inv, f, st);
     if (rc)
         return rc;
-    const int64_t B = a->L.block_size, stride = dsv4_kv_format_page_stride(&a->L, f);
-    const dsv4_fp8_kind kind = a->use_fnuz ? DSV4_FP8_E4M3FNUZ : DSV4_FP8_E4M3FN;
-    for (int64_t r = 0; r < a->R; r++) {
-        int64_t S = a->seq_lens[r], G = a->gather_lens ? a->gather_lens[r] : S;
-        for (int64_t i = 0; i < G; i++) {
-            int64_t pos = S - G + i, page = gather_page(a, r, pos); /* start = S - G [S1, S22] */
-            uint16_t *dst = a->out + (r * a->Wout + a->offset + i) * DSV4_KV_HEAD_DIM;
-            if (page < 0 || page >= a->L.num_blocks) {
-                if (inv == DSV4_GATHER_INVALID_ZERO) /* zeros [S8] */
-                    memset(dst, 0, DSV4_KV_HEAD_DIM * sizeof *dst);
-                continue; /* SKIP: untouched [S7] */
-            }
-            if (f == DSV4_KV_FMT_DS_MLA)
-                dsv4_kv_decode_token_bf16(a->k_cache + page * stride, B, pos % B, kind, dst);
-            else
-                dsv4_kv41_decode_token_bf16(a->k_cache + page * stride, B, pos % B, f, dst);
-        }
-    }
-    return DSV4_OK;
+    int64_t *first = malloc((size_t)(a->R + 1) * sizeof *first); /* first gathered row of each request */
+    if (!first)
+        return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
+    first[0] = 0;
+    for (int64_t r = 0; r < a->R; r++)
+        first[r + 1] = first[r] + (a->gather_lens ? a->gather_lens[r] : a->seq_lens[r]);
+    call_once(&lut_once, lut_init);
+    gather_job j = {a, inv, f, first};
+    rc = dsv4_parallel_for(first[a->R], 256, 0, gather_range, &j, st);
+    free(first);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ */

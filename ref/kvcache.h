@@ -84,6 +84,8 @@ int dsv4_kv_encode_token(uint8_t *page, int64_t B, int64_t row, const float *x,
  * kind: OCP or FNUZ decode (use_fnuz, docs/semantics/kvcache.md A2.3). */
 void dsv4_kv_decode_token_bf16(const uint8_t *page, int64_t B, int64_t row, dsv4_fp8_kind kind,
                                uint16_t *out /* [512] */);
+/* The same bf16 values as fp32 (exact), for the attention's key rows. */
+void dsv4_kv_decode_token_bf16_f32(const uint8_t *page, int64_t B, int64_t row, dsv4_fp8_kind kind, float *out);
 void dsv4_kv_decode_token_f32(const uint8_t *page, int64_t B, int64_t row, dsv4_fp8_kind kind,
                               float *out /* [512] */);
 

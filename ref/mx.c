@@ -5,13 +5,20 @@
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
+#include <string.h>
 
+#include "codec_inline.h"
 #include "numerics.h"
+#include "parallel.h"
 
 #define INV6_BITS 0x3E2AAAABu       /* fl(1/6) (docs/semantics/quant.md Q1.1 mode 1 step 2) */
 #define SIX_MIN_NORMAL 0x01C00000u  /* 6 * 2^-126 = 1.5 * 2^-124, exact (docs/semantics/quant.md Q1.1 mode 1 step 1) */
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* fmaxf for a non-NaN a and a positive c. */
+static inline float max_f(float a, float c) { return a > c ? a : c; }
 
 float dsv4_log2_f32(float x)
 {
@@ -21,8 +28,25 @@ float dsv4_log2_f32(float x)
     return (float)log2((double)x);
 }
 
+/* amax of one whole block as branch-free integer code (|x| as bits orders
+ * like the values; NaN bits lie above Inf's), which the compiler
+ * vectorizes for the fixed length. */
+DSV4_HOT_INLINE float amax_block(const float *x)
+{
+    int32_t m = 0, seen = 0;
+    for (int i = 0; i < DSV4_MX_BLOCK; i++) {
+        const int32_t a = (int32_t)(dsv4_bits_f32(x[i]) & 0x7FFFFFFFu);
+        const int32_t ok = -(a <= 0x7F800000);
+        seen |= ok;
+        m = (a & ok) > m ? (a & ok) : m;
+    }
+    return seen ? dsv4_f32_of_bits((uint32_t)m) : NAN;
+}
+
 float dsv4_mx_amax(const float *x, int n)
 {
+    if (n == DSV4_MX_BLOCK)
+        return amax_block(x);
     float m = 0.0f;
     int seen = 0;
     for (int i = 0; i < n; i++) {
@@ -36,6 +60,45 @@ float dsv4_mx_amax(const float *x, int n)
     return seen || n == 0 ? m : NAN;
 }
 
+/* ceil(dsv4_log2_f32(r)) for a normal fp32 r = 2^k (1 + f) is k when the
+ * fp32 rounding of log2 r lands on k (f = 0 or f tiny), else k + 1; the
+ * rounding is monotone in r, so one mantissa threshold per exponent decides
+ * it.  The thresholds are found with dsv4_log2_f32 itself (a binary search
+ * per exponent, once), so the table reproduces the function bit for bit;
+ * subnormal r takes the function. */
+static pthread_once_t ceil_log2_once = PTHREAD_ONCE_INIT;
+static uint32_t ceil_log2_thr[256]; /* smallest mantissa giving k + 1 */
+
+static void ceil_log2_init(void)
+{
+    for (uint32_t E = 1; E < 255; E++) {
+        const float k = (float)((int)E - 127);
+        uint32_t lo = 0, hi = 0x7FFFFFu; /* ceil gives k at lo; hi gives k + 1 */
+        if (ceilf(dsv4_log2_f32(dsv4_f32_of_bits(E << 23))) != k) {
+            ceil_log2_thr[E] = 0;
+            continue;
+        }
+        while (hi - lo > 1) {
+            const uint32_t mid = lo + (hi - lo) / 2;
+            if (ceilf(dsv4_log2_f32(dsv4_f32_of_bits(E << 23 | mid))) == k)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        ceil_log2_thr[E] = hi;
+    }
+}
+
+/* ceilf(dsv4_log2_f32(r)) for finite r > 0, once the table is built
+ * (every entry point runs ceil_log2_once first). */
+DSV4_HOT_INLINE float ceil_log2_f32(float r)
+{
+    const uint32_t b = dsv4_bits_f32(r), E = b >> 23;
+    if (E == 0 || E >= 255)
+        return ceilf(dsv4_log2_f32(r));
+    return (float)((int)E - 127 + ((b & 0x7FFFFFu) >= ceil_log2_thr[E]));
+}
+
 /* floor(log2 a) for finite a > 0, exact (frexp: a = m * 2^e, m in [0.5, 1)). */
 static int floor_log2(double a)
 {
@@ -44,35 +107,29 @@ static int floor_log2(double a)
     return e - 1;
 }
 
-/* ceil(log2 a) for finite a > 0, exact. */
-static int ceil_log2(double a)
-{
-    int e;
-    double m = frexp(a, &e);
-    return m == 0.5 ? e - 1 : e;
-}
 
-uint8_t dsv4_mx_fp4_scale_ceil_f32log2(float amax)
+DSV4_HOT_INLINE uint8_t fp4_scale_ceil_f32log2(float amax)
 {
     if (isnan(amax))
         return 0xFF;
     /* a = max(amax, 6*2^-126); lr = clamp(ceil(log2_f32(fl(a*fl(1/6)))), -127, 127)
      * (docs/semantics/indexer.md Q4.1 step 4, variant A; pa_mqa_logits_mxfp4_cache.py@034adb58). */
-    float a = fmaxf(amax, dsv4_f32_from_bits(SIX_MIN_NORMAL));
-    float ratio = a * dsv4_f32_from_bits(INV6_BITS);
-    float l = ceilf(dsv4_log2_f32(ratio));
-    int lr = isinf(l) ? 127 : clampi((int)l, -127, 127);
+    float a = max_f(amax, dsv4_f32_of_bits(SIX_MIN_NORMAL));
+    float ratio = a * dsv4_f32_of_bits(INV6_BITS);
+    if (isinf(ratio))
+        return 127 + 127;
+    int lr = clampi((int)ceil_log2_f32(ratio), -127, 127);
     return (uint8_t)(lr + 127);
 }
 
-uint8_t dsv4_mx_fp4_scale_ceil(float amax)
+DSV4_HOT_INLINE uint8_t fp4_scale_ceil(float amax)
 {
     if (isnan(amax))
         return 0xFF;
     /* Mode 1 bit rule (docs/semantics/quant.md Q1.1 SCALING_MODE 1 steps 1-3). */
-    float a = fmaxf(amax, dsv4_f32_from_bits(SIX_MIN_NORMAL));
-    float ratio = a * dsv4_f32_from_bits(INV6_BITS);
-    return (uint8_t)((dsv4_f32_bits(ratio) + 0x7FFFFFu) >> 23);
+    float a = max_f(amax, dsv4_f32_of_bits(SIX_MIN_NORMAL));
+    float ratio = a * dsv4_f32_of_bits(INV6_BITS);
+    return (uint8_t)((dsv4_bits_f32(ratio) + 0x7FFFFFu) >> 23);
 }
 
 /* The bits mode 0 reads of a NaN amax: the max of an all-NaN block is a
@@ -86,9 +143,9 @@ uint8_t dsv4_mx_fp4_scale_ceil(float amax)
  * -127), +Inf or NaN (exponent field 0xFF: log2 -> +inf or NaN, clamped to
  * 127; the carry of the Q1.1 correction and the canonical NaN's
  * 0x7FC00000 + 0x200000 -> 0x7F800000 land here), or a power of two. */
-static int even_u(float amax)
+DSV4_HOT_INLINE int even_u(float amax)
 {
-    const uint32_t bits = isnan(amax) ? CANONICAL_NAN_BITS : dsv4_f32_bits(amax);
+    const uint32_t bits = isnan(amax) ? CANONICAL_NAN_BITS : dsv4_bits_f32(amax);
     const uint32_t r = (bits + 0x200000u) & 0xFF800000u; /* step 1 */
     if ((r & 0x7FFFFFFFu) == 0)
         return -127; /* log2(+-0) = -inf, clamped (step 2) */
@@ -98,7 +155,7 @@ static int even_u(float amax)
     return clampi(E - 127 - 2, -127, 127);
 }
 
-uint8_t dsv4_mx_fp4_scale_even(float amax)
+DSV4_HOT_INLINE uint8_t fp4_scale_even(float amax)
 {
     /* step 3 (signed add, docs/semantics/quant.md Q10): 0..254, never 0xFF; an all-NaN
      * block gives 254 (u = 127) like an Inf one. */
@@ -115,7 +172,7 @@ static int ocp_u(float amax)
     return u < -127 ? -127 : u;
 }
 
-uint8_t dsv4_mx_fp4_scale_ocp(float amax)
+DSV4_HOT_INLINE uint8_t fp4_scale_ocp(float amax)
 {
     if (isnan(amax))
         return 0xFF;
@@ -123,31 +180,33 @@ uint8_t dsv4_mx_fp4_scale_ocp(float amax)
     return u > 127 ? 0xFF : (uint8_t)(u + 127);
 }
 
-uint8_t dsv4_mx_fp8_scale_ceil(float amax)
+DSV4_HOT_INLINE uint8_t fp8_scale_ceil(float amax)
 {
     if (isnan(amax))
         return 0xFF;
     if (isinf(amax))
         return 254;
     /* clamp(ceil(log2(max(amax, FLT_MIN)/448)) + 127, 0, 254) (docs/semantics/quant.md Q2 steps 1-2);
-     * a/448 in double cannot round onto a power of two (a has 24 bits). */
-    double a = fmax((double)amax, (double)FLT_MIN);
-    return (uint8_t)clampi(ceil_log2(a / 448.0) + 127, 0, 254);
+     * a/448 in double cannot round onto a power of two (a has 24 bits).
+     * From the fields: a = m 2^e (m in [1, 2)), 448 = 1.75 2^8, so the
+     * ceil is e - 8 + (m > 1.75), m > 1.75 iff the mantissa > 0x600000. */
+    const uint32_t b = dsv4_bits_f32(amax > FLT_MIN ? amax : FLT_MIN);
+    const int e = (int)(b >> 23) - 127 - 8 + ((b & 0x7FFFFFu) > 0x600000u);
+    return (uint8_t)clampi(e + 127, 0, 254);
 }
 
-uint8_t dsv4_mx_fp8_scale_ceil_f32log2(float amax)
+DSV4_HOT_INLINE uint8_t fp8_scale_ceil_f32log2(float amax)
 {
     if (isnan(amax))
         return 0xFF;
     /* The kernel's fp32 Triton: fl(a / 448), tl.log2, tl.ceil (docs/semantics/quant.md Q2 step 2). */
-    float r = fmaxf(amax, FLT_MIN) / 448.0f;
-    float l = ceilf(dsv4_log2_f32(r));
-    if (isinf(l))
-        return l > 0 ? 254 : 0;
-    return (uint8_t)clampi((int)l + 127, 0, 254);
+    float r = max_f(amax, FLT_MIN) / 448.0f;
+    if (isinf(r))
+        return 254;
+    return (uint8_t)clampi((int)ceil_log2_f32(r) + 127, 0, 254);
 }
 
-uint8_t dsv4_mx_fp8_scale_floor(float amax)
+DSV4_HOT_INLINE uint8_t fp8_scale_floor(float amax)
 {
     if (isnan(amax))
         return 0xFF;
@@ -157,93 +216,194 @@ uint8_t dsv4_mx_fp8_scale_floor(float amax)
     return (uint8_t)clampi(floor_log2(fmax((double)amax, (double)FLT_MIN)) + 127, 0, 254);
 }
 
-uint8_t dsv4_mx_scale_byte(dsv4_mx_rule rule, float amax)
+DSV4_HOT_INLINE uint8_t scale_byte(dsv4_mx_rule rule, float amax)
 {
     switch (rule) {
-    case DSV4_MX_FP4_CEIL_F32LOG2: return dsv4_mx_fp4_scale_ceil_f32log2(amax);
-    case DSV4_MX_FP4_CEIL: return dsv4_mx_fp4_scale_ceil(amax);
-    case DSV4_MX_FP4_EVEN: return dsv4_mx_fp4_scale_even(amax);
-    case DSV4_MX_FP4_OCP: return dsv4_mx_fp4_scale_ocp(amax);
-    case DSV4_MX_FP8_CEIL: return dsv4_mx_fp8_scale_ceil(amax);
-    case DSV4_MX_FP8_CEIL_F32LOG2: return dsv4_mx_fp8_scale_ceil_f32log2(amax);
-    case DSV4_MX_FP8_FLOOR: return dsv4_mx_fp8_scale_floor(amax);
+    case DSV4_MX_FP4_CEIL_F32LOG2: return fp4_scale_ceil_f32log2(amax);
+    case DSV4_MX_FP4_CEIL: return fp4_scale_ceil(amax);
+    case DSV4_MX_FP4_EVEN: return fp4_scale_even(amax);
+    case DSV4_MX_FP4_OCP: return fp4_scale_ocp(amax);
+    case DSV4_MX_FP8_CEIL: return fp8_scale_ceil(amax);
+    case DSV4_MX_FP8_CEIL_F32LOG2: return fp8_scale_ceil_f32log2(amax);
+    case DSV4_MX_FP8_FLOOR: return fp8_scale_floor(amax);
     default: return 0xFF;
     }
 }
 
-int dsv4_mx_rule_is_fp4(dsv4_mx_rule rule) { return rule <= DSV4_MX_FP4_OCP; }
-
-uint8_t dsv4_mx_e2m1_encode(float q, dsv4_mx_elem elem)
+uint8_t dsv4_mx_fp4_scale_ceil_f32log2(float amax)
 {
-    if (elem == DSV4_MX_ELEM_THRESHOLD)
-        return dsv4_e2m1_from_f32_threshold(q);
-    if (elem == DSV4_MX_ELEM_RNE || isnan(q))
-        return dsv4_e2m1_from_f32(q);
-    /* Half away from zero on {0, .5, 1, 1.5, 2, 3, 4, 6}: the midpoints
-     * themselves go up (microxcaling round="nearest", docs/semantics/quant.md Q1.4 item 4). */
-    static const float mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
-    float a = fabsf(q);
-    uint8_t c = 0;
-    for (int i = 0; i < 7; i++)
-        c += a >= mid[i];
-    return (uint8_t)(c | (signbit(q) ? 8u : 0u));
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return fp4_scale_ceil_f32log2(amax);
 }
 
+uint8_t dsv4_mx_fp4_scale_ceil(float amax)
+{
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return fp4_scale_ceil(amax);
+}
+
+uint8_t dsv4_mx_fp4_scale_even(float amax)
+{
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return fp4_scale_even(amax);
+}
+
+uint8_t dsv4_mx_fp4_scale_ocp(float amax)
+{
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return fp4_scale_ocp(amax);
+}
+
+uint8_t dsv4_mx_fp8_scale_ceil(float amax)
+{
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return fp8_scale_ceil(amax);
+}
+
+uint8_t dsv4_mx_fp8_scale_ceil_f32log2(float amax)
+{
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return fp8_scale_ceil_f32log2(amax);
+}
+
+uint8_t dsv4_mx_fp8_scale_floor(float amax)
+{
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return fp8_scale_floor(amax);
+}
+
+uint8_t dsv4_mx_scale_byte(dsv4_mx_rule rule, float amax)
+{
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return scale_byte(rule, amax);
+}
+
+int dsv4_mx_rule_is_fp4(dsv4_mx_rule rule) { return rule <= DSV4_MX_FP4_OCP; }
+
+/* e2m1 magnitude under half away from zero on {0, .5, 1, 1.5, 2, 3, 4, 6}:
+ * the midpoints themselves go up (microxcaling round="nearest",
+ * docs/semantics/quant.md Q1.4 item 4). */
+static inline uint8_t e2m1_half_away_magnitude(float a)
+{
+    return (uint8_t)((a >= 0.25f) + (a >= 0.75f) + (a >= 1.25f) + (a >= 1.75f) + (a >= 2.5f) + (a >= 3.5f) +
+                     (a >= 5.0f));
+}
+
+static inline uint8_t e2m1_encode(float q, dsv4_mx_elem elem)
+{
+    if (elem == DSV4_MX_ELEM_THRESHOLD)
+        return dsv4_e2m1_threshold_inline(q);
+    if (elem == DSV4_MX_ELEM_RNE || isnan(q))
+        return dsv4_e2m1_rne_inline(q);
+    return (uint8_t)(e2m1_half_away_magnitude(fabsf(q)) | (signbit(q) ? 8u : 0u));
+}
+
+uint8_t dsv4_mx_e2m1_encode(float q, dsv4_mx_elem elem) { return e2m1_encode(q, elem); }
+
+/* 2^k as fp32 for k in [-127, 127] (2^-127 is the subnormal 0x00400000). */
+static inline float pow2f(int k) { return dsv4_f32_of_bits(k >= -126 ? (uint32_t)(k + 127) << 23 : 0x00400000u); }
+
 /* The fp32 multiplier q = fl(x * m) of an MXFP4 block with scale byte b. */
-static float fp4_multiplier(dsv4_mx_rule rule, uint8_t b, float amax)
+DSV4_HOT_INLINE float fp4_multiplier(dsv4_mx_rule rule, uint8_t b, float amax)
 {
     switch (rule) {
     case DSV4_MX_FP4_CEIL:
         /* f32((254 - byte) << 23), wrapping for byte 255 (docs/semantics/quant.md Q1.1 mode 1 step 4). */
-        return dsv4_f32_from_bits((uint32_t)(254u - b) << 23);
-    case DSV4_MX_FP4_EVEN: return ldexpf(1.0f, -even_u(amax));
-    case DSV4_MX_FP4_OCP: return ldexpf(1.0f, -ocp_u(amax));
-    default: return ldexpf(1.0f, 127 - (int)b); /* variant A: exp2(-lr) */
+        return dsv4_f32_of_bits((uint32_t)(254u - b) << 23);
+    case DSV4_MX_FP4_EVEN: return pow2f(-even_u(amax));
+    case DSV4_MX_FP4_OCP: return pow2f(-ocp_u(amax));
+    default: return pow2f(127 - (int)b); /* variant A: exp2(-lr) */
     }
+}
+
+/* The e2m1 codes of q_i = fl(x_i * m); whole blocks through the
+ * vectorizable lane forms. */
+DSV4_HOT_INLINE void fp4_codes(const float *x, int n, float m, dsv4_mx_elem elem, uint8_t *codes)
+{
+    if (n == DSV4_MX_BLOCK && elem != DSV4_MX_ELEM_HALF_AWAY) {
+        float q[DSV4_MX_BLOCK];
+        uint8_t c[DSV4_MX_BLOCK];
+        int32_t nan = 0;
+        for (int i = 0; i < DSV4_MX_BLOCK; i++) {
+            q[i] = x[i] * m;
+            nan |= (dsv4_bits_f32(q[i]) & 0x7FFFFFFFu) > 0x7F800000u;
+        }
+        if (nan) /* the lane forms with their NaN rules */
+            for (int i = 0; i < DSV4_MX_BLOCK; i++)
+                c[i] = elem == DSV4_MX_ELEM_RNE ? dsv4_e2m1_rne_lane(q[i]) : dsv4_e2m1_threshold_lane(q[i]);
+        else if (elem == DSV4_MX_ELEM_RNE) /* no NaN: magnitude and the sign bit */
+            for (int i = 0; i < DSV4_MX_BLOCK; i++)
+                c[i] = (uint8_t)(dsv4_e2m1_rne_magnitude(fabsf(q[i])) | ((dsv4_bits_f32(q[i]) >> 28) & 8u));
+        else /* threshold: -0 -> 0x0 */
+            for (int i = 0; i < DSV4_MX_BLOCK; i++)
+                c[i] = (uint8_t)(dsv4_e2m1_rne_magnitude(fabsf(q[i])) | (q[i] < 0.0f ? 8u : 0u));
+        memcpy(codes, c, sizeof c);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        codes[i] = e2m1_encode(x[i] * m, elem);
+}
+
+DSV4_HOT_INLINE uint8_t quant_block_fp4(const float *x, int n, dsv4_mx_rule rule, dsv4_mx_elem elem, uint8_t *codes)
+{
+    float amax = n == DSV4_MX_BLOCK ? amax_block(x) : dsv4_mx_amax(x, n);
+    uint8_t b = scale_byte(rule, amax);
+    if (isnan(amax) || (rule == DSV4_MX_FP4_OCP && b == 0xFF)) {
+        /* NaN scale: every element encodes as NaN does (mx.h convention;
+         * microxcaling NaN-fills the block, docs/semantics/quant.md Q1.4 item 3). */
+        const uint8_t c = e2m1_encode(NAN, elem);
+        for (int i = 0; i < n; i++)
+            codes[i] = c;
+        return b;
+    }
+    fp4_codes(x, n, fp4_multiplier(rule, b, amax), elem, codes);
+    return b;
+}
+
+DSV4_HOT_INLINE uint8_t quant_block_fp8(const float *x, int n, dsv4_mx_rule rule, uint8_t *codes)
+{
+    float amax = n == DSV4_MX_BLOCK ? amax_block(x) : dsv4_mx_amax(x, n);
+    uint8_t b = scale_byte(rule, amax);
+    if (isnan(amax)) {
+        const uint8_t c = dsv4_fp8_sat_inline(NAN, 0);
+        for (int i = 0; i < n; i++)
+            codes[i] = c;
+        return b;
+    }
+    if (rule == DSV4_MX_FP8_FLOOR) {
+        const float d = pow2f((int)b - 127); /* x / 2^(byte-127) (@00134422) */
+        if (n == DSV4_MX_BLOCK)
+            dsv4_e4m3_sat_div_block(x, d, 0, codes);
+        else
+            for (int i = 0; i < n; i++)
+                codes[i] = dsv4_fp8_sat_inline(x[i] / d, 0);
+        return b;
+    }
+    const float m = pow2f(127 - (int)b); /* exp2(127 - code), reciprocal multiply (docs/semantics/quant.md Q2 step 3) */
+    if (n == DSV4_MX_BLOCK)
+        dsv4_e4m3_sat_mul_block(x, m, 0, codes);
+    else
+        for (int i = 0; i < n; i++)
+            codes[i] = dsv4_fp8_sat_inline(x[i] * m, 0);
+    return b;
 }
 
 uint8_t dsv4_mx_quant_block_fp4(const float *x, int n, dsv4_mx_rule rule, dsv4_mx_elem elem,
                                 uint8_t *codes)
 {
-    float amax = dsv4_mx_amax(x, n);
-    uint8_t b = dsv4_mx_scale_byte(rule, amax);
-    if (isnan(amax) || (rule == DSV4_MX_FP4_OCP && b == 0xFF)) {
-        /* NaN scale: every element encodes as NaN does (mx.h convention;
-         * microxcaling NaN-fills the block, docs/semantics/quant.md Q1.4 item 3). */
-        for (int i = 0; i < n; i++)
-            codes[i] = dsv4_mx_e2m1_encode(NAN, elem);
-        return b;
-    }
-    float m = fp4_multiplier(rule, b, amax);
-    for (int i = 0; i < n; i++)
-        codes[i] = dsv4_mx_e2m1_encode(x[i] * m, elem);
-    return b;
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return quant_block_fp4(x, n, rule, elem, codes);
 }
 
 uint8_t dsv4_mx_quant_block_fp8(const float *x, int n, dsv4_mx_rule rule, uint8_t *codes)
 {
-    float amax = dsv4_mx_amax(x, n);
-    uint8_t b = dsv4_mx_scale_byte(rule, amax);
-    if (isnan(amax)) {
-        for (int i = 0; i < n; i++)
-            codes[i] = dsv4_fp8_from_f32(NAN, DSV4_FP8_E4M3FN, 1);
-        return b;
-    }
-    if (rule == DSV4_MX_FP8_FLOOR) {
-        float d = ldexpf(1.0f, (int)b - 127); /* x / 2^(byte-127) (@00134422) */
-        for (int i = 0; i < n; i++)
-            codes[i] = dsv4_fp8_from_f32(x[i] / d, DSV4_FP8_E4M3FN, 1);
-        return b;
-    }
-    /* exp2(127 - code), reciprocal multiply (docs/semantics/quant.md Q2 step 3) */
-    float m = ldexpf(1.0f, 127 - (int)b);
-    for (int i = 0; i < n; i++)
-        codes[i] = dsv4_fp8_from_f32(x[i] * m, DSV4_FP8_E4M3FN, 1);
-    return b;
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    return quant_block_fp8(x, n, rule, codes);
 }
 
 static int check_rows(int64_t T, int64_t W, dsv4_mx_rule rule, int want_fp4, dsv4_status *st)
 {
+    pthread_once(&ceil_log2_once, ceil_log2_init);
     if (T < 0 || W < 0 || W % DSV4_MX_BLOCK != 0)
         return dsv4_fail(st, DSV4_EINPUT,
                          "MX rows [%" PRId64 ", %" PRId64 "]: width must be a multiple of %d", T, W,
@@ -254,22 +414,76 @@ static int check_rows(int64_t T, int64_t W, dsv4_mx_rule rule, int want_fp4, dsv
     return DSV4_OK;
 }
 
+typedef struct mx_rows_job {
+    const float *x;
+    const uint16_t *xh; /* bf16 input instead of x, or NULL */
+    int64_t W;
+    dsv4_mx_rule rule;
+    dsv4_mx_elem elem;
+    uint8_t *data, *scales;
+} mx_rows_job;
+
+/* The block at element offset i as fp32: in place, or bf16 decoded into f. */
+DSV4_HOT_INLINE const float *block_f32(const mx_rows_job *j, int64_t i, float *f)
+{
+    if (!j->xh)
+        return j->x + i;
+    for (int k = 0; k < DSV4_MX_BLOCK; k++)
+        f[k] = dsv4_bf16_to_f32_inline(j->xh[i + k]);
+    return f;
+}
+
+/* Rows per parallel chunk: about 64K elements. */
+static int64_t mx_row_grain(int64_t W) { return W > 0 && W < 65536 ? 65536 / W : 1; }
+
+DSV4_VECTOR_CLONES static int fp4_rows_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const mx_rows_job *j = ctx;
+    const int64_t W = j->W, nb = W / DSV4_MX_BLOCK;
+    uint8_t codes[DSV4_MX_BLOCK];
+    float f[DSV4_MX_BLOCK];
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t k = 0; k < nb; k++) {
+            const float *xb = block_f32(j, t * W + k * DSV4_MX_BLOCK, f);
+            j->scales[t * nb + k] = quant_block_fp4(xb, DSV4_MX_BLOCK, j->rule, j->elem, codes);
+            uint8_t *pb = j->data + t * (W / 2) + k * (DSV4_MX_BLOCK / 2);
+            for (int i = 0; i < DSV4_MX_BLOCK / 2; i++) /* even element low (docs/semantics/quant.md Q1.2) */
+                pb[i] = dsv4_e2m1_pack(codes[2 * i], codes[2 * i + 1]);
+        }
+    return DSV4_OK;
+}
+
 int dsv4_mx_quant_rows_fp4(const float *x, int64_t T, int64_t W, dsv4_mx_rule rule,
                            dsv4_mx_elem elem, uint8_t *packed, uint8_t *scales, dsv4_status *st)
 {
     int rc = check_rows(T, W, rule, 1, st);
     if (rc)
         return rc;
-    const int64_t nb = W / DSV4_MX_BLOCK;
-    uint8_t codes[DSV4_MX_BLOCK];
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t j = 0; j < nb; j++) {
-            const float *xb = x + t * W + j * DSV4_MX_BLOCK;
-            scales[t * nb + j] = dsv4_mx_quant_block_fp4(xb, DSV4_MX_BLOCK, rule, elem, codes);
-            uint8_t *pb = packed + t * (W / 2) + j * (DSV4_MX_BLOCK / 2);
-            for (int i = 0; i < DSV4_MX_BLOCK / 2; i++) /* even element low (docs/semantics/quant.md Q1.2) */
-                pb[i] = dsv4_e2m1_pack(codes[2 * i], codes[2 * i + 1]);
-        }
+    mx_rows_job j = {x, NULL, W, rule, elem, packed, scales};
+    return dsv4_parallel_for(T, mx_row_grain(W), 0, fp4_rows_range, &j, st);
+}
+
+int dsv4_mx_quant_rows_fp4_bf16(const uint16_t *x, int64_t T, int64_t W, dsv4_mx_rule rule, dsv4_mx_elem elem,
+                                uint8_t *packed, uint8_t *scales, dsv4_status *st)
+{
+    int rc = check_rows(T, W, rule, 1, st);
+    if (rc)
+        return rc;
+    mx_rows_job j = {NULL, x, W, rule, elem, packed, scales};
+    return dsv4_parallel_for(T, mx_row_grain(W), 0, fp4_rows_range, &j, st);
+}
+
+DSV4_VECTOR_CLONES static int fp8_rows_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const mx_rows_job *j = ctx;
+    const int64_t W = j->W, nb = W / DSV4_MX_BLOCK;
+    float f[DSV4_MX_BLOCK];
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t k = 0; k < nb; k++)
+            j->scales[t * nb + k] = quant_block_fp8(block_f32(j, t * W + k * DSV4_MX_BLOCK, f),
+                                                            DSV4_MX_BLOCK, j->rule, j->data + t * W + k * DSV4_MX_BLOCK);
     return DSV4_OK;
 }
 
@@ -279,13 +493,18 @@ int dsv4_mx_quant_rows_fp8(const float *x, int64_t T, int64_t W, dsv4_mx_rule ru
     int rc = check_rows(T, W, rule, 0, st);
     if (rc)
         return rc;
-    const int64_t nb = W / DSV4_MX_BLOCK;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t j = 0; j < nb; j++)
-            scales[t * nb + j] = dsv4_mx_quant_block_fp8(x + t * W + j * DSV4_MX_BLOCK,
-                                                         DSV4_MX_BLOCK, rule,
-                                                         data + t * W + j * DSV4_MX_BLOCK);
-    return DSV4_OK;
+    mx_rows_job j = {x, NULL, W, rule, DSV4_MX_ELEM_RNE, data, scales};
+    return dsv4_parallel_for(T, mx_row_grain(W), 0, fp8_rows_range, &j, st);
+}
+
+int dsv4_mx_quant_rows_fp8_bf16(const uint16_t *x, int64_t T, int64_t W, dsv4_mx_rule rule, uint8_t *data,
+                                uint8_t *scales, dsv4_status *st)
+{
+    int rc = check_rows(T, W, rule, 0, st);
+    if (rc)
+        return rc;
+    mx_rows_job j = {NULL, x, W, rule, DSV4_MX_ELEM_RNE, data, scales};
+    return dsv4_parallel_for(T, mx_row_grain(W), 0, fp8_rows_range, &j, st);
 }
 
 void dsv4_mx_dequant_rows_fp4(const uint8_t *packed, const uint8_t *scales, int64_t T,

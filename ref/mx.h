@@ -133,6 +133,12 @@ int dsv4_mx_quant_rows_fp4(const float *x, int64_t T, int64_t W, dsv4_mx_rule ru
 int dsv4_mx_quant_rows_fp8(const float *x, int64_t T, int64_t W, dsv4_mx_rule rule,
                            uint8_t *data, uint8_t *scales, dsv4_status *st);
 
+/* The same two from bf16 rows (exact in fp32), decoded block by block. */
+int dsv4_mx_quant_rows_fp4_bf16(const uint16_t *x, int64_t T, int64_t W, dsv4_mx_rule rule, dsv4_mx_elem elem,
+                                uint8_t *packed, uint8_t *scales, dsv4_status *st);
+int dsv4_mx_quant_rows_fp8_bf16(const uint16_t *x, int64_t T, int64_t W, dsv4_mx_rule rule, uint8_t *data,
+                                uint8_t *scales, dsv4_status *st);
+
 /* ---- dequantizers ------------------------------------------------------------ */
 
 /* value = e2m1(code) * 2^(byte-127) (aiter fp4_utils.mxfp4_to_f32 and

@@ -1,6 +1,8 @@
 /* numerics.c - dtype codecs.  See numerics.h for the contract and sources. */
 #include "numerics.h"
 
+#include "codec_inline.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -20,15 +22,7 @@ float dsv4_f32_from_bits(uint32_t b)
 
 /* ---- bfloat16: the top 16 bits of fp32, RNE (docs/semantics/numerics.md A1:
  * "bf16 rounding is RNE from fp32"). */
-uint16_t dsv4_bf16_from_f32(float x)
-{
-    uint32_t b = dsv4_f32_bits(x);
-    if ((b & 0x7FFFFFFFu) > 0x7F800000u) /* NaN: keep sign, force quiet */
-        return (uint16_t)((b >> 16) | 0x0040u);
-    uint32_t lsb = (b >> 16) & 1u;
-    b += 0x7FFFu + lsb; /* carries into the exponent give Inf on overflow */
-    return (uint16_t)(b >> 16);
-}
+uint16_t dsv4_bf16_from_f32(float x) { return dsv4_bf16_from_f32_inline(x); }
 
 float dsv4_bf16_to_f32(uint16_t h) { return dsv4_f32_from_bits((uint32_t)h << 16); }
 
@@ -100,43 +94,22 @@ float dsv4_f16_to_f32(uint16_t h)
  * 0x7F/0xFF; FNUZ bias 8 max 240, NaN only 0x80, no -0). */
 float dsv4_fp8_max(dsv4_fp8_kind k) { return k == DSV4_FP8_E4M3FN ? 448.0f : 240.0f; }
 
-/* RNE magnitude code of a finite fp32 for an e4m3 format with minimum
- * normal exponent emin, on the fp32 bits (hot path of every fp8 quantizer;
- * equal to encode_magnitude(|x|, 3, emin), which tests/test_numerics.c
- * checks exhaustively against a second formulation).  May exceed the
- * format's range; the caller saturates or returns NaN. */
-static uint32_t fp8_magnitude_code(float x, int emin)
-{
-    uint32_t a = dsv4_f32_bits(x) & 0x7FFFFFFFu;
-    int32_t exp_unbiased = (int32_t)(a >> 23) - 127;
-    if (exp_unbiased >= emin) {
-        /* Keep 3 of 23 mantissa bits, ties to even; a carry moves into the
-         * exponent field by itself.  Then rebias 127 -> 1 - emin. */
-        uint32_t r = (a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20;
-        return r - ((uint32_t)(127 + emin - 1) << 3);
-    }
-    /* Subnormal range: a multiple of 2^(emin-3).  Scaling by 2^(3-emin) is
-     * exact; adding 2^23 rounds to an integer under RNE (|q| < 8). */
-    float q = fabsf(x) * ldexpf(1.0f, 3 - emin);
-    volatile float big = 8388608.0f; /* volatile: no reassociation of the RNE trick */
-    float rounded = (q + big) - big;
-    return (uint32_t)rounded;
-}
-
+/* RNE from fp32 (the magnitude code: dsv4_e4m3_magnitude of codec_inline.h,
+ * which tests/test_numerics.c checks exhaustively against a second
+ * formulation). */
 uint8_t dsv4_fp8_from_f32(float x, dsv4_fp8_kind k, int saturate)
 {
     const int fnuz = (k == DSV4_FP8_E4M3FNUZ);
+    if (saturate)
+        return dsv4_fp8_sat_inline(x, fnuz);
     const uint8_t nan_code = fnuz ? 0x80 : 0x7F;
     const uint32_t max_code = fnuz ? 0x7F : 0x7E; /* 240 = 1.875*2^7, 448 = 1.75*2^8 */
     uint8_t sign = (dsv4_f32_bits(x) >> 31) ? 0x80 : 0x00;
     if (isnan(x))
         return fnuz ? 0x80 : (uint8_t)(sign | 0x7F);
-    uint32_t code = isinf(x) ? max_code + 1 : fp8_magnitude_code(x, fnuz ? -7 : -6);
-    if (code > max_code) {
-        if (!saturate)
-            return fnuz ? nan_code : (uint8_t)(sign | nan_code);
-        code = max_code;
-    }
+    uint32_t code = isinf(x) ? max_code + 1 : dsv4_e4m3_magnitude(dsv4_f32_bits(x) & 0x7FFFFFFFu, fnuz ? -7 : -6);
+    if (code > max_code)
+        return fnuz ? nan_code : (uint8_t)(sign | nan_code);
     if (fnuz && code == 0)
         return 0x00; /* no negative zero in fnuz */
     return (uint8_t)(sign | code);
@@ -191,46 +164,13 @@ uint8_t dsv4_e8m0_from_f32_torch(float x)
 
 /* ---- e2m1.  The bit method of docs/semantics/quant.md Q1.2, written as its proven
  * equivalent: nearest of {0,.5,1,1.5,2,3,4,6}, ties to the even code,
- * saturate at 6; for NaN the bit method's arithmetic is followed. */
+ * saturate at 6 (the midpoint comparisons of codec_inline.h); for NaN the
+ * bit method's arithmetic is followed. */
 static const float e2m1_values[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
-static uint8_t e2m1_magnitude_rne(float a)
-{
-    if (!(a < 6.0f))
-        return 7;
-    for (uint8_t c = 0; c < 7; c++) {
-        float mid = 0.5f * (e2m1_values[c] + e2m1_values[c + 1]);
-        if (a < mid)
-            return c;
-        if (a == mid)
-            return (c & 1u) ? (uint8_t)(c + 1) : c; /* tie -> even code */
-    }
-    return 7;
-}
+uint8_t dsv4_e2m1_from_f32(float x) { return dsv4_e2m1_rne_inline(x); }
 
-uint8_t dsv4_e2m1_from_f32(float x)
-{
-    uint32_t b = dsv4_f32_bits(x);
-    uint8_t sign = (uint8_t)((b >> 31) << 3);
-    uint32_t abits = b & 0x7FFFFFFFu;
-    if (abits > 0x7F800000u) {
-        /* NaN: replay the bit method.  abits >= 6.0's bits, so "a >= 6"
-         * compares false for NaN and the "else" branch runs: step 4. */
-        uint32_t code = (abits + ((uint32_t)(1 - 127) << 23) + 0x1FFFFFu + ((abits >> 22) & 1u)) >> 22;
-        return (uint8_t)(((code & 0xFFu) | sign) & 0xFu);
-    }
-    return (uint8_t)(sign | e2m1_magnitude_rne(dsv4_f32_from_bits(abits)));
-}
-
-uint8_t dsv4_e2m1_from_f32_threshold(float x)
-{
-    if (isnan(x))
-        return 0;
-    float a = fabsf(x);
-    uint8_t c = (uint8_t)((a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) +
-                          (a > 2.5f) + (a >= 3.5f) + (a > 5.0f));
-    return (uint8_t)(c | (x < 0.0f ? 8u : 0u));
-}
+uint8_t dsv4_e2m1_from_f32_threshold(float x) { return dsv4_e2m1_threshold_inline(x); }
 
 float dsv4_e2m1_to_f32(uint8_t code)
 {

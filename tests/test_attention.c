@@ -52,7 +52,7 @@ static void prob_init(prob *p, int64_t T, int64_t H, int64_t rows, int64_t P)
     p->a.attn_sink = p->sink;
     p->a.scale = 1.0 / sqrt(512.0);
     p->a.nseg = 1;
-    p->a.seg[0] = (dsv4_attn_segment){"kv", rows, p->kv, NULL, NULL, 0, p->idx, NULL, p->lens, P, 0};
+    p->a.seg[0] = (dsv4_attn_segment){"kv", rows, p->kv, NULL, NULL, 0, p->idx, NULL, p->lens, P, 0, NULL};
 }
 
 static void prob_free(prob *p)
@@ -321,8 +321,8 @@ START_TEST(test_ragged_two_segments_equal_dense)
     }
     dsv4_attn_args a = p.a;
     a.nseg = 2;
-    a.seg[0] = (dsv4_attn_segment){"main", 30, p.kv, NULL, NULL, 1, mi, mp, NULL, 0, 12};
-    a.seg[1] = (dsv4_attn_segment){"extra", 30, p.kv, NULL, NULL, 1, ei, ep, NULL, 0, 18};
+    a.seg[0] = (dsv4_attn_segment){"main", 30, p.kv, NULL, NULL, 1, mi, mp, NULL, 0, 12, NULL};
+    a.seg[1] = (dsv4_attn_segment){"extra", 30, p.kv, NULL, NULL, 1, ei, ep, NULL, 0, 18, NULL};
     double *rag = malloc(3 * 2 * D * sizeof(double));
     dsv4_status st = {0};
     ck_assert_int_eq(dsv4_attn_check(&a, &st), 0);
@@ -726,7 +726,7 @@ START_TEST(test_e2e_head_scaled)
     const int64_t T2 = q->shape[0], H2 = q->shape[1];
     dsv4_attn_args a = {q->data, T2, H2, sink->data, 1.0 / sqrt(512.0), 1, {{0}}};
     a.seg[0] = (dsv4_attn_segment){"kv", kv->shape[0], kv->data, NULL, NULL, 0, idx->data, NULL, len->data,
-                                   idx->shape[2], 0};
+                                   idx->shape[2], 0, NULL};
     double *ideal = malloc((size_t)(T2 * H2 * D) * sizeof(double)), *sw = malloc((size_t)(T2 * H2) * sizeof(double));
     dsv4_attn_diag dg = {NULL, sw, NULL, NULL, NULL};
     ck_assert_int_eq(dsv4_ref_sparse_attn(&a, DSV4_ATTN_IDEAL, ideal, &dg, &st), 0);

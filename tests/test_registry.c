@@ -1,8 +1,9 @@
 /* test_registry.c - the one op list (ops/ops.def) is complete and consistent:
  * op names are unique, every op has its definition file, a hip kernel that
  * defines dsv4_hip_<name>, at least one ci case, and a committed golden for
- * every ci case; variant names are unique per op and every variant has a
- * doc.  Runs from the repository root. */
+ * every ci case and a nightly case (as every chain has); variant names are
+ * unique per op and every variant has a doc.  Runs from the repository
+ * root. */
 #define _POSIX_C_SOURCE 200809L
 #include <glob.h>
 #include <stdio.h>
@@ -118,6 +119,28 @@ START_TEST(every_op_has_ci_cases_and_goldens)
 }
 END_TEST
 
+/* The nightly suite runs every op and every chain at production shapes
+ * (README "Nightly"), with no goldens (the live reference). */
+START_TEST(every_op_and_chain_has_nightly_cases)
+{
+    dsv4_suite s = {0};
+    dsv4_status st = {0};
+    ck_assert_msg(dsv4_suite_load("cases/nightly.yaml", &s, &st) == 0, "%s", st.msg);
+    const int nops = dsv4_op_count(), nchains = dsv4_chain_count();
+    for (int i = 0; i < nops + nchains; i++) {
+        const dsv4_op *op = i < nops ? dsv4_op_at(i) : dsv4_chain_at(i - nops)->desc;
+        int n = 0;
+        for (int k = 0; k < s.n; k++)
+            n += s.cases[k].op == op;
+        ck_assert_msg(n > 0, "%s has no case in cases/nightly.yaml", op->name);
+    }
+    for (int k = 0; k < s.n; k++)
+        ck_assert_msg(!s.cases[k].golden[0], "nightly case %s has a golden path %s (nightly runs the live reference)",
+                      s.cases[k].name, s.cases[k].golden);
+    dsv4_suite_free(&s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("registry");
@@ -127,6 +150,7 @@ int main(void)
     tcase_add_test(tc, every_op_has_its_file);
     tcase_add_test(tc, every_op_has_a_hip_kernel);
     tcase_add_test(tc, every_op_has_ci_cases_and_goldens);
+    tcase_add_test(tc, every_op_and_chain_has_nightly_cases);
     suite_add_tcase(s, tc);
     return dsv4_test_run(s);
 }

@@ -337,11 +337,25 @@ static int paged_fetch(const void *ctx, int64_t slot, float *out, dsv4_status *s
 {
     (void)st;
     const dsv4_paged_src *p = ctx;
-    uint16_t row[D];
-    dsv4_kv_decode_token_bf16(p->bytes + (slot / p->B) * p->stride, p->B, slot % p->B, p->kind, row);
-    for (int d = 0; d < D; d++)
-        out[d] = dsv4_bf16_to_f32(row[d]);
+    dsv4_kv_decode_token_bf16_f32(p->bytes + (slot / p->B) * p->stride, p->B, slot % p->B, p->kind, out);
     return DSV4_OK;
+}
+
+/* The token's value, scale and RoPE bytes, ahead of paged_fetch. */
+static void paged_prefetch(const void *ctx, int64_t slot)
+{
+#if defined(__GNUC__)
+    const dsv4_paged_src *p = ctx;
+    const uint8_t *page = p->bytes + (slot / p->B) * p->stride;
+    const int64_t row = slot % p->B;
+    for (int c = 0; c < DSV4_KV_NOPE_DIM; c += 64)
+        __builtin_prefetch(page + dsv4_kv_value_offset(row) + c);
+    __builtin_prefetch(page + dsv4_kv_scale_offset(p->B, row));
+    __builtin_prefetch(page + dsv4_kv_rope_offset(row));
+    __builtin_prefetch(page + dsv4_kv_rope_offset(row) + 64);
+#else
+    (void)ctx, (void)slot;
+#endif
 }
 
 const dsv4_paged_attn_rule dsv4_paged_main_ocp = {DSV4_FP8_E4M3FN}, dsv4_paged_main_fnuz = {DSV4_FP8_E4M3FNUZ};
@@ -386,6 +400,7 @@ int dsv4_paged_args_of(const dsv4_paged_names *nm, const dsv4_opctx *c, const ds
         g->name = cn[k];
         g->num_rows = cache[k]->shape[0] * s->B; /* cache.shape[0] * shape[1] (docs/semantics/attention.md A8.2) */
         g->fetch = paged_fetch;
+        g->prefetch = paged_prefetch;
         g->fetch_ctx = s;
         g->scrub_nan = 1; /* NaN K -> 0 (docs/semantics/attention.md A8.4: non-gfx950 kernels always) */
         g->indices = idx[k]->data;

@@ -115,11 +115,18 @@ static int rope_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tens
     if (o->dtype == DSV4_BF16) /* no ideal asked for: the kernel's own steps */
         return dsv4_ref_inverse_rope_rows(o->data, r.T, r.H, r.pos->data, r.cs->data, r.cs->shape[0], r.rd,
                                           r.rotated, st);
+    if (o->dtype == DSV4_F64) /* the golden dtype: the ideal in place */
+        return dsv4_ref_inverse_rope_rows_f64(r.o->data, r.T, r.H, r.pos->data, r.cs->data, r.cs->shape[0], r.rd,
+                                              r.rotated, o->data, st);
     double *ideal = rope_ideal(&r, st);
     if (!ideal)
         return st->code;
-    for (int64_t i = 0; i < n; i++)
-        dsv4_tensor_set(o, i, ideal[i]);
+    if (o->dtype == DSV4_F32) /* as dsv4_tensor_set stores it */
+        for (int64_t i = 0; i < n; i++)
+            ((float *)o->data)[i] = (float)ideal[i];
+    else
+        for (int64_t i = 0; i < n; i++)
+            dsv4_tensor_set(o, i, ideal[i]);
     free(ideal);
     return DSV4_OK;
 }

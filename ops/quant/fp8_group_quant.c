@@ -100,14 +100,19 @@ static int gq_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *o
 static int gq_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
 {
     const dsv4_tensor *x;
-    float *f;
     dsv4_fp8q_cfg cfg;
     gq_cfg(c, &cfg);
-    int rc = dsv4_quant_x_f32(in, cfg.group, &x, &f, st);
+    int rc = dsv4_quant_input_2d(in, "x", cfg.group, &x, st);
     if (rc)
         return rc;
-    rc = dsv4_fp8q_rows(f, x->shape[0], x->shape[1], &cfg, dsv4_tensors_find(out, "y")->data,
-                        dsv4_tensors_find(out, "scale")->data, st);
+    uint8_t *y = dsv4_tensors_find(out, "y")->data;
+    float *scale = dsv4_tensors_find(out, "scale")->data;
+    if (x->dtype == DSV4_BF16 && cfg.group <= 1024) /* bf16 is exact in fp32: the same rows */
+        return dsv4_fp8q_rows_bf16(x->data, x->shape[0], x->shape[1], &cfg, y, scale, st);
+    float *f = dsv4_quant_as_f32(x, st);
+    if (!f)
+        return st->code;
+    rc = dsv4_fp8q_rows(f, x->shape[0], x->shape[1], &cfg, y, scale, st);
     free(f);
     return rc;
 }

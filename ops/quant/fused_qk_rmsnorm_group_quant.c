@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../ref/codec_inline.h"
 #include "../../ref/fp8quant.h"
 #include "../../ref/numerics.h"
+#include "../../ref/parallel.h"
 #include "quant.h"
 
 /* What a variant changes: the ideal RMSNorm (double) or the kernel's fp32
@@ -138,6 +140,75 @@ static int fq_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *o
     return DSV4_OK;
 }
 
+typedef struct fq_job {
+    int faithful;
+    int64_t n1, n2;
+    const uint16_t *q, *kv;
+    const float *qw, *kw; /* the weights in fp32 */
+    double qe, ke;
+    double *kv_out;
+    uint8_t *q_out;
+    float *q_scale;
+    dsv4_fp8q_cfg cfg;
+    int64_t m;
+    float *scratch;   /* per worker: x_q, x_kv, y_q and the q scales of FQ_ROWS rows */
+    double *dscratch; /* per worker: the ideal y_q of FQ_ROWS rows */
+} fq_job;
+
+DSV4_VECTOR_CLONES DSV4_NOINLINE static void bf16_row(const uint16_t *restrict h, int64_t n, float *restrict f)
+{
+    for (int64_t i = 0; i < n; i++)
+        f[i] = dsv4_bf16_to_f32_inline(h[i]);
+}
+
+#define FQ_ROWS 4 /* rows normed together (dsv4_rmsnorm_rows_ideal) */
+
+DSV4_VECTOR_CLONES DSV4_NOINLINE static void narrow(const double *restrict y, int64_t n, float *restrict f)
+{
+    for (int64_t i = 0; i < n; i++)
+        f[i] = (float)y[i];
+}
+
+/* Rows [r0, r1), FQ_ROWS at a time: both norms, then the q quant of each row. */
+static int fq_rows(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *st)
+{
+    const fq_job *j = ctx;
+    const int64_t n1 = j->n1, n2 = j->n2, G = n1 / 128;
+    float *xq = j->scratch + (size_t)worker * (size_t)(FQ_ROWS * (2 * n1 + n2 + G)), *xk = xq + FQ_ROWS * n1;
+    float *yq = xk + FQ_ROWS * n2; /* the fp32 y of q that the quant reads */
+    double *yd = j->dscratch + (size_t)worker * (size_t)(FQ_ROWS * n1);
+    for (int64_t row0 = r0; row0 < r1; row0 += FQ_ROWS) {
+        const int64_t nr = r1 - row0 < FQ_ROWS ? r1 - row0 : FQ_ROWS;
+        bf16_row(j->q + row0 * n1, nr * n1, xq);
+        bf16_row(j->kv + row0 * n2, nr * n2, xk);
+        double *kv = j->kv_out + row0 * n2; /* golden dtype float64 */
+        if (j->faithful) {
+            for (int64_t k = 0; k < nr; k++) {
+                float *xkk = xk + k * n2; /* normed in place: each element is read before it is written */
+                dsv4_rmsnorm_row_f32(xkk, j->kw, n2, (float)j->ke, xkk);
+                for (int64_t i = 0; i < n2; i++) /* k_out = bf16(y_k) (docs/semantics/quant.md Q3.3 step 8) */
+                    kv[k * n2 + i] = dsv4_round_bf16(xkk[i]);
+                dsv4_rmsnorm_row_f32(xq + k * n1, j->qw, n1, (float)j->qe, yq + k * n1);
+            }
+        } else {
+            dsv4_rmsnorm_rows_ideal(xq, j->qw, nr, n1, j->qe, yd);
+            narrow(yd, nr * n1, yq); /* the quant reads y in fp32 (docs/semantics/quant.md Q3.3 step 6) */
+            dsv4_rmsnorm_rows_ideal(xk, j->kw, nr, n2, j->ke, kv);
+        }
+        /* the 1x128 quant of the rows; scale (row, g) at g*m + row when transposed */
+        float *sc = yq + FQ_ROWS * n1;
+        dsv4_fp8q_cfg rowcfg = j->cfg;
+        rowcfg.transpose_scale = 0;
+        int rc = dsv4_fp8q_rows(yq, nr, n1, &rowcfg, j->q_out + row0 * n1, sc, st);
+        if (rc)
+            return rc;
+        for (int64_t k = 0; k < nr; k++)
+            for (int64_t g = 0; g < G; g++)
+                j->q_scale[j->cfg.transpose_scale ? g * j->m + row0 + k : (row0 + k) * G + g] = sc[k * G + g];
+    }
+    return DSV4_OK;
+}
+
 static int fq_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
 {
     const fq_rule *r = c->rule;
@@ -146,41 +217,23 @@ static int fq_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensor
     if (rc)
         return rc;
     const int64_t m = t[0]->shape[0], n1 = t[0]->shape[1], n2 = t[2]->shape[1];
-    float *f[4] = {NULL, NULL, NULL, NULL};
-    float *y = malloc((size_t)(n1 > n2 ? n1 : n2) * sizeof *y);
-    double *yd = malloc((size_t)(n1 > n2 ? n1 : n2) * sizeof *yd);
-    float *yq = malloc((size_t)((m * n1) > 0 ? m * n1 : 1) * sizeof *yq);
-    for (int k = 0; k < 4; k++)
-        f[k] = dsv4_quant_as_f32(t[k], st);
-    if (!y || !yd || !yq || !f[0] || !f[1] || !f[2] || !f[3]) {
+    const int64_t grain = 16;
+    const int nw = dsv4_parallel_workers(m, grain);
+    float *qw = dsv4_quant_as_f32(t[1], st), *kw = qw ? dsv4_quant_as_f32(t[3], st) : NULL;
+    float *scratch = malloc((size_t)nw * (size_t)(FQ_ROWS * (2 * n1 + n2 + n1 / 128)) * sizeof(float) + 8);
+    double *dscratch = malloc((size_t)nw * (size_t)(FQ_ROWS * n1) * sizeof(double) + 8);
+    if (!qw || !kw || !scratch || !dscratch) {
         rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
-        goto out;
+    } else {
+        fq_job j = {r->faithful, n1, n2, t[0]->data, t[2]->data, qw, kw,
+                    dsv4_params_float(c->params, "q_epsilon"), dsv4_params_float(c->params, "kv_epsilon"),
+                    dsv4_tensors_find(out, "kv_out")->data, dsv4_tensors_find(out, "q_out")->data,
+                    dsv4_tensors_find(out, "q_scale")->data,
+                    {DSV4_FP8Q_AITER_HIP, DSV4_FP8_E4M3FN, 448.0f, 128, dsv4_params_int(c->params, "transpose_scale") != 0},
+                    m, scratch, dscratch};
+        rc = dsv4_parallel_for(m, grain, 0, fq_rows, &j, st);
     }
-    const double qe = dsv4_params_float(c->params, "q_epsilon"), ke = dsv4_params_float(c->params, "kv_epsilon");
-    double *kv = dsv4_tensors_find(out, "kv_out")->data; /* golden dtype float64 */
-    for (int64_t row = 0; row < m; row++) {
-        if (r->faithful) {
-            dsv4_rmsnorm_row_f32(f[0] + row * n1, f[1], n1, (float)qe, yq + row * n1);
-            dsv4_rmsnorm_row_f32(f[2] + row * n2, f[3], n2, (float)ke, y);
-            for (int64_t i = 0; i < n2; i++) /* k_out = bf16(y_k) (docs/semantics/quant.md Q3.3 step 8) */
-                kv[row * n2 + i] = dsv4_round_bf16(y[i]);
-        } else {
-            dsv4_rmsnorm_row_ideal(f[0] + row * n1, f[1], n1, qe, yd);
-            for (int64_t i = 0; i < n1; i++) /* the quant reads y in fp32 (docs/semantics/quant.md Q3.3 step 6) */
-                yq[row * n1 + i] = (float)yd[i];
-            dsv4_rmsnorm_row_ideal(f[2] + row * n2, f[3], n2, ke, kv + row * n2);
-        }
-    }
-    dsv4_fp8q_cfg cfg = {DSV4_FP8Q_AITER_HIP, DSV4_FP8_E4M3FN, 448.0f, 128,
-                         dsv4_params_int(c->params, "transpose_scale") != 0};
-    rc = dsv4_fp8q_rows(yq, m, n1, &cfg, dsv4_tensors_find(out, "q_out")->data,
-                        dsv4_tensors_find(out, "q_scale")->data, st);
-out:
-    for (int k = 0; k < 4; k++)
-        free(f[k]);
-    free(y);
-    free(yd);
-    free(yq);
+    free(qw), free(kw), free(scratch), free(dscratch);
     return rc;
 }
 

@@ -74,26 +74,26 @@ static int mxfp4_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_ten
 {
     const mxfp4_rule *r = c->rule;
     const dsv4_tensor *x;
-    float *f;
-    int rc = dsv4_quant_x_f32(in, 32, &x, &f, st);
+    int rc = dsv4_quant_input_2d(in, "x", 32, &x, st);
     if (rc)
         return rc;
     const int64_t T = x->shape[0], W = x->shape[1], nb = W / 32;
     dsv4_tensor *s = dsv4_tensors_find(out, "scales");
     uint8_t *rows = s->data; /* shuffled: the row-major scales first, then placed */
-    if (r->shuffled && !(rows = malloc((T * nb) > 0 ? (size_t)(T * nb) : 1))) {
-        free(f);
+    if (r->shuffled && !(rows = malloc((T * nb) > 0 ? (size_t)(T * nb) : 1)))
         return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
-    }
-    rc = dsv4_mx_quant_rows_fp4(f, T, W, r->scale, r->elem, dsv4_tensors_find(out, "x_fp4")->data, rows, st);
+    uint8_t *codes = dsv4_tensors_find(out, "x_fp4")->data;
+    if (x->dtype == DSV4_BF16) /* bf16 is exact in fp32: the same rows, decoded block by block */
+        rc = dsv4_mx_quant_rows_fp4_bf16(x->data, T, W, r->scale, r->elem, codes, rows, st);
+    else
+        rc = dsv4_mx_quant_rows_fp4(x->data, T, W, r->scale, r->elem, codes, rows, st);
     if (r->shuffled) {
         memset(s->data, 0, s->nbytes); /* padding entries are 0 (docs/semantics/quant.md Q1.3) */
         for (int64_t t = 0; !rc && t < T; t++)
-            for (int64_t j = 0; j < nb; j++)
-                ((uint8_t *)s->data)[dsv4_mx_scale_shuffle_idx(t, j, s->shape[1])] = rows[t * nb + j];
+            for (int64_t k = 0; k < nb; k++)
+                ((uint8_t *)s->data)[dsv4_mx_scale_shuffle_idx(t, k, s->shape[1])] = rows[t * nb + k];
         free(rows);
     }
-    free(f);
     return rc;
 }
 

@@ -52,16 +52,15 @@ static int mxfp8_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors
 
 static int mxfp8_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
 {
-    const dsv4_mx_rule *rule = c->rule;
+    const dsv4_mx_rule rule = *(const dsv4_mx_rule *)c->rule;
     const dsv4_tensor *x;
-    float *f;
-    int rc = dsv4_quant_x_f32(in, 32, &x, &f, st);
+    int rc = dsv4_quant_input_2d(in, "x", 32, &x, st);
     if (rc)
         return rc;
-    rc = dsv4_mx_quant_rows_fp8(f, x->shape[0], x->shape[1], *rule, dsv4_tensors_find(out, "data")->data,
-                                dsv4_tensors_find(out, "scale")->data, st);
-    free(f);
-    return rc;
+    uint8_t *data = dsv4_tensors_find(out, "data")->data, *scale = dsv4_tensors_find(out, "scale")->data;
+    if (x->dtype == DSV4_BF16) /* bf16 is exact in fp32: the same rows, decoded block by block */
+        return dsv4_mx_quant_rows_fp8_bf16(x->data, x->shape[0], x->shape[1], rule, data, scale, st);
+    return dsv4_mx_quant_rows_fp8(x->data, x->shape[0], x->shape[1], rule, data, scale, st);
 }
 
 static int mxfp8_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, dsv4_policy *pol,

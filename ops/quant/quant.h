@@ -36,6 +36,14 @@ float *dsv4_quant_as_f32(const dsv4_tensor *x, dsv4_status *st);
 /* input_2d of x, then its fp32 view into *f (the caller frees it). */
 int dsv4_quant_x_f32(const dsv4_tensors *in, int64_t mult, const dsv4_tensor **x, float **f, dsv4_status *st);
 
+/* fn(ctx, rows, r0, n, st) over chunks of rows [r0, r0 + n) of the 2-D
+ * bf16/fp32 x in their fp32 view (rows is [n, cols]; a per-worker buffer
+ * for bf16), about grain_elems elements per chunk, the chunks in parallel
+ * (ref/parallel.h): no fp32 copy of the whole input. */
+typedef int (*dsv4_quant_rows_fn)(void *ctx, const float *rows, int64_t r0, int64_t n, dsv4_status *st);
+int dsv4_quant_rows_f32(const dsv4_tensor *x, int64_t grain_elems, dsv4_quant_rows_fn fn, void *ctx,
+                        dsv4_status *st);
+
 /* The MX row ops' generator (T, W; W a multiple of 32) and validator. */
 int dsv4_quant_mx_generate(const dsv4_opctx *c, dsv4_tensors *in, int fp8_sweep, dsv4_status *st);
 int dsv4_quant_mx_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st);

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../ref/codec_inline.h"
 #include "../../ref/numerics.h"
+#include "../../ref/parallel.h"
 #include "quant.h"
 
 /* Special blocks, written one per block (of blk elements) from the start of
@@ -169,6 +171,54 @@ float *dsv4_quant_as_f32(const dsv4_tensor *x, dsv4_status *st)
         f[i] = x->dtype == DSV4_BF16 ? dsv4_bf16_to_f32(((const uint16_t *)x->data)[i])
                                      : ((const float *)x->data)[i];
     return f;
+}
+
+typedef struct rows_job {
+    const dsv4_tensor *x;
+    dsv4_quant_rows_fn fn;
+    void *ctx;
+    int64_t grain;
+    float **bufs; /* per worker: [grain, cols] (bf16 input) */
+} rows_job;
+
+static int rows_range(void *vj, int64_t r0, int64_t r1, int worker, dsv4_status *st)
+{
+    const rows_job *j = vj;
+    const int64_t W = j->x->shape[1];
+    for (int64_t r = r0; r < r1; r += j->grain) {
+        const int64_t n = r1 - r < j->grain ? r1 - r : j->grain;
+        const float *rows = (const float *)j->x->data + r * W;
+        if (j->x->dtype == DSV4_BF16) {
+            const uint16_t *h = (const uint16_t *)j->x->data + r * W;
+            float *f = j->bufs[worker];
+            for (int64_t i = 0; i < n * W; i++)
+                f[i] = dsv4_bf16_to_f32_inline(h[i]);
+            rows = f;
+        }
+        int rc = j->fn(j->ctx, rows, r, n, st);
+        if (rc)
+            return rc;
+    }
+    return DSV4_OK;
+}
+
+int dsv4_quant_rows_f32(const dsv4_tensor *x, int64_t grain_elems, dsv4_quant_rows_fn fn, void *ctx,
+                        dsv4_status *st)
+{
+    const int64_t T = x->shape[0], W = x->shape[1];
+    const int64_t grain = W > 0 && W < grain_elems ? grain_elems / W : 1;
+    const int nw = dsv4_parallel_workers(T, grain);
+    float *bufs[DSV4_MAX_THREADS] = {0};
+    rows_job j = {x, fn, ctx, grain, bufs};
+    int rc = DSV4_OK;
+    for (int w = 0; x->dtype == DSV4_BF16 && w < nw && !rc; w++)
+        if (!(bufs[w] = malloc((size_t)(grain * W + 1) * sizeof(float))))
+            rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
+    if (!rc)
+        rc = dsv4_parallel_for(T, grain, 0, rows_range, &j, st);
+    for (int w = 0; w < nw; w++)
+        free(bufs[w]);
+    return rc;
 }
 
 int dsv4_quant_x_f32(const dsv4_tensors *in, int64_t mult, const dsv4_tensor **x, float **f, dsv4_status *st)
