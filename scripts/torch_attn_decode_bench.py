@@ -53,6 +53,7 @@ def decode_torch(q, caches, lists, sink, scale, form):
     parts, masks = [], []
     for cache, (idx, ptr, fnuz) in zip(caches, lists):
         rows = cache.shape[0] * cache.shape[1]
+        idx = idx.reshape(-1)[: int(ptr[-1].item())]  # a graph-padded buffer holds more than indptr uses
         cnt = (ptr[1:] - ptr[:-1]).long()
         L = int(cnt.max().item()) if T else 0
         tok = torch.repeat_interleave(torch.arange(T, device=dev), cnt)

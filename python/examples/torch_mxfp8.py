@@ -24,7 +24,12 @@ def mxfp8_quant(case):
     nan = torch.isnan(mag)
     all_nan = nan.all(-1)
     amax = torch.where(nan, torch.zeros_like(mag), mag).amax(-1)
-    r = torch.clamp(amax, min=FLT_MIN) / 448.0
+    # fl32(amax / 448) exactly: on CUDA, torch divides a tensor by a Python
+    # number as a multiplication by its fp32 reciprocal, one ulp off at times,
+    # which moves the scale a binade where amax / 448 lies just above 2^k
+    # (ci case mxfp8_log2_edge_f32 caught it). The double quotient rounded
+    # once to fp32 is the correctly rounded fp32 quotient (53 >= 2 * 24 + 2).
+    r = (torch.clamp(amax, min=FLT_MIN).double() / 448.0).float()
     # a correctly rounded fp32 log2: the double log2, rounded once to fp32
     l2 = torch.ceil(torch.log2(r.double()).float())
     code = torch.where(torch.isinf(l2), torch.where(l2 > 0, 254.0, 0.0), (l2 + 127).clamp(0, 254))
