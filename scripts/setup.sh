@@ -38,8 +38,10 @@ trap try_chromium EXIT
 
 # python3-h5py: the end-to-end test that a golden written with h5py (data/README.md) checks.
 # python3-pytest, python3-torch: the Python front end's tests (tests/python; torch 1.13, CPU).
+# libgfortran-12-dev: a static link against libdsv4.a pulls OpenBLAS's -lgfortran
+# (pkg-config --static; tests/test_install.sh links one).
 want=(libhdf5-dev hdf5-tools check libyaml-dev zlib1g-dev libopenblas-dev pkg-config make gcc valgrind python3-h5py python3-numpy
-      python3-pytest python3-torch)
+      python3-pytest python3-torch libgfortran-12-dev)
 for a in "$@"; do
     case "$a" in
         --hip) want+=(hipcc libamdhip64-dev rocm-device-libs clang-19 lld-19 llvm-19 clang-tools-19 clang-22 lld-22 llvm-22 clang-tools-22) ;;
