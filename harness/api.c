@@ -419,17 +419,8 @@ static int reference_kernel_dtypes(const dsv4check_case *c, const dsv4_tensors *
     int rc = c->c.op->alloc_outputs(&ctx, in, out, st);
     if (!rc)
         rc = dsv4_reference_outputs(c->c.op, &ctx, in, &ideal, st);
-    for (int k = 0; !rc && k < out->n; k++) {
-        dsv4_tensor *t = &out->t[k];
-        const dsv4_tensor *e = dsv4_tensors_get(&ideal, t->name);
-        if (e->dtype == t->dtype) {
-            memcpy(t->data, e->data, t->nbytes);
-            continue;
-        }
-        int64_t n = dsv4_tensor_numel(t);
-        for (int64_t i = 0; i < n; i++)
-            dsv4_tensor_set(t, i, dsv4_tensor_get(e, i));
-    }
+    if (!rc)
+        dsv4_round_into(out, &ideal);
     dsv4_tensors_free(&ideal);
     return rc;
 }

@@ -70,25 +70,6 @@ static step_rec *new_step(dsv4_chain *x, const char *step, const char *op)
 
 static const char *stage_name(const dsv4_chain *x, int k) { return x->def->desc->outputs[k].name; }
 
-/* What the reference hands on as an implementation: its golden-dtype
- * results rounded into the kernel dtypes (RNE), as the runner does. */
-static void round_into(dsv4_tensors *kern, const dsv4_tensors *exp)
-{
-    for (int k = 0; k < kern->n; k++) {
-        dsv4_tensor *t = &kern->t[k];
-        const dsv4_tensor *e = dsv4_tensors_get(exp, t->name);
-        if (!e)
-            continue; /* reported by the comparison as a missing output */
-        if (e->dtype == t->dtype) {
-            memcpy(t->data, e->data, t->nbytes < e->nbytes ? t->nbytes : e->nbytes);
-            continue;
-        }
-        const int64_t n = dsv4_tensor_numel(t);
-        for (int64_t i = 0; i < n && i < dsv4_tensor_numel(e); i++)
-            dsv4_tensor_set(t, i, dsv4_tensor_get(e, i));
-    }
-}
-
 static int same_tensor(const dsv4_tensor *a, const dsv4_tensor *b)
 {
     return a->dtype == b->dtype && dsv4_tensor_same_shape(a, b) && (a->nbytes == 0 || memcmp(a->data, b->data, a->nbytes) == 0);
@@ -334,7 +315,7 @@ int dsv4_chain_step(dsv4_chain *x, const char *step, const char *opname, const c
             rc = write_step_golden(x, path, step, op, &ctx, &in, &exp, &st);
     }
     if (!rc && !(rc = op->alloc_outputs(&ctx, &in, &kern, &st)))
-        round_into(&kern, &exp);
+        dsv4_round_into(&kern, &exp);
     /* The stage's case is "<chain case>/<step>", the name its step golden
      * carries (and an actuals file's group for it). */
     char stage_name[sizeof x->cs->name + 72], why[256];

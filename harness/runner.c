@@ -93,19 +93,27 @@ static int run_backend(const dsv4_backend *b, const dsv4_op *op, const dsv4_opct
         return dsv4_backend_run(b, op, c, id, in, act, st);
     dsv4_tensors ideal = {0};
     int rc = dsv4_reference_outputs(op, c, in, &ideal, st);
-    for (int k = 0; !rc && k < act->n; k++) {
-        dsv4_tensor *t = &act->t[k];
-        const dsv4_tensor *e = dsv4_tensors_get(&ideal, t->name);
-        if (e->dtype == t->dtype) {
-            memcpy(t->data, e->data, t->nbytes);
-            continue;
-        }
-        int64_t n = dsv4_tensor_numel(t);
-        for (int64_t i = 0; i < n; i++)
-            dsv4_tensor_set(t, i, dsv4_tensor_get(e, i));
-    }
+    if (!rc)
+        dsv4_round_into(act, &ideal);
     dsv4_tensors_free(&ideal);
     return rc;
+}
+
+void dsv4_round_into(dsv4_tensors *kern, const dsv4_tensors *ideal)
+{
+    for (int k = 0; k < kern->n; k++) {
+        dsv4_tensor *t = &kern->t[k];
+        const dsv4_tensor *e = dsv4_tensors_get(ideal, t->name);
+        if (!e)
+            continue;
+        if (e->dtype == t->dtype) {
+            memcpy(t->data, e->data, t->nbytes < e->nbytes ? t->nbytes : e->nbytes);
+            continue;
+        }
+        const int64_t n = dsv4_tensor_numel(t), ne = dsv4_tensor_numel(e);
+        for (int64_t i = 0; i < n && i < ne; i++)
+            dsv4_tensor_set(t, i, dsv4_tensor_get(e, i));
+    }
 }
 
 typedef struct locate_ctx {

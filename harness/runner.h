@@ -50,6 +50,12 @@ const char *dsv4_impl_option(const char *impl, char *buf, size_t len);
  * alloc_outputs made them, float outputs re-typed to their golden dtype. */
 int dsv4_reference_outputs(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
                            dsv4_tensors *exp, dsv4_status *st);
+/* What the reference hands on as an implementation: each output of kern
+ * (allocated in the kernel dtypes) filled from the same-named tensor of
+ * ideal (the golden-dtype results), copied where the dtypes agree, else
+ * rounded element by element (RNE); a tensor ideal lacks is left as is
+ * (the comparison reports it missing). */
+void dsv4_round_into(dsv4_tensors *kern, const dsv4_tensors *ideal);
 /* Fill in a golden's params (defaults of non-generator parameters). */
 int dsv4_golden_params(const dsv4_op *op, dsv4_params *ps, const char *where, dsv4_status *st);
 
