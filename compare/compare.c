@@ -152,6 +152,40 @@ static void compare_float(const dsv4_tensor *exp, const dsv4_tensor *act, const 
         res->max_abs = res->max_rel = res->max_ulp = res->worst_ratio = INFINITY;
 }
 
+/* The sign test (docs/semantics/numerics.md A17).  E_d sums the signed
+ * errors of last-axis lane d over every other index; under the op's
+ * symmetry a correct kernel's E_d are c_d times independent fair signs, so
+ * S = sum E_d / sqrt(sum E_d^2) exceeds t with probability at most
+ * 2 exp(-t^2 / 2) whatever the c_d (Hoeffding, conditioned on |E_d|).  Only
+ * lanes compared and finite on both sides count: NaN lanes are the
+ * comparison's, not the test's. */
+static int sign_test(const dsv4_tensor *exp, const dsv4_tensor *act, const dsv4_policy *pol, const uint8_t *mask,
+                     dsv4_cmp_result *res)
+{
+    const int64_t n = dsv4_tensor_numel(exp), D = exp->ndim > 0 ? exp->shape[exp->ndim - 1] : 1;
+    if (n == 0 || D <= 0)
+        return DSV4_OK;
+    double *E = calloc((size_t)D, sizeof *E);
+    if (!E)
+        return DSV4_ERUNTIME;
+    for (int64_t i = 0; i < n; i++) {
+        if (mask && !mask[i])
+            continue;
+        const double e = dsv4_tensor_get(exp, i), a = dsv4_tensor_get(act, i);
+        if (isfinite(e) && isfinite(a) && !(isnan(e) && pol->nan == DSV4_NAN_IGNORE))
+            E[i % D] += a - e;
+    }
+    double sum = 0, sq = 0;
+    for (int64_t d = 0; d < D; d++) {
+        sum += E[d];
+        sq += E[d] * E[d];
+        res->sign_lanes += E[d] != 0;
+    }
+    free(E);
+    res->sign_stat = sq > 0 ? sum / sqrt(sq) : 0.0;
+    return DSV4_OK;
+}
+
 /* Recognisable bug patterns among the mismatches: a hint names the likely
  * mistake so that a failure report points at the bug, not only at the data. */
 static void hint_exact(const dsv4_tensor *exp, const dsv4_tensor *act, const uint8_t *mask,
@@ -298,6 +332,8 @@ static int compare_kind(const dsv4_tensor *expected, const dsv4_tensor *actual, 
             hint_float(expected, actual, mask, res);
         if (res->bad)
             dsv4_perm_hint(expected, actual, mask, pol, res);
+        if (pol->sign_test && sign_test(expected, actual, pol, mask, res))
+            return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
         break;
     case DSV4_CMP_INDEX_SET: /* sets its own verdict and message */
         return dsv4_compare_index_set(expected, actual, pol, mask, aux, res, st);
@@ -307,8 +343,9 @@ static int compare_kind(const dsv4_tensor *expected, const dsv4_tensor *actual, 
         return dsv4_fail(st, DSV4_EINPUT, "output '%s': comparison kind %s is handled elsewhere",
                          expected->name, dsv4_cmp_kind_name(pol->kind));
     }
+    const int sign_fail = pol->kind == DSV4_CMP_FLOAT && pol->sign_test && fabs(res->sign_stat) > DSV4_SIGN_TEST_T;
     int metric_fail = (pol->max_nmse > 0 && res->nmse > pol->max_nmse) ||
-                      (pol->min_cosine > 0 && res->cosine < pol->min_cosine);
+                      (pol->min_cosine > 0 && res->cosine < pol->min_cosine) || sign_fail;
     /* Only mismatches where the budget applies may be forgiven, and only
      * while they stay within budget x the elements it applies to. */
     const int within_budget = pol->budget > 0 && res->bad == res->budget_bad &&
@@ -333,9 +370,19 @@ static int compare_kind(const dsv4_tensor *expected, const dsv4_tensor *actual, 
     else if (res->bad)
         snprintf(res->message, sizeof res->message, "%" PRId64 " of %" PRId64 " elements %s", res->bad, res->compared,
                  verb);
+    else if (sign_fail)
+        snprintf(res->message, sizeof res->message,
+                 "every element within its bound, but the errors lean one way: sign test S = %.1f over %" PRId64
+                 " lanes of the last axis (a correct kernel exceeds %.1f with probability below 1.4e-9)",
+                 res->sign_stat, res->sign_lanes, DSV4_SIGN_TEST_T);
     else if (metric_fail)
         snprintf(res->message, sizeof res->message, "nmse %.3g (max %.3g), cosine %.9f (min %.9f)",
                  res->nmse, pol->max_nmse, res->cosine, pol->min_cosine);
+    if (sign_fail && !res->hint[0])
+        snprintf(res->hint, sizeof res->hint,
+                 "a one-sided error (%s): rounding toward +/-inf, a constant offset or a biased accumulator, not the "
+                 "two-sided rounding of a correct kernel",
+                 res->sign_stat > 0 ? "actual above the ideal" : "actual below the ideal");
     return DSV4_OK;
 }
 
@@ -369,6 +416,9 @@ void dsv4_cmp_print(FILE *f, const dsv4_cmp_result *res, const dsv4_policy *pol)
     else if (!exact)
         fprintf(f, "      max abs %.3g, max rel %.3g, max %.3g ulp, worst/bound %.3g, nmse %.3g, cosine %.9f\n",
                 res->max_abs, res->max_rel, res->max_ulp, res->worst_ratio, res->nmse, res->cosine);
+    if (pol->kind == DSV4_CMP_FLOAT && pol->sign_test)
+        fprintf(f, "      sign test S = %.2f over %" PRId64 " lanes of the last axis (|S| <= %.1f)\n", res->sign_stat,
+                res->sign_lanes, DSV4_SIGN_TEST_T);
     for (int k = 0; k < res->n_first; k++)
         print_mismatch(f, k == 0 ? "first" : "     ", &res->first[k], exact);
     if (res->has_worst && res->bad > 1)

@@ -50,7 +50,15 @@ typedef struct dsv4_policy {
      * 1 transposed [W/block, rows] (transpose_scale).  See compare/mx.c. */
     double scale_tol;
     int scale_transposed;
+    /* float: 1 = the sign test over the last axis (dsv4_policy_sign_test):
+     * the op and its generator flip the sign of output lane d, for every
+     * other index at once, when the signs of the inputs feeding d flip. */
+    int sign_test;
 } dsv4_policy;
+
+/* The sign test's threshold: a correct kernel exceeds it with probability
+ * at most 2 exp(-t^2 / 2) = 1.4e-9 (docs/semantics/numerics.md A17). */
+#define DSV4_SIGN_TEST_T 6.5
 
 #define DSV4_CMP_FIRST_N 8
 
@@ -78,6 +86,11 @@ typedef struct dsv4_cmp_result {
     double max_abs, max_rel, max_ulp, worst_ratio; /* ratio = error / bound */
     int64_t worst_ratio_flat;  /* float: the element of worst_ratio (-1: none compared) */
     double nmse, cosine;
+    /* The sign test (pol->sign_test): S = sum_d E_d / sqrt(sum_d E_d^2),
+     * E_d the summed signed error of last-axis lane d; 0 when not run or
+     * every error is 0.  sign_lanes: the lanes d with a nonzero E_d. */
+    double sign_stat;
+    int64_t sign_lanes;
     int n_first;
     dsv4_mismatch first[DSV4_CMP_FIRST_N];
     int has_worst;

@@ -25,6 +25,14 @@ void dsv4_policy_float(dsv4_policy *pol, dsv4_dtype out_dtype, const char *rule)
     snprintf(pol->rule, sizeof pol->rule, "%s", rule);
 }
 
+void dsv4_policy_sign_test(dsv4_policy *pol)
+{
+    pol->sign_test = 1;
+    const size_t len = strlen(pol->rule);
+    snprintf(pol->rule + len, sizeof pol->rule - len, "; sign test over the last axis, |S| <= %.1f",
+             DSV4_SIGN_TEST_T);
+}
+
 void dsv4_policy_mx(dsv4_policy *pol, const char *companion, int block, const char *why)
 {
     memset(pol, 0, sizeof *pol);

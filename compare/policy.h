@@ -17,6 +17,14 @@ void dsv4_policy_exact(dsv4_policy *pol, const char *why);
  * atol/rtol/ulp terms it derived; rule is the formula, shown in reports. */
 void dsv4_policy_float(dsv4_policy *pol, dsv4_dtype out_dtype, const char *rule);
 
+/* Adds the sign test to a float policy (compare.h, docs/semantics/numerics.md
+ * A17): only for an output whose last axis d has the symmetry it rests on
+ * (flipping the signs of the inputs feeding lane d flips lane d of every
+ * row, bit for bit, and the op's generator draws those signs fairly); a
+ * one-sided error that every element's bound admits (a kernel rounding
+ * up, a constant offset) then fails.  The rule text says so. */
+void dsv4_policy_sign_test(dsv4_policy *pol);
+
 /* MX quantization outputs: scales exact, codes within 0 steps unless the
  * caller loosens them.  companion is the other half of the pair (codes <->
  * scales), block the elements per scale; the rule reads "mx: <why>". */

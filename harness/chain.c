@@ -183,6 +183,9 @@ static int compare_step(dsv4_chain *x, step_rec *rec, const dsv4_op *op, const d
             return dsv4_fail(st, DSV4_EINPUT, "expected output '%s' has another shape than the step's", a->name);
         if ((rc = op->policy(c, in, a->name, &out->pol, st)))
             break;
+        /* A stage's inputs are earlier stages' outputs, not its op's
+         * sign-symmetric generator's draws (docs/semantics/numerics.md A17). */
+        out->pol.sign_test = 0;
         if (x->cs)
             dsv4_case_apply_overrides(x->cs, stage_name(x, rec->stage), &out->pol);
         const int64_t n = dsv4_tensor_numel(e);

@@ -289,6 +289,8 @@ int dsv4_write_junit(const char *path, const char *suite, const char *impl,
                 junit_property(f, "worst_ratio", o->cmp.worst_ratio);
                 junit_property(f, "nmse", o->cmp.nmse);
                 junit_property(f, "cosine", o->cmp.cosine);
+                if (o->pol.sign_test)
+                    junit_property(f, "sign_stat", o->cmp.sign_stat);
                 if (r->special.has_lanes) {
                     junit_property(f, "special_lanes", (double)o->special.lanes);
                     junit_property(f, "finite_mismatches", (double)o->special.finite_bad);
@@ -424,6 +426,8 @@ int dsv4_write_json(const char *path, const char *suite, const char *impl,
             json_num(f, "worst_ratio", o->cmp.worst_ratio);
             json_num(f, "nmse", o->cmp.nmse);
             json_num(f, "cosine", o->cmp.cosine);
+            if (o->pol.sign_test)
+                json_num(f, "sign_stat", o->cmp.sign_stat);
             fprintf(f, "},\n       \"message\": ");
             json_string(f, o->cmp.message);
             json_str(f, "hint", o->cmp.hint);

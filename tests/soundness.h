@@ -107,6 +107,7 @@ typedef struct snd_result {
     int cases, failed, errors, bias_killed;
     double worst;
     double risk_use; /* the largest flips / codes at risk (snd_ratio) */
+    double sign_worst; /* the largest |S| of the sign test (outputs whose policy runs it) */
     char worst_at[256];
     char error[512];
 } snd_result;
@@ -214,10 +215,11 @@ static double snd_ratio(const dsv4_policy *pol, const dsv4_cmp_result *r)
  * bound, companion); *worst gets the largest snd_ratio, where names it.
  * Returns DSV4_OK and *fails = the count of failing outputs. */
 static int snd_compare(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in, const dsv4_tensors *exp,
-                       const dsv4_tensors *act, double *worst, double *risk_use, char *where, size_t wlen, int *fails,
-                       dsv4_status *st)
+                       const dsv4_tensors *act, double *worst, double *risk_use, double *sign, char *where, size_t wlen,
+                       int *fails, dsv4_status *st)
 {
     *worst = 0;
+    *sign = 0;
     *risk_use = 0;
     where[0] = '\0';
     *fails = 0;
@@ -251,6 +253,8 @@ static int snd_compare(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensor
             return rc;
         const double ratio = snd_ratio(&pol, &res);
         *fails += res.verdict == DSV4_FAIL;
+        if (pol.sign_test && fabs(res.sign_stat) > *sign)
+            *sign = fabs(res.sign_stat);
         if (op->bound && pol.kind == DSV4_CMP_MX && pol.budget > 0 && res.verdict != DSV4_FAIL) {
             *risk_use = ratio > *risk_use ? ratio : *risk_use;
             if (!where[0])
@@ -322,20 +326,20 @@ static void snd_run_case(const snd_entry *en, uint64_t k, snd_result *res)
         rc = dsv4_reference_outputs(op, &c, &in, &exp, &st);
     if (!rc && !(rc = op->alloc_outputs(&c, &in, &act, &st)))
         rc = en->model(op, &c, &in, &exp, &act, &var, 0, &st);
-    double worst = 0, risk_use = 0;
+    double worst = 0, risk_use = 0, sign = 0;
     int fails = 0;
     char where[256] = "";
     if (!rc)
-        rc = snd_compare(op, &c, &in, &exp, &act, &worst, &risk_use, where, sizeof where, &fails, &st);
+        rc = snd_compare(op, &c, &in, &exp, &act, &worst, &risk_use, &sign, where, sizeof where, &fails, &st);
     if (!rc && !(rc = op->alloc_outputs(&c, &in, &mut, &st))) {
         dsv4_rng_init(&var, seed, "model variation");
         rc = en->bias_by_model ? en->model(op, &c, &in, &exp, &mut, &var, 1, &st) : snd_bias_of_reference(&exp, &mut, en->bias_only, &st);
     }
-    double mworst = 0, mrisk = 0;
+    double mworst = 0, mrisk = 0, msign = 0;
     int mfails = 0;
     char mwhere[256];
     if (!rc)
-        rc = snd_compare(op, &c, &in, &exp, &mut, &mworst, &mrisk, mwhere, sizeof mwhere, &mfails, &st);
+        rc = snd_compare(op, &c, &in, &exp, &mut, &mworst, &mrisk, &msign, mwhere, sizeof mwhere, &mfails, &st);
     res->cases++;
     if (rc) {
         res->errors++;
@@ -344,6 +348,7 @@ static void snd_run_case(const snd_entry *en, uint64_t k, snd_result *res)
     } else {
         res->failed += fails > 0;
         res->risk_use = risk_use > res->risk_use ? risk_use : res->risk_use;
+        res->sign_worst = sign > res->sign_worst ? sign : res->sign_worst;
         res->bias_killed += mfails > 0;
         if (worst > res->worst || res->cases == 1) {
             res->worst = worst > res->worst ? worst : res->worst;
@@ -368,11 +373,13 @@ static snd_result snd_run(const snd_entry *en, int cases)
     return r;
 }
 
-/* The entry passes: no error, no failing case, worst <= SND_MARGIN, and
- * the bias mutant failed somewhere. */
+/* The entry passes: no error, no failing case, worst <= SND_MARGIN (and
+ * the sign test's largest |S| within SND_MARGIN of its threshold), and the
+ * bias mutant failed somewhere. */
 static int snd_ok(const snd_result *r)
 {
-    return r->errors == 0 && r->failed == 0 && r->worst <= SND_MARGIN && r->bias_killed > 0;
+    return r->errors == 0 && r->failed == 0 && r->worst <= SND_MARGIN &&
+           r->sign_worst <= SND_MARGIN * DSV4_SIGN_TEST_T && r->bias_killed > 0;
 }
 
 #endif

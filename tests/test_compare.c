@@ -193,6 +193,53 @@ START_TEST(shape_mismatch_fails)
 }
 END_TEST
 
+/* The sign test: a two-sided rounding passes, one ulp up on every element
+ * (inside a bound of 3 ulps) fails and names the direction; exact values
+ * give S = 0; NaN lanes are left to the comparison. */
+START_TEST(sign_test_one_sided_fails)
+{
+    const int64_t R = 16, D = 512;
+    dsv4_tensor e = make(DSV4_F64, R, D), a = make(DSV4_BF16, R, D);
+    uint64_t x = 88172645463325252u;
+    for (int64_t i = 0; i < R * D; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        dsv4_tensor_set(&e, i, ((double)(x >> 11) / 9007199254740992.0 - 0.5) * 8.0);
+    }
+    dsv4_tensor_set(&e, 5, NAN);
+    dsv4_policy p = float_policy(0, 0);
+    p.ulp = 3.0; /* a binade crossing: 1.5 ulps at e can be 3 */
+    p.sign_test = 1;
+    dsv4_status st = {0};
+    dsv4_cmp_result r;
+    for (int64_t i = 0; i < R * D; i++) /* round to nearest: two-sided */
+        dsv4_tensor_set(&a, i, dsv4_tensor_get(&e, i));
+    ck_assert_int_eq(dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st), 0);
+    ck_assert_int_eq(r.verdict, DSV4_PASS);
+    ck_assert(fabs(r.sign_stat) < DSV4_SIGN_TEST_T && r.sign_lanes == D);
+    uint16_t *b = a.data;
+    for (int64_t i = 0; i < R * D; i++) /* one ulp toward +inf */
+        if ((b[i] & 0x7F80u) != 0x7F80u)
+            b[i] = (b[i] & 0x8000u) ? (uint16_t)(b[i] - 1u) : (uint16_t)(b[i] + 1u);
+    ck_assert_int_eq(dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st), 0);
+    ck_assert_int_eq(r.bad, 0);
+    ck_assert_int_eq(r.verdict, DSV4_FAIL);
+    ck_assert(r.sign_stat > 20.0);
+    ck_assert_ptr_nonnull(strstr(r.message, "lean one way"));
+    ck_assert_ptr_nonnull(strstr(r.hint, "actual above the ideal"));
+    p.sign_test = 0; /* the element bound alone admits it */
+    ck_assert_int_eq(dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st), 0);
+    ck_assert_int_eq(r.verdict, DSV4_PASS);
+    p.sign_test = 1; /* exact values: no error, S = 0 */
+    dsv4_tensor ex = make(DSV4_F64, R, D);
+    for (int64_t i = 0; i < R * D; i++)
+        dsv4_tensor_set(&ex, i, dsv4_tensor_get(&a, i));
+    ck_assert_int_eq(dsv4_compare(&ex, &a, &p, NULL, NULL, NULL, NULL, &r, &st), 0);
+    ck_assert_int_eq(r.verdict, DSV4_PASS);
+    ck_assert(r.sign_stat == 0.0 && r.sign_lanes == 0);
+    dsv4_tensor_free(&e), dsv4_tensor_free(&a), dsv4_tensor_free(&ex);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("compare");
@@ -204,6 +251,7 @@ int main(void)
     tcase_add_test(tc, float_nan_metrics_not_clean);
     tcase_add_test(tc, float_half_hint);
     tcase_add_test(tc, shape_mismatch_fails);
+    tcase_add_test(tc, sign_test_one_sided_fails);
     suite_add_tcase(s, tc);
     return dsv4_test_run(s);
 }

@@ -176,6 +176,10 @@ int dsv4_attn_op_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char 
     dsv4_policy_float(pol, DSV4_BF16,
                       "1 ulp_bf16(|e|+d) + d, d = 2^-23|e| + 5/4 2^-8 (A - A_top) (bf16 p, the top key's exact) "
                       "+ (2(e^{2 ds}-1) + (8n+16)2^-24) A (fp32 scores, sums), A = sum_i w_i|V_i,d|, n keys");
+    /* Flipping q[..., d] and the keys' lane d together keeps every score
+     * bit for bit and flips output lane d; the generators draw those signs
+     * fairly (docs/semantics/attention.md A8.6). */
+    dsv4_policy_sign_test(pol);
     return DSV4_OK;
 }
 

@@ -231,7 +231,7 @@ int mut_run_reference_as(mut_call *m, const char *variant)
     return rc;
 }
 
-int mut_run_reference_biased(mut_call *m, const char *output)
+static int run_reference_moved(mut_call *m, const char *output, int toward_inf)
 {
     int rc = mut_run_reference(m);
     dsv4_tensor *t;
@@ -240,10 +240,20 @@ int mut_run_reference_biased(mut_call *m, const char *output)
     if (t->dtype != DSV4_BF16)
         return dsv4_fail(m->st, DSV4_ERUNTIME, "output %s is %s, not bfloat16", output, dsv4_dtype_name(t->dtype));
     uint16_t *b = t->data;
-    for (int64_t i = 0; i < mut_numel(t); i++)
-        b[i] = mut_bf16_next_up(b[i]);
+    for (int64_t i = 0; i < mut_numel(t); i++) {
+        if (toward_inf && b[i] == 0x8000u)
+            b[i] = 0x0001u; /* -0: the smallest positive subnormal */
+        else if (toward_inf && (b[i] & 0x8000u) && (b[i] & 0x7F80u) != 0x7F80u)
+            b[i]--; /* negative: one ulp toward zero */
+        else
+            b[i] = mut_bf16_next_up(b[i]);
+    }
     return DSV4_OK;
 }
+
+int mut_run_reference_biased(mut_call *m, const char *output) { return run_reference_moved(m, output, 0); }
+
+int mut_run_reference_shifted_up(mut_call *m, const char *output) { return run_reference_moved(m, output, 1); }
 
 dsv4_tensor *mut_out(mut_call *m, const char *name)
 {

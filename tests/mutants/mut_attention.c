@@ -236,9 +236,13 @@ int mut_decode_fnuz_read_as_ocp(mut_call *m)
     return run_model(m, &md, mut_variant(m, "default"));
 }
 
-/* The ideal, rounded to bf16, then one ulp more on every element. */
-int mut_attn_bias_1ulp(mut_call *m) { return mut_run_reference_biased(m, "output"); }
-int mut_decode_bias_1ulp(mut_call *m) { return mut_run_reference_biased(m, "output"); }
+/* The ideal, rounded to bf16, then one ulp up (toward +inf) on every
+ * element: a one-sided bias, which the sign test sees. */
+int mut_attn_bias_1ulp(mut_call *m) { return mut_run_reference_shifted_up(m, "output"); }
+int mut_decode_bias_1ulp(mut_call *m) { return mut_run_reference_shifted_up(m, "output"); }
+/* The same one ulp away from zero: every magnitude up, a row scale error. */
+int mut_attn_magnitude_1ulp(mut_call *m) { return mut_run_reference_biased(m, "output"); }
+int mut_decode_magnitude_1ulp(mut_call *m) { return mut_run_reference_biased(m, "output"); }
 
 /* ---- the inverse-RoPE epilogues ---- */
 

@@ -50,6 +50,9 @@ int mut_run_reference_as(mut_call *m, const char *variant);
 /* The reference, then one bf16 ulp more (in magnitude) on every element
  * of the bf16 output named: the one-ulp bias every float bound must catch. */
 int mut_run_reference_biased(mut_call *m, const char *output);
+/* The same one ulp toward +inf (up for positive values, toward zero for
+ * negative ones): a bias of one sign, as a store that rounds up has. */
+int mut_run_reference_shifted_up(mut_call *m, const char *output);
 
 /* Tensors by name; NULL if absent. */
 dsv4_tensor *mut_out(mut_call *m, const char *name);
