@@ -14,12 +14,16 @@
  * every valid key row is loaded ONCE into shared memory as bf16 (K = V =
  * the whole 512-lane row [S9, S24, S23]) and used for the scores of all 16
  * heads and for their P.V.  Invalid entries (-1, out of range) get a zero
- * row and score -inf, so they add nothing (docs/semantics/attention.md A8.2).  Accumulation fp32,
+ * row and score -inf, so they add nothing (docs/semantics/attention.md A8.2).  Both dots run on
+ * the matrix units (mma_compat.h): the 16 x 16 scores Q K^T split over the
+ * block's waves by lane range, summed in wave order; P V as 32 column tiles
+ * of 16 lanes, each wave owning a contiguous run.  Accumulation fp32,
  * output bf16 RNE. */
 #ifndef DSV4_HIP_SPARSE_ATTN_H
 #define DSV4_HIP_SPARSE_ATTN_H
 
 #include "kernels.h"
+#include "mma_compat.h"
 
 namespace sattn {
 
@@ -32,12 +36,14 @@ constexpr int ROW = D + 8;   /* shared row stride in bf16: 4 banks of skew per r
 /* Triton running-max init (docs/semantics/attention.md A8.3 [S9]) */
 constexpr float NEG_INIT = -3.4028234663852886e38f;
 
-static_assert(NT == HG * KT, "softmax mapping: one thread per (head, key)");
-static_assert(NT * 2 == D, "P.V mapping: two lanes per thread");
-static_assert((HG / 2) * (KT / 4) * 8 == NT, "score mapping: 2x4 tiles x 8 lane slices");
+constexpr int NW = NT / mma::WAVE;  /* waves per block */
+constexpr int PROW = KT + 8;        /* shared row stride of the bf16 p tile */
+constexpr int CT = D / 16 / NW;     /* P.V column tiles per wave */
 
-__device__ inline float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
-__device__ inline float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
+static_assert(NT == HG * KT, "softmax mapping: one thread per (head, key)");
+static_assert(HG == 16 && KT == 16, "one 16 x 16 tile of heads x keys");
+static_assert(D % (16 * NW) == 0, "score and P.V splits over the waves");
+
 
 /* fp32 -> bf16 round to nearest even (ref/numerics.h dsv4_bf16_from_f32),
  * NaN -> the quiet NaN 0x7FC0. */
@@ -55,8 +61,8 @@ __device__ inline float round_bf16(float f) { return __uint_as_float(bf16_rne(f)
 struct __align__(16) smem_t {
     uint16_t q[HG][ROW];     /* the head group's queries, bf16 */
     uint16_t k[KT][ROW];     /* the key tile, bf16 (zero rows for invalid entries) */
-    float s[HG][KT];         /* scores x scale, -inf for invalid entries */
-    float p[KT][HG];         /* bf16-rounded probabilities, key-major for float4 reads */
+    float part[NW][HG][KT];  /* each wave's partial scores over its lane range */
+    uint16_t p[HG][PROW];    /* bf16-rounded probabilities, the A operand of P.V */
     float alpha[HG];         /* rescale of the running accumulators */
     float m[HG], l[HG];      /* final running max and sum */
     const uint8_t *row[KT];  /* the tile's key rows (NULL: invalid entry) */
@@ -222,16 +228,15 @@ __global__ void GPU_LAUNCH_BOUNDS_OCC(NT, 3) attn_kernel(Src src, const uint16_t
         *reinterpret_cast<uint4 *>(&sm.q[h][ch * 8]) = w;
     }
 
-    /* score mapping: lane slice sl (8 per 2x4 tile), heads 2hp, 2hp+1, keys 4kq..4kq+3 */
-    const int sl = tid & 7, tile = tid >> 3, hp = tile & 7, kq = tile >> 3;
+    const int lane = tid % mma::WAVE, wave = tid / mma::WAVE;
     /* softmax mapping: head sh, key sk; m and l live in registers, replicated over the head's 16 lanes */
     const int sh = tid / KT, sk = tid % KT;
     float m_run = NEG_INIT, l_run = 0.0f;
-    /* P.V mapping: lanes 2 tid, 2 tid + 1 of every head */
-    float acc[HG][2];
+    /* P.V: column tiles wave * CT .. + CT - 1 of the 16 x 512 output */
+    mma::acc16 acc[CT];
 #pragma unroll
-    for (int h = 0; h < HG; h++)
-        acc[h][0] = acc[h][1] = 0.0f;
+    for (int j = 0; j < CT; j++)
+        mma::zero(acc[j]);
 
     const long long n = src.count(t);
     for (long long j0 = 0; j0 < n; j0 += KT) {
@@ -246,36 +251,27 @@ __global__ void GPU_LAUNCH_BOUNDS_OCC(NT, 3) attn_kernel(Src src, const uint16_t
         src.load(sm);
         __syncthreads();
 
-        /* scores: 8 dot products of 64 lane pairs per thread, reduced over the 8 slices */
+        /* scores: wave w dots lanes [w D / NW, (w + 1) D / NW) of the 16 heads x 16 keys */
         {
-            float d8[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-            for (int i = 0; i < D / 16; i++) {
-                const int c = 2 * (8 * i + sl);
-                const uint32_t qa = *reinterpret_cast<const uint32_t *>(&sm.q[2 * hp][c]);
-                const uint32_t qb = *reinterpret_cast<const uint32_t *>(&sm.q[2 * hp + 1][c]);
-                const float qa0 = bf16_lo(qa), qa1 = bf16_hi(qa), qb0 = bf16_lo(qb), qb1 = bf16_hi(qb);
-                for (int b = 0; b < 4; b++) {
-                    const uint32_t kw = *reinterpret_cast<const uint32_t *>(&sm.k[4 * kq + b][c]);
-                    const float k0 = bf16_lo(kw), k1 = bf16_hi(kw);
-                    d8[0][b] = fmaf(qa1, k1, fmaf(qa0, k0, d8[0][b]));
-                    d8[1][b] = fmaf(qb1, k1, fmaf(qb0, k0, d8[1][b]));
-                }
-            }
-            for (int a = 0; a < 2; a++)
-                for (int b = 0; b < 4; b++)
-                    for (int off = 4; off; off >>= 1)
-                        d8[a][b] += __shfl_xor(d8[a][b], off);
-            if (sl == 0)
-                for (int a = 0; a < 2; a++)
-                    for (int b = 0; b < 4; b++)
-                        /* tl.dot in fp32, then x scale (docs/semantics/attention.md A8.3 [S9]) */
-                        sm.s[2 * hp + a][4 * kq + b] = sm.row[4 * kq + b] ? d8[a][b] * scale : -INFINITY;
+            mma::acc16 sc;
+            mma::zero(sc);
+#pragma unroll
+            for (int k0 = wave * (D / NW); k0 < (wave + 1) * (D / NW); k0 += 16)
+                mma::mma_nk(sc, &sm.q[0][k0], ROW, &sm.k[0][k0], ROW);
+#pragma unroll
+            for (int e = 0; e < mma::ACC; e++)
+                sm.part[wave][mma::acc_row(lane, e)][mma::acc_col(lane, e)] = sc.v[e];
         }
         __syncthreads();
 
         /* online softmax of head sh over the tile's 16 keys */
         {
-            const float s = sm.s[sh][sk];
+            float dot = 0.0f;
+#pragma unroll
+            for (int w = 0; w < NW; w++) /* fixed order: bitwise identical reruns */
+                dot += sm.part[w][sh][sk];
+            /* tl.dot in fp32, then x scale (docs/semantics/attention.md A8.3 [S9]) */
+            const float s = sm.row[sk] ? dot * scale : -INFINITY;
             float mx = s;
             for (int off = KT / 2; off; off >>= 1)
                 mx = fmaxf(mx, __shfl_xor(mx, off));
@@ -287,33 +283,19 @@ __global__ void GPU_LAUNCH_BOUNDS_OCC(NT, 3) attn_kernel(Src src, const uint16_t
             const float alpha = expf(m_run - m_new);
             l_run = l_run * alpha + ps; /* l sums the unrounded p [S9] */
             m_run = m_new;
-            sm.p[sk][sh] = round_bf16(p); /* p cast to bf16 before P.V [S9] */
+            sm.p[sh][sk] = (uint16_t)bf16_rne(p); /* p cast to bf16 before P.V [S9] */
             if (sk == 0)
                 sm.alpha[sh] = alpha;
         }
         __syncthreads();
 
-        /* P.V */
-        {
+        /* P.V: rescale, then one 16 x 16 x 16 product per column tile */
 #pragma unroll
-            for (int h = 0; h < HG; h++) {
-                acc[h][0] *= sm.alpha[h];
-                acc[h][1] *= sm.alpha[h];
-            }
-            for (int k = 0; k < KT; k++) {
-                const uint32_t kw = *reinterpret_cast<const uint32_t *>(&sm.k[k][2 * tid]);
-                const float v0 = bf16_lo(kw), v1 = bf16_hi(kw);
-                const float4 *pk = reinterpret_cast<const float4 *>(sm.p[k]);
+        for (int j = 0; j < CT; j++) {
 #pragma unroll
-                for (int g = 0; g < HG / 4; g++) {
-                    const float4 p4 = pk[g];
-                    const float pp[4] = {p4.x, p4.y, p4.z, p4.w};
-                    for (int e = 0; e < 4; e++) {
-                        acc[4 * g + e][0] = fmaf(pp[e], v0, acc[4 * g + e][0]);
-                        acc[4 * g + e][1] = fmaf(pp[e], v1, acc[4 * g + e][1]);
-                    }
-                }
-            }
+            for (int e = 0; e < mma::ACC; e++)
+                acc[j].v[e] *= sm.alpha[mma::acc_row(lane, e)];
+            mma::mma_kn(acc[j], &sm.p[0][0], PROW, &sm.k[0][16 * (wave * CT + j)], ROW);
         }
     }
 
@@ -324,20 +306,21 @@ __global__ void GPU_LAUNCH_BOUNDS_OCC(NT, 3) attn_kernel(Src src, const uint16_t
     __syncthreads();
     /* sink merge: the sink is in the denominator only (docs/semantics/attention.md A8.1, A8.3 [S9, S23]) */
 #pragma unroll
-    for (int h = 0; h < HG; h++) { /* constant trip count: acc stays in registers */
-        if (h >= nh)
-            continue; /* not break: a loop with an exit cannot be fully unrolled (hipcc) */
-        const float m = sm.m[h], l = sm.l[h], sg = sink[h0 + h];
-        const float mf = fmaxf(m, sg);
-        const float alpha = expf(m - mf);
-        const float lf = l * alpha + expf(sg - mf);
-        float o0 = 0.0f, o1 = 0.0f; /* l_f <= 0: no key and no sink -> 0 (docs/semantics/attention.md A8.1) */
-        if (lf > 0.0f) {
-            const float den = fmaxf(lf, 1e-30f);
-            o0 = acc[h][0] * alpha / den;
-            o1 = acc[h][1] * alpha / den;
+    for (int j = 0; j < CT; j++) { /* constant trip counts: acc stays in registers */
+#pragma unroll
+        for (int e = 0; e < mma::ACC; e++) {
+            const int h = mma::acc_row(lane, e), col = 16 * (wave * CT + j) + mma::acc_col(lane, e);
+            if (h >= nh)
+                continue; /* heads past H: computed on zero queries, never stored */
+            const float m = sm.m[h], l = sm.l[h], sg = sink[h0 + h];
+            const float mf = fmaxf(m, sg);
+            const float alpha = expf(m - mf);
+            const float lf = l * alpha + expf(sg - mf);
+            float o = 0.0f; /* l_f <= 0: no key and no sink -> 0 (docs/semantics/attention.md A8.1) */
+            if (lf > 0.0f)
+                o = acc[j].v[e] * alpha / fmaxf(lf, 1e-30f);
+            out[(t * H + h0 + h) * D + col] = (uint16_t)bf16_rne(o);
         }
-        reinterpret_cast<uint32_t *>(out + (t * H + h0 + h) * D)[tid] = bf16_rne(o0) | bf16_rne(o1) << 16;
     }
 }
 

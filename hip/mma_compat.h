@@ -1,0 +1,176 @@
+/* mma_compat.h - one 16 x 16 x 16 bf16 matrix multiply-accumulate with an
+ * fp32 accumulator, for the kernels that run their dots on the matrix units
+ * (sparse_attn.h), and the per-vendor layer under it:
+ *   - AMD CDNA (gfx90a, gfx940-942, gfx950): one v_mfma_f32_16x16x16_bf16
+ *     per call over a wave of 64 lanes;
+ *   - NVIDIA sm_80 and later: two mma.sync m16n8k16 (bf16 in, fp32 out)
+ *     over a warp of 32 lanes;
+ *   - any other target: the same 32-lane fragment layout computed by each
+ *     lane with fmaf (correct everywhere, for targets without the units).
+ * A kernel sees only WAVE (the lanes one tile spreads over: a compile-time
+ * constant, unlike warpSize), an accumulator tile acc16 whose element e of
+ * lane `lane` sits at (acc_row, acc_col), and two products that read their
+ * operands from shared memory: A is row-major (element (m, k) at
+ * a[m * lda + k]); B is given by rows of its transpose in mma_nk (element
+ * (k, n) at b[n * ldb + k]: key rows for Q K^T) or row-major in mma_kn
+ * (element (k, n) at b[k * ldb + n]: value rows for P V).  lda and ldb are
+ * in elements, multiples of 4, and the bases 8-byte aligned.  Every lane of
+ * the wave must call, with the same arguments (no divergence).
+ *
+ * The products are exact in fp32 (bf16 x bf16) and the sums are fp32 in
+ * the unit's order: within the fp32 dot terms of the kernels' bounds
+ * (docs/semantics/attention.md, "Error bound of the attention output"). */
+#ifndef DSV4_HIP_MMA_COMPAT_H
+#define DSV4_HIP_MMA_COMPAT_H
+
+#include "gpu_compat.h"
+
+#include <stdint.h>
+
+namespace mma {
+
+#if defined(__HIP_DEVICE_COMPILE__) &&                                                                      \
+    (defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__) ||            \
+     defined(__gfx950__))
+#define DSV4_MMA_MFMA 1
+constexpr int WAVE = 64;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define DSV4_MMA_PTX 1
+constexpr int WAVE = 32;
+#else
+constexpr int WAVE = 32; /* the fallback: the PTX layout, lane by lane */
+#endif
+
+constexpr int ACC = 256 / WAVE; /* accumulator elements per lane */
+
+struct acc16 {
+    float v[ACC];
+};
+
+__device__ inline void zero(acc16 &c)
+{
+#pragma unroll
+    for (int e = 0; e < ACC; e++)
+        c.v[e] = 0.0f;
+}
+
+#if defined(DSV4_MMA_MFMA)
+/* D lane l: rows 4 (l / 16) + e, column l % 16. */
+__device__ inline int acc_row(int lane, int e) { return 4 * (lane >> 4) + e; }
+__device__ inline int acc_col(int lane, int /* e */) { return lane & 15; }
+#else
+/* m16n8k16 C fragments of n-tiles 0 and 1: lane l holds rows l / 4 and
+ * l / 4 + 8, columns 8 nt + 2 (l % 4) + {0, 1}. */
+__device__ inline int acc_row(int lane, int e) { return (lane >> 2) + 8 * ((e >> 1) & 1); }
+__device__ inline int acc_col(int lane, int e) { return 8 * (e >> 2) + 2 * (lane & 3) + (e & 1); }
+#endif
+
+__device__ inline uint32_t pack2(uint16_t lo, uint16_t hi) { return (uint32_t)lo | (uint32_t)hi << 16; }
+
+#if defined(DSV4_MMA_MFMA)
+typedef short bf16x4 __attribute__((ext_vector_type(4)));
+typedef float f32x4 __attribute__((ext_vector_type(4)));
+
+__device__ inline void mfma(acc16 &c, bf16x4 a, bf16x4 b)
+{
+    f32x4 d = {c.v[0], c.v[1], c.v[2], c.v[3]};
+    d = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, d, 0, 0, 0);
+    c.v[0] = d[0], c.v[1] = d[1], c.v[2] = d[2], c.v[3] = d[3];
+}
+
+/* A lane l: row l % 16, k = 4 (l / 16) .. + 3; B lane l: column l % 16,
+ * the same four k. */
+__device__ inline bf16x4 load4(const uint16_t *p) { return *reinterpret_cast<const bf16x4 *>(p); }
+
+__device__ inline void mma_nk(acc16 &c, const uint16_t *a, int lda, const uint16_t *b, int ldb)
+{
+    const int lane = threadIdx.x % WAVE, r = lane & 15, k = 4 * (lane >> 4);
+    mfma(c, load4(a + r * lda + k), load4(b + r * ldb + k));
+}
+
+__device__ inline void mma_kn(acc16 &c, const uint16_t *a, int lda, const uint16_t *b, int ldb)
+{
+    const int lane = threadIdx.x % WAVE, r = lane & 15, k = 4 * (lane >> 4);
+    bf16x4 bv;
+    for (int i = 0; i < 4; i++)
+        bv[i] = (short)b[(k + i) * ldb + r];
+    mfma(c, load4(a + r * lda + k), bv);
+}
+#elif defined(DSV4_MMA_PTX)
+/* The m16n8k16 operands of one lane: A rows g and g + 8, k pairs 2 tq and
+ * 2 tq + 8 (a[4]); B column 8 nt + g, the same k pairs (b[nt][2]). */
+struct frag {
+    uint32_t a[4], b[2][2];
+};
+
+__device__ inline void load_a(frag &f, const uint16_t *a, int lda, int g, int tq)
+{
+    f.a[0] = *reinterpret_cast<const uint32_t *>(a + g * lda + 2 * tq);
+    f.a[1] = *reinterpret_cast<const uint32_t *>(a + (g + 8) * lda + 2 * tq);
+    f.a[2] = *reinterpret_cast<const uint32_t *>(a + g * lda + 2 * tq + 8);
+    f.a[3] = *reinterpret_cast<const uint32_t *>(a + (g + 8) * lda + 2 * tq + 8);
+}
+
+__device__ inline void issue(acc16 &c, const frag &f)
+{
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};"
+                     : "+f"(c.v[4 * nt]), "+f"(c.v[4 * nt + 1]), "+f"(c.v[4 * nt + 2]), "+f"(c.v[4 * nt + 3])
+                     : "r"(f.a[0]), "r"(f.a[1]), "r"(f.a[2]), "r"(f.a[3]), "r"(f.b[nt][0]), "r"(f.b[nt][1]));
+}
+
+__device__ inline void mma_nk(acc16 &c, const uint16_t *a, int lda, const uint16_t *b, int ldb)
+{
+    const int lane = threadIdx.x % WAVE, g = lane >> 2, tq = lane & 3;
+    frag f;
+    load_a(f, a, lda, g, tq);
+    for (int nt = 0; nt < 2; nt++) {
+        const uint16_t *col = b + (8 * nt + g) * ldb;
+        f.b[nt][0] = *reinterpret_cast<const uint32_t *>(col + 2 * tq);
+        f.b[nt][1] = *reinterpret_cast<const uint32_t *>(col + 2 * tq + 8);
+    }
+    issue(c, f);
+}
+
+__device__ inline void mma_kn(acc16 &c, const uint16_t *a, int lda, const uint16_t *b, int ldb)
+{
+    const int lane = threadIdx.x % WAVE, g = lane >> 2, tq = lane & 3;
+    frag f;
+    load_a(f, a, lda, g, tq);
+    for (int nt = 0; nt < 2; nt++) {
+        const int n = 8 * nt + g;
+        f.b[nt][0] = pack2(b[(2 * tq) * ldb + n], b[(2 * tq + 1) * ldb + n]);
+        f.b[nt][1] = pack2(b[(2 * tq + 8) * ldb + n], b[(2 * tq + 9) * ldb + n]);
+    }
+    issue(c, f);
+}
+#else
+/* Fallback: each lane computes its own accumulator elements, k in order. */
+__device__ inline float bf16_f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+__device__ inline void mma_nk(acc16 &c, const uint16_t *a, int lda, const uint16_t *b, int ldb)
+{
+    const int lane = threadIdx.x % WAVE;
+    for (int e = 0; e < ACC; e++) {
+        const int m = acc_row(lane, e), n = acc_col(lane, e);
+        for (int k = 0; k < 16; k++)
+            c.v[e] = fmaf(bf16_f(a[m * lda + k]), bf16_f(b[n * ldb + k]), c.v[e]);
+    }
+}
+
+__device__ inline void mma_kn(acc16 &c, const uint16_t *a, int lda, const uint16_t *b, int ldb)
+{
+    const int lane = threadIdx.x % WAVE;
+    for (int e = 0; e < ACC; e++) {
+        const int m = acc_row(lane, e), n = acc_col(lane, e);
+        for (int k = 0; k < 16; k++)
+            c.v[e] = fmaf(bf16_f(a[m * lda + k]), bf16_f(b[k * ldb + n]), c.v[e]);
+    }
+}
+#endif
+
+} // namespace mma
+
+#endif
