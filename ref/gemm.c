@@ -523,7 +523,6 @@ typedef double bmm_v4 __attribute__((vector_size(32)));
 #define V4_SPLAT(x) ((bmm_v4){(x), (x), (x), (x)})
 #define V4_MADD(p, x, w) ((p) + (x) * (w))
 #define V4_ADD(p, q) ((p) + (q))
-#define V4_LANE(v, i) ((v)[i])
 #else
 typedef struct { double v[4]; } bmm_v4;
 static inline bmm_v4 v4_splat(double x) { return (bmm_v4){{x, x, x, x}}; }
@@ -543,7 +542,6 @@ static inline bmm_v4 v4_add(bmm_v4 p, bmm_v4 q)
 #define V4_SPLAT(x) v4_splat(x)
 #define V4_MADD(p, x, w) v4_madd(p, x, w)
 #define V4_ADD(p, q) v4_add(p, q)
-#define V4_LANE(v, i) ((v).v[i])
 #endif
 
 /* out[k] = deq x[k] for n lanes (a multiple of 32) from their codes and
@@ -577,7 +575,6 @@ DSV4_VECTOR_CLONES static void bmm_decode_row(const uint8_t *restrict x, const u
         }
     }
 #else
-    (void)pow2;
     for (int64_t k = 0; k < n; k++)
         out[k] = lut[x[k]] * pow2[scales[k / 32]];
 #endif

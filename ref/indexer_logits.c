@@ -9,8 +9,8 @@
 
 #include <cblas.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
