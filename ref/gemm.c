@@ -473,75 +473,216 @@ int dsv4_ref_inv_rope_einsum(const dsv4_einsum_args *a, double *out, double *gau
 /* ------------------------------------------------------------------ */
 /* rocm_mxfp8_wo_a_bmm (docs/semantics/gemm.md A10.3 [S9])             */
 
-/* Tiles of one group's [T, R] output. */
-#define BMM_TILE 256
+/* Output columns r per work item; tokens per vector block (two vectors
+ * of four); K lanes per chunk (a multiple of 32: the chunk's operands stay
+ * in the L2 cache). */
+#define BMM_RB 16
+#define BMM_TB 8
+#define BMM_KC 512
 
 typedef struct bmm_job {
     const dsv4_wo_a_bmm_args *a;
-    int64_t g, tiles_r;
-    const double *A, *Aa, *W, *Wa; /* group g's decoded a, |a| [T, K] and w, |w| [R, K] */
+    const double *lut, *pow2; /* e4m3fn codes; e8m0 bytes 2^(b-127) */
+    int64_t g, tp;            /* tp: T rounded up to BMM_TB */
+    double *at;               /* group g's deq a transposed [K, tp] (then |deq a|), zero past T */
     double *out, *gauge;
-    double *P;                     /* per worker: P and Pa [BMM_TILE, BMM_TILE] */
+    double *scratch;          /* per worker: bmm_scratch(tp) doubles */
 } bmm_job;
 
-/* s[t, r] += p * sc over the 32-wide blocks in order, p the block's dot
- * (exact: 32 fp8 products in double, so any summation order gives it) and
- * sc = 2^(sa+sw-254) (exact); sa the same of |products| (docs/semantics/gemm.md A10.3). */
-static int bmm_tiles(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
+/* A worker's rows of deq w and |deq w| [BMM_RB, BMM_KC] and its sums, of
+ * values and of magnitudes [BMM_RB, tp]. */
+static size_t bmm_scratch(int64_t tp) { return (size_t)(2 * BMM_RB * BMM_KC + 2 * BMM_RB * tp); }
+
+/* deq x = fp8 * 2^(s - 127): exact in double (8 significant bits, the
+ * exponent within [-136, 136]), so a block's dot of deq values is the
+ * block's fp8 dot times 2^(sa+sw-254), exactly (docs/semantics/gemm.md A10.3). */
+static int bmm_decode_a(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const bmm_job *j = ctx;
+    const dsv4_wo_a_bmm_args *a = j->a;
+    const int64_t T = a->T, G = a->G, K = a->K, KB = K / 32, tp = j->tp;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t k = 0; k < K; k++) {
+            const double v =
+                t < T ? j->lut[a->a[(t * G + j->g) * K + k]] * j->pow2[a->a_scale[(t * G + j->g) * KB + k / 32]] : 0.0;
+            j->at[k * tp + t] = v;
+            if (j->gauge)
+                j->at[K * tp + k * tp + t] = fabs(v);
+        }
+    return DSV4_OK;
+}
+
+/* Four doubles side by side: GCC/clang vector extensions (each lane the
+ * scalar IEEE multiply or add; no FMA under -std=c11), else a plain array.
+ * Macros, not functions: a function passing a 32-byte vector would change
+ * the ABI between the AVX2 and the default clone. */
+#if defined(__GNUC__)
+typedef double bmm_v4 __attribute__((vector_size(32)));
+#define V4_ZERO ((bmm_v4){0.0, 0.0, 0.0, 0.0})
+#define V4_SPLAT(x) ((bmm_v4){(x), (x), (x), (x)})
+#define V4_MADD(p, x, w) ((p) + (x) * (w))
+#define V4_ADD(p, q) ((p) + (q))
+#else
+typedef struct { double v[4]; } bmm_v4;
+static inline bmm_v4 v4_splat(double x) { return (bmm_v4){{x, x, x, x}}; }
+static inline bmm_v4 v4_madd(bmm_v4 p, bmm_v4 x, bmm_v4 w)
+{
+    for (int i = 0; i < 4; i++)
+        p.v[i] = p.v[i] + x.v[i] * w.v[i];
+    return p;
+}
+static inline bmm_v4 v4_add(bmm_v4 p, bmm_v4 q)
+{
+    for (int i = 0; i < 4; i++)
+        p.v[i] += q.v[i];
+    return p;
+}
+#define V4_ZERO v4_splat(0.0)
+#define V4_SPLAT(x) v4_splat(x)
+#define V4_MADD(p, x, w) v4_madd(p, x, w)
+#define V4_ADD(p, q) v4_add(p, q)
+#endif
+
+/* out[k] = deq x[k] for n lanes (a multiple of 32) from their codes and
+ * the e8m0 scale of each 32: the e4m3fn value built from its bits (sign,
+ * exponent + 1016, mantissa; a subnormal m 2^-9 as (1 + m/8) 2^-6 - 2^-6,
+ * exact, its sign put back so that 0x80 stays -0), times the scale: the
+ * same doubles as lut[code] * 2^(s-127), four lanes at a time (NaN codes
+ * were refused before). */
+DSV4_VECTOR_CLONES static void bmm_decode_row(const uint8_t *restrict x, const uint8_t *restrict scales,
+                                              const double *restrict pow2, const double *restrict lut, int64_t n,
+                                              double *restrict out)
+{
+#if defined(__GNUC__)
+    typedef uint64_t u4 __attribute__((vector_size(32)));
+    (void)lut;
+    for (int64_t k0 = 0; k0 < n; k0 += 32) {
+        const bmm_v4 sc = V4_SPLAT(pow2[scales[k0 / 32]]);
+        for (int64_t k = k0; k < k0 + 32; k += 8) {
+            uint64_t w8; /* eight codes: lanes of four by a shift each */
+            memcpy(&w8, x + k, sizeof w8);
+            const u4 wv = {w8, w8, w8, w8};
+            for (int h = 0; h < 2; h++) {
+                const u4 c = (wv >> ((u4){0, 8, 16, 24} + (uint64_t)(32 * h))) & 255;
+                const u4 e = (c >> 3) & 15, sign = (c & 0x80) << 56, sub = (u4)(e == 0);
+                const u4 bits = sign | (((e | (sub & 1)) + 1016) << 52) | ((c & 7) << 49);
+                const u4 corr = (sign | ((u4){1017, 1017, 1017, 1017} << 52)) & sub;
+                const bmm_v4 v = (bmm_v4)bits - (bmm_v4)corr;
+                const bmm_v4 r = (bmm_v4)((u4)v | sign) * sc;
+                memcpy(out + k + 4 * h, &r, sizeof r);
+            }
+        }
+    }
+#else
+    for (int64_t k = 0; k < n; k++)
+        out[k] = lut[x[k]] * pow2[scales[k / 32]];
+#endif
+}
+
+/* s[r][t] (rows w[0..3], 8 tokens each) += the kc/32 block dots of a chunk
+ * (at: [kc, ldt] from the block's first token; w[r]: row r's chunk), block
+ * by block in order, each block dot exact (32 exact products whose sum is
+ * exact in double, so its order does not matter; gemm.h): the serial "acc
+ * += P_kb * 2^(sa+sw-254)" over kb.  Per lane: 2 token vectors and 4 row
+ * broadcasts feed 8 products (the loads stay below the multiplies). */
+DSV4_VECTOR_CLONES static void bmm_kernel(const double *restrict at, int64_t ldt, int64_t kc,
+                                          const double *restrict w0, const double *restrict w1,
+                                          const double *restrict w2, const double *restrict w3,
+                                          double *restrict s, int64_t lds)
+{
+    bmm_v4 acc[8];
+    for (int r = 0; r < 4; r++)
+        memcpy(acc + 2 * r, s + r * lds, 2 * sizeof *acc);
+    for (int64_t k0 = 0; k0 < kc; k0 += 32) {
+        /* named, not an array: GCC -O2 keeps an array of vectors in memory */
+        bmm_v4 p00 = V4_ZERO, p01 = V4_ZERO, p10 = V4_ZERO, p11 = V4_ZERO;
+        bmm_v4 p20 = V4_ZERO, p21 = V4_ZERO, p30 = V4_ZERO, p31 = V4_ZERO;
+        for (int64_t k = k0; k < k0 + 32; k++) {
+            bmm_v4 a0, a1;
+            memcpy(&a0, at + k * ldt, sizeof a0);
+            memcpy(&a1, at + k * ldt + 4, sizeof a1);
+            const bmm_v4 x0 = V4_SPLAT(w0[k]), x1 = V4_SPLAT(w1[k]), x2 = V4_SPLAT(w2[k]), x3 = V4_SPLAT(w3[k]);
+            p00 = V4_MADD(p00, a0, x0), p01 = V4_MADD(p01, a1, x0);
+            p10 = V4_MADD(p10, a0, x1), p11 = V4_MADD(p11, a1, x1);
+            p20 = V4_MADD(p20, a0, x2), p21 = V4_MADD(p21, a1, x2);
+            p30 = V4_MADD(p30, a0, x3), p31 = V4_MADD(p31, a1, x3);
+        }
+        acc[0] = V4_ADD(acc[0], p00), acc[1] = V4_ADD(acc[1], p01), acc[2] = V4_ADD(acc[2], p10);
+        acc[3] = V4_ADD(acc[3], p11), acc[4] = V4_ADD(acc[4], p20), acc[5] = V4_ADD(acc[5], p21);
+        acc[6] = V4_ADD(acc[6], p30), acc[7] = V4_ADD(acc[7], p31);
+    }
+    for (int r = 0; r < 4; r++)
+        memcpy(s + r * lds, acc + 2 * r, 2 * sizeof *acc);
+}
+
+/* Item i: columns [16 i, 16 i + 16) of group g, every token, K in chunks:
+ * the chunk of the 16 rows decoded once, then each 4 rows against every
+ * block of 8 tokens. */
+static int bmm_items(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
 {
     (void)st;
     const bmm_job *j = ctx;
     const dsv4_wo_a_bmm_args *a = j->a;
-    const int64_t T = a->T, G = a->G, R = a->R, K = a->K, KB = K / 32, g = j->g;
-    double *P = j->P + (size_t)worker * 2 * BMM_TILE * BMM_TILE, *Pa = P + BMM_TILE * BMM_TILE;
+    const int64_t T = a->T, G = a->G, R = a->R, K = a->K, KB = K / 32, g = j->g, tp = j->tp;
+    double *wd = j->scratch + (size_t)worker * bmm_scratch(tp), *wa = wd + BMM_RB * BMM_KC;
+    double *acc = wa + BMM_RB * BMM_KC, *acc_abs = acc + BMM_RB * tp;
     for (int64_t i = i0; i < i1; i++) {
-        const int64_t t0 = i / j->tiles_r * BMM_TILE, r0 = i % j->tiles_r * BMM_TILE;
-        const int64_t nt = T - t0 < BMM_TILE ? T - t0 : BMM_TILE, nr = R - r0 < BMM_TILE ? R - r0 : BMM_TILE;
-        for (int64_t t = 0; t < nt; t++)
-            for (int64_t r = 0; r < nr; r++) {
-                j->out[(t0 + t) * G * R + g * R + r0 + r] = 0;
-                if (j->gauge)
-                    j->gauge[(t0 + t) * G * R + g * R + r0 + r] = 0;
-            }
-        for (int64_t kb = 0; kb < KB; kb++) { /* tiles never cross groups (docs/semantics/gemm.md A10.3) */
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nt, (int)nr, 32, 1.0, j->A + t0 * K + kb * 32,
-                        (int)K, j->W + r0 * K + kb * 32, (int)K, 0.0, P, (int)nr);
-            if (j->gauge)
-                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nt, (int)nr, 32, 1.0,
-                            j->Aa + t0 * K + kb * 32, (int)K, j->Wa + r0 * K + kb * 32, (int)K, 0.0, Pa, (int)nr);
-            for (int64_t t = 0; t < nt; t++) {
-                const double as = dsv4_e8m0_to_f64(a->a_scale[(t0 + t) * G * KB + g * KB + kb]);
-                double *o = j->out + (t0 + t) * G * R + g * R + r0, *ga = j->gauge ? j->gauge + (o - j->out) : NULL;
-                for (int64_t r = 0; r < nr; r++) {
-                    const double sc = as * dsv4_e8m0_to_f64(a->w_scale[(g * R + r0 + r) * KB + kb]); /* 2^(sa+sw-254) */
-                    o[r] += P[t * nr + r] * sc;
-                    if (ga)
-                        ga[r] += Pa[t * nr + r] * sc;
+        const int64_t r0 = i * BMM_RB;
+        const int nr = R - r0 < BMM_RB ? (int)(R - r0) : BMM_RB;
+        memset(acc, 0, (size_t)(2 * BMM_RB * tp) * sizeof *acc);
+        for (int64_t c0 = 0; c0 < K; c0 += BMM_KC) {
+            const int64_t kc = K - c0 < BMM_KC ? K - c0 : BMM_KC;
+            for (int r = 0; r < BMM_RB; r++) {
+                double *d = wd + r * BMM_KC, *da = wa + r * BMM_KC;
+                if (r >= nr) {
+                    memset(d, 0, (size_t)kc * sizeof *d);
+                    memset(da, 0, (size_t)kc * sizeof *da);
+                    continue;
                 }
+                const uint8_t *wr = a->w + (g * R + r0 + r) * K + c0, *sr = a->w_scale + (g * R + r0 + r) * KB + c0 / 32;
+                bmm_decode_row(wr, sr, j->pow2, j->lut, kc, d);
+                if (j->gauge)
+                    for (int64_t k = 0; k < kc; k++)
+                        da[k] = fabs(d[k]);
             }
+            for (int64_t t0 = 0; t0 < tp; t0 += BMM_TB)
+                for (int r = 0; r < nr; r += 4) {
+                    const double *at = j->at + c0 * tp + t0, *w = wd + r * BMM_KC, *v = wa + r * BMM_KC;
+                    bmm_kernel(at, tp, kc, w, w + BMM_KC, w + 2 * BMM_KC, w + 3 * BMM_KC, acc + r * tp + t0, tp);
+                    if (j->gauge) /* sum |deq a||deq w| the same way */
+                        bmm_kernel(at + K * tp, tp, kc, v, v + BMM_KC, v + 2 * BMM_KC, v + 3 * BMM_KC,
+                                   acc_abs + r * tp + t0, tp);
+                }
         }
+        for (int64_t t = 0; t < T; t++)
+            for (int r = 0; r < nr; r++) {
+                j->out[(t * G + g) * R + r0 + r] = acc[r * tp + t];
+                if (j->gauge)
+                    j->gauge[(t * G + g) * R + r0 + r] = acc_abs[r * tp + t];
+            }
     }
     return DSV4_OK;
 }
 
-typedef struct bmm_wjob {
-    const dsv4_wo_a_bmm_args *a;
-    int64_t g;
-    const double *lut;
-    double *W; /* [R, K] then |w| [R, K] */
-} bmm_wjob;
-
-static int bmm_decode_w(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *st)
+/* The first e4m3fn NaN code (0x7F or 0xFF) in x[0, n), else -1.  Eight
+ * bytes at a time: with the sign bits cleared (bytes <= 0x7F), adding 1 to
+ * each byte sets its top bit only for 0x7F, and never carries into the
+ * next byte. */
+static int64_t first_e4m3_nan(const uint8_t *x, int64_t n)
 {
-    (void)worker, (void)st;
-    const bmm_wjob *j = ctx;
-    const int64_t R = j->a->R, K = j->a->K;
-    for (int64_t r = r0; r < r1; r++)
-        for (int64_t k = 0; k < K; k++) {
-            j->W[r * K + k] = j->lut[j->a->w[(j->g * R + r) * K + k]];
-            j->W[R * K + r * K + k] = fabs(j->W[r * K + k]);
-        }
-    return DSV4_OK;
+    const uint64_t ones = 0x0101010101010101ull, low7 = 0x7F7F7F7F7F7F7F7Full;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, x + i, sizeof w);
+        if (((w & low7) + ones) & ~low7)
+            break;
+    }
+    for (; i < n; i++)
+        if ((x[i] & 0x7F) == 0x7F)
+            return i;
+    return -1;
 }
 
 int dsv4_ref_mxfp8_wo_a_bmm(const dsv4_wo_a_bmm_args *a, double *out, double *gauge, dsv4_status *st)
@@ -549,39 +690,33 @@ int dsv4_ref_mxfp8_wo_a_bmm(const dsv4_wo_a_bmm_args *a, double *out, double *ga
     const int64_t T = a->T, G = a->G, R = a->R, K = a->K, KB = K / 32;
     if (T < 0 || G < 1 || R < 0 || K < 0 || K % 32)
         return dsv4_fail(st, DSV4_EINPUT, "wo_a bmm: K = %" PRId64 " must be a multiple of 32 (MXFP8 blocks)", K);
-    for (int64_t i = 0; i < T * G * K; i++)
-        if (fp8_is_nan(a->a[i], DSV4_FP8_E4M3FN))
-            return dsv4_fail(st, DSV4_EINPUT, "a[%" PRId64 ", %" PRId64 "] is a NaN code", i / (G * K), i % (G * K));
-    for (int64_t i = 0; i < G * R * K; i++)
-        if (fp8_is_nan(a->w[i], DSV4_FP8_E4M3FN))
-            return dsv4_fail(st, DSV4_EINPUT, "wo_a[%" PRId64 ", %" PRId64 "] is a NaN code", i / K, i % K);
-    for (int64_t i = 0; i < T * G * KB; i++)
+    int64_t i = first_e4m3_nan(a->a, T * G * K);
+    if (i >= 0)
+        return dsv4_fail(st, DSV4_EINPUT, "a[%" PRId64 ", %" PRId64 "] is a NaN code", i / (G * K), i % (G * K));
+    if ((i = first_e4m3_nan(a->w, G * R * K)) >= 0)
+        return dsv4_fail(st, DSV4_EINPUT, "wo_a[%" PRId64 ", %" PRId64 "] is a NaN code", i / K, i % K);
+    for (i = 0; i < T * G * KB; i++)
         if (a->a_scale[i] == 0xFF)
             return dsv4_fail(st, DSV4_EINPUT, "a_scale flat element %" PRId64 " is the e8m0 NaN 0xFF", i);
-    for (int64_t i = 0; i < G * R * KB; i++)
+    for (i = 0; i < G * R * KB; i++)
         if (a->w_scale[i] == 0xFF)
             return dsv4_fail(st, DSV4_EINPUT, "wo_a scale flat element %" PRId64 " is the e8m0 NaN 0xFF", i);
     if (T == 0 || R == 0)
         return DSV4_OK;
-    double lut[256];
+    double lut[256], pow2[256];
     decode_lut(DSV4_FP8_E4M3FN, lut);
-    const int64_t tiles_r = (R + BMM_TILE - 1) / BMM_TILE, ntiles = (T + BMM_TILE - 1) / BMM_TILE * tiles_r;
-    const int nw = dsv4_parallel_workers(ntiles, 1);
-    double *A = malloc((size_t)(2 * T * K + 1) * sizeof *A), *W = malloc((size_t)(2 * R * K + 1) * sizeof *W);
-    double *P = malloc((size_t)nw * 2 * BMM_TILE * BMM_TILE * sizeof *P);
-    int rc = A && W && P ? DSV4_OK : dsv4_fail(st, DSV4_ERUNTIME, "wo_a bmm: out of memory");
-    for (int64_t g = 0; g < G && !rc; g++) {
-        for (int64_t t = 0; t < T; t++) /* group g's operands, exact in double */
-            for (int64_t k = 0; k < K; k++) {
-                A[t * K + k] = lut[a->a[t * G * K + g * K + k]];
-                A[T * K + t * K + k] = fabs(A[t * K + k]);
-            }
-        bmm_job j = {a, g, tiles_r, A, A + T * K, W, W + R * K, out, gauge, P};
-        bmm_wjob wj = {a, g, lut, W};
-        if ((rc = dsv4_parallel_for(R, 16, 0, bmm_decode_w, &wj, st)))
-            break;
-        rc = dsv4_parallel_for(ntiles, 1, DSV4_PAR_BLAS, bmm_tiles, &j, st);
+    for (int b = 0; b < 256; b++)
+        pow2[b] = dsv4_e8m0_to_f64((uint8_t)b);
+    const int64_t nrb = (R + BMM_RB - 1) / BMM_RB, tp = (T + BMM_TB - 1) / BMM_TB * BMM_TB;
+    const int nw = dsv4_parallel_workers(nrb, 1);
+    double *at = malloc((size_t)((gauge ? 2 : 1) * tp * K + 1) * sizeof *at);
+    double *scratch = malloc((size_t)nw * bmm_scratch(tp) * sizeof *scratch);
+    int rc = at && scratch ? DSV4_OK : dsv4_fail(st, DSV4_ERUNTIME, "wo_a bmm: out of memory");
+    for (int64_t g = 0; g < G && !rc; g++) { /* items never cross groups (docs/semantics/gemm.md A10.3) */
+        bmm_job j = {a, lut, pow2, g, tp, at, out, gauge, scratch};
+        if (!(rc = dsv4_parallel_for(tp, 16, 0, bmm_decode_a, &j, st)))
+            rc = dsv4_parallel_for(nrb, 1, 0, bmm_items, &j, st);
     }
-    free(A), free(W), free(P);
+    free(at), free(scratch);
     return rc;
 }

@@ -73,13 +73,27 @@ int64_t dsv4_idx_scale_offset(const dsv4_idx_layout *L, int64_t p, int s)
 void dsv4_idx_read_entry(const dsv4_idx_layout *L, const uint8_t *page, int64_t p, uint8_t *values,
                          uint8_t *scales)
 {
-    /* the value bytes are contiguous in runs of d_per_tile (shuffled) or
-     * all of them (natural) */
-    const int run = L->shuffled ? (int)L->d_per_tile : L->head_dim / 2;
-    for (int b = 0; b < L->head_dim / 2; b += run)
-        memcpy(values + b, page + dsv4_idx_value_offset(L, p, b), (size_t)run);
-    for (int s = 0; s < L->head_dim / 32; s++)
-        scales[s] = page[dsv4_idx_scale_offset(L, p, s)];
+    const int64_t tb = L->head_dim / 2, nb = L->head_dim / 32, base = L->page_entries * tb;
+    if (!L->shuffled) {
+        memcpy(values, page + p * tb, (size_t)tb);
+        memcpy(scales, page + base + p * nb, (size_t)nb);
+        return;
+    }
+    /* dsv4_idx_value_offset / dsv4_idx_scale_offset with the entry's terms
+     * taken out: value runs of Dt bytes N*Dt apart, scale s at
+     * (s % L) N S_HI + s / L (the hot path of the logits' key decode) */
+    const int64_t N = L->n_per_tile, Dt = L->d_per_tile, grp = p / N, lane = p % N;
+    const uint8_t *src = page + grp * N * tb + lane * Dt;
+    if (Dt == 16) /* a fixed-size copy: no library call */
+        for (int64_t b = 0; b < tb; b += 16, src += N * 16)
+            memcpy(values + b, src, 16);
+    else
+        for (int64_t b = 0; b < tb; b += Dt, src += N * Dt)
+            memcpy(values + b, src, (size_t)Dt);
+    const uint8_t *sc = page + base + grp * N * nb + lane * L->s_hi;
+    for (int hi = 0; hi < L->s_hi; hi++) /* s = hi * scale_lanes + lo, without a division */
+        for (int lo = 0; lo < L->scale_lanes; lo++)
+            scales[hi * L->scale_lanes + lo] = sc[(int64_t)lo * N * L->s_hi + hi];
 }
 
 void dsv4_idx_write_entry(const dsv4_idx_layout *L, uint8_t *page, int64_t p, const uint8_t *values,

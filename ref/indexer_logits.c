@@ -10,6 +10,7 @@
 #include <cblas.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,6 +155,20 @@ static double exact_dot(const uint8_t *qv, const uint8_t *qs, const uint8_t *kv,
 static const float half_code[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
                                     0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
+/* half_code of both nibbles of a byte (low first): one look-up per byte. */
+typedef struct half_pair {
+    float lo, hi;
+} half_pair;
+
+static half_pair half_pairs[256];
+static pthread_once_t half_pairs_once = PTHREAD_ONCE_INIT;
+
+static void half_pairs_init(void)
+{
+    for (int b = 0; b < 256; b++)
+        half_pairs[b] = (half_pair){half_code[b & 15], half_code[b >> 4]};
+}
+
 /* 2^e as fp32 for e in [-127, 127] (2^-127 is a subnormal). */
 static inline float pow2_f32(int e) { return dsv4_f32_of_bits(e >= -126 ? (uint32_t)(e + 127) << 23 : 0x00400000u); }
 
@@ -169,8 +184,9 @@ static void dequant_f32(const uint8_t *v, const uint8_t *s, int D, opstat o, flo
     for (int b = 0; b < D / 32; b++) {
         const float m = pow2_f32((int)s[b] - 127);
         for (int i = b * 16; i < b * 16 + 16; i++) {
-            out[2 * i] = half_code[v[i] & 15] * m;
-            out[2 * i + 1] = half_code[v[i] >> 4] * m;
+            const half_pair h = half_pairs[v[i]];
+            out[2 * i] = h.lo * m;
+            out[2 * i + 1] = h.hi * m;
         }
     }
 }
@@ -206,8 +222,6 @@ typedef struct req_keys {
     uint8_t *v, *s; /* [nk, D/2], [nk, D/32] natural order */
     float *kd;      /* [nk, D] */
     opstat *st;
-    opstat all;     /* over all keys: emin/emax of non-zero keys, wild if any */
-    int any_nonzero;
 } req_keys;
 
 static void req_keys_free(req_keys *k)
@@ -224,21 +238,35 @@ typedef struct keys_job {
     req_keys *k;
 } keys_job;
 
+/* Keys [j0, j1) of request b into v, s, st, kd (index 0 = key j0). */
+static void decode_keys(const dsv4_idx_logits_args *a, int64_t b, int64_t j0, int64_t j1, uint8_t *v, uint8_t *s,
+                        opstat *st, float *kd)
+{
+    const int D = a->D;
+    const int64_t P = a->L->page_entries, pb = dsv4_idx_page_bytes(a->L);
+    for (int64_t j = j0; j < j1; j++) {
+        const int32_t pg = a->block_table[b * a->max_blocks + j / P];
+        const int64_t i = j - j0;
+#if defined(__GNUC__)
+        /* pages lie anywhere (the block table): the next one is fetched
+         * while this one is decoded, as no hardware prefetcher can guess it */
+        if ((j == j0 || j % P == 0) && (j / P + 1) * P < j1)
+            for (int64_t off = 0; off < pb; off += 64)
+                __builtin_prefetch(a->cache + (int64_t)a->block_table[b * a->max_blocks + j / P + 1] * pb + off);
+#endif
+        dsv4_idx_read_entry(a->L, a->cache + (int64_t)pg * pb, j % P, v + i * (D / 2), s + i * (D / 32));
+        st[i] = stat_of(v + i * (D / 2), s + i * (D / 32), D);
+        dequant_f32(v + i * (D / 2), s + i * (D / 32), D, st[i], kd + i * D);
+    }
+}
+
 static int keys_range(void *ctx, int64_t j0, int64_t j1, int worker, dsv4_status *st)
 {
     (void)worker, (void)st;
     const keys_job *kj = ctx;
-    const dsv4_idx_logits_args *a = kj->a;
+    const int D = kj->a->D;
     req_keys *k = kj->k;
-    const int D = a->D;
-    const int64_t P = a->L->page_entries, pb = dsv4_idx_page_bytes(a->L);
-    for (int64_t j = j0; j < j1; j++) {
-        const int32_t pg = a->block_table[kj->b * a->max_blocks + j / P];
-        uint8_t *v = k->v + j * (D / 2), *s = k->s + j * (D / 32);
-        dsv4_idx_read_entry(a->L, a->cache + (int64_t)pg * pb, j % P, v, s);
-        k->st[j] = stat_of(v, s, D);
-        dequant_f32(v, s, D, k->st[j], k->kd + j * D);
-    }
+    decode_keys(kj->a, kj->b, j0, j1, k->v + j0 * (D / 2), k->s + j0 * (D / 32), k->st + j0, k->kd + j0 * D);
     return DSV4_OK;
 }
 
@@ -255,31 +283,20 @@ static int load_keys(const dsv4_idx_logits_args *a, int64_t b, int64_t nk, req_k
     if (!k->v || !k->s || !k->kd || !k->st)
         return dsv4_fail(st, DSV4_ERUNTIME, "out of memory (keys of request %" PRId64 ")", b);
     keys_job kj = {a, b, k};
-    int rc = dsv4_parallel_for(nk, 256, 0, keys_range, &kj, st);
-    k->all = (opstat){1000, -1000, 1, 0};
-    for (int64_t j = 0; !rc && j < nk; j++) {
-        const opstat o = k->st[j];
-        k->all.wild |= o.wild;
-        if (!o.zero && !o.wild) {
-            k->all.zero = 0;
-            k->all.emin = o.emin < k->all.emin ? o.emin : k->all.emin;
-            k->all.emax = o.emax > k->all.emax ? o.emax : k->all.emax;
-        }
-    }
-    return rc;
+    return dsv4_parallel_for(nk, 256, 0, keys_range, &kj, st);
 }
 
 /* Row-block x key-chunk tiles of the GEMM (sized for the L2/L3 caches). */
 #define ROWS_PER_TILE 512
 #define KEYS_PER_TILE 1024
 
-struct tile_ctx;
 typedef struct tile_ctx {
     const dsv4_idx_logits_args *a;
-    const req_keys *k;
+    const uint8_t *kv, *ks; /* the tile's keys (index 0 = key j0): [nc, D/2], [nc, D/32] */
+    const opstat *kst;
     const uint8_t *qv, *qs; /* this row block's q: [rb*H, D/2], [rb*H, D/32] */
     const opstat *qst;
-    const int *row_exact;   /* per row-head: exact against every key */
+    const int *row_exact;   /* per row-head: exact against every key of the tile */
     int64_t r0, rb, j0, nc;
     const int64_t *ends;
     float *C0, *C1;         /* GEMM tiles [rb*H, nc] */
@@ -325,11 +342,10 @@ static void tile_ideal(const tile_ctx *t, double *logits, int64_t ri0, int64_t s
                 continue;
             }
             for (int64_t j = 0; j < n; j++) {
-                const int64_t key = t->j0 + j;
-                double s = pair_exact(t->qst[rh], t->k->st[key])
+                double s = pair_exact(t->qst[rh], t->kst[j])
                                ? (double)c[j]
-                               : exact_dot(t->qv + rh * (D / 2), t->qs + rh * (D / 32), t->k->v + key * (D / 2),
-                                           t->k->s + key * (D / 32), D, 0);
+                               : exact_dot(t->qv + rh * (D / 2), t->qs + rh * (D / 32), t->kv + j * (D / 2),
+                                           t->ks + j * (D / 32), D, 0);
                 acc[j] += relu_d(s) * w;
             }
         }
@@ -352,12 +368,12 @@ static void tile_faithful(const tile_ctx *t, double *logits)
             const int64_t key = t->j0 + j;
             for (int h = 0; h < H; h++) {
                 const int64_t rh = ri * H + h;
-                if (pair_exact(t->qst[rh], t->k->st[key])) { /* both halves exact in fp32 */
+                if (pair_exact(t->qst[rh], t->kst[j])) { /* both halves exact in fp32 */
                     s[h] = t->C0[rh * t->nc + j] + t->C1[rh * t->nc + j];
                     continue;
                 }
                 const uint8_t *qv = t->qv + rh * (D / 2), *qs = t->qs + rh * (D / 32);
-                const uint8_t *kv = t->k->v + key * (D / 2), *ks = t->k->s + key * (D / 32);
+                const uint8_t *kv = t->kv + j * (D / 2), *ks = t->ks + j * (D / 32);
                 /* first MFMA rounds the exact chunk once; the second adds its
                  * exact chunk to the fp32 accumulator, rounded once (computed
                  * in double: a double rounding only for spans > 2^29). */
@@ -382,10 +398,10 @@ static void tile_bound(const tile_ctx *t, double *bound)
             double b = 0;
             for (int h = 0; h < H; h++) {
                 const int64_t rh = ri * H + h;
-                double s = (!t->qst[rh].wild && !t->k->st[key].wild)
+                double s = (!t->qst[rh].wild && !t->kst[j].wild)
                                ? (double)t->C1[rh * t->nc + j] * (1 + 0x1p-16)
-                               : exact_dot(t->qv + rh * (D / 2), t->qs + rh * (D / 32), t->k->v + key * (D / 2),
-                                           t->k->s + key * (D / 32), D, 1);
+                               : exact_dot(t->qv + rh * (D / 2), t->qs + rh * (D / 32), t->kv + j * (D / 2),
+                                           t->ks + j * (D / 32), D, 1);
                 b += fabs((double)a->weights[r * H + h]) * s;
             }
             bound[r * a->width + key] = isfinite(b) ? b : INFINITY;
@@ -410,7 +426,7 @@ static void abs_copy(const float *x, float *y, int64_t n)
 
 /* The q side of a row block: codes, stats, fp32 values (and |q| for the
  * bound). */
-static void setup_rows(const dsv4_idx_logits_args *a, const req_keys *k, row_block *rbk, int want_bound)
+static void setup_rows(const dsv4_idx_logits_args *a, row_block *rbk, int want_bound)
 {
     const int H = a->H, D = a->D;
     for (int64_t ri = 0; ri < rbk->rb; ri++)
@@ -421,29 +437,76 @@ static void setup_rows(const dsv4_idx_logits_args *a, const req_keys *k, row_blo
             opstat o = stat_of(rbk->qv + rh * (D / 2), rbk->qs + rh * (D / 32), D);
             rbk->qst[rh] = o;
             dequant_f32(rbk->qv + rh * (D / 2), rbk->qs + rh * (D / 32), D, o, rbk->qd + rh * D);
-            rbk->row_exact[rh] = !o.wild && !k->all.wild &&
-                                 (o.zero || k->all.zero || pair_exact(o, k->all));
         }
     if (want_bound)
         abs_copy(rbk->qd, rbk->qa, rbk->rb * H * D);
 }
 
-/* Key tiles [tile0, tile1) of a set-up row block against request's keys. */
-static void run_tiles(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, const req_keys *k, row_block *rbk,
-                      float *C0, float *C1, double *acc, double *logits, double *bound, int64_t tile0, int64_t tile1)
+/* Rows [r0, r0 + rb) as the row block: their ends and the largest. */
+static void set_rows(const dsv4_idx_logits_args *a, row_block *rbk, int64_t r0, int64_t rb)
+{
+    rbk->r0 = r0;
+    rbk->rb = rb;
+    rbk->maxend = 0;
+    for (int64_t ri = 0; ri < rb; ri++) {
+        rbk->ends[ri] = dsv4_idx_row_end(a, r0 + ri);
+        rbk->maxend = rbk->ends[ri] > rbk->maxend ? rbk->ends[ri] : rbk->maxend;
+    }
+}
+
+/* One worker's buffers: the row block, the GEMM tiles, and one tile's keys
+ * (decoded there when the request's keys are not decoded as a whole). */
+typedef struct logits_buf {
+    row_block rbk;
+    float *C0, *C1;
+    double *acc;
+    uint8_t *kv, *ks;
+    opstat *kst;
+    float *kd;
+} logits_buf;
+
+/* Key tiles [tile0, tile1) of a set-up row block of request b: the keys
+ * from k (decoded per request), or decoded here per tile when k is NULL.
+ * row_exact is per tile (a fast path only: it holds just when every pair
+ * of the row-head with the tile's keys is exact, which gives the same sums). */
+static void run_tiles(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, const req_keys *k, int64_t b,
+                      logits_buf *w, double *logits, double *bound, int64_t tile0, int64_t tile1)
 {
     const int H = a->H, D = a->D;
+    row_block *rbk = &w->rbk;
     const int64_t M = rbk->rb * H;
+    float *C0 = w->C0, *C1 = w->C1;
     for (int64_t tile = tile0; tile < tile1 && tile * KEYS_PER_TILE < rbk->maxend; tile++) {
         const int64_t j0 = tile * KEYS_PER_TILE;
         const int64_t nc = rbk->maxend - j0 < KEYS_PER_TILE ? rbk->maxend - j0 : KEYS_PER_TILE;
-        tile_ctx t = {a, k, rbk->qv, rbk->qs, rbk->qst, rbk->row_exact, rbk->r0, rbk->rb, j0, nc, rbk->ends,
-                      C0, C1, acc};
-        const float *kd = k->kd + j0 * D;
+        const uint8_t *kv, *ks;
+        const opstat *kst;
+        const float *kd;
+        if (k) {
+            kv = k->v + j0 * (D / 2), ks = k->s + j0 * (D / 32), kst = k->st + j0, kd = k->kd + j0 * D;
+        } else {
+            decode_keys(a, b, j0, j0 + nc, w->kv, w->ks, w->kst, w->kd);
+            kv = w->kv, ks = w->ks, kst = w->kst, kd = w->kd;
+        }
+        opstat all = {1000, -1000, 1, 0}; /* the tile's keys: emin/emax of non-zero keys, wild if any */
+        for (int64_t j = 0; j < nc; j++) {
+            all.wild |= kst[j].wild;
+            if (!kst[j].zero && !kst[j].wild) {
+                all.zero = 0;
+                all.emin = kst[j].emin < all.emin ? kst[j].emin : all.emin;
+                all.emax = kst[j].emax > all.emax ? kst[j].emax : all.emax;
+            }
+        }
+        for (int64_t rh = 0; rh < M; rh++) {
+            const opstat o = rbk->qst[rh];
+            rbk->row_exact[rh] = !o.wild && !all.wild && (o.zero || all.zero || pair_exact(o, all));
+        }
+        tile_ctx t = {a, kv, ks, kst, rbk->qv, rbk->qs, rbk->qst, rbk->row_exact, rbk->r0, rbk->rb, j0, nc,
+                      rbk->ends, C0, C1, w->acc};
         if (mode == DSV4_IDX_IDEAL) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nc, D, 1.0f, rbk->qd, D, kd, D,
                         0.0f, C0, (int)nc);
-            tile_ideal(&t, logits, 0, 1, acc);
+            tile_ideal(&t, logits, 0, 1, w->acc);
         } else {
             /* The two K = 64 halves (docs/semantics/indexer.md Q6.2 step 1: two chained MFMAs). */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nc, D / 2, 1.0f, rbk->qd, D, kd,
@@ -461,18 +524,12 @@ static void run_tiles(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, const r
     }
 }
 
-/* One worker's buffers. */
-typedef struct logits_buf {
-    row_block rbk;
-    float *C0, *C1;
-    double *acc;
-} logits_buf;
-
 static void buf_free(logits_buf *w)
 {
     free(w->C0), free(w->C1), free(w->acc);
     free(w->rbk.qv), free(w->rbk.qs), free(w->rbk.qd), free(w->rbk.qa), free(w->rbk.ka), free(w->rbk.qst);
     free(w->rbk.row_exact);
+    free(w->kv), free(w->ks), free(w->kst), free(w->kd);
 }
 
 static int buf_alloc(logits_buf *w, int64_t M, int D)
@@ -488,15 +545,20 @@ static int buf_alloc(logits_buf *w, int64_t M, int D)
     w->rbk.ka = malloc((size_t)KEYS_PER_TILE * D * sizeof(float));
     w->rbk.qst = malloc((size_t)M * sizeof *w->rbk.qst);
     w->rbk.row_exact = malloc((size_t)M * sizeof *w->rbk.row_exact);
+    w->kv = malloc((size_t)KEYS_PER_TILE * (D / 2));
+    w->ks = malloc((size_t)KEYS_PER_TILE * (D / 32));
+    w->kst = malloc((size_t)KEYS_PER_TILE * sizeof *w->kst);
+    w->kd = malloc((size_t)KEYS_PER_TILE * D * sizeof *w->kd);
     return w->C0 && w->C1 && w->acc && w->rbk.qv && w->rbk.qs && w->rbk.qd && w->rbk.qa && w->rbk.ka &&
-           w->rbk.qst && w->rbk.row_exact;
+           w->rbk.qst && w->rbk.row_exact && w->kv && w->ks && w->kst && w->kd;
 }
 
 typedef struct logits_job {
     const dsv4_idx_logits_args *a;
     dsv4_idx_mode mode;
     const req_keys *k;
-    int64_t q0, q1, rpt, tiles_per_item, items_per_block;
+    int64_t b, q0, q1, rpt, tiles_per_item, items_per_block;
+    const int64_t *item_start; /* one-block requests: request b's items start at item_start[b] */
     logits_buf *bufs;
     double *logits, *bound;
 } logits_job;
@@ -508,22 +570,38 @@ static int logits_range(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_stat
     (void)st;
     const logits_job *j = ctx;
     logits_buf *w = &j->bufs[worker];
-    row_block *rbk = &w->rbk;
     for (int64_t i = i0; i < i1; i++) {
         const int64_t r0 = j->q0 + i / j->items_per_block * j->rpt;
         const int64_t tile0 = i % j->items_per_block * j->tiles_per_item;
-        rbk->r0 = r0;
-        rbk->rb = j->q1 - r0 < j->rpt ? j->q1 - r0 : j->rpt;
-        rbk->maxend = 0;
-        for (int64_t ri = 0; ri < rbk->rb; ri++) {
-            rbk->ends[ri] = dsv4_idx_row_end(j->a, r0 + ri);
-            rbk->maxend = rbk->ends[ri] > rbk->maxend ? rbk->ends[ri] : rbk->maxend;
-        }
-        if (tile0 * KEYS_PER_TILE >= rbk->maxend)
+        set_rows(j->a, &w->rbk, r0, j->q1 - r0 < j->rpt ? j->q1 - r0 : j->rpt);
+        if (tile0 * KEYS_PER_TILE >= w->rbk.maxend)
             continue;
-        setup_rows(j->a, j->k, rbk, j->bound != NULL);
-        run_tiles(j->a, j->mode, j->k, rbk, w->C0, w->C1, w->acc, j->logits, j->bound, tile0,
-                  tile0 + j->tiles_per_item);
+        setup_rows(j->a, &w->rbk, j->bound != NULL);
+        run_tiles(j->a, j->mode, j->k, j->b, w, j->logits, j->bound, tile0, tile0 + j->tiles_per_item);
+    }
+    return DSV4_OK;
+}
+
+/* Requests whose rows are one row block (decode): item i is request b's
+ * tiles from (i - item_start[b]) * tiles_per_item on, their keys decoded
+ * by the item itself (each key is read by that item alone), so the keys
+ * stay in the cache and every request's tiles spread over the workers. */
+static int block_items_range(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
+{
+    (void)st;
+    const logits_job *j = ctx;
+    const dsv4_idx_logits_args *a = j->a;
+    logits_buf *w = &j->bufs[worker];
+    int64_t b = 0;
+    for (int64_t i = i0; i < i1; i++) {
+        while (j->item_start[b + 1] <= i)
+            b++;
+        const int64_t tile0 = (i - j->item_start[b]) * j->tiles_per_item;
+        if (i == i0 || i == j->item_start[b]) { /* a new request: its rows */
+            set_rows(a, &w->rbk, a->query_start_loc[b], a->query_start_loc[b + 1] - a->query_start_loc[b]);
+            setup_rows(a, &w->rbk, j->bound != NULL);
+        }
+        run_tiles(a, j->mode, NULL, b, w, j->logits, j->bound, tile0, tile0 + j->tiles_per_item);
     }
     return DSV4_OK;
 }
@@ -555,6 +633,7 @@ int dsv4_ref_mqa_logits(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, doubl
     int rc = dsv4_idx_logits_check(a, st);
     if (rc)
         return rc;
+    pthread_once(&half_pairs_once, half_pairs_init);
     init_job ij = {a->width, logits, bound};
     if ((rc = dsv4_parallel_for(a->rows, 64, 0, init_range, &ij, st)))
         return rc;
@@ -569,14 +648,37 @@ int dsv4_ref_mqa_logits(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, doubl
             buf_free(&bufs[made]);
             rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory (logits tiles)");
         }
+    /* Per request: its key count (the largest row end) and tiles; requests
+     * whose rows are one row block go together as one parallel loop over
+     * their tiles (item_start), the others one by one. */
+    int64_t *nkeys = malloc((size_t)(a->B + 1) * sizeof *nkeys), *item_start = malloc((size_t)(a->B + 1) * sizeof *item_start);
+    if (!rc && (!nkeys || !item_start))
+        rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory (logits tiles)");
+    int64_t block_tiles = 0;
     for (int64_t b = 0; b < a->B && !rc; b++) {
         const int64_t q0 = a->query_start_loc[b], q1 = a->query_start_loc[b + 1];
-        int64_t nk = 0;
+        nkeys[b] = 0;
         for (int64_t r = q0; r < q1; r++) {
             int64_t e = dsv4_idx_row_end(a, r);
-            nk = e > nk ? e : nk;
+            nkeys[b] = e > nkeys[b] ? e : nkeys[b];
         }
-        if (nk == 0)
+        if (q1 - q0 <= rpt)
+            block_tiles += (nkeys[b] + KEYS_PER_TILE - 1) / KEYS_PER_TILE;
+    }
+    if (!rc && block_tiles > 0) {
+        const int64_t tiles_per_item = block_tiles >= 8 * nthreads ? 2 : 1; /* 2: half the q set-ups */
+        item_start[0] = 0;
+        for (int64_t b = 0; b < a->B; b++) {
+            const int64_t one_block = a->query_start_loc[b + 1] - a->query_start_loc[b] <= rpt;
+            const int64_t ntiles = (nkeys[b] + KEYS_PER_TILE - 1) / KEYS_PER_TILE;
+            item_start[b + 1] = item_start[b] + (one_block ? (ntiles + tiles_per_item - 1) / tiles_per_item : 0);
+        }
+        logits_job j = {a, mode, NULL, 0, 0, 0, rpt, tiles_per_item, 1, item_start, bufs, logits, bound};
+        rc = dsv4_parallel_for(item_start[a->B], 1, DSV4_PAR_BLAS, block_items_range, &j, st);
+    }
+    for (int64_t b = 0; b < a->B && !rc; b++) {
+        const int64_t q0 = a->query_start_loc[b], q1 = a->query_start_loc[b + 1], nk = nkeys[b];
+        if (nk == 0 || q1 - q0 <= rpt)
             continue;
         req_keys k;
         if ((rc = load_keys(a, b, nk, &k, st))) {
@@ -584,17 +686,18 @@ int dsv4_ref_mqa_logits(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, doubl
             break;
         }
         /* Work items: whole row blocks when there are enough of them, else
-         * a row block's key tiles split into groups (decode rows). */
+         * a row block's key tiles split into groups. */
         const int64_t nrb = (q1 - q0 + rpt - 1) / rpt, ntiles = (nk + KEYS_PER_TILE - 1) / KEYS_PER_TILE;
         int64_t per_block = 1;
         if (nrb < 2 * nthreads)
             per_block = ntiles < 2 * nthreads ? ntiles : 2 * nthreads;
         const int64_t tiles_per_item = (ntiles + per_block - 1) / per_block;
         per_block = (ntiles + tiles_per_item - 1) / tiles_per_item;
-        logits_job j = {a, mode, &k, q0, q1, rpt, tiles_per_item, per_block, bufs, logits, bound};
+        logits_job j = {a, mode, &k, b, q0, q1, rpt, tiles_per_item, per_block, NULL, bufs, logits, bound};
         rc = dsv4_parallel_for(nrb * per_block, 1, DSV4_PAR_BLAS, logits_range, &j, st);
         req_keys_free(&k);
     }
+    free(nkeys), free(item_start);
     for (int w = 0; w < made; w++)
         buf_free(&bufs[w]);
     free(bufs);

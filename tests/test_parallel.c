@@ -140,7 +140,9 @@ static const char medium_suite[] =
     "  - {name: logits, op: paged_mxfp4_mqa_logits, params: {heads: 64, seq_lens: [5000, 300, 2600],"
     " query_lens: [20, 1, 3]}}\n"
     "  - {name: logits_dec, op: paged_mxfp4_mqa_logits, variant: \"mode=faithful\", params: {heads: 32,"
-    " seq_lens: [9000], query_lens: [1]}}\n";
+    " seq_lens: [9000], query_lens: [1]}}\n"
+    "  - {name: logits_batch, op: paged_mxfp4_mqa_logits, params: {heads: 64, wild: 2, seq_lens: [6000, 3000,"
+    " 9000, 17, 4100, 40], query_lens: [1, 1, 2, 1, 8, 9]}}\n";
 
 /* The reference's outputs of case i at n threads (the caller frees them). */
 static void reference_at(const dsv4_case *c, int n, dsv4_tensors *in, dsv4_tensors *out)
