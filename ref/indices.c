@@ -11,6 +11,21 @@
 /* Tokens per parallel chunk of the index builders. */
 #define TOKEN_GRAIN 64
 
+/* Defines name, a dsv4_par_fn that runs the per-item check check(ctx, i, st)
+ * on every item of its range and stops at the first failure (a macro, so the
+ * check stays inlined in the loop). */
+#define CHECK_RANGE_OF(name, check)                                                          \
+    static int name(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)         \
+    {                                                                                        \
+        (void)worker;                                                                        \
+        for (int64_t i = i0; i < i1; i++) {                                                  \
+            int rc = check(ctx, i, st);                                                      \
+            if (rc)                                                                          \
+                return rc;                                                                   \
+        }                                                                                    \
+        return DSV4_OK;                                                                      \
+    }
+
 /* Torch's .to(int32) (and int32 tensor arithmetic) wraps modulo 2^32; do the
  * same without signed-overflow UB. */
 static inline int32_t wrap_i32(int64_t v)
@@ -264,16 +279,7 @@ static inline int gtopk_check_token(const gtopk_job *j, int64_t t, dsv4_status *
     return DSV4_OK;
 }
 
-static int gtopk_check_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
-{
-    (void)worker;
-    for (int64_t t = t0; t < t1; t++) {
-        int rc = gtopk_check_token(ctx, t, st);
-        if (rc)
-            return rc;
-    }
-    return DSV4_OK;
-}
+CHECK_RANGE_OF(gtopk_check_range, gtopk_check_token)
 
 /* The arguments' shapes (the token checks run with the work). */
 static int gtopk_check_shape(const dsv4_gtopk_args *a, dsv4_gtopk_variant v, dsv4_status *st)
@@ -487,16 +493,7 @@ static inline int pftopk_check_row(const pftopk_job *j, int64_t i, dsv4_status *
     return DSV4_OK;
 }
 
-static int pftopk_check_range(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
-{
-    (void)worker;
-    for (int64_t i = i0; i < i1; i++) {
-        int rc = pftopk_check_row(ctx, i, st);
-        if (rc)
-            return rc;
-    }
-    return DSV4_OK;
-}
+CHECK_RANGE_OF(pftopk_check_range, pftopk_check_row)
 
 /* The arguments' shapes and query_start_loc (the rows are checked with
  * the work). */

@@ -230,53 +230,21 @@ DSV4_HOT_INLINE uint8_t scale_byte(dsv4_mx_rule rule, float amax)
     }
 }
 
-uint8_t dsv4_mx_fp4_scale_ceil_f32log2(float amax)
-{
-    pthread_once(&ceil_log2_once, ceil_log2_init);
-    return fp4_scale_ceil_f32log2(amax);
-}
-
-uint8_t dsv4_mx_fp4_scale_ceil(float amax)
-{
-    pthread_once(&ceil_log2_once, ceil_log2_init);
-    return fp4_scale_ceil(amax);
-}
-
-uint8_t dsv4_mx_fp4_scale_even(float amax)
-{
-    pthread_once(&ceil_log2_once, ceil_log2_init);
-    return fp4_scale_even(amax);
-}
-
-uint8_t dsv4_mx_fp4_scale_ocp(float amax)
-{
-    pthread_once(&ceil_log2_once, ceil_log2_init);
-    return fp4_scale_ocp(amax);
-}
-
-uint8_t dsv4_mx_fp8_scale_ceil(float amax)
-{
-    pthread_once(&ceil_log2_once, ceil_log2_init);
-    return fp8_scale_ceil(amax);
-}
-
-uint8_t dsv4_mx_fp8_scale_ceil_f32log2(float amax)
-{
-    pthread_once(&ceil_log2_once, ceil_log2_init);
-    return fp8_scale_ceil_f32log2(amax);
-}
-
-uint8_t dsv4_mx_fp8_scale_floor(float amax)
-{
-    pthread_once(&ceil_log2_once, ceil_log2_init);
-    return fp8_scale_floor(amax);
-}
-
 uint8_t dsv4_mx_scale_byte(dsv4_mx_rule rule, float amax)
 {
     pthread_once(&ceil_log2_once, ceil_log2_init);
     return scale_byte(rule, amax);
 }
+
+/* The per-rule entry points: one dispatcher behind them all, so the table
+ * set-up (pthread_once) stands in one place. */
+uint8_t dsv4_mx_fp4_scale_ceil_f32log2(float amax) { return dsv4_mx_scale_byte(DSV4_MX_FP4_CEIL_F32LOG2, amax); }
+uint8_t dsv4_mx_fp4_scale_ceil(float amax) { return dsv4_mx_scale_byte(DSV4_MX_FP4_CEIL, amax); }
+uint8_t dsv4_mx_fp4_scale_even(float amax) { return dsv4_mx_scale_byte(DSV4_MX_FP4_EVEN, amax); }
+uint8_t dsv4_mx_fp4_scale_ocp(float amax) { return dsv4_mx_scale_byte(DSV4_MX_FP4_OCP, amax); }
+uint8_t dsv4_mx_fp8_scale_ceil(float amax) { return dsv4_mx_scale_byte(DSV4_MX_FP8_CEIL, amax); }
+uint8_t dsv4_mx_fp8_scale_ceil_f32log2(float amax) { return dsv4_mx_scale_byte(DSV4_MX_FP8_CEIL_F32LOG2, amax); }
+uint8_t dsv4_mx_fp8_scale_floor(float amax) { return dsv4_mx_scale_byte(DSV4_MX_FP8_FLOOR, amax); }
 
 int dsv4_mx_rule_is_fp4(dsv4_mx_rule rule) { return rule <= DSV4_MX_FP4_OCP; }
 
