@@ -422,26 +422,6 @@ DSV4_VECTOR_CLONES static int fp4_rows_range(void *ctx, int64_t t0, int64_t t1, 
     return DSV4_OK;
 }
 
-int dsv4_mx_quant_rows_fp4(const float *x, int64_t T, int64_t W, dsv4_mx_rule rule,
-                           dsv4_mx_elem elem, uint8_t *packed, uint8_t *scales, dsv4_status *st)
-{
-    int rc = check_rows(T, W, rule, 1, st);
-    if (rc)
-        return rc;
-    mx_rows_job j = {x, NULL, W, rule, elem, packed, scales};
-    return dsv4_parallel_for(T, mx_row_grain(W), 0, fp4_rows_range, &j, st);
-}
-
-int dsv4_mx_quant_rows_fp4_bf16(const uint16_t *x, int64_t T, int64_t W, dsv4_mx_rule rule, dsv4_mx_elem elem,
-                                uint8_t *packed, uint8_t *scales, dsv4_status *st)
-{
-    int rc = check_rows(T, W, rule, 1, st);
-    if (rc)
-        return rc;
-    mx_rows_job j = {NULL, x, W, rule, elem, packed, scales};
-    return dsv4_parallel_for(T, mx_row_grain(W), 0, fp4_rows_range, &j, st);
-}
-
 DSV4_VECTOR_CLONES static int fp8_rows_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
 {
     (void)worker, (void)st;
@@ -455,24 +435,36 @@ DSV4_VECTOR_CLONES static int fp8_rows_range(void *ctx, int64_t t0, int64_t t1, 
     return DSV4_OK;
 }
 
+/* What the four row entry points share: the check, then the rows on the
+ * workers. */
+static int quant_rows(mx_rows_job j, int64_t T, int fp4, dsv4_status *st)
+{
+    int rc = check_rows(T, j.W, j.rule, fp4, st);
+    return rc ? rc : dsv4_parallel_for(T, mx_row_grain(j.W), 0, fp4 ? fp4_rows_range : fp8_rows_range, &j, st);
+}
+
+int dsv4_mx_quant_rows_fp4(const float *x, int64_t T, int64_t W, dsv4_mx_rule rule,
+                           dsv4_mx_elem elem, uint8_t *packed, uint8_t *scales, dsv4_status *st)
+{
+    return quant_rows((mx_rows_job){x, NULL, W, rule, elem, packed, scales}, T, 1, st);
+}
+
+int dsv4_mx_quant_rows_fp4_bf16(const uint16_t *x, int64_t T, int64_t W, dsv4_mx_rule rule, dsv4_mx_elem elem,
+                                uint8_t *packed, uint8_t *scales, dsv4_status *st)
+{
+    return quant_rows((mx_rows_job){NULL, x, W, rule, elem, packed, scales}, T, 1, st);
+}
+
 int dsv4_mx_quant_rows_fp8(const float *x, int64_t T, int64_t W, dsv4_mx_rule rule,
                            uint8_t *data, uint8_t *scales, dsv4_status *st)
 {
-    int rc = check_rows(T, W, rule, 0, st);
-    if (rc)
-        return rc;
-    mx_rows_job j = {x, NULL, W, rule, DSV4_MX_ELEM_RNE, data, scales};
-    return dsv4_parallel_for(T, mx_row_grain(W), 0, fp8_rows_range, &j, st);
+    return quant_rows((mx_rows_job){x, NULL, W, rule, DSV4_MX_ELEM_RNE, data, scales}, T, 0, st);
 }
 
 int dsv4_mx_quant_rows_fp8_bf16(const uint16_t *x, int64_t T, int64_t W, dsv4_mx_rule rule, uint8_t *data,
                                 uint8_t *scales, dsv4_status *st)
 {
-    int rc = check_rows(T, W, rule, 0, st);
-    if (rc)
-        return rc;
-    mx_rows_job j = {NULL, x, W, rule, DSV4_MX_ELEM_RNE, data, scales};
-    return dsv4_parallel_for(T, mx_row_grain(W), 0, fp8_rows_range, &j, st);
+    return quant_rows((mx_rows_job){NULL, x, W, rule, DSV4_MX_ELEM_RNE, data, scales}, T, 0, st);
 }
 
 void dsv4_mx_dequant_rows_fp4(const uint8_t *packed, const uint8_t *scales, int64_t T,

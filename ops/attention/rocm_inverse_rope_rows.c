@@ -131,15 +131,9 @@ static int rope_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tens
     return DSV4_OK;
 }
 
-static int rope_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, dsv4_policy *pol,
-                       dsv4_status *st)
-{
-    (void)c, (void)in, (void)output, (void)st;
-    dsv4_policy_float(pol, DSV4_BF16,
-                      "NoPE lanes and rows < rotated exact; RoPE lanes 1 ulp_bf16(|e|+delta) + delta + 2^-24|e|, "
-                      "delta = 3*2^-24(|a c| + |b s|) (fp32 products and sum)");
-    return DSV4_OK;
-}
+DSV4_FLOAT_POLICY(rope_policy, DSV4_BF16,
+                  "NoPE lanes and rows < rotated exact; RoPE lanes 1 ulp_bf16(|e|+delta) + delta + 2^-24|e|, "
+                  "delta = 3*2^-24(|a c| + |b s|) (fp32 products and sum)")
 
 /* The RoPE lanes' bound (derivation at the top); the others stay 0. */
 static int rope_bound(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, double *bound, int64_t n,
