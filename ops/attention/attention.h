@@ -60,6 +60,9 @@ void dsv4_attn_op_hint(dsv4_attn_args_fn fn, const dsv4_opctx *c, const dsv4_ten
                        const dsv4_tensor *expected, const dsv4_tensor *actual, dsv4_cmp_result *res);
 void dsv4_attn_op_locate(dsv4_attn_args_fn fn, const dsv4_opctx *c, const dsv4_tensors *in, int64_t flat,
                          char *buf, size_t len);
+/* Element flat of a [T, H, 512] bf16 output as token t, head h, lane d;
+ * 0 where it lies outside (H < 1 or t >= T), so a locate names nothing. */
+int dsv4_attn_thd_of(int64_t flat, int64_t T, int64_t H, int64_t *t, int64_t *h, int64_t *d);
 
 /* The op callbacks prefix_validate .. prefix_locate, each the shared one
  * above over the op's args function fn. */

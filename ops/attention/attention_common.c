@@ -251,17 +251,25 @@ void dsv4_attn_op_hint(dsv4_attn_args_fn fn, const dsv4_opctx *c, const dsv4_ten
     free(sw), free(nv);
 }
 
+int dsv4_attn_thd_of(int64_t flat, int64_t T, int64_t H, int64_t *t, int64_t *h, int64_t *d)
+{
+    if (H < 1 || flat / (H * D) >= T)
+        return 0;
+    *t = flat / (H * D);
+    *h = flat / D % H;
+    *d = flat % D;
+    return 1;
+}
+
 /* "token t, head h, dim d (NoPE|RoPE), n valid keys" */
 void dsv4_attn_op_locate(dsv4_attn_args_fn fn, const dsv4_opctx *c, const dsv4_tensors *in, int64_t flat,
                          char *buf, size_t len)
 {
     dsv4_attn_args a;
     dsv4_status st = {0};
+    int64_t t, h, d;
     buf[0] = '\0';
-    if (fn(c, in, &a, &st) || a.H < 1)
-        return;
-    const int64_t t = flat / (a.H * D), h = flat / D % a.H, d = flat % D;
-    if (t >= a.T)
+    if (fn(c, in, &a, &st) || !dsv4_attn_thd_of(flat, a.T, a.H, &t, &h, &d))
         return;
     snprintf(buf, len, "token %" PRId64 ", head %" PRId64 ", dim %" PRId64 " (%s), %" PRId64 " valid keys", t, h,
              d, d < DSV4_NOPE_DIM ? "NoPE" : "RoPE", dsv4_attn_count_valid(&a, t));

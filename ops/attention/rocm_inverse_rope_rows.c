@@ -171,11 +171,9 @@ static void rope_locate(const dsv4_opctx *c, const dsv4_tensors *in, const char 
     (void)output;
     dsv4_rope_io r;
     dsv4_status st = {0};
+    int64_t t, h, d;
     buf[0] = '\0';
-    if (dsv4_rope_inputs_of(c, in, &r, &st) || r.H < 1)
-        return;
-    const int64_t t = flat / (r.H * D), h = flat / D % r.H, d = flat % D;
-    if (t >= r.T)
+    if (dsv4_rope_inputs_of(c, in, &r, &st) || !dsv4_attn_thd_of(flat, r.T, r.H, &t, &h, &d))
         return;
     snprintf(buf, len, "token %" PRId64 " (position %" PRId64 "), head %" PRId64 ", dim %" PRId64 " (%s)", t,
              ((const int64_t *)r.pos->data)[t], h, d,
