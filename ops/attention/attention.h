@@ -19,6 +19,9 @@ void dsv4_attn_gen_key_row(dsv4_rng *rng, uint16_t *row);
 void dsv4_attn_gen_q(dsv4_rng *rng, uint16_t *q, int64_t n);
 /* attn_sink [H] from the `sink` parameter: random, none / -inf, or a number. */
 int dsv4_attn_gen_sink(const char *mode, uint64_t seed, float *sink, int64_t H, dsv4_status *st);
+/* The `sink` parameter as every attention generator declares it. */
+#define DSV4_ATTN_SINK_PARAM                                                                                \
+    {"sink", DSV4_P_STR, "random", "generator: attn_sink: random (randn*10), none (-inf), or a number", 1}
 /* query_lens / prefix_lens of a generated batch; one prefix_lens entry
  * applies to every request. */
 int dsv4_attn_req_shape(const dsv4_params *ps, dsv4_req_shape *rs, dsv4_status *st);
@@ -104,6 +107,18 @@ int dsv4_attn_thd_of(int64_t flat, int64_t T, int64_t H, int64_t *t, int64_t *h,
 
 /* Fills o [T, H, 512] from the generator's "o" stream. */
 typedef void (*dsv4_rope_fill_fn)(dsv4_rng *rng, uint16_t *o, int64_t T, int64_t H);
+
+/* The parameters dsv4_rope_rows_generate and dsv4_rope_inputs_of read
+ * (num_tokens_default: the op's default T), and the inputs after o. */
+#define DSV4_ROPE_ROWS_PARAMS(num_tokens_default)                                                          \
+    {"rope_head_dim", DSV4_P_INT, "64", "RoPE lanes at the end of each 512-lane head row", 0},            \
+    {"num_tokens", DSV4_P_INT, num_tokens_default, "generator: T", 1},                                     \
+    {"num_heads", DSV4_P_INT, "8", "generator: H", 1},                                                     \
+    {"max_position", DSV4_P_INT, "512", "generator: rows of cos_sin_cache", 1},                            \
+    {"rope_theta", DSV4_P_FLOAT, "10000", "generator: base of the cos/sin table (SWA layers: rope_theta)", 1}
+#define DSV4_ROPE_POSITION_INPUTS                                                                          \
+    {"positions", DSV4_I64, DSV4_DT_NONE, "[T] the query tokens' own positions"},                          \
+    {"cos_sin_cache", DSV4_F32, DSV4_DT_NONE, "[max_position, rope_head_dim] rows cos | sin"}
 
 /* The inputs o (filled by fill_o), positions in [0, max_position) and the
  * RoPE table; *o_out / *pos_out (may be NULL) get the first two. */

@@ -434,7 +434,7 @@ const dsv4_param_spec dsv4_paged_params[] = {
     {"compress_ratio", DSV4_P_INT, "4", "generator: c (4 or 128; ignored when swa_only)", 1},
     {"topk", DSV4_P_INT, "512", "generator: top-k width", 1},
     DSV4_REQ_SHAPE_BCAST_PARAMS,
-    {"sink", DSV4_P_STR, "random", "generator: attn_sink: random (randn*10), none (-inf), or a number", 1},
+    DSV4_ATTN_SINK_PARAM,
     {"invalid_frac", DSV4_P_FLOAT, "0", "generator: fraction of entries set to -1", 1},
     {"oob_frac", DSV4_P_FLOAT, "0", "generator: fraction of entries set out of range", 1},
     {"empty_rows", DSV4_P_INTLIST, "[]", "generator: tokens whose lists are all -1", 1},

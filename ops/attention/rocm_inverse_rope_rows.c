@@ -32,18 +32,13 @@ static const dsv4_variant rope_variants[] = {
 
 static const dsv4_param_spec rope_params[] = {
     {"rotated", DSV4_P_INT, "0", "leading rows the decode epilogue already rotated (left untouched)", 0},
-    {"rope_head_dim", DSV4_P_INT, "64", "RoPE lanes at the end of each 512-lane head row", 0},
-    {"num_tokens", DSV4_P_INT, "8", "generator: T", 1},
-    {"num_heads", DSV4_P_INT, "8", "generator: H", 1},
-    {"max_position", DSV4_P_INT, "512", "generator: rows of cos_sin_cache", 1},
-    {"rope_theta", DSV4_P_FLOAT, "10000", "generator: base of the cos/sin table (SWA layers: rope_theta)", 1},
+    DSV4_ROPE_ROWS_PARAMS("8"),
     {NULL, 0, NULL, NULL, 0},
 };
 
 static const dsv4_io_spec rope_inputs[] = {
     {"o", DSV4_BF16, DSV4_DT_NONE, "[T, H, 512] attention output (bf16)"},
-    {"positions", DSV4_I64, DSV4_DT_NONE, "[T] the query tokens' own positions"},
-    {"cos_sin_cache", DSV4_F32, DSV4_DT_NONE, "[max_position, rope_head_dim] rows cos | sin"},
+    DSV4_ROPE_POSITION_INPUTS,
     {NULL, 0, 0, NULL},
 };
 

@@ -30,7 +30,7 @@ static const dsv4_param_spec prefill_params[] = {
     {"topk", DSV4_P_INT, "512", "generator: top-k width K", 1},
     DSV4_REQ_SHAPE_BCAST_PARAMS,
     {"max_model_len", DSV4_P_INT, "-1", "generator: for N = ceil(max_model_len / c); -1: longest request", 1},
-    {"sink", DSV4_P_STR, "random", "generator: attn_sink: random (randn*10), none (-inf), or a number", 1},
+    DSV4_ATTN_SINK_PARAM,
     {"invalid_frac", DSV4_P_FLOAT, "0", "generator: fraction of entries set to -1", 1},
     {"oob_frac", DSV4_P_FLOAT, "0", "generator: fraction of entries set out of range (>= rows or <= -2)", 1},
     {"blank_rows", DSV4_P_INTLIST, "[]", "generator: tokens whose index row is all -1 (length kept)", 1},
