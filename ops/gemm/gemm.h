@@ -30,6 +30,10 @@ int dsv4_gemmops_oom(dsv4_status *st);
 int dsv4_gemmops_add_poisoned(dsv4_tensors *out, const char *name, dsv4_dtype dt, int ndim, const int64_t *shape,
                               dsv4_status *st);
 
+/* The output z of both wo_a ops (rocm_inv_rope_einsum, rocm_mxfp8_wo_a_bmm):
+ * "out", bf16 [T, G*R], poisoned. */
+int dsv4_gemmops_add_wo_a_out(dsv4_tensors *out, int64_t T, int64_t G, int64_t R, dsv4_status *st);
+
 /* Adds output name as a copy of the input of that name: an op that updates
  * a cache or state in place leaves what it does not write as it was. */
 int dsv4_gemmops_add_inplace(dsv4_tensors *out, const dsv4_tensors *in, const char *name, dsv4_status *st);

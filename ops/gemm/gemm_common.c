@@ -22,6 +22,12 @@ int dsv4_gemmops_add_poisoned(dsv4_tensors *out, const char *name, dsv4_dtype dt
     return DSV4_OK;
 }
 
+int dsv4_gemmops_add_wo_a_out(dsv4_tensors *out, int64_t T, int64_t G, int64_t R, dsv4_status *st)
+{
+    const int64_t shape[2] = {T, G * R};
+    return dsv4_gemmops_add_poisoned(out, "out", DSV4_BF16, 2, shape, st);
+}
+
 int dsv4_gemmops_add_inplace(dsv4_tensors *out, const dsv4_tensors *in, const char *name, dsv4_status *st)
 {
     const dsv4_tensor *src = dsv4_tensors_get(in, name);

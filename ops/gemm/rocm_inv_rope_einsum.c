@@ -138,10 +138,7 @@ static int einsum_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensor
 {
     dsv4_einsum_args a;
     int rc = einsum_args_of(c, in, &a, st);
-    if (rc)
-        return rc;
-    const int64_t shape[2] = {a.T, a.G * a.R};
-    return dsv4_gemmops_add_poisoned(out, "out", DSV4_BF16, 2, shape, st);
+    return rc ? rc : dsv4_gemmops_add_wo_a_out(out, a.T, a.G, a.R, st);
 }
 
 DSV4_BF16_IDEAL_REFERENCE(einsum_reference, einsum_ideal, "out")

@@ -139,10 +139,7 @@ static int bmm_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *
 {
     dsv4_wo_a_bmm_args b;
     int rc = bmm_args_of(c, in, &b, st);
-    if (rc)
-        return rc;
-    const int64_t shape[2] = {b.T, b.G * b.R};
-    return dsv4_gemmops_add_poisoned(out, "out", DSV4_BF16, 2, shape, st);
+    return rc ? rc : dsv4_gemmops_add_wo_a_out(out, b.T, b.G, b.R, st);
 }
 
 DSV4_BF16_IDEAL_REFERENCE(bmm_reference, bmm_ideal, "out")
