@@ -173,12 +173,13 @@ int dsv4_paged_args_of(const dsv4_paged_names *nm, const dsv4_opctx *c, const ds
 int dsv4_paged_generate(const dsv4_paged_names *nm, const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st);
 
 /* Every callback of a paged op whose inputs are named by names (a static
- * dsv4_paged_names): prefix_generate and those of DSV4_ATTN_OP_CALLBACKS.
- * The fetch contexts must outlive the args: one static slot would not be
- * reentrant, so they live in thread-local storage. */
-#define DSV4_PAGED_ATTN_OP_CALLBACKS(prefix, names)                                                          \
+ * dsv4_paged_names): its exported args function args_fn (declared above),
+ * prefix_generate and those of DSV4_ATTN_OP_CALLBACKS.  The fetch contexts
+ * must outlive the args: one static slot would not be reentrant, so they
+ * live in thread-local storage. */
+#define DSV4_PAGED_ATTN_OP_CALLBACKS(prefix, names, args_fn)                                                 \
     static _Thread_local dsv4_paged_args prefix##_pa;                                                         \
-    static int prefix##_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st) \
+    int args_fn(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)             \
     {                                                                                                         \
         int rc = dsv4_paged_args_of(&names, c, in, &prefix##_pa, st);                                         \
         *a = prefix##_pa.a;                                                                                   \
@@ -188,6 +189,6 @@ int dsv4_paged_generate(const dsv4_paged_names *nm, const dsv4_opctx *c, dsv4_te
     {                                                                                                         \
         return dsv4_paged_generate(&names, c, in, st);                                                        \
     }                                                                                                         \
-    DSV4_ATTN_OP_CALLBACKS(prefix, prefix##_args)
+    DSV4_ATTN_OP_CALLBACKS(prefix, args_fn)
 
 #endif

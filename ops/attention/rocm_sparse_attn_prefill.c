@@ -165,7 +165,7 @@ static int prefill_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *
 }
 
 /* The attention arguments of the dense prefill form. */
-static int prefill_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)
+int dsv4_attn_args_prefill(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)
 {
     const dsv4_tensor *q, *kv, *idx, *len, *sink;
     int rc;
@@ -200,12 +200,7 @@ static int prefill_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_a
     return DSV4_OK;
 }
 
-DSV4_ATTN_OP_CALLBACKS(prefill, prefill_args)
-
-int dsv4_attn_args_prefill(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)
-{
-    return prefill_args(c, in, a, st);
-}
+DSV4_ATTN_OP_CALLBACKS(prefill, dsv4_attn_args_prefill)
 
 const dsv4_op dsv4_op_rocm_sparse_attn_prefill = {
     .name = "rocm_sparse_attn_prefill",
