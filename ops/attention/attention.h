@@ -19,6 +19,13 @@ void dsv4_attn_gen_key_row(dsv4_rng *rng, uint16_t *row);
 void dsv4_attn_gen_q(dsv4_rng *rng, uint16_t *q, int64_t n);
 /* attn_sink [H] from the `sink` parameter: random, none / -inf, or a number. */
 int dsv4_attn_gen_sink(const char *mode, uint64_t seed, float *sink, int64_t H, dsv4_status *st);
+/* The parameters every sparse-attention op declares alike: the softmax
+ * scale its args read, and the generator's heads and window. */
+#define DSV4_ATTN_SCALE_PARAM                                                                               \
+    {"scale", DSV4_P_FLOAT, "0.044194173824159216", "softmax scale, head_dim^-0.5 = 512^-0.5 [S14]", 0}
+#define DSV4_ATTN_HEADS_WINDOW_PARAMS                                                                       \
+    {"num_heads", DSV4_P_INT, "8", "generator: H", 1},                                                      \
+    {"window_size", DSV4_P_INT, "128", "generator: sliding window W", 1}
 /* The `sink` parameter as every attention generator declares it. */
 #define DSV4_ATTN_SINK_PARAM                                                                                \
     {"sink", DSV4_P_STR, "random", "generator: attn_sink: random (randn*10), none (-inf), or a number", 1}

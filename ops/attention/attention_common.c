@@ -427,10 +427,9 @@ int dsv4_paged_args_of(const dsv4_paged_names *nm, const dsv4_opctx *c, const ds
  * [0, (pos + 1) // c) (C4: random distinct, C128: the identity prefix, A5.5)
  * mapped through the block table (A5.7). */
 const dsv4_param_spec dsv4_paged_params[] = {
-    {"scale", DSV4_P_FLOAT, "0.044194173824159216", "softmax scale, 512^-0.5 [S14]", 0},
+    DSV4_ATTN_SCALE_PARAM,
     {"swa_only", DSV4_P_INT, "0", "1: SWA-only layer, no extra (compressed) segment", 0},
-    {"num_heads", DSV4_P_INT, "8", "generator: H", 1},
-    {"window_size", DSV4_P_INT, "128", "generator: sliding window W", 1},
+    DSV4_ATTN_HEADS_WINDOW_PARAMS,
     {"compress_ratio", DSV4_P_INT, "4", "generator: c (4 or 128; ignored when swa_only)", 1},
     {"topk", DSV4_P_INT, "512", "generator: top-k width", 1},
     DSV4_REQ_SHAPE_BCAST_PARAMS,

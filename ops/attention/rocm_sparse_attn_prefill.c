@@ -23,9 +23,8 @@ static const dsv4_variant prefill_variants[] = {
 };
 
 static const dsv4_param_spec prefill_params[] = {
-    {"scale", DSV4_P_FLOAT, "0.044194173824159216", "softmax scale, head_dim^-0.5 = 512^-0.5 [S14]", 0},
-    {"num_heads", DSV4_P_INT, "8", "generator: H", 1},
-    {"window_size", DSV4_P_INT, "128", "generator: sliding window W", 1},
+    DSV4_ATTN_SCALE_PARAM,
+    DSV4_ATTN_HEADS_WINDOW_PARAMS,
     {"compress_ratio", DSV4_P_INT, "4", "generator: c; 0 = SWA-only layer (top-k 0, N 0)", 1},
     {"topk", DSV4_P_INT, "512", "generator: top-k width K", 1},
     DSV4_REQ_SHAPE_BCAST_PARAMS,
