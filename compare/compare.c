@@ -23,17 +23,23 @@ const char *dsv4_cmp_kind_name(dsv4_cmp_kind k)
     return (unsigned)k < 4 ? kind_names[k] : "?";
 }
 
-static void record(dsv4_cmp_result *res, const dsv4_tensor *exp, int64_t i, double e, double a,
-                   double abs_err, double tol, double ulp, dsv4_locate_fn locate, const void *ctx)
+dsv4_mismatch dsv4_mismatch_at(const dsv4_tensor *t, int64_t flat, double e, double a, double abs_err)
 {
     dsv4_mismatch m;
     memset(&m, 0, sizeof m);
-    m.flat = i;
-    dsv4_index_str(exp, i, m.index, sizeof m.index);
+    m.flat = flat;
+    dsv4_index_str(t, flat, m.index, sizeof m.index);
     m.expected = e;
     m.actual = a;
     m.abs_err = abs_err;
     m.rel_err = e != 0 ? abs_err / fabs(e) : (abs_err == 0 ? 0 : INFINITY);
+    return m;
+}
+
+static void record(dsv4_cmp_result *res, const dsv4_tensor *exp, int64_t i, double e, double a,
+                   double abs_err, double tol, double ulp, dsv4_locate_fn locate, const void *ctx)
+{
+    dsv4_mismatch m = dsv4_mismatch_at(exp, i, e, a, abs_err);
     m.ulp_err = ulp > 0 ? abs_err / ulp : 0;
     m.tol = tol;
     if (locate)

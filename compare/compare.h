@@ -70,6 +70,10 @@ typedef struct dsv4_mismatch {
     char where[160];    /* decoded location for layouts (page, token, field) */
 } dsv4_mismatch;
 
+/* The record of element flat of t: its index, expected e, actual a, abs_err
+ * and the relative error from them; ulp_err, tol and where are the caller's. */
+dsv4_mismatch dsv4_mismatch_at(const dsv4_tensor *t, int64_t flat, double e, double a, double abs_err);
+
 typedef struct dsv4_cmp_result {
     char output[DSV4_NAME_MAX];
     dsv4_verdict verdict;

@@ -92,7 +92,6 @@ static int kth_score(const dsv4_tensor *sc, int64_t r, int64_t W, int64_t k, dou
 }
 
 /* Differences of a failing row are not counted as forgiven. */
-static int64_t row_forgiven(int64_t before, int64_t after) { return after - before; }
 
 static double score_of(const dsv4_tensor *sc, int64_t r, int64_t W, int64_t j)
 {
@@ -109,6 +108,32 @@ static void add_item(char *buf, size_t len, int64_t j, double s, int have_scores
         snprintf(buf + n, len - n, " %" PRId64 " (%.6g)", j, s);
     else
         snprintf(buf + n, len - n, " %" PRId64, j);
+}
+
+/* One row's judging: an entry in only one of the two sets is forgiven when
+ * its score ties the k-th within tol (tie_aware), else it counts as bad. */
+typedef struct row_judge {
+    const dsv4_tensor *sc;
+    int64_t r, W;
+    int tie_aware;
+    double kth, tol;
+    int64_t forgiven, nbad;
+} row_judge;
+
+/* The entries of one side only (missing or extra): the first, and a list. */
+typedef struct one_side {
+    char list[160];
+    int64_t first;
+} one_side;
+
+static void judge_one_sided(row_judge *rj, int64_t id, one_side *side)
+{
+    const double v = score_of(rj->sc, rj->r, rj->W, id);
+    const int ok = rj->tie_aware && fabs(v - rj->kth) <= rj->tol;
+    rj->forgiven += ok;
+    rj->nbad += !ok;
+    side->first = side->first < 0 ? id : side->first;
+    add_item(side->list, sizeof side->list, id, v, rj->sc != NULL);
 }
 
 /* Whether row r has a lane in lanes (dsv4_cmp_aux.lanes). */
@@ -160,36 +185,27 @@ int dsv4_compare_index_set(const dsv4_tensor *expected, const dsv4_tensor *actua
         double kth = NAN, rowmax = 0;
         const int tie_aware = sc && s.ne == k && k > 0 && kth_score(sc, r, W, k, buf, &kth, &rowmax);
         const double tol = pol->atol + pol->rtol * rowmax;
-        char miss[160] = "", extra[160] = "";
-        int64_t first_miss = -1, first_extra = -1, nbad = 0;
-        const int64_t forgiven_before = forgiven;
+        row_judge rj = {sc, r, W, tie_aware, kth, tol, 0, 0};
+        one_side miss = {"", -1}, extra = {"", -1};
         int64_t i = 0, j = 0;
         while (i < s.ne || j < s.na) { /* merge of the two sorted sets */
             if (j >= s.na || (i < s.ne && s.e[i] < s.a[j])) {
-                double v = score_of(sc, r, W, s.e[i]);
-                int ok = tie_aware && fabs(v - kth) <= tol;
-                forgiven += ok;
-                nbad += !ok;
-                first_miss = first_miss < 0 ? s.e[i] : first_miss;
-                add_item(miss, sizeof miss, s.e[i], v, sc != NULL);
+                judge_one_sided(&rj, s.e[i], &miss);
                 i++;
             } else if (i >= s.ne || s.a[j] < s.e[i]) {
-                double v = score_of(sc, r, W, s.a[j]);
-                int ok = tie_aware && fabs(v - kth) <= tol;
-                forgiven += ok;
-                nbad += !ok;
-                first_extra = first_extra < 0 ? s.a[j] : first_extra;
-                add_item(extra, sizeof extra, s.a[j], v, sc != NULL);
+                judge_one_sided(&rj, s.a[j], &extra);
                 j++;
             } else {
                 i++;
                 j++;
             }
         }
+        const int64_t nbad = rj.nbad;
         const int pad = s.ne != s.na, invalid = s.bad_entry != INT64_MIN;
-        if (!nbad && !pad && !invalid)
+        if (!nbad && !pad && !invalid) {
+            forgiven += rj.forgiven; /* a failing row's ties are not reported as forgiven */
             continue;
-        forgiven -= row_forgiven(forgiven_before, forgiven);
+        }
         res->bad++;
         unforgiven += nbad;
         pad_rows += pad;
@@ -198,15 +214,15 @@ int dsv4_compare_index_set(const dsv4_tensor *expected, const dsv4_tensor *actua
         memset(&m, 0, sizeof m);
         m.flat = r * k;
         snprintf(m.index, sizeof m.index, "[%" PRId64 "]", r);
-        m.expected = (double)first_miss;
-        m.actual = (double)first_extra;
+        m.expected = (double)miss.first;
+        m.actual = (double)extra.first;
         m.abs_err = (double)nbad;
         if (invalid)
             snprintf(m.where, sizeof m.where, "row %" PRId64 ": invalid or repeated index %" PRId64 " (columns 0..%"
                      PRId64 ")", r, s.bad_entry, W - 1);
         else
             snprintf(m.where, sizeof m.where, "row %" PRId64 ": missing%s; extra%s%s; %" PRId64 " vs %" PRId64
-                     " valid; k-th %.6g, tol %.3g", r, miss[0] ? miss : " none", extra[0] ? extra : " none",
+                     " valid; k-th %.6g, tol %.3g", r, miss.list[0] ? miss.list : " none", extra.list[0] ? extra.list : " none",
                      "", s.na, s.ne, tie_aware ? kth : NAN, tol);
         if (res->n_first < DSV4_CMP_FIRST_N)
             res->first[res->n_first++] = m;

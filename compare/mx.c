@@ -102,14 +102,7 @@ static int block_in_lanes(const mx_geom *g, int fp4, const uint8_t *lanes, int64
 static void add_mismatch(dsv4_cmp_result *res, const dsv4_tensor *t, int64_t flat, double e,
                          double a, double err, double unit, double tol, const char *where)
 {
-    dsv4_mismatch m;
-    memset(&m, 0, sizeof m);
-    m.flat = flat;
-    dsv4_index_str(t, flat, m.index, sizeof m.index);
-    m.expected = e;
-    m.actual = a;
-    m.abs_err = isnan(e - a) ? INFINITY : fabs(a - e);
-    m.rel_err = e != 0 ? m.abs_err / fabs(e) : (m.abs_err == 0 ? 0 : INFINITY);
+    dsv4_mismatch m = dsv4_mismatch_at(t, flat, e, a, isnan(e - a) ? INFINITY : fabs(a - e));
     m.ulp_err = err;
     m.tol = tol * unit;
     snprintf(m.where, sizeof m.where, "%s", where);

@@ -8,19 +8,23 @@
 
 #include "../ref/numerics.h"
 
-void dsv4_policy_exact(dsv4_policy *pol, const char *why)
+/* Every constructor starts from a zeroed policy of its kind. */
+static void policy_start(dsv4_policy *pol, dsv4_cmp_kind kind, dsv4_dtype out_dtype)
 {
     memset(pol, 0, sizeof *pol);
-    pol->kind = DSV4_CMP_EXACT;
-    pol->output_dtype = DSV4_DT_NONE;
+    pol->kind = kind;
+    pol->output_dtype = out_dtype;
+}
+
+void dsv4_policy_exact(dsv4_policy *pol, const char *why)
+{
+    policy_start(pol, DSV4_CMP_EXACT, DSV4_DT_NONE);
     snprintf(pol->rule, sizeof pol->rule, "exact: %s", why);
 }
 
 void dsv4_policy_float(dsv4_policy *pol, dsv4_dtype out_dtype, const char *rule)
 {
-    memset(pol, 0, sizeof *pol);
-    pol->kind = DSV4_CMP_FLOAT;
-    pol->output_dtype = out_dtype;
+    policy_start(pol, DSV4_CMP_FLOAT, out_dtype);
     pol->nan = DSV4_NAN_MATCH;
     snprintf(pol->rule, sizeof pol->rule, "%s", rule);
 }
@@ -35,9 +39,7 @@ void dsv4_policy_sign_test(dsv4_policy *pol)
 
 void dsv4_policy_mx(dsv4_policy *pol, const char *companion, int block, const char *why)
 {
-    memset(pol, 0, sizeof *pol);
-    pol->kind = DSV4_CMP_MX;
-    pol->output_dtype = DSV4_DT_NONE;
+    policy_start(pol, DSV4_CMP_MX, DSV4_DT_NONE);
     pol->block = block;
     snprintf(pol->companion, sizeof pol->companion, "%s", companion);
     snprintf(pol->rule, sizeof pol->rule, "mx: %s", why);
@@ -45,9 +47,7 @@ void dsv4_policy_mx(dsv4_policy *pol, const char *companion, int block, const ch
 
 void dsv4_policy_index_set(dsv4_policy *pol, const char *scores, double rtol, const char *what)
 {
-    memset(pol, 0, sizeof *pol);
-    pol->kind = DSV4_CMP_INDEX_SET;
-    pol->output_dtype = DSV4_DT_NONE;
+    policy_start(pol, DSV4_CMP_INDEX_SET, DSV4_DT_NONE);
     pol->rtol = rtol;
     snprintf(pol->companion, sizeof pol->companion, "%s", scores);
     snprintf(pol->rule, sizeof pol->rule,

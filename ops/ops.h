@@ -55,6 +55,35 @@ void dsv4_fill_topk_row(dsv4_rng *rng, int32_t *row, int64_t Wk, int64_t n, int3
  * factor 1).  The references never recompute it: it is an input, stored in
  * the golden. */
 void dsv4_gen_cos_sin(float *cache, int64_t P, int rd, double theta);
+/* Defines fn, an op's validate callback for an op whose inputs reduce to
+ * one args struct: read_args(c, in, &a, st), then the reference's own
+ * check(&a, st). */
+#define DSV4_VALIDATE_VIA_ARGS(fn, args_type, read_args, check)                                 \
+    static int fn(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)                \
+    {                                                                                           \
+        args_type a;                                                                            \
+        int rc = read_args(c, in, &a, st);                                                      \
+        return rc ? rc : check(&a, st);                                                         \
+    }
+/* Defines fn, the policy callback of an op whose every output has one float
+ * policy: out_dtype with the derivation rule (compare/policy.h). */
+#define DSV4_FLOAT_POLICY(fn, out_dtype, rule)                                                           \
+    static int fn(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, dsv4_policy *pol,    \
+                  dsv4_status *st)                                                                       \
+    {                                                                                                    \
+        (void)c, (void)in, (void)output, (void)st;                                                       \
+        dsv4_policy_float(pol, out_dtype, rule);                                                         \
+        return DSV4_OK;                                                                                  \
+    }
+/* The same for an op whose every output is compared exactly. */
+#define DSV4_EXACT_POLICY(fn, why)                                                                       \
+    static int fn(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, dsv4_policy *pol,    \
+                  dsv4_status *st)                                                                       \
+    {                                                                                                    \
+        (void)c, (void)in, (void)output, (void)st;                                                       \
+        dsv4_policy_exact(pol, why);                                                                     \
+        return DSV4_OK;                                                                                  \
+    }
 /* Fetch an input of the given dtype and rank, or fail naming it. */
 int dsv4_input(const dsv4_tensors *in, const char *name, dsv4_dtype dt, int ndim,
                const dsv4_tensor **out, dsv4_status *st);

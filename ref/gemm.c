@@ -234,15 +234,25 @@ static int tiles_f64(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status 
     return DSV4_OK;
 }
 
-int dsv4_ref_gemm_a8w8_blockscale_f64(const dsv4_gemm_args *a, double *y, dsv4_status *st)
+/* The common start of the GEMM entry points: check the arguments and zero
+ * the [M, N] output (every element is an accumulator); *empty when there is
+ * nothing to accumulate. */
+static int gemm_start(const dsv4_gemm_args *a, void *y, size_t elem_size, int *empty, dsv4_status *st)
 {
     int rc = dsv4_gemm_check(a, st);
     if (rc)
         return rc;
-    const int64_t M = a->M, N = a->N, K = a->K;
-    memset(y, 0, (size_t)(M * N) * sizeof *y);
-    if (M == 0 || N == 0 || K == 0)
-        return DSV4_OK;
+    memset(y, 0, (size_t)(a->M * a->N) * elem_size);
+    *empty = a->M == 0 || a->N == 0 || a->K == 0;
+    return DSV4_OK;
+}
+
+int dsv4_ref_gemm_a8w8_blockscale_f64(const dsv4_gemm_args *a, double *y, dsv4_status *st)
+{
+    int empty, rc = gemm_start(a, y, sizeof *y, &empty, st);
+    if (rc || empty)
+        return rc;
+    const int64_t M = a->M, N = a->N;
     double *A, *B;
     if ((rc = decode_operands(a, &A, &B, 0, 0, st)))
         return rc;
@@ -291,13 +301,10 @@ static int rows_f32(void *ctx, int64_t b0, int64_t b1, int worker, dsv4_status *
 
 int dsv4_ref_gemm_a8w8_blockscale_f32(const dsv4_gemm_args *a, float *y, dsv4_status *st)
 {
-    int rc = dsv4_gemm_check(a, st);
-    if (rc)
+    int empty, rc = gemm_start(a, y, sizeof *y, &empty, st);
+    if (rc || empty)
         return rc;
     const int64_t M = a->M, N = a->N, K = a->K;
-    memset(y, 0, (size_t)(M * N) * sizeof *y);
-    if (M == 0 || N == 0 || K == 0)
-        return DSV4_OK;
     double lut[256];
     decode_lut(a->kind, lut);
     const int64_t nb = (M + MTILE - 1) / MTILE;
@@ -321,13 +328,10 @@ int dsv4_ref_gemm_a8w8_blockscale_f32(const dsv4_gemm_args *a, float *y, dsv4_st
 
 int dsv4_gemm_abs_gauge(const dsv4_gemm_args *a, double *g, dsv4_status *st)
 {
-    int rc = dsv4_gemm_check(a, st);
-    if (rc)
+    int empty, rc = gemm_start(a, g, sizeof *g, &empty, st);
+    if (rc || empty)
         return rc;
     const int64_t M = a->M, N = a->N, K = a->K;
-    memset(g, 0, (size_t)(M * N) * sizeof *g);
-    if (M == 0 || N == 0 || K == 0)
-        return DSV4_OK;
     double *A, *B;
     if ((rc = decode_operands(a, &A, &B, 1, 1, st)))
         return rc;

@@ -11,6 +11,21 @@
 /* Tokens per parallel chunk of the index builders. */
 #define TOKEN_GRAIN 64
 
+/* Defines name, a dsv4_par_fn that runs the per-item check check(ctx, i, st)
+ * on every item of its range and stops at the first failure (a macro, so the
+ * check stays inlined in the loop). */
+#define CHECK_RANGE_OF(name, check)                                                          \
+    static int name(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)         \
+    {                                                                                        \
+        (void)worker;                                                                        \
+        for (int64_t i = i0; i < i1; i++) {                                                  \
+            int rc = check(ctx, i, st);                                                      \
+            if (rc)                                                                          \
+                return rc;                                                                   \
+        }                                                                                    \
+        return DSV4_OK;                                                                      \
+    }
+
 /* Torch's .to(int32) (and int32 tensor arithmetic) wraps modulo 2^32; do the
  * same without signed-overflow UB. */
 static inline int32_t wrap_i32(int64_t v)
@@ -264,16 +279,7 @@ static inline int gtopk_check_token(const gtopk_job *j, int64_t t, dsv4_status *
     return DSV4_OK;
 }
 
-static int gtopk_check_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
-{
-    (void)worker;
-    for (int64_t t = t0; t < t1; t++) {
-        int rc = gtopk_check_token(ctx, t, st);
-        if (rc)
-            return rc;
-    }
-    return DSV4_OK;
-}
+CHECK_RANGE_OF(gtopk_check_range, gtopk_check_token)
 
 /* The arguments' shapes (the token checks run with the work). */
 static int gtopk_check_shape(const dsv4_gtopk_args *a, dsv4_gtopk_variant v, dsv4_status *st)
@@ -296,9 +302,39 @@ int dsv4_gtopk_check(const dsv4_gtopk_args *a, dsv4_gtopk_variant v, int ragged,
     return dsv4_parallel_for(a->num_tokens, TOKEN_GRAIN, 0, gtopk_check_range, &j, st);
 }
 
-/* Each token checked, then computed: the first bad token in order fails
- * (the outputs are then discarded). */
-static int gtopk_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+/* The dense row of token t into out (docs/semantics/indices.md A5.6);
+ * returns its valid count. */
+static inline int64_t gtopk_dense_row(const gtopk_job *j, int64_t t)
+{
+    const dsv4_gtopk_args *a = j->a;
+    const int64_t K = a->topk_width;
+    const int32_t *src = a->topk_indices + t * K;
+    int32_t *dst = j->out + t * K;
+    const int64_t r = a->token_to_req[t];
+    int64_t count = 0;
+    if (j->v == DSV4_GTOPK_BASE) {
+        /* Column j -> column j, -1 for v < 0 (docs/semantics/indices.md A5.6 base [S1]); a row
+         * with an entry >= 0 has a valid request (checked). */
+        const int row_ok = r >= 0 && r < a->bt_rows && a->bt_cols > 0;
+        return map_row(src, K, a->block_table + (row_ok ? r : 0) * a->bt_cols, row_ok, j->d, dst);
+    }
+    /* [S26]: a request outside [0, rows) gives a -1 row and lens 0;
+     * survivors (v >= 0, v//Bc < shape[1]) compacted left. */
+    const int req_ok = r >= 0 && r < a->bt_rows;
+    for (int64_t k = 0; k < K && req_ok; k++)
+        if (src[k] >= 0 && (int64_t)page_of((uint32_t)src[k], j->d) < a->bt_cols)
+            dst[count++] = global_slot(a->block_table, a->bt_cols, r, src[k], j->d);
+    for (int64_t k = count; k < K; k++)
+        dst[k] = -1;
+    return count;
+}
+
+/* Each token checked, then its lens: the dense form writes its row on the
+ * way; the ragged form (docs/semantics/indices.md A5.7 [S6], step 1) counts
+ * #{v >= 0}, and ragged_fill_range writes the rows once indptr holds the
+ * exclusive cumsum.  The first bad token in order fails (the outputs are
+ * then discarded). */
+static int gtopk_lens_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
 {
     (void)worker;
     const gtopk_job *j = ctx;
@@ -308,53 +344,20 @@ static int gtopk_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_statu
         int rc = gtopk_check_token(j, t, st);
         if (rc)
             return rc;
-        const int32_t *src = a->topk_indices + t * K;
-        int32_t *dst = j->out + t * K;
-        const int64_t r = a->token_to_req[t];
         int64_t count = 0;
-        if (j->v == DSV4_GTOPK_BASE) {
-            /* Column j -> column j, -1 for v < 0 (docs/semantics/indices.md A5.6 base [S1]); a row
-             * with an entry >= 0 has a valid request (checked). */
-            const int row_ok = r >= 0 && r < a->bt_rows && a->bt_cols > 0;
-            count = map_row(src, K, a->block_table + (row_ok ? r : 0) * a->bt_cols, row_ok, j->d, dst);
-        } else {
-            /* [S26]: a request outside [0, rows) gives a -1 row and lens 0;
-             * survivors (v >= 0, v//Bc < shape[1]) compacted left. */
-            const int req_ok = r >= 0 && r < a->bt_rows;
-            for (int64_t k = 0; k < K && req_ok; k++)
-                if (src[k] >= 0 && (int64_t)page_of((uint32_t)src[k], j->d) < a->bt_cols)
-                    dst[count++] = global_slot(a->block_table, a->bt_cols, r, src[k], j->d);
-            for (int64_t k = count; k < K; k++)
-                dst[k] = -1;
-        }
-        /* lens = is_valid_token ? count : 0 (docs/semantics/indices.md A5.6). */
+        if (j->ragged)
+            for (int64_t k = 0; k < K; k++)
+                count += a->topk_indices[t * K + k] >= 0;
+        else
+            count = gtopk_dense_row(j, t);
+        /* lens = is_valid_token ? count : 0 (docs/semantics/indices.md A5.6, A5.7). */
         j->lens[t] = a->is_valid_token[t] ? wrap_i32(count) : 0;
     }
     return DSV4_OK;
 }
 
-/* Ragged steps 1 and 3 (docs/semantics/indices.md A5.7 [S6]): lens = valid ? #{v >= 0} : 0, then,
- * once indptr holds the exclusive cumsum, the FIRST lens[t] columns with -1
- * kept (trailing valid ones dropped). */
-static int ragged_lens_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
-{
-    (void)worker;
-    const gtopk_job *j = ctx;
-    const dsv4_gtopk_args *a = j->a;
-    const int64_t K = a->topk_width;
-    for (int64_t t = t0; t < t1; t++) {
-        int rc = gtopk_check_token(j, t, st);
-        if (rc)
-            return rc;
-        const int32_t *src = a->topk_indices + t * K;
-        int64_t count = 0;
-        for (int64_t k = 0; k < K; k++)
-            count += src[k] >= 0;
-        j->lens[t] = a->is_valid_token[t] ? wrap_i32(count) : 0;
-    }
-    return DSV4_OK;
-}
-
+/* Ragged step 3: the FIRST lens[t] columns with -1 kept (trailing valid
+ * ones dropped). */
 static int ragged_fill_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
 {
     (void)worker, (void)st;
@@ -379,7 +382,7 @@ int dsv4_ref_compute_global_topk_indices_and_lens(const dsv4_gtopk_args *a, dsv4
     if (rc)
         return rc;
     gtopk_job j = {a, v, 0, page_div_of(a->block_size), global, NULL, lens};
-    return dsv4_parallel_for(a->num_tokens, TOKEN_GRAIN, 0, gtopk_range, &j, st);
+    return dsv4_parallel_for(a->num_tokens, TOKEN_GRAIN, 0, gtopk_lens_range, &j, st);
 }
 
 int dsv4_ref_compute_global_topk_ragged_indices_and_indptr(const dsv4_gtopk_args *a, int32_t *flat,
@@ -390,7 +393,7 @@ int dsv4_ref_compute_global_topk_ragged_indices_and_indptr(const dsv4_gtopk_args
     if (rc)
         return rc;
     gtopk_job j = {a, DSV4_GTOPK_BASE, 1, page_div_of(a->block_size), flat, indptr, lens};
-    if ((rc = dsv4_parallel_for(a->num_tokens, TOKEN_GRAIN, 0, ragged_lens_range, &j, st)))
+    if ((rc = dsv4_parallel_for(a->num_tokens, TOKEN_GRAIN, 0, gtopk_lens_range, &j, st)))
         return rc;
     /* Step 2: indptr = exclusive cumsum (int32); the flat offsets stay the
      * true sums (lens >= 0 here, and flat holds them all). */
@@ -487,16 +490,7 @@ static inline int pftopk_check_row(const pftopk_job *j, int64_t i, dsv4_status *
     return DSV4_OK;
 }
 
-static int pftopk_check_range(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
-{
-    (void)worker;
-    for (int64_t i = i0; i < i1; i++) {
-        int rc = pftopk_check_row(ctx, i, st);
-        if (rc)
-            return rc;
-    }
-    return DSV4_OK;
-}
+CHECK_RANGE_OF(pftopk_check_range, pftopk_check_row)
 
 /* The arguments' shapes and query_start_loc (the rows are checked with
  * the work). */

@@ -531,14 +531,21 @@ uint8_t dsv4_kv41_fp4_scale_byte(float amax)
     return dsv4_fp8_from_f32(s, DSV4_FP8_E4M3FN, 1);
 }
 
+/* max |v[i]| of one V4.1 quant tile (a NaN element never wins the
+ * comparison, so it does not become the amax). */
+static float tile_amax(const float *v, int n)
+{
+    float amax = 0;
+    for (int i = 0; i < n; i++)
+        amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
+    return amax;
+}
+
 static void encode41_fp8(uint8_t *data, uint8_t *scales, const float *x)
 {
     for (int t = 0; t < DSV4_KV_HEAD_DIM / DSV4_KV41_FP8_TILE; t++) {
         const float *v = x + t * DSV4_KV41_FP8_TILE;
-        float amax = 0;
-        for (int i = 0; i < DSV4_KV41_FP8_TILE; i++)
-            amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
-        const uint8_t sb = dsv4_kv41_fp8_scale_byte(amax);
+        const uint8_t sb = dsv4_kv41_fp8_scale_byte(tile_amax(v, DSV4_KV41_FP8_TILE));
         scales[t] = sb;
         const float inv = (float)ldexp(1.0, 127 - (int)sb); /* ((127 - e) << 23) as fp32 [S22] */
         for (int i = 0; i < DSV4_KV41_FP8_TILE; i++) {
@@ -554,10 +561,7 @@ static void encode41_fp4(uint8_t *data, uint8_t *scales, const float *x)
     uint8_t codes[DSV4_KV_HEAD_DIM];
     for (int t = 0; t < DSV4_KV_HEAD_DIM / DSV4_KV41_FP4_TILE; t++) {
         const float *v = x + t * DSV4_KV41_FP4_TILE;
-        float amax = 0;
-        for (int i = 0; i < DSV4_KV41_FP4_TILE; i++)
-            amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
-        const uint8_t sb = dsv4_kv41_fp4_scale_byte(amax);
+        const uint8_t sb = dsv4_kv41_fp4_scale_byte(tile_amax(v, DSV4_KV41_FP4_TILE));
         scales[t] = sb;
         const float sf = dsv4_fp8_to_f32(sb, DSV4_FP8_E4M3FN); /* >= 2^-9, never 0 */
         for (int i = 0; i < DSV4_KV41_FP4_TILE; i++) /* tl.math.div_rn: IEEE RNE [S22] */

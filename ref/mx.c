@@ -230,53 +230,21 @@ DSV4_HOT_INLINE uint8_t scale_byte(dsv4_mx_rule rule, float amax)
     }
 }
 
-uint8_t dsv4_mx_fp4_scale_ceil_f32log2(float amax)
-{
-    pthread_once(&ceil_log2_once, ceil_log2_init);
-    return fp4_scale_ceil_f32log2(amax);
-}
-
-uint8_t dsv4_mx_fp4_scale_ceil(float amax)
-{
-    pthread_once(&ceil_log2_once, ceil_log2_init);
-    return fp4_scale_ceil(amax);
-}
-
-uint8_t dsv4_mx_fp4_scale_even(float amax)
-{
-    pthread_once(&ceil_log2_once, ceil_log2_init);
-    return fp4_scale_even(amax);
-}
-
-uint8_t dsv4_mx_fp4_scale_ocp(float amax)
-{
-    pthread_once(&ceil_log2_once, ceil_log2_init);
-    return fp4_scale_ocp(amax);
-}
-
-uint8_t dsv4_mx_fp8_scale_ceil(float amax)
-{
-    pthread_once(&ceil_log2_once, ceil_log2_init);
-    return fp8_scale_ceil(amax);
-}
-
-uint8_t dsv4_mx_fp8_scale_ceil_f32log2(float amax)
-{
-    pthread_once(&ceil_log2_once, ceil_log2_init);
-    return fp8_scale_ceil_f32log2(amax);
-}
-
-uint8_t dsv4_mx_fp8_scale_floor(float amax)
-{
-    pthread_once(&ceil_log2_once, ceil_log2_init);
-    return fp8_scale_floor(amax);
-}
-
 uint8_t dsv4_mx_scale_byte(dsv4_mx_rule rule, float amax)
 {
     pthread_once(&ceil_log2_once, ceil_log2_init);
     return scale_byte(rule, amax);
 }
+
+/* The per-rule entry points: one dispatcher behind them all, so the table
+ * set-up (pthread_once) stands in one place. */
+uint8_t dsv4_mx_fp4_scale_ceil_f32log2(float amax) { return dsv4_mx_scale_byte(DSV4_MX_FP4_CEIL_F32LOG2, amax); }
+uint8_t dsv4_mx_fp4_scale_ceil(float amax) { return dsv4_mx_scale_byte(DSV4_MX_FP4_CEIL, amax); }
+uint8_t dsv4_mx_fp4_scale_even(float amax) { return dsv4_mx_scale_byte(DSV4_MX_FP4_EVEN, amax); }
+uint8_t dsv4_mx_fp4_scale_ocp(float amax) { return dsv4_mx_scale_byte(DSV4_MX_FP4_OCP, amax); }
+uint8_t dsv4_mx_fp8_scale_ceil(float amax) { return dsv4_mx_scale_byte(DSV4_MX_FP8_CEIL, amax); }
+uint8_t dsv4_mx_fp8_scale_ceil_f32log2(float amax) { return dsv4_mx_scale_byte(DSV4_MX_FP8_CEIL_F32LOG2, amax); }
+uint8_t dsv4_mx_fp8_scale_floor(float amax) { return dsv4_mx_scale_byte(DSV4_MX_FP8_FLOOR, amax); }
 
 int dsv4_mx_rule_is_fp4(dsv4_mx_rule rule) { return rule <= DSV4_MX_FP4_OCP; }
 
@@ -454,26 +422,6 @@ DSV4_VECTOR_CLONES static int fp4_rows_range(void *ctx, int64_t t0, int64_t t1, 
     return DSV4_OK;
 }
 
-int dsv4_mx_quant_rows_fp4(const float *x, int64_t T, int64_t W, dsv4_mx_rule rule,
-                           dsv4_mx_elem elem, uint8_t *packed, uint8_t *scales, dsv4_status *st)
-{
-    int rc = check_rows(T, W, rule, 1, st);
-    if (rc)
-        return rc;
-    mx_rows_job j = {x, NULL, W, rule, elem, packed, scales};
-    return dsv4_parallel_for(T, mx_row_grain(W), 0, fp4_rows_range, &j, st);
-}
-
-int dsv4_mx_quant_rows_fp4_bf16(const uint16_t *x, int64_t T, int64_t W, dsv4_mx_rule rule, dsv4_mx_elem elem,
-                                uint8_t *packed, uint8_t *scales, dsv4_status *st)
-{
-    int rc = check_rows(T, W, rule, 1, st);
-    if (rc)
-        return rc;
-    mx_rows_job j = {NULL, x, W, rule, elem, packed, scales};
-    return dsv4_parallel_for(T, mx_row_grain(W), 0, fp4_rows_range, &j, st);
-}
-
 DSV4_VECTOR_CLONES static int fp8_rows_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
 {
     (void)worker, (void)st;
@@ -487,24 +435,36 @@ DSV4_VECTOR_CLONES static int fp8_rows_range(void *ctx, int64_t t0, int64_t t1, 
     return DSV4_OK;
 }
 
+/* What the four row entry points share: the check, then the rows on the
+ * workers. */
+static int quant_rows(mx_rows_job j, int64_t T, int fp4, dsv4_status *st)
+{
+    int rc = check_rows(T, j.W, j.rule, fp4, st);
+    return rc ? rc : dsv4_parallel_for(T, mx_row_grain(j.W), 0, fp4 ? fp4_rows_range : fp8_rows_range, &j, st);
+}
+
+int dsv4_mx_quant_rows_fp4(const float *x, int64_t T, int64_t W, dsv4_mx_rule rule,
+                           dsv4_mx_elem elem, uint8_t *packed, uint8_t *scales, dsv4_status *st)
+{
+    return quant_rows((mx_rows_job){x, NULL, W, rule, elem, packed, scales}, T, 1, st);
+}
+
+int dsv4_mx_quant_rows_fp4_bf16(const uint16_t *x, int64_t T, int64_t W, dsv4_mx_rule rule, dsv4_mx_elem elem,
+                                uint8_t *packed, uint8_t *scales, dsv4_status *st)
+{
+    return quant_rows((mx_rows_job){NULL, x, W, rule, elem, packed, scales}, T, 1, st);
+}
+
 int dsv4_mx_quant_rows_fp8(const float *x, int64_t T, int64_t W, dsv4_mx_rule rule,
                            uint8_t *data, uint8_t *scales, dsv4_status *st)
 {
-    int rc = check_rows(T, W, rule, 0, st);
-    if (rc)
-        return rc;
-    mx_rows_job j = {x, NULL, W, rule, DSV4_MX_ELEM_RNE, data, scales};
-    return dsv4_parallel_for(T, mx_row_grain(W), 0, fp8_rows_range, &j, st);
+    return quant_rows((mx_rows_job){x, NULL, W, rule, DSV4_MX_ELEM_RNE, data, scales}, T, 0, st);
 }
 
 int dsv4_mx_quant_rows_fp8_bf16(const uint16_t *x, int64_t T, int64_t W, dsv4_mx_rule rule, uint8_t *data,
                                 uint8_t *scales, dsv4_status *st)
 {
-    int rc = check_rows(T, W, rule, 0, st);
-    if (rc)
-        return rc;
-    mx_rows_job j = {NULL, x, W, rule, DSV4_MX_ELEM_RNE, data, scales};
-    return dsv4_parallel_for(T, mx_row_grain(W), 0, fp8_rows_range, &j, st);
+    return quant_rows((mx_rows_job){NULL, x, W, rule, DSV4_MX_ELEM_RNE, data, scales}, T, 0, st);
 }
 
 void dsv4_mx_dequant_rows_fp4(const uint8_t *packed, const uint8_t *scales, int64_t T,

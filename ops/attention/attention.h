@@ -19,6 +19,16 @@ void dsv4_attn_gen_key_row(dsv4_rng *rng, uint16_t *row);
 void dsv4_attn_gen_q(dsv4_rng *rng, uint16_t *q, int64_t n);
 /* attn_sink [H] from the `sink` parameter: random, none / -inf, or a number. */
 int dsv4_attn_gen_sink(const char *mode, uint64_t seed, float *sink, int64_t H, dsv4_status *st);
+/* The parameters every sparse-attention op declares alike: the softmax
+ * scale its args read, and the generator's heads and window. */
+#define DSV4_ATTN_SCALE_PARAM                                                                               \
+    {"scale", DSV4_P_FLOAT, "0.044194173824159216", "softmax scale, head_dim^-0.5 = 512^-0.5 [S14]", 0}
+#define DSV4_ATTN_HEADS_WINDOW_PARAMS                                                                       \
+    {"num_heads", DSV4_P_INT, "8", "generator: H", 1},                                                      \
+    {"window_size", DSV4_P_INT, "128", "generator: sliding window W", 1}
+/* The `sink` parameter as every attention generator declares it. */
+#define DSV4_ATTN_SINK_PARAM                                                                                \
+    {"sink", DSV4_P_STR, "random", "generator: attn_sink: random (randn*10), none (-inf), or a number", 1}
 /* query_lens / prefix_lens of a generated batch; one prefix_lens entry
  * applies to every request. */
 int dsv4_attn_req_shape(const dsv4_params *ps, dsv4_req_shape *rs, dsv4_status *st);
@@ -60,6 +70,9 @@ void dsv4_attn_op_hint(dsv4_attn_args_fn fn, const dsv4_opctx *c, const dsv4_ten
                        const dsv4_tensor *expected, const dsv4_tensor *actual, dsv4_cmp_result *res);
 void dsv4_attn_op_locate(dsv4_attn_args_fn fn, const dsv4_opctx *c, const dsv4_tensors *in, int64_t flat,
                          char *buf, size_t len);
+/* Element flat of a [T, H, 512] bf16 output as token t, head h, lane d;
+ * 0 where it lies outside (H < 1 or t >= T), so a locate names nothing. */
+int dsv4_attn_thd_of(int64_t flat, int64_t T, int64_t H, int64_t *t, int64_t *h, int64_t *d);
 
 /* The op callbacks prefix_validate .. prefix_locate, each the shared one
  * above over the op's args function fn. */
@@ -101,6 +114,18 @@ void dsv4_attn_op_locate(dsv4_attn_args_fn fn, const dsv4_opctx *c, const dsv4_t
 
 /* Fills o [T, H, 512] from the generator's "o" stream. */
 typedef void (*dsv4_rope_fill_fn)(dsv4_rng *rng, uint16_t *o, int64_t T, int64_t H);
+
+/* The parameters dsv4_rope_rows_generate and dsv4_rope_inputs_of read
+ * (num_tokens_default: the op's default T), and the inputs after o. */
+#define DSV4_ROPE_ROWS_PARAMS(num_tokens_default)                                                          \
+    {"rope_head_dim", DSV4_P_INT, "64", "RoPE lanes at the end of each 512-lane head row", 0},            \
+    {"num_tokens", DSV4_P_INT, num_tokens_default, "generator: T", 1},                                     \
+    {"num_heads", DSV4_P_INT, "8", "generator: H", 1},                                                     \
+    {"max_position", DSV4_P_INT, "512", "generator: rows of cos_sin_cache", 1},                            \
+    {"rope_theta", DSV4_P_FLOAT, "10000", "generator: base of the cos/sin table (SWA layers: rope_theta)", 1}
+#define DSV4_ROPE_POSITION_INPUTS                                                                          \
+    {"positions", DSV4_I64, DSV4_DT_NONE, "[T] the query tokens' own positions"},                          \
+    {"cos_sin_cache", DSV4_F32, DSV4_DT_NONE, "[max_position, rope_head_dim] rows cos | sin"}
 
 /* The inputs o (filled by fill_o), positions in [0, max_position) and the
  * RoPE table; *o_out / *pos_out (may be NULL) get the first two. */
@@ -155,12 +180,13 @@ int dsv4_paged_args_of(const dsv4_paged_names *nm, const dsv4_opctx *c, const ds
 int dsv4_paged_generate(const dsv4_paged_names *nm, const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st);
 
 /* Every callback of a paged op whose inputs are named by names (a static
- * dsv4_paged_names): prefix_generate and those of DSV4_ATTN_OP_CALLBACKS.
- * The fetch contexts must outlive the args: one static slot would not be
- * reentrant, so they live in thread-local storage. */
-#define DSV4_PAGED_ATTN_OP_CALLBACKS(prefix, names)                                                          \
+ * dsv4_paged_names): its exported args function args_fn (declared above),
+ * prefix_generate and those of DSV4_ATTN_OP_CALLBACKS.  The fetch contexts
+ * must outlive the args: one static slot would not be reentrant, so they
+ * live in thread-local storage. */
+#define DSV4_PAGED_ATTN_OP_CALLBACKS(prefix, names, args_fn)                                                 \
     static _Thread_local dsv4_paged_args prefix##_pa;                                                         \
-    static int prefix##_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st) \
+    int args_fn(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)             \
     {                                                                                                         \
         int rc = dsv4_paged_args_of(&names, c, in, &prefix##_pa, st);                                         \
         *a = prefix##_pa.a;                                                                                   \
@@ -170,6 +196,6 @@ int dsv4_paged_generate(const dsv4_paged_names *nm, const dsv4_opctx *c, dsv4_te
     {                                                                                                         \
         return dsv4_paged_generate(&names, c, in, st);                                                        \
     }                                                                                                         \
-    DSV4_ATTN_OP_CALLBACKS(prefix, prefix##_args)
+    DSV4_ATTN_OP_CALLBACKS(prefix, args_fn)
 
 #endif

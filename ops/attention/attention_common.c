@@ -255,17 +255,25 @@ void dsv4_attn_op_hint(dsv4_attn_args_fn fn, const dsv4_opctx *c, const dsv4_ten
     free(sw), free(nv);
 }
 
+int dsv4_attn_thd_of(int64_t flat, int64_t T, int64_t H, int64_t *t, int64_t *h, int64_t *d)
+{
+    if (H < 1 || flat / (H * D) >= T)
+        return 0;
+    *t = flat / (H * D);
+    *h = flat / D % H;
+    *d = flat % D;
+    return 1;
+}
+
 /* "token t, head h, dim d (NoPE|RoPE), n valid keys" */
 void dsv4_attn_op_locate(dsv4_attn_args_fn fn, const dsv4_opctx *c, const dsv4_tensors *in, int64_t flat,
                          char *buf, size_t len)
 {
     dsv4_attn_args a;
     dsv4_status st = {0};
+    int64_t t, h, d;
     buf[0] = '\0';
-    if (fn(c, in, &a, &st) || a.H < 1)
-        return;
-    const int64_t t = flat / (a.H * D), h = flat / D % a.H, d = flat % D;
-    if (t >= a.T)
+    if (fn(c, in, &a, &st) || !dsv4_attn_thd_of(flat, a.T, a.H, &t, &h, &d))
         return;
     snprintf(buf, len, "token %" PRId64 ", head %" PRId64 ", dim %" PRId64 " (%s), %" PRId64 " valid keys", t, h,
              d, d < DSV4_NOPE_DIM ? "NoPE" : "RoPE", dsv4_attn_count_valid(&a, t));
@@ -423,14 +431,13 @@ int dsv4_paged_args_of(const dsv4_paged_names *nm, const dsv4_opctx *c, const ds
  * [0, (pos + 1) // c) (C4: random distinct, C128: the identity prefix, A5.5)
  * mapped through the block table (A5.7). */
 const dsv4_param_spec dsv4_paged_params[] = {
-    {"scale", DSV4_P_FLOAT, "0.044194173824159216", "softmax scale, 512^-0.5 [S14]", 0},
+    DSV4_ATTN_SCALE_PARAM,
     {"swa_only", DSV4_P_INT, "0", "1: SWA-only layer, no extra (compressed) segment", 0},
-    {"num_heads", DSV4_P_INT, "8", "generator: H", 1},
-    {"window_size", DSV4_P_INT, "128", "generator: sliding window W", 1},
+    DSV4_ATTN_HEADS_WINDOW_PARAMS,
     {"compress_ratio", DSV4_P_INT, "4", "generator: c (4 or 128; ignored when swa_only)", 1},
     {"topk", DSV4_P_INT, "512", "generator: top-k width", 1},
     DSV4_REQ_SHAPE_BCAST_PARAMS,
-    {"sink", DSV4_P_STR, "random", "generator: attn_sink: random (randn*10), none (-inf), or a number", 1},
+    DSV4_ATTN_SINK_PARAM,
     {"invalid_frac", DSV4_P_FLOAT, "0", "generator: fraction of entries set to -1", 1},
     {"oob_frac", DSV4_P_FLOAT, "0", "generator: fraction of entries set out of range", 1},
     {"empty_rows", DSV4_P_INTLIST, "[]", "generator: tokens whose lists are all -1", 1},

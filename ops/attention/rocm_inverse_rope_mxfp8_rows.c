@@ -66,11 +66,7 @@ static const dsv4_variant rmx_variants[] = {
 };
 
 static const dsv4_param_spec rmx_params[] = {
-    {"rope_head_dim", DSV4_P_INT, "64", "RoPE lanes at the end of each 512-lane head row", 0},
-    {"num_tokens", DSV4_P_INT, "6", "generator: T", 1},
-    {"num_heads", DSV4_P_INT, "8", "generator: H", 1},
-    {"max_position", DSV4_P_INT, "512", "generator: rows of cos_sin_cache", 1},
-    {"rope_theta", DSV4_P_FLOAT, "10000", "generator: base of the cos/sin table (SWA layers: rope_theta)", 1},
+    DSV4_ROPE_ROWS_PARAMS("6"),
     {"specials", DSV4_P_INT, "1",
      "generator: 1 = token 0 at position 0 (cos 1, sin 0), -0 / all-zero blocks, a RoPE block "
      "with scale byte 0 and one near the top of bf16; 2 = those and a RoPE block (token 1, head 0, "
@@ -81,8 +77,7 @@ static const dsv4_param_spec rmx_params[] = {
 
 static const dsv4_io_spec rmx_inputs[] = {
     {"o", DSV4_BF16, DSV4_DT_NONE, "[T, H, 512] bf16 attention output rows (prefill workspace)"},
-    {"positions", DSV4_I64, DSV4_DT_NONE, "[T] the query tokens' own positions"},
-    {"cos_sin_cache", DSV4_F32, DSV4_DT_NONE, "[max_position, rope_head_dim] rows cos | sin"},
+    DSV4_ROPE_POSITION_INPUTS,
     {NULL, 0, 0, NULL},
 };
 

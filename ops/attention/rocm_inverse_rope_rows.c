@@ -32,18 +32,13 @@ static const dsv4_variant rope_variants[] = {
 
 static const dsv4_param_spec rope_params[] = {
     {"rotated", DSV4_P_INT, "0", "leading rows the decode epilogue already rotated (left untouched)", 0},
-    {"rope_head_dim", DSV4_P_INT, "64", "RoPE lanes at the end of each 512-lane head row", 0},
-    {"num_tokens", DSV4_P_INT, "8", "generator: T", 1},
-    {"num_heads", DSV4_P_INT, "8", "generator: H", 1},
-    {"max_position", DSV4_P_INT, "512", "generator: rows of cos_sin_cache", 1},
-    {"rope_theta", DSV4_P_FLOAT, "10000", "generator: base of the cos/sin table (SWA layers: rope_theta)", 1},
+    DSV4_ROPE_ROWS_PARAMS("8"),
     {NULL, 0, NULL, NULL, 0},
 };
 
 static const dsv4_io_spec rope_inputs[] = {
     {"o", DSV4_BF16, DSV4_DT_NONE, "[T, H, 512] attention output (bf16)"},
-    {"positions", DSV4_I64, DSV4_DT_NONE, "[T] the query tokens' own positions"},
-    {"cos_sin_cache", DSV4_F32, DSV4_DT_NONE, "[max_position, rope_head_dim] rows cos | sin"},
+    DSV4_ROPE_POSITION_INPUTS,
     {NULL, 0, 0, NULL},
 };
 
@@ -131,15 +126,9 @@ static int rope_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tens
     return DSV4_OK;
 }
 
-static int rope_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, dsv4_policy *pol,
-                       dsv4_status *st)
-{
-    (void)c, (void)in, (void)output, (void)st;
-    dsv4_policy_float(pol, DSV4_BF16,
-                      "NoPE lanes and rows < rotated exact; RoPE lanes 1 ulp_bf16(|e|+delta) + delta + 2^-24|e|, "
-                      "delta = 3*2^-24(|a c| + |b s|) (fp32 products and sum)");
-    return DSV4_OK;
-}
+DSV4_FLOAT_POLICY(rope_policy, DSV4_BF16,
+                  "NoPE lanes and rows < rotated exact; RoPE lanes 1 ulp_bf16(|e|+delta) + delta + 2^-24|e|, "
+                  "delta = 3*2^-24(|a c| + |b s|) (fp32 products and sum)")
 
 /* The RoPE lanes' bound (derivation at the top); the others stay 0. */
 static int rope_bound(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, double *bound, int64_t n,
@@ -177,11 +166,9 @@ static void rope_locate(const dsv4_opctx *c, const dsv4_tensors *in, const char 
     (void)output;
     dsv4_rope_io r;
     dsv4_status st = {0};
+    int64_t t, h, d;
     buf[0] = '\0';
-    if (dsv4_rope_inputs_of(c, in, &r, &st) || r.H < 1)
-        return;
-    const int64_t t = flat / (r.H * D), h = flat / D % r.H, d = flat % D;
-    if (t >= r.T)
+    if (dsv4_rope_inputs_of(c, in, &r, &st) || !dsv4_attn_thd_of(flat, r.T, r.H, &t, &h, &d))
         return;
     snprintf(buf, len, "token %" PRId64 " (position %" PRId64 "), head %" PRId64 ", dim %" PRId64 " (%s)", t,
              ((const int64_t *)r.pos->data)[t], h, d,

@@ -32,12 +32,7 @@ static const dsv4_io_spec decode_inputs[] = {
     {NULL, 0, 0, NULL},
 };
 
-DSV4_PAGED_ATTN_OP_CALLBACKS(decode, decode_names)
-
-int dsv4_attn_args_decode(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)
-{
-    return decode_args(c, in, a, st);
-}
+DSV4_PAGED_ATTN_OP_CALLBACKS(decode, decode_names, dsv4_attn_args_decode)
 
 const dsv4_op dsv4_op_rocm_sparse_attn_decode = {
     .name = "rocm_sparse_attn_decode",

@@ -23,14 +23,13 @@ static const dsv4_variant prefill_variants[] = {
 };
 
 static const dsv4_param_spec prefill_params[] = {
-    {"scale", DSV4_P_FLOAT, "0.044194173824159216", "softmax scale, head_dim^-0.5 = 512^-0.5 [S14]", 0},
-    {"num_heads", DSV4_P_INT, "8", "generator: H", 1},
-    {"window_size", DSV4_P_INT, "128", "generator: sliding window W", 1},
+    DSV4_ATTN_SCALE_PARAM,
+    DSV4_ATTN_HEADS_WINDOW_PARAMS,
     {"compress_ratio", DSV4_P_INT, "4", "generator: c; 0 = SWA-only layer (top-k 0, N 0)", 1},
     {"topk", DSV4_P_INT, "512", "generator: top-k width K", 1},
     DSV4_REQ_SHAPE_BCAST_PARAMS,
     {"max_model_len", DSV4_P_INT, "-1", "generator: for N = ceil(max_model_len / c); -1: longest request", 1},
-    {"sink", DSV4_P_STR, "random", "generator: attn_sink: random (randn*10), none (-inf), or a number", 1},
+    DSV4_ATTN_SINK_PARAM,
     {"invalid_frac", DSV4_P_FLOAT, "0", "generator: fraction of entries set to -1", 1},
     {"oob_frac", DSV4_P_FLOAT, "0", "generator: fraction of entries set out of range (>= rows or <= -2)", 1},
     {"blank_rows", DSV4_P_INTLIST, "[]", "generator: tokens whose index row is all -1 (length kept)", 1},
@@ -165,7 +164,7 @@ static int prefill_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *
 }
 
 /* The attention arguments of the dense prefill form. */
-static int prefill_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)
+int dsv4_attn_args_prefill(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)
 {
     const dsv4_tensor *q, *kv, *idx, *len, *sink;
     int rc;
@@ -200,12 +199,7 @@ static int prefill_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_a
     return DSV4_OK;
 }
 
-DSV4_ATTN_OP_CALLBACKS(prefill, prefill_args)
-
-int dsv4_attn_args_prefill(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)
-{
-    return prefill_args(c, in, a, st);
-}
+DSV4_ATTN_OP_CALLBACKS(prefill, dsv4_attn_args_prefill)
 
 const dsv4_op dsv4_op_rocm_sparse_attn_prefill = {
     .name = "rocm_sparse_attn_prefill",

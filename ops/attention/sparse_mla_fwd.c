@@ -33,12 +33,7 @@ static const dsv4_io_spec aiter_inputs[] = {
     {NULL, 0, 0, NULL},
 };
 
-DSV4_PAGED_ATTN_OP_CALLBACKS(aiter, aiter_names)
-
-int dsv4_attn_args_sparse_mla(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st)
-{
-    return aiter_args(c, in, a, st);
-}
+DSV4_PAGED_ATTN_OP_CALLBACKS(aiter, aiter_names, dsv4_attn_args_sparse_mla)
 
 const dsv4_op dsv4_op_sparse_mla_fwd = {
     .name = "sparse_mla_fwd",

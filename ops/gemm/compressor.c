@@ -280,12 +280,7 @@ static int comp_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
     return rc;
 }
 
-static int comp_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)
-{
-    dsv4_compressor_args a;
-    int rc = comp_args_of(c, in, &a, st);
-    return rc ? rc : dsv4_compressor_check(&a, st);
-}
+DSV4_VALIDATE_VIA_ARGS(comp_validate, dsv4_compressor_args, comp_args_of, dsv4_compressor_check)
 
 static int comp_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
 {

@@ -30,6 +30,10 @@ int dsv4_gemmops_oom(dsv4_status *st);
 int dsv4_gemmops_add_poisoned(dsv4_tensors *out, const char *name, dsv4_dtype dt, int ndim, const int64_t *shape,
                               dsv4_status *st);
 
+/* The output z of both wo_a ops (rocm_inv_rope_einsum, rocm_mxfp8_wo_a_bmm):
+ * "out", bf16 [T, G*R], poisoned. */
+int dsv4_gemmops_add_wo_a_out(dsv4_tensors *out, int64_t T, int64_t G, int64_t R, dsv4_status *st);
+
 /* Adds output name as a copy of the input of that name: an op that updates
  * a cache or state in place leaves what it does not write as it was. */
 int dsv4_gemmops_add_inplace(dsv4_tensors *out, const dsv4_tensors *in, const char *name, dsv4_status *st);
@@ -61,6 +65,28 @@ int dsv4_bf16_ideal_reference(dsv4_bf16_ideal_fn ideal, const dsv4_opctx *c, con
  * message of a count mismatch). */
 int dsv4_bf16_ideal_bound(dsv4_bf16_ideal_fn ideal, const dsv4_opctx *c, const dsv4_tensors *in, double *bound,
                           int64_t n, const char *what, dsv4_status *st);
+
+/* The validate callback of such an op: the ideal computes (its args check
+ * the inputs); finite_inputs non-NULL: every ideal element must be finite,
+ * else fail naming those inputs. */
+int dsv4_bf16_ideal_validate(dsv4_bf16_ideal_fn ideal, const dsv4_opctx *c, const dsv4_tensors *in,
+                             const char *finite_inputs, dsv4_status *st);
+/* Defines fn, the bound callback of an op whose bf16 outputs' bounds come
+ * from ideal (what names the op in messages). */
+#define DSV4_BF16_IDEAL_BOUND(fn, ideal, what)                                                              \
+    static int fn(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, double *bound, int64_t n, \
+                  dsv4_status *st)                                                                          \
+    {                                                                                                       \
+        (void)output;                                                                                       \
+        return dsv4_bf16_ideal_bound(ideal, c, in, bound, n, what, st);                                     \
+    }
+/* Defines fn, the reference callback of an op whose one output is the
+ * ideal (dsv4_bf16_ideal_reference). */
+#define DSV4_BF16_IDEAL_REFERENCE(fn, ideal, output)                                                        \
+    static int fn(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)        \
+    {                                                                                                       \
+        return dsv4_bf16_ideal_reference(ideal, c, in, dsv4_tensors_find(out, output), st);                 \
+    }
 
 /* Names flat byte `flat` of a 584-byte-per-token cache of B tokens a page:
  * page, token, slot and which part of the record (docs/semantics/kvcache.md

@@ -230,12 +230,7 @@ static int gemm_args_of(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_gemm_a
     return DSV4_OK;
 }
 
-static int gemm_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)
-{
-    dsv4_gemm_args a;
-    int rc = gemm_args_of(c, in, &a, st);
-    return rc ? rc : dsv4_gemm_check(&a, st);
-}
+DSV4_VALIDATE_VIA_ARGS(gemm_validate, dsv4_gemm_args, gemm_args_of, dsv4_gemm_check)
 
 static int gemm_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
 {
@@ -309,12 +304,7 @@ static int gemm_ideal(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_bf16_ide
     return rc ? rc : gemm_ideal_of(&a, use_f32(c) ? 2 : 1, id, st);
 }
 
-static int gemm_bound(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, double *bound, int64_t n,
-                      dsv4_status *st)
-{
-    (void)output;
-    return dsv4_bf16_ideal_bound(gemm_ideal, c, in, bound, n, "gemm", st);
-}
+DSV4_BF16_IDEAL_BOUND(gemm_bound, gemm_ideal, "gemm")
 
 static void gemm_locate(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, int64_t flat, char *buf,
                         size_t len)

@@ -1,6 +1,7 @@
 /* gemm_common.c - helpers shared by the GEMM family's op files (gemm.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,12 @@ int dsv4_gemmops_add_poisoned(dsv4_tensors *out, const char *name, dsv4_dtype dt
         return rc;
     dsv4_poison(t);
     return DSV4_OK;
+}
+
+int dsv4_gemmops_add_wo_a_out(dsv4_tensors *out, int64_t T, int64_t G, int64_t R, dsv4_status *st)
+{
+    const int64_t shape[2] = {T, G * R};
+    return dsv4_gemmops_add_poisoned(out, "out", DSV4_BF16, 2, shape, st);
 }
 
 int dsv4_gemmops_add_inplace(dsv4_tensors *out, const dsv4_tensors *in, const char *name, dsv4_status *st)
@@ -83,6 +90,19 @@ int dsv4_bf16_ideal_bound(dsv4_bf16_ideal_fn ideal, const dsv4_opctx *c, const d
         rc = dsv4_fail(st, DSV4_EINPUT, "%s bound: element count", what);
     if (!rc)
         dsv4_bf16_ideal_bounds(&id, bound);
+    dsv4_bf16_ideal_free(&id);
+    return rc;
+}
+
+int dsv4_bf16_ideal_validate(dsv4_bf16_ideal_fn ideal, const dsv4_opctx *c, const dsv4_tensors *in,
+                             const char *finite_inputs, dsv4_status *st)
+{
+    dsv4_bf16_ideal id;
+    memset(&id, 0, sizeof id);
+    int rc = ideal(c, in, &id, st);
+    for (int64_t i = 0; !rc && finite_inputs && i < id.n; i++)
+        if (!isfinite(id.e[i]))
+            rc = dsv4_fail(st, DSV4_EINPUT, "%s holds a non-finite value (output %" PRId64 ")", finite_inputs, i);
     dsv4_bf16_ideal_free(&id);
     return rc;
 }

@@ -131,47 +131,23 @@ static int einsum_ideal(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_bf16_i
 
 static int einsum_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)
 {
-    dsv4_bf16_ideal id;
-    memset(&id, 0, sizeof id);
-    int rc = einsum_ideal(c, in, &id, st);
-    for (int64_t i = 0; !rc && i < id.n; i++)
-        if (!isfinite(id.e[i]))
-            rc = dsv4_fail(st, DSV4_EINPUT, "o or wo_a holds a non-finite value (output %" PRId64 ")", i);
-    dsv4_bf16_ideal_free(&id);
-    return rc;
+    return dsv4_bf16_ideal_validate(einsum_ideal, c, in, "o or wo_a", st);
 }
 
 static int einsum_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
 {
     dsv4_einsum_args a;
     int rc = einsum_args_of(c, in, &a, st);
-    if (rc)
-        return rc;
-    const int64_t shape[2] = {a.T, a.G * a.R};
-    return dsv4_gemmops_add_poisoned(out, "out", DSV4_BF16, 2, shape, st);
+    return rc ? rc : dsv4_gemmops_add_wo_a_out(out, a.T, a.G, a.R, st);
 }
 
-static int einsum_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
-{
-    return dsv4_bf16_ideal_reference(einsum_ideal, c, in, dsv4_tensors_find(out, "out"), st);
-}
+DSV4_BF16_IDEAL_REFERENCE(einsum_reference, einsum_ideal, "out")
 
-static int einsum_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, dsv4_policy *pol,
-                         dsv4_status *st)
-{
-    (void)c, (void)in, (void)output, (void)st;
-    dsv4_policy_float(pol, DSV4_BF16,
-                      "per element: 1 ulp_bf16(|e|+d) + d, d = gamma_Dg sum_d |o_r||w| + sum_{rope d} (1 ulp_bf16 + "
-                      "3*2^-24 (|ac|+|bs|+|bc|+|as|)) |w| (bf16 fp32-rotated o_r), u = 2^-24");
-    return DSV4_OK;
-}
+DSV4_FLOAT_POLICY(einsum_policy, DSV4_BF16,
+                  "per element: 1 ulp_bf16(|e|+d) + d, d = gamma_Dg sum_d |o_r||w| + sum_{rope d} (1 ulp_bf16 + "
+                  "3*2^-24 (|ac|+|bs|+|bc|+|as|)) |w| (bf16 fp32-rotated o_r), u = 2^-24")
 
-static int einsum_bound(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, double *bound, int64_t n,
-                        dsv4_status *st)
-{
-    (void)output;
-    return dsv4_bf16_ideal_bound(einsum_ideal, c, in, bound, n, "einsum", st);
-}
+DSV4_BF16_IDEAL_BOUND(einsum_bound, einsum_ideal, "einsum")
 
 const dsv4_op dsv4_op_rocm_inv_rope_einsum = {
     .name = "rocm_inv_rope_einsum",

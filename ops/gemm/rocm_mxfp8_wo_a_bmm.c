@@ -142,44 +142,23 @@ static int bmm_ideal_values(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_bf
 
 static int bmm_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)
 {
-    dsv4_bf16_ideal id;
-    memset(&id, 0, sizeof id);
-    int rc = bmm_ideal(c, in, &id, st);
-    dsv4_bf16_ideal_free(&id);
-    return rc;
+    return dsv4_bf16_ideal_validate(bmm_ideal, c, in, NULL, st);
 }
 
 static int bmm_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
 {
     dsv4_wo_a_bmm_args b;
     int rc = bmm_args_of(c, in, &b, st);
-    if (rc)
-        return rc;
-    const int64_t shape[2] = {b.T, b.G * b.R};
-    return dsv4_gemmops_add_poisoned(out, "out", DSV4_BF16, 2, shape, st);
+    return rc ? rc : dsv4_gemmops_add_wo_a_out(out, b.T, b.G, b.R, st);
 }
 
-static int bmm_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
-{
-    return dsv4_bf16_ideal_reference(bmm_ideal_values, c, in, dsv4_tensors_find(out, "out"), st);
-}
+DSV4_BF16_IDEAL_REFERENCE(bmm_reference, bmm_ideal_values, "out")
 
-static int bmm_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, dsv4_policy *pol,
-                      dsv4_status *st)
-{
-    (void)c, (void)in, (void)output, (void)st;
-    dsv4_policy_float(pol, DSV4_BF16,
-                      "per element: 1 ulp_bf16(|e|+d) + d, d = gamma_n sum_k |deq a||deq w|, n = K + 2K/32, "
-                      "u = 2^-24 (fp32 tl.dot_scaled accumulation)");
-    return DSV4_OK;
-}
+DSV4_FLOAT_POLICY(bmm_policy, DSV4_BF16,
+                  "per element: 1 ulp_bf16(|e|+d) + d, d = gamma_n sum_k |deq a||deq w|, n = K + 2K/32, "
+                  "u = 2^-24 (fp32 tl.dot_scaled accumulation)")
 
-static int bmm_bound(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, double *bound, int64_t n,
-                     dsv4_status *st)
-{
-    (void)output;
-    return dsv4_bf16_ideal_bound(bmm_ideal, c, in, bound, n, "bmm", st);
-}
+DSV4_BF16_IDEAL_BOUND(bmm_bound, bmm_ideal, "bmm")
 
 const dsv4_op dsv4_op_rocm_mxfp8_wo_a_bmm = {
     .name = "rocm_mxfp8_wo_a_bmm",

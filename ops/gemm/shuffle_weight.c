@@ -90,13 +90,7 @@ static int shuffle_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_t
                                    r->inverse, st);
 }
 
-static int shuffle_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, dsv4_policy *pol,
-                          dsv4_status *st)
-{
-    (void)c, (void)in, (void)output, (void)st;
-    dsv4_policy_exact(pol, "a byte permutation (layout)");
-    return DSV4_OK;
-}
+DSV4_EXACT_POLICY(shuffle_policy, "a byte permutation (layout)")
 
 /* "out flat i = source (n, k), tile (n/16, k/32)" */
 static void shuffle_locate(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, int64_t flat, char *buf,

@@ -110,28 +110,17 @@ static int pftopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *s
 
 static int pftopk_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_pftopk_args *a, dsv4_status *st)
 {
-    const dsv4_tensor *topk, *t2r, *val, *qsl, *seq, *bt;
+    const dsv4_tensor *topk;
     int rc;
-    if ((rc = dsv4_input(in, "topk_indices", DSV4_I32, 2, &topk, st)) ||
-        (rc = dsv4_indices_input_1d(in, "token_to_req_indices", DSV4_I32, -1, &t2r, st)) ||
-        (rc = dsv4_indices_input_1d(in, "is_valid_token", DSV4_U8, t2r->shape[0], &val, st)) ||
-        (rc = dsv4_indices_input_1d(in, "seq_lens", DSV4_I32, -1, &seq, st)) ||
-        (rc = dsv4_indices_input_1d(in, "query_start_loc", DSV4_I32, seq->shape[0] + 1, &qsl, st)) ||
-        (rc = dsv4_input(in, "block_table", DSV4_I32, 2, &bt, st)))
-        return rc;
     memset(a, 0, sizeof *a);
+    if ((rc = dsv4_input(in, "topk_indices", DSV4_I32, 2, &topk, st)) ||
+        (rc = dsv4_indices_token_inputs(in, -1, &a->token_to_req, &a->is_valid_token, &a->num_tokens, st)) ||
+        (rc = dsv4_indices_request_inputs(in, &a->query_start_loc, &a->seq_lens, &a->num_reqs, st)) ||
+        (rc = dsv4_indices_block_table(in, &a->block_table, &a->bt_rows, &a->bt_cols, st)))
+        return rc;
     a->topk_indices = topk->data;
     a->num_prefill_tokens = topk->shape[0];
     a->topk_width = topk->shape[1];
-    a->token_to_req = t2r->data;
-    a->is_valid_token = val->data;
-    a->num_tokens = t2r->shape[0];
-    a->query_start_loc = qsl->data;
-    a->seq_lens = seq->data;
-    a->num_reqs = seq->shape[0];
-    a->block_table = bt->data;
-    a->bt_rows = bt->shape[0];
-    a->bt_cols = bt->shape[1];
     a->block_size = dsv4_params_int(c->params, "block_size");
     a->compress_ratio = dsv4_params_int(c->params, "compress_ratio");
     a->num_compressed = dsv4_params_int(c->params, "num_compressed");
@@ -140,12 +129,7 @@ static int pftopk_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_pftopk_
     return DSV4_OK;
 }
 
-static int pftopk_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)
-{
-    dsv4_pftopk_args a;
-    int rc = pftopk_args(c, in, &a, st);
-    return rc ? rc : dsv4_pftopk_check(&a, st);
-}
+DSV4_VALIDATE_VIA_ARGS(pftopk_validate, dsv4_pftopk_args, pftopk_args, dsv4_pftopk_check)
 
 static int pftopk_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
 {

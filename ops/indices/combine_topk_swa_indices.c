@@ -175,13 +175,7 @@ static int combine_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_t
                                              dsv4_tensors_find(out, "combined_lens")->data, st);
 }
 
-static int combine_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *output,
-                          dsv4_policy *pol, dsv4_status *st)
-{
-    (void)c, (void)in, (void)output, (void)st;
-    dsv4_policy_exact(pol, "integer indices into the gathered workspace");
-    return DSV4_OK;
-}
+DSV4_EXACT_POLICY(combine_policy, "integer indices into the gathered workspace")
 
 /* Names the part of a combined row an element belongs to: the request,
  * the token's position, and whether the column is in the top-k part, the

@@ -27,10 +27,7 @@ static const dsv4_io_spec gtopk_ragged_outputs[] = {
 
 static int gtopk_ragged_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)
 {
-    const dsv4_gtopk_variant *rule = c->rule;
-    dsv4_gtopk_args a;
-    int rc = dsv4_indices_gtopk_args(c, in, &a, st);
-    return rc ? rc : dsv4_gtopk_check(&a, *rule, 1, st);
+    return dsv4_indices_gtopk_validate(c, in, 1, st);
 }
 
 static int gtopk_ragged_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out,

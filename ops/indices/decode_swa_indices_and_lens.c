@@ -84,25 +84,13 @@ static int swa_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 static int swa_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_swa_args *a, const dsv4_tensor **stale,
                     dsv4_status *st)
 {
-    const dsv4_tensor *t2r, *val, *qsl, *seq, *bt;
     int rc;
-    if ((rc = dsv4_indices_input_1d(in, "token_to_req_indices", DSV4_I32, -1, &t2r, st)) ||
-        (rc = dsv4_indices_input_1d(in, "is_valid_token", DSV4_U8, t2r->shape[0], &val, st)) ||
-        (rc = dsv4_indices_input_1d(in, "seq_lens", DSV4_I32, -1, &seq, st)) ||
-        (rc = dsv4_indices_input_1d(in, "query_start_loc", DSV4_I32, seq->shape[0] + 1, &qsl, st)) ||
-        (rc = dsv4_input(in, "block_table", DSV4_I32, 2, &bt, st)) ||
+    memset(a, 0, sizeof *a);
+    if ((rc = dsv4_indices_token_inputs(in, -1, &a->token_to_req, &a->is_valid_token, &a->num_tokens, st)) ||
+        (rc = dsv4_indices_request_inputs(in, &a->query_start_loc, &a->seq_lens, &a->num_reqs, st)) ||
+        (rc = dsv4_indices_block_table(in, &a->block_table, &a->bt_rows, &a->bt_cols, st)) ||
         (rc = dsv4_input(in, "stale_decode_swa_indices", DSV4_I32, 3, stale, st)))
         return rc;
-    memset(a, 0, sizeof *a);
-    a->query_start_loc = qsl->data;
-    a->seq_lens = seq->data;
-    a->num_reqs = seq->shape[0];
-    a->token_to_req = t2r->data;
-    a->is_valid_token = val->data;
-    a->num_tokens = t2r->shape[0];
-    a->block_table = bt->data;
-    a->bt_rows = bt->shape[0];
-    a->bt_cols = bt->shape[1];
     a->window_size = dsv4_params_int(c->params, "window_size");
     a->block_size = dsv4_params_int(c->params, "block_size");
     a->token_offset = dsv4_params_int(c->params, "token_offset");

@@ -80,25 +80,19 @@ static int cslot_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st
 
 static int cslot_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_cslot_args *a, dsv4_status *st)
 {
-    const dsv4_tensor *qsl, *seq, *bt;
+    int64_t bt_rows;
     int rc;
-    if ((rc = dsv4_indices_input_1d(in, "seq_lens", DSV4_I32, -1, &seq, st)) ||
-        (rc = dsv4_indices_input_1d(in, "query_start_loc", DSV4_I32, seq->shape[0] + 1, &qsl, st)) ||
-        (rc = dsv4_input(in, "block_table", DSV4_I32, 2, &bt, st)))
+    if ((rc = dsv4_indices_request_inputs(in, &a->query_start_loc, &a->seq_lens, &a->num_reqs, st)) ||
+        (rc = dsv4_indices_block_table(in, &a->block_table, &bt_rows, &a->bt_cols, st)))
         return rc;
-    if (bt->shape[0] != seq->shape[0])
+    if (bt_rows != a->num_reqs)
         return dsv4_fail(st, DSV4_EINPUT, "block_table has %" PRId64 " rows, seq_lens %" PRId64
-                         " requests (the kernel runs one program per block-table row)", bt->shape[0], seq->shape[0]);
+                         " requests (the kernel runs one program per block-table row)", bt_rows, a->num_reqs);
     const int64_t pad = dsv4_params_int(c->params, "pad_tokens");
-    const int32_t *q = qsl->data;
+    const int32_t *q = a->query_start_loc;
     if (pad < 0 || q[0] != 0)
         return dsv4_fail(st, DSV4_EINPUT, "pad_tokens >= 0 and query_start_loc[0] = 0 (got %" PRId64 ", %d)", pad,
                          q[0]);
-    a->query_start_loc = q;
-    a->seq_lens = seq->data;
-    a->block_table = bt->data;
-    a->num_reqs = seq->shape[0];
-    a->bt_cols = bt->shape[1];
     a->out_len = q[a->num_reqs] + pad;
     a->compress_ratio = dsv4_params_int(c->params, "compress_ratio");
     a->block_size = dsv4_params_int(c->params, "block_size");
@@ -108,12 +102,7 @@ static int cslot_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_cslot_ar
     return DSV4_OK;
 }
 
-static int cslot_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)
-{
-    dsv4_cslot_args a;
-    int rc = cslot_args(c, in, &a, st);
-    return rc ? rc : dsv4_cslot_check(&a, st);
-}
+DSV4_VALIDATE_VIA_ARGS(cslot_validate, dsv4_cslot_args, cslot_args, dsv4_cslot_check)
 
 /* Poisoned: the op itself fills the whole buffer with -1 first. */
 static int cslot_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)

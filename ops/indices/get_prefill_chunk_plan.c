@@ -88,12 +88,7 @@ static int plan_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_chunkplan
     return DSV4_OK;
 }
 
-static int plan_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)
-{
-    dsv4_chunkplan_args a;
-    int rc = plan_args(c, in, &a, st);
-    return rc ? rc : dsv4_chunkplan_check(&a, st);
-}
+DSV4_VALIDATE_VIA_ARGS(plan_validate, dsv4_chunkplan_args, plan_args, dsv4_chunkplan_check)
 
 static int plan_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
 {

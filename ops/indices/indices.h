@@ -56,6 +56,15 @@ int dsv4_indices_gen_topk_rows(const dsv4_opctx *c, const dsv4_req_shape *rs, in
 /* A 1-D input of exactly n elements (n < 0: any). */
 int dsv4_indices_input_1d(const dsv4_tensors *in, const char *name, dsv4_dtype dt, int64_t n,
                           const dsv4_tensor **out, dsv4_status *st);
+/* The input groups several builders read (dsv4_indices_input_1d each):
+ * token_to_req_indices and is_valid_token, [T] each (T = n; n < 0: any);
+ * seq_lens [R] and query_start_loc [R+1]; block_table [rows, cols]. */
+int dsv4_indices_token_inputs(const dsv4_tensors *in, int64_t n, const int32_t **token_to_req,
+                              const uint8_t **is_valid_token, int64_t *T, dsv4_status *st);
+int dsv4_indices_request_inputs(const dsv4_tensors *in, const int32_t **query_start_loc, const int32_t **seq_lens,
+                                int64_t *R, dsv4_status *st);
+int dsv4_indices_block_table(const dsv4_tensors *in, const int32_t **block_table, int64_t *rows, int64_t *cols,
+                             dsv4_status *st);
 /* An output, poisoned so that an element a backend leaves unwritten fails. */
 int dsv4_indices_add_output(dsv4_tensors *out, const char *name, dsv4_dtype dt, int ndim, const int64_t *shape,
                             dsv4_status *st);
@@ -74,5 +83,7 @@ extern const dsv4_param_spec dsv4_indices_gtopk_params[];
 extern const dsv4_io_spec dsv4_indices_gtopk_inputs[];
 int dsv4_indices_gtopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st);
 int dsv4_indices_gtopk_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_gtopk_args *a, dsv4_status *st);
+/* The args, then dsv4_gtopk_check under the variant's rule (ragged: the CSR form). */
+int dsv4_indices_gtopk_validate(const dsv4_opctx *c, const dsv4_tensors *in, int ragged, dsv4_status *st);
 
 #endif

@@ -165,6 +165,47 @@ int dsv4_indices_input_1d(const dsv4_tensors *in, const char *name, dsv4_dtype d
     return rc;
 }
 
+int dsv4_indices_token_inputs(const dsv4_tensors *in, int64_t n, const int32_t **token_to_req,
+                              const uint8_t **is_valid_token, int64_t *T, dsv4_status *st)
+{
+    const dsv4_tensor *t2r, *val;
+    int rc;
+    if ((rc = dsv4_indices_input_1d(in, "token_to_req_indices", DSV4_I32, n, &t2r, st)) ||
+        (rc = dsv4_indices_input_1d(in, "is_valid_token", DSV4_U8, t2r->shape[0], &val, st)))
+        return rc;
+    *token_to_req = t2r->data;
+    *is_valid_token = val->data;
+    *T = t2r->shape[0];
+    return DSV4_OK;
+}
+
+int dsv4_indices_request_inputs(const dsv4_tensors *in, const int32_t **query_start_loc, const int32_t **seq_lens,
+                                int64_t *R, dsv4_status *st)
+{
+    const dsv4_tensor *qsl, *seq;
+    int rc;
+    if ((rc = dsv4_indices_input_1d(in, "seq_lens", DSV4_I32, -1, &seq, st)) ||
+        (rc = dsv4_indices_input_1d(in, "query_start_loc", DSV4_I32, seq->shape[0] + 1, &qsl, st)))
+        return rc;
+    *query_start_loc = qsl->data;
+    *seq_lens = seq->data;
+    *R = seq->shape[0];
+    return DSV4_OK;
+}
+
+int dsv4_indices_block_table(const dsv4_tensors *in, const int32_t **block_table, int64_t *rows, int64_t *cols,
+                             dsv4_status *st)
+{
+    const dsv4_tensor *bt;
+    int rc = dsv4_input(in, "block_table", DSV4_I32, 2, &bt, st);
+    if (rc)
+        return rc;
+    *block_table = bt->data;
+    *rows = bt->shape[0];
+    *cols = bt->shape[1];
+    return DSV4_OK;
+}
+
 int dsv4_indices_add_output(dsv4_tensors *out, const char *name, dsv4_dtype dt, int ndim, const int64_t *shape,
                             dsv4_status *st)
 {
@@ -252,22 +293,24 @@ int dsv4_indices_gtopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_stat
 
 int dsv4_indices_gtopk_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_gtopk_args *a, dsv4_status *st)
 {
-    const dsv4_tensor *topk, *t2r, *bt, *val;
+    const dsv4_tensor *topk;
     int rc;
-    if ((rc = dsv4_input(in, "topk_indices", DSV4_I32, 2, &topk, st)) ||
-        (rc = dsv4_indices_input_1d(in, "token_to_req_indices", DSV4_I32, topk->shape[0], &t2r, st)) ||
-        (rc = dsv4_indices_input_1d(in, "is_valid_token", DSV4_U8, topk->shape[0], &val, st)) ||
-        (rc = dsv4_input(in, "block_table", DSV4_I32, 2, &bt, st)))
-        return rc;
     memset(a, 0, sizeof *a);
+    if ((rc = dsv4_input(in, "topk_indices", DSV4_I32, 2, &topk, st)) ||
+        (rc = dsv4_indices_token_inputs(in, topk->shape[0], &a->token_to_req, &a->is_valid_token, &a->num_tokens,
+                                        st)) ||
+        (rc = dsv4_indices_block_table(in, &a->block_table, &a->bt_rows, &a->bt_cols, st)))
+        return rc;
     a->topk_indices = topk->data;
-    a->num_tokens = topk->shape[0];
     a->topk_width = topk->shape[1];
-    a->token_to_req = t2r->data;
-    a->is_valid_token = val->data;
-    a->block_table = bt->data;
-    a->bt_rows = bt->shape[0];
-    a->bt_cols = bt->shape[1];
     a->block_size = dsv4_params_int(c->params, "block_size");
     return DSV4_OK;
+}
+
+int dsv4_indices_gtopk_validate(const dsv4_opctx *c, const dsv4_tensors *in, int ragged, dsv4_status *st)
+{
+    const dsv4_gtopk_variant *rule = c->rule;
+    dsv4_gtopk_args a;
+    int rc = dsv4_indices_gtopk_args(c, in, &a, st);
+    return rc ? rc : dsv4_gtopk_check(&a, *rule, ragged, st);
 }

@@ -9,6 +9,18 @@
 
 #include "kvcache.h"
 
+/* The value kinds both generators below draw alike, element i of a block
+ * from the normal draw n: 4 +-0, 5 bf16 denormals, 6 a block under top
+ * (its amax set to top afterwards). */
+static double shared_kind_value(int kind, int i, double n, double top)
+{
+    if (kind == 4)
+        return (i & 1) ? -0.0 : 0.0;
+    if (kind == 5)
+        return (i % 3) ? ldexp(floor(n * 20), -133) : 0.0;
+    return (n / 6.0) * top;
+}
+
 /* One token's 512 bf16-representable values with a kind per 64-block that
  * exercises the scale rule (docs/semantics/kvcache.md A2.2): random
  * amplitudes, an all-zero block (+0/-0: the 1e-4 floor), bf16 denormals,
@@ -24,9 +36,7 @@ void dsv4_kvgen_token(dsv4_rng *rng, float *x)
         for (int i = 0; i < DSV4_KV_QBLOCK; i++) {
             double n = dsv4_rng_normal(rng), v;
             switch (kind) {
-            case 4: v = (i & 1) ? -0.0 : 0.0; break;                          /* +-0 */
-            case 5: v = (i % 3) ? ldexp(floor(n * 20), -133) : 0.0; break;    /* denormals */
-            case 6: v = (n / 6.0) * top; break;                               /* amax fixed below */
+            case 4: case 5: case 6: v = shared_kind_value(kind, i, n, top); break;
             case 7: v = (0.9 + 0.1 * fabs(n) / 6.0) * top * (n < 0 ? -1 : 1); break; /* near max */
             case 8: v = ldexp(n < 0 ? -1.0 : 1.0, sc - (int)(fabs(n) * 3)); break;  /* 2^j */
             case 9: v = n * 1e-6; break;                                      /* under the floor */
@@ -67,9 +77,7 @@ void dsv4_kvgen_row41(dsv4_rng *rng, uint16_t *k, dsv4_kv_format f)
         for (int i = 0; i < tile; i++) {
             double n = dsv4_rng_normal(rng), v;
             switch (kind) {
-            case 4: v = (i & 1) ? -0.0 : 0.0; break;                                /* +-0 */
-            case 5: v = (i % 3) ? ldexp(floor(n * 20), -133) : 0.0; break;          /* denormals */
-            case 6: v = (n / 6.0) * top; break;                                     /* amax set below */
+            case 4: case 5: case 6: v = shared_kind_value(kind, i, n, top); break;
             case 7: v = fp4 ? ldexp(n, 12) : (0.9 + 0.1 * fabs(n) / 6.0) * top * (n < 0 ? -1 : 1); break;
             case 8: v = fp4 ? e2m1_ties[i % 7] * (top / 6.0) * (n < 0 ? -1 : 1)     /* e2m1 ties */
                             : ldexp(n < 0 ? -1.0 : 1.0, sc - (int)(fabs(n) * 3)); break;

@@ -59,6 +59,14 @@ static void gq_cfg(const dsv4_opctx *c, dsv4_fp8q_cfg *cfg)
     cfg->transpose_scale = dsv4_params_int(c->params, "transpose_scale") != 0;
 }
 
+/* The variant's configuration and the input x it applies to. */
+static int gq_input(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_fp8q_cfg *cfg, const dsv4_tensor **x,
+                    dsv4_status *st)
+{
+    gq_cfg(c, cfg);
+    return dsv4_quant_input_2d(in, "x", cfg->group, x, st);
+}
+
 static int gq_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
     const int64_t g = dsv4_params_int(c->params, "group_size");
@@ -87,8 +95,7 @@ static int gq_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *o
 {
     const dsv4_tensor *x;
     dsv4_fp8q_cfg cfg;
-    gq_cfg(c, &cfg);
-    int rc = dsv4_quant_input_2d(in, "x", cfg.group, &x, st);
+    int rc = gq_input(c, in, &cfg, &x, st);
     if (rc)
         return rc;
     int64_t G = x->shape[1] / cfg.group;
@@ -101,8 +108,7 @@ static int gq_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensor
 {
     const dsv4_tensor *x;
     dsv4_fp8q_cfg cfg;
-    gq_cfg(c, &cfg);
-    int rc = dsv4_quant_input_2d(in, "x", cfg.group, &x, st);
+    int rc = gq_input(c, in, &cfg, &x, st);
     if (rc)
         return rc;
     uint8_t *y = dsv4_tensors_find(out, "y")->data;
