@@ -551,23 +551,10 @@ START_TEST(list_goldens_index)
 }
 END_TEST
 
-static Suite *actual_suite(void)
+int main(void)
 {
-    Suite *s = suite_create("actual");
-    TCase *tc = tcase_create("actual");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, every_golden_passes_through_actual);
-    tcase_add_test(tc, one_changed_element_fails_naming_it);
-    tcase_add_test(tc, missing_case_is_not_provided);
-    tcase_add_test(tc, float32_for_bfloat16_when_exact);
-    tcase_add_test(tc, bad_actuals_files_exit_2);
-    tcase_add_test(tc, reports_jobs_shards_and_repro);
-    tcase_add_test(tc, h5py_recipe_end_to_end);
-    tcase_add_test(tc, reader_api);
-    tcase_add_test(tc, list_goldens_index);
-    suite_add_tcase(s, tc);
-    return s;
+    return dsv4_test_main("actual", "actual", 600, setup, teardown,
+        DSV4_TESTS(every_golden_passes_through_actual, one_changed_element_fails_naming_it,
+                   missing_case_is_not_provided, float32_for_bfloat16_when_exact, bad_actuals_files_exit_2,
+                   reports_jobs_shards_and_repro, h5py_recipe_end_to_end, reader_api, list_goldens_index));
 }
-
-int main(void) { return dsv4_test_run(actual_suite()); }

@@ -1026,12 +1026,8 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("badinput");
-    TCase *tc = tcase_create("matrix");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
+    TCase *tc = dsv4_test_tcase(s, "matrix", 120, setup, teardown, NULL, 0);
     tcase_add_loop_test(tc, bad_input_row, 0, N_ROWS);
-    tcase_add_test(tc, flipped_bytes_never_pass_silently);
-    tcase_add_test(tc, flipped_data_bytes_name_the_dataset);
-    suite_add_tcase(s, tc);
+    dsv4_test_add(tc, DSV4_TESTS(flipped_bytes_never_pass_silently, flipped_data_bytes_name_the_dataset));
     return dsv4_test_run(s);
 }

@@ -91,16 +91,8 @@ START_TEST(bisect_refuses_bad_usage)
 }
 END_TEST
 
-static Suite *bisect_suite(void)
+int main(void)
 {
-    Suite *s = suite_create("bisect");
-    TCase *tc = tcase_create("bisect");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, kernel_regression_and_drift_are_found);
-    tcase_add_test(tc, bisect_refuses_bad_usage);
-    suite_add_tcase(s, tc);
-    return s;
+    return dsv4_test_main("bisect", "bisect", 600, setup, teardown,
+        DSV4_TESTS(kernel_regression_and_drift_are_found, bisect_refuses_bad_usage));
 }
-
-int main(void) { return dsv4_test_run(bisect_suite()); }

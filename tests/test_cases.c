@@ -657,30 +657,13 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("cases");
-    TCase *tc = tcase_create("load");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_valid_suite);
-    tcase_add_test(tc, test_no_golden);
-    tcase_add_test(tc, test_seeds);
-    tcase_add_test(tc, test_cannot_open);
-    tcase_add_test(tc, test_sweep_limit);
+    TCase *tc = dsv4_test_tcase(s, "load", 0, setup, teardown,
+        DSV4_TESTS(test_valid_suite, test_no_golden, test_seeds, test_cannot_open, test_sweep_limit));
     tcase_add_loop_test(tc, test_error, 0, (int)(sizeof error_rows / sizeof error_rows[0]));
-    suite_add_tcase(s, tc);
-    TCase *tb = tcase_create("bounds");
-    tcase_add_checked_fixture(tb, setup, teardown);
-    tcase_set_timeout(tb, 30); /* each test asserts its own, much shorter, time */
-    tcase_add_test(tb, test_includes);
-    tcase_add_test(tb, test_not_regular_files);
-    tcase_add_test(tb, test_include_cycle);
-    tcase_add_test(tb, test_file_count_limit);
-    tcase_add_test(tb, test_include_dag);
-    tcase_add_test(tb, test_byte_limit);
-    tcase_add_test(tb, test_deep_flow_nesting);
-    tcase_add_test(tb, test_deep_block_nesting);
-    tcase_add_test(tb, test_node_limit);
-    tcase_add_test(tb, test_anchor_limits);
-    tcase_add_test(tb, test_duplicate_keys_linear);
-    tcase_add_test(tb, test_params_map_limit);
-    suite_add_tcase(s, tb);
+    /* 30 s: each test asserts its own, much shorter, time */
+    dsv4_test_tcase(s, "bounds", 30, setup, teardown,
+        DSV4_TESTS(test_includes, test_not_regular_files, test_include_cycle, test_file_count_limit, test_include_dag,
+                   test_byte_limit, test_deep_flow_nesting, test_deep_block_nesting, test_node_limit,
+                   test_anchor_limits, test_duplicate_keys_linear, test_params_map_limit));
     return dsv4_test_run(s);
 }

@@ -236,20 +236,9 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("cli");
-    TCase *tc = tcase_create("e2e");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, ci_suite_passes_with_reports);
-    tcase_add_test(tc, committed_goldens_check);
-    tcase_add_test(tc, changed_element_fails_and_is_named);
-    tcase_add_test(tc, malformed_yaml_names_line_and_column);
-    tcase_add_test(tc, truncated_hdf5_is_bad_input);
-    tcase_add_test(tc, wrong_schema_version_is_bad_input);
-    tcase_add_test(tc, gen_refuses_to_overwrite);
-    tcase_add_test(tc, h5py_written_golden_checks);
-    tcase_add_test(tc, usage_errors);
-    tcase_add_test(tc, readme_lists_every_op);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
+    return dsv4_test_main("cli", "e2e", 120, setup, teardown,
+        DSV4_TESTS(ci_suite_passes_with_reports, committed_goldens_check, changed_element_fails_and_is_named,
+                   malformed_yaml_names_line_and_column, truncated_hdf5_is_bad_input,
+                   wrong_schema_version_is_bad_input, gen_refuses_to_overwrite, h5py_written_golden_checks,
+                   usage_errors, readme_lists_every_op));
 }

@@ -195,15 +195,7 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("compare");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, exact_names_the_element);
-    tcase_add_test(tc, exact_poison_hint);
-    tcase_add_test(tc, float_tolerance_and_worst);
-    tcase_add_test(tc, float_nan_policy);
-    tcase_add_test(tc, float_nan_metrics_not_clean);
-    tcase_add_test(tc, float_half_hint);
-    tcase_add_test(tc, shape_mismatch_fails);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
+    return dsv4_test_main("compare", "core", 0, NULL, NULL,
+        DSV4_TESTS(exact_names_the_element, exact_poison_hint, float_tolerance_and_worst, float_nan_policy,
+                   float_nan_metrics_not_clean, float_half_hint, shape_mismatch_fails));
 }

@@ -94,12 +94,6 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("determinism");
-    TCase *tc = tcase_create("reference");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, reference_bit_identical_across_threads_and_runs);
-    tcase_add_test(tc, comparison_detects_one_bit);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
+    return dsv4_test_main("determinism", "reference", 120, setup, teardown,
+        DSV4_TESTS(reference_bit_identical_across_threads_and_runs, comparison_detects_one_bit));
 }

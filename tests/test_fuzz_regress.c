@@ -106,12 +106,6 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("fuzz_regress");
-    TCase *tc = tcase_create("replay");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, cases_inputs_replay);
-    tcase_add_test(tc, golden_inputs_replay);
-    tcase_add_test(tc, actual_inputs_replay);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
+    return dsv4_test_main("fuzz_regress", "replay", 120, NULL, NULL,
+        DSV4_TESTS(cases_inputs_replay, golden_inputs_replay, actual_inputs_replay));
 }

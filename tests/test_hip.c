@@ -146,17 +146,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("hip");
-    TCase *tc = tcase_create("plugin");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, hip_missing_library_skips);
-    tcase_add_test(tc, hip_default_skips_or_passes);
-    tcase_add_test(tc, hip_built_libraries_skip_without_gpu);
-    tcase_add_test(tc, wrong_abi_version_is_refused);
-    tcase_add_test(tc, plugin_skip_is_one_line);
-    tcase_add_test(tc, write_past_output_end_is_named);
-    tcase_add_test(tc, write_before_output_start_is_named);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
+    return dsv4_test_main("hip", "plugin", 60, setup, teardown,
+        DSV4_TESTS(hip_missing_library_skips, hip_default_skips_or_passes, hip_built_libraries_skip_without_gpu,
+                   wrong_abi_version_is_refused, plugin_skip_is_one_line, write_past_output_end_is_named,
+                   write_before_output_start_is_named));
 }

@@ -177,20 +177,10 @@ START_TEST(abi1_plugin_still_loads_and_runs)
 }
 END_TEST
 
-static Suite *identify_suite(void)
+int main(void)
 {
-    Suite *s = suite_create("identify");
-    TCase *tc = tcase_create("identify");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, example_plugin_is_the_default);
-    tcase_add_test(tc, planted_bug_matches_no_variant);
-    tcase_add_test(tc, reference_of_another_variant_is_named);
-    tcase_add_test(tc, actuals_file_is_identified_per_variant);
-    tcase_add_test(tc, abi2_plugin_is_told_the_case);
-    tcase_add_test(tc, abi1_plugin_still_loads_and_runs);
-    suite_add_tcase(s, tc);
-    return s;
+    return dsv4_test_main("identify", "identify", 600, setup, teardown,
+        DSV4_TESTS(example_plugin_is_the_default, planted_bug_matches_no_variant,
+                   reference_of_another_variant_is_named, actuals_file_is_identified_per_variant,
+                   abi2_plugin_is_told_the_case, abi1_plugin_still_loads_and_runs));
 }
-
-int main(void) { return dsv4_test_run(identify_suite()); }

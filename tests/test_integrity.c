@@ -471,16 +471,11 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("integrity");
-    TCase *tc = tcase_create("e2e");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 240);
+    TCase *tc = dsv4_test_tcase(s, "e2e", 240, setup, teardown, NULL, 0);
     tcase_add_loop_test(tc, crashes_are_errors_with_every_report, 0, N_CRASHES * N_SETTINGS);
-    tcase_add_test(tc, unterminated_err_is_read_to_errlen);
-    tcase_add_test(tc, hang_is_killed_at_timeout);
-    tcase_add_test(tc, gemm_that_overwrites_an_input_is_an_error);
+    dsv4_test_add(tc, DSV4_TESTS(unterminated_err_is_read_to_errlen, hang_is_killed_at_timeout,
+                                 gemm_that_overwrites_an_input_is_an_error));
     tcase_add_loop_test(tc, signals_end_workers_and_implementations, 0, 4);
-    tcase_add_test(tc, reports_are_replaced_whole);
-    tcase_add_test(tc, reports_never_replace_inputs);
-    suite_add_tcase(s, tc);
+    dsv4_test_add(tc, DSV4_TESTS(reports_are_replaced_whole, reports_never_replace_inputs));
     return dsv4_test_run(s);
 }

@@ -504,23 +504,10 @@ START_TEST(ci_goldens_cover_the_encoder_paths)
 }
 END_TEST
 
-static Suite *suite(void)
+int main(void)
 {
-    Suite *s = suite_create("kvcache");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, hand_token_bytes_ocp);
-    tcase_add_test(tc, hand_token_bytes_fnuz);
-    tcase_add_test(tc, hand_token_decodes);
-    tcase_add_test(tc, scale_rule_exhaustive);
-    tcase_add_test(tc, round_trip_error_bound);
-    tcase_add_test(tc, insert_slots_and_untouched_bytes);
-    tcase_add_test(tc, gather_rows_offsets_and_variants);
-    tcase_add_test(tc, insert_op_validates_slots);
-    tcase_add_test(tc, changed_cache_byte_is_named);
-    tcase_add_test(tc, ci_goldens_cover_the_encoder_paths);
-    suite_add_tcase(s, tc);
-    return s;
+    return dsv4_test_main("kvcache", "core", 60, NULL, NULL,
+        DSV4_TESTS(hand_token_bytes_ocp, hand_token_bytes_fnuz, hand_token_decodes, scale_rule_exhaustive,
+                   round_trip_error_bound, insert_slots_and_untouched_bytes, gather_rows_offsets_and_variants,
+                   insert_op_validates_slots, changed_cache_byte_is_named, ci_goldens_cover_the_encoder_paths));
 }
-
-int main(void) { return dsv4_test_run(suite()); }

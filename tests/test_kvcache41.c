@@ -506,23 +506,10 @@ START_TEST(ci_goldens_cover_v41_paths)
 }
 END_TEST
 
-static Suite *suite(void)
+int main(void)
 {
-    Suite *s = suite_create("kvcache41");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, fp8_hand_tile_bytes);
-    tcase_add_test(tc, fp4_hand_tile_bytes);
-    tcase_add_test(tc, hand_tiles_decode);
-    tcase_add_test(tc, fp8_scale_rule_exhaustive);
-    tcase_add_test(tc, fp4_scale_rule_exhaustive);
-    tcase_add_test(tc, codes_are_nearest_and_gather_is_exact);
-    tcase_add_test(tc, insert_gather_layout);
-    tcase_add_test(tc, op_validates_v41);
-    tcase_add_test(tc, changed_v41_bytes_are_named);
-    tcase_add_test(tc, ci_goldens_cover_v41_paths);
-    suite_add_tcase(s, tc);
-    return s;
+    return dsv4_test_main("kvcache41", "core", 60, NULL, NULL,
+        DSV4_TESTS(fp8_hand_tile_bytes, fp4_hand_tile_bytes, hand_tiles_decode, fp8_scale_rule_exhaustive,
+                   fp4_scale_rule_exhaustive, codes_are_nearest_and_gather_is_exact, insert_gather_layout,
+                   op_validates_v41, changed_v41_bytes_are_named, ci_goldens_cover_v41_paths));
 }
-
-int main(void) { return dsv4_test_run(suite()); }

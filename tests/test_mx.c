@@ -352,21 +352,10 @@ START_TEST(golden_scale_byte_off_by_one_fails_naming_block)
 }
 END_TEST
 
-static Suite *suite(void)
+int main(void)
 {
-    Suite *s = suite_create("mx");
-    TCase *tc = tcase_create("mx");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, fp4_scale_bytes_by_hand);
-    tcase_add_test(tc, fp8_scale_bytes_by_hand);
-    tcase_add_test(tc, all_bf16_through_encoders);
-    tcase_add_test(tc, all_bf16_amax_through_scale_rules);
-    tcase_add_test(tc, block_codes_by_hand);
-    tcase_add_test(tc, dequant_and_shuffle);
-    tcase_add_test(tc, mx_compare_reports_block_and_element);
-    tcase_add_test(tc, golden_scale_byte_off_by_one_fails_naming_block);
-    suite_add_tcase(s, tc);
-    return s;
+    return dsv4_test_main("mx", "mx", 60, NULL, NULL,
+        DSV4_TESTS(fp4_scale_bytes_by_hand, fp8_scale_bytes_by_hand, all_bf16_through_encoders,
+                   all_bf16_amax_through_scale_rules, block_codes_by_hand, dequant_and_shuffle,
+                   mx_compare_reports_block_and_element, golden_scale_byte_off_by_one_fails_naming_block));
 }
-
-int main(void) { return dsv4_test_run(suite()); }

@@ -197,20 +197,13 @@ START_TEST(guarded_buffer)
 }
 END_TEST
 
-static Suite *readpast_suite(void)
+int main(void)
 {
     Suite *s = suite_create("readpast");
-    TCase *tc = tcase_create("readpast");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, poison_per_dtype);
-    tcase_add_test(tc, guarded_buffer);
-    tcase_add_test(tc, read_past_in_process);
-    tcase_add_test(tc, read_past_isolated);
+    TCase *tc = dsv4_test_tcase(s, "readpast", 120, NULL, NULL,
+        DSV4_TESTS(poison_per_dtype, guarded_buffer, read_past_in_process, read_past_isolated));
     tcase_add_loop_test(tc, correct_plugin_passes, 0, 2);
     tcase_add_loop_test(tc, nondeterministic_not_blamed, 0, 2);
-    tcase_add_test(tc, cli_reports);
-    suite_add_tcase(s, tc);
-    return s;
+    dsv4_test_add(tc, DSV4_TESTS(cli_reports));
+    return dsv4_test_run(s);
 }
-
-int main(void) { return dsv4_test_run(readpast_suite()); }

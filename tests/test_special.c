@@ -375,15 +375,7 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("special");
-    TCase *tc = tcase_create("special");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, mx_nan_scale_written_as_one);
-    tcase_add_test(tc, fp8_nan_code_written_finite);
-    tcase_add_test(tc, finite_inputs_have_no_split);
-    tcase_add_test(tc, cli_special_modes);
-    tcase_add_test(tc, lane_filter_per_kind);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
+    return dsv4_test_main("special", "special", 120, setup, teardown,
+        DSV4_TESTS(mx_nan_scale_written_as_one, fp8_nan_code_written_finite, finite_inputs_have_no_split,
+                   cli_special_modes, lane_filter_per_kind));
 }

@@ -232,19 +232,10 @@ START_TEST(contract_tags_listed_and_selected)
 }
 END_TEST
 
-static Suite *suite(void)
+int main(void)
 {
-    Suite *s = suite_create("verdicts");
-    TCase *tc = tcase_create("verdicts");
-    tcase_set_timeout(tc, 120);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, kstore_untouched_slot_byte_fails);
-    tcase_add_test(tc, kstore_written_byte_flip_warns);
-    tcase_add_test(tc, compressor_pad_byte_fails_value_flip_warns);
-    tcase_add_test(tc, fnuz_nan_rows_poison_is_the_fnuz_nan);
-    tcase_add_test(tc, contract_tags_listed_and_selected);
-    suite_add_tcase(s, tc);
-    return s;
+    return dsv4_test_main("verdicts", "verdicts", 120, setup, teardown,
+        DSV4_TESTS(kstore_untouched_slot_byte_fails, kstore_written_byte_flip_warns,
+                   compressor_pad_byte_fails_value_flip_warns, fnuz_nan_rows_poison_is_the_fnuz_nan,
+                   contract_tags_listed_and_selected));
 }
-
-int main(void) { return dsv4_test_run(suite()); }

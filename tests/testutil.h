@@ -18,6 +18,45 @@ static inline int dsv4_test_run(Suite *s)
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
+/* The tests of a TCase as one argument pair, e.g.
+ * dsv4_test_tcase(s, "core", 60, NULL, NULL, DSV4_TESTS(one_test, another)). */
+#define DSV4_TESTS(...) \
+    (const TTest *const[]){__VA_ARGS__}, sizeof((const TTest *const[]){__VA_ARGS__}) / sizeof(const TTest *)
+
+/* Adds n tests to tc in order. */
+static inline void dsv4_test_add(TCase *tc, const TTest *const *tests, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        tcase_add_test(tc, tests[i]);
+}
+
+/* Adds a TCase named name to s with its timeout in seconds (0 keeps
+ * Check's default), a checked fixture (setup and teardown, each may be NULL)
+ * and its n tests in order (tests may be NULL when n is 0); returns it, for
+ * loop tests. */
+static inline TCase *dsv4_test_tcase(Suite *s, const char *name, double timeout, SFun setup, SFun teardown,
+                                     const TTest *const *tests, size_t n)
+{
+    TCase *tc = tcase_create(name);
+    if (setup || teardown)
+        tcase_add_checked_fixture(tc, setup, teardown);
+    if (timeout > 0)
+        tcase_set_timeout(tc, timeout);
+    dsv4_test_add(tc, tests, n);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+/* The whole main() of a test program with one TCase: builds the suite,
+ * runs it (dsv4_test_run) and returns the exit status. */
+static inline int dsv4_test_main(const char *suite_name, const char *tcase_name, double timeout, SFun setup,
+                                 SFun teardown, const TTest *const *tests, size_t n)
+{
+    Suite *s = suite_create(suite_name);
+    dsv4_test_tcase(s, tcase_name, timeout, setup, teardown, tests, n);
+    return dsv4_test_run(s);
+}
+
 /* Reads a whole file into a malloc'd buffer with a NUL after its last byte
  * (so text can be searched as a string); *len, when given, is its size. */
 static inline char *dsv4_test_slurp_len(const char *path, size_t *len)
