@@ -6,6 +6,7 @@
 #include "actual.h"
 #include "readpast.h"
 #include "repro.h"
+#include "version.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -151,19 +152,6 @@ static int write_step_golden(dsv4_chain *x, const char *path, const char *step, 
     return rc;
 }
 
-typedef struct locate_ctx {
-    const dsv4_op *op;
-    const dsv4_opctx *c;
-    const dsv4_tensors *in;
-    const char *output;
-} locate_ctx;
-
-static void locate_adapter(const void *vctx, int64_t flat, char *buf, size_t len)
-{
-    const locate_ctx *l = vctx;
-    l->op->locate(l->c, l->in, l->output, flat, buf, len);
-}
-
 /* Every output of a step against its expected value, as the runner
  * compares an op case (policy, case overrides by stage name, mask, bound,
  * companion, hint, error map). */
@@ -205,9 +193,9 @@ static int compare_step(dsv4_chain *x, step_rec *rec, const dsv4_op *op, const d
             if (!aux.expected)
                 aux.expected = dsv4_tensors_get(in, out->pol.companion);
         }
-        locate_ctx lc = {op, c, in, a->name};
+        dsv4_op_locate_ctx lc = {op, c, in, a->name};
         if (!rc)
-            rc = dsv4_compare(e, a, &out->pol, mask, op->locate ? locate_adapter : NULL, &lc, &aux, &out->cmp, st);
+            rc = dsv4_compare(e, a, &out->pol, mask, op->locate ? dsv4_op_locate : NULL, &lc, &aux, &out->cmp, st);
         if (!rc && op->hint && out->cmp.bad)
             op->hint(c, in, a->name, e, a, &out->cmp);
         if (!rc && x->o && x->o->maps && out->cmp.verdict == DSV4_FAIL)

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "version.h"
+
 #define HTML_MAX_DETAILED 40
 
 static const char css[] =

@@ -39,13 +39,7 @@
 #include "parallel.h"
 #include "runner.h"
 #include "yaml_doc.h"
-
-#ifndef DSV4_VERSION
-#define DSV4_VERSION "0"
-#endif
-#ifndef DSV4_GIT_REV
-#define DSV4_GIT_REV "unknown"
-#endif
+#include "version.h"
 
 typedef dsv4_cli cli;
 

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "version.h"
+
 void dsv4_result_free_maps(dsv4_case_result *r)
 {
     for (int k = 0; k < r->n_outputs; k++) {
