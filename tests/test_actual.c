@@ -551,10 +551,7 @@ START_TEST(list_goldens_index)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("actual", "actual", 600, setup, teardown,
-        DSV4_TESTS(every_golden_passes_through_actual, one_changed_element_fails_naming_it,
-                   missing_case_is_not_provided, float32_for_bfloat16_when_exact, bad_actuals_files_exit_2,
-                   reports_jobs_shards_and_repro, h5py_recipe_end_to_end, reader_api, list_goldens_index));
-}
+DSV4_TEST_MAIN("actual", "actual", 600, setup, teardown, every_golden_passes_through_actual,
+               one_changed_element_fails_naming_it, missing_case_is_not_provided, float32_for_bfloat16_when_exact,
+               bad_actuals_files_exit_2, reports_jobs_shards_and_repro, h5py_recipe_end_to_end, reader_api,
+               list_goldens_index)

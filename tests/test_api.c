@@ -542,11 +542,7 @@ START_TEST(test_actuals_file)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("api", "api", 120, setup, teardown,
-        DSV4_TESTS(test_version_and_ops, test_suite_and_case_fields, test_inputs_generated_equal_golden,
-                   test_reference_passes, test_reference_ideal_and_expected, test_planted_bug_report_equals_cli,
-                   test_bad_outputs, test_with_variant, test_selection_matches_cli, test_golden_file_case,
-                   test_load_errors, test_actuals_file));
-}
+DSV4_TEST_MAIN("api", "api", 120, setup, teardown, test_version_and_ops, test_suite_and_case_fields,
+               test_inputs_generated_equal_golden, test_reference_passes, test_reference_ideal_and_expected,
+               test_planted_bug_report_equals_cli, test_bad_outputs, test_with_variant, test_selection_matches_cli,
+               test_golden_file_case, test_load_errors, test_actuals_file)

@@ -756,12 +756,8 @@ START_TEST(test_e2e_head_scaled)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("attention", "core", 60, NULL, NULL,
-        DSV4_TESTS(test_one_key_is_v, test_two_equal_keys_and_halving_sink, test_integer_exact,
-                   test_empty_rows_zero_and_nan_unused, test_sweep_naive_and_faithful_bound,
-                   test_ragged_two_segments_equal_dense, test_rope, test_inverse_rope_rows_rotated, test_sink_hints,
-                   test_inverse_rope_mxfp8_hand, test_inverse_rope_mxfp8_second_formulation,
-                   test_inverse_rope_mxfp8_policy, test_e2e_head_scaled));
-}
+DSV4_TEST_MAIN("attention", "core", 60, NULL, NULL, test_one_key_is_v, test_two_equal_keys_and_halving_sink,
+               test_integer_exact, test_empty_rows_zero_and_nan_unused, test_sweep_naive_and_faithful_bound,
+               test_ragged_two_segments_equal_dense, test_rope, test_inverse_rope_rows_rotated, test_sink_hints,
+               test_inverse_rope_mxfp8_hand, test_inverse_rope_mxfp8_second_formulation,
+               test_inverse_rope_mxfp8_policy, test_e2e_head_scaled)

@@ -91,8 +91,5 @@ START_TEST(bisect_refuses_bad_usage)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("bisect", "bisect", 600, setup, teardown,
-        DSV4_TESTS(kernel_regression_and_drift_are_found, bisect_refuses_bad_usage));
-}
+DSV4_TEST_MAIN("bisect", "bisect", 600, setup, teardown, kernel_regression_and_drift_are_found,
+               bisect_refuses_bad_usage)

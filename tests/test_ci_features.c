@@ -474,11 +474,8 @@ START_TEST(drift_rules_for_float_outputs)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("ci_features", "e2e", 300, setup, teardown,
-        DSV4_TESTS(html_report_renders_in_chromium, repro_file_replays_the_failure, parallel_runs_are_identical,
-                   shards_partition_the_suite_and_junit_merges, shard_hash_vectors,
-                   bisect_finds_the_planted_regression, example_plugin_correct_wrong_and_bad_abi,
-                   device_reaches_plugin_init, drift_against_baseline, drift_rules_for_float_outputs));
-}
+DSV4_TEST_MAIN("ci_features", "e2e", 300, setup, teardown, html_report_renders_in_chromium,
+               repro_file_replays_the_failure, parallel_runs_are_identical,
+               shards_partition_the_suite_and_junit_merges, shard_hash_vectors, bisect_finds_the_planted_regression,
+               example_plugin_correct_wrong_and_bad_abi, device_reaches_plugin_init, drift_against_baseline,
+               drift_rules_for_float_outputs)

@@ -234,11 +234,7 @@ START_TEST(readme_lists_every_op)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("cli", "e2e", 120, setup, teardown,
-        DSV4_TESTS(ci_suite_passes_with_reports, committed_goldens_check, changed_element_fails_and_is_named,
-                   malformed_yaml_names_line_and_column, truncated_hdf5_is_bad_input,
-                   wrong_schema_version_is_bad_input, gen_refuses_to_overwrite, h5py_written_golden_checks,
-                   usage_errors, readme_lists_every_op));
-}
+DSV4_TEST_MAIN("cli", "e2e", 120, setup, teardown, ci_suite_passes_with_reports, committed_goldens_check,
+               changed_element_fails_and_is_named, malformed_yaml_names_line_and_column,
+               truncated_hdf5_is_bad_input, wrong_schema_version_is_bad_input, gen_refuses_to_overwrite,
+               h5py_written_golden_checks, usage_errors, readme_lists_every_op)

@@ -193,9 +193,6 @@ START_TEST(shape_mismatch_fails)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("compare", "core", 0, NULL, NULL,
-        DSV4_TESTS(exact_names_the_element, exact_poison_hint, float_tolerance_and_worst, float_nan_policy,
-                   float_nan_metrics_not_clean, float_half_hint, shape_mismatch_fails));
-}
+DSV4_TEST_MAIN("compare", "core", 0, NULL, NULL, exact_names_the_element, exact_poison_hint,
+               float_tolerance_and_worst, float_nan_policy, float_nan_metrics_not_clean, float_half_hint,
+               shape_mismatch_fails)

@@ -92,8 +92,5 @@ START_TEST(comparison_detects_one_bit)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("determinism", "reference", 120, setup, teardown,
-        DSV4_TESTS(reference_bit_identical_across_threads_and_runs, comparison_detects_one_bit));
-}
+DSV4_TEST_MAIN("determinism", "reference", 120, setup, teardown, reference_bit_identical_across_threads_and_runs,
+               comparison_detects_one_bit)

@@ -104,8 +104,5 @@ START_TEST(actual_inputs_replay)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("fuzz_regress", "replay", 120, NULL, NULL,
-        DSV4_TESTS(cases_inputs_replay, golden_inputs_replay, actual_inputs_replay));
-}
+DSV4_TEST_MAIN("fuzz_regress", "replay", 120, NULL, NULL, cases_inputs_replay, golden_inputs_replay,
+               actual_inputs_replay)

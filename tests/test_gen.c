@@ -160,9 +160,5 @@ START_TEST(gen_over_file_size_limit_says_why)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("gen", "gen", 300, setup, teardown,
-        DSV4_TESTS(interrupted_gen_removes_its_temp_file, next_gen_removes_stale_temp_files,
-                   gen_over_file_size_limit_says_why));
-}
+DSV4_TEST_MAIN("gen", "gen", 300, setup, teardown, interrupted_gen_removes_its_temp_file,
+               next_gen_removes_stale_temp_files, gen_over_file_size_limit_says_why)

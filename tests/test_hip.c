@@ -144,10 +144,6 @@ START_TEST(write_before_output_start_is_named)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("hip", "plugin", 60, setup, teardown,
-        DSV4_TESTS(hip_missing_library_skips, hip_default_skips_or_passes, hip_built_libraries_skip_without_gpu,
-                   wrong_abi_version_is_refused, plugin_skip_is_one_line, write_past_output_end_is_named,
-                   write_before_output_start_is_named));
-}
+DSV4_TEST_MAIN("hip", "plugin", 60, setup, teardown, hip_missing_library_skips, hip_default_skips_or_passes,
+               hip_built_libraries_skip_without_gpu, wrong_abi_version_is_refused, plugin_skip_is_one_line,
+               write_past_output_end_is_named, write_before_output_start_is_named)

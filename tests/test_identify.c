@@ -177,10 +177,7 @@ START_TEST(abi1_plugin_still_loads_and_runs)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("identify", "identify", 600, setup, teardown,
-        DSV4_TESTS(example_plugin_is_the_default, planted_bug_matches_no_variant,
-                   reference_of_another_variant_is_named, actuals_file_is_identified_per_variant,
-                   abi2_plugin_is_told_the_case, abi1_plugin_still_loads_and_runs));
-}
+DSV4_TEST_MAIN("identify", "identify", 600, setup, teardown, example_plugin_is_the_default,
+               planted_bug_matches_no_variant, reference_of_another_variant_is_named,
+               actuals_file_is_identified_per_variant, abi2_plugin_is_told_the_case,
+               abi1_plugin_still_loads_and_runs)

@@ -700,12 +700,8 @@ START_TEST(ci_indexer_report_same_across_blas_threads)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("indexer", "core", 60, NULL, NULL,
-        DSV4_TESTS(layout_params, layout_offsets_by_hand, layout_bijection, hand_built_cache, kstore_round_trip,
-                   kstore_shuffled_equals_natural, logits_integer_exact, logits_nan_and_zero, topk_rows_by_hand,
-                   block_scores_by_hand, candidates_by_hand, index_set_kinds, golden_exact_tie_swap_passes,
-                   golden_near_tie_swap_passes, golden_low_score_swap_fails, golden_near_tie_is_not_exact,
-                   logits_bound_exact, ci_indexer_report_same_across_blas_threads));
-}
+DSV4_TEST_MAIN("indexer", "core", 60, NULL, NULL, layout_params, layout_offsets_by_hand, layout_bijection,
+               hand_built_cache, kstore_round_trip, kstore_shuffled_equals_natural, logits_integer_exact,
+               logits_nan_and_zero, topk_rows_by_hand, block_scores_by_hand, candidates_by_hand, index_set_kinds,
+               golden_exact_tie_swap_passes, golden_near_tie_swap_passes, golden_low_score_swap_fails,
+               golden_near_tie_is_not_exact, logits_bound_exact, ci_indexer_report_same_across_blas_threads)

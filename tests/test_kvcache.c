@@ -504,10 +504,7 @@ START_TEST(ci_goldens_cover_the_encoder_paths)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("kvcache", "core", 60, NULL, NULL,
-        DSV4_TESTS(hand_token_bytes_ocp, hand_token_bytes_fnuz, hand_token_decodes, scale_rule_exhaustive,
-                   round_trip_error_bound, insert_slots_and_untouched_bytes, gather_rows_offsets_and_variants,
-                   insert_op_validates_slots, changed_cache_byte_is_named, ci_goldens_cover_the_encoder_paths));
-}
+DSV4_TEST_MAIN("kvcache", "core", 60, NULL, NULL, hand_token_bytes_ocp, hand_token_bytes_fnuz, hand_token_decodes,
+               scale_rule_exhaustive, round_trip_error_bound, insert_slots_and_untouched_bytes,
+               gather_rows_offsets_and_variants, insert_op_validates_slots, changed_cache_byte_is_named,
+               ci_goldens_cover_the_encoder_paths)

@@ -506,10 +506,6 @@ START_TEST(ci_goldens_cover_v41_paths)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("kvcache41", "core", 60, NULL, NULL,
-        DSV4_TESTS(fp8_hand_tile_bytes, fp4_hand_tile_bytes, hand_tiles_decode, fp8_scale_rule_exhaustive,
-                   fp4_scale_rule_exhaustive, codes_are_nearest_and_gather_is_exact, insert_gather_layout,
-                   op_validates_v41, changed_v41_bytes_are_named, ci_goldens_cover_v41_paths));
-}
+DSV4_TEST_MAIN("kvcache41", "core", 60, NULL, NULL, fp8_hand_tile_bytes, fp4_hand_tile_bytes, hand_tiles_decode,
+               fp8_scale_rule_exhaustive, fp4_scale_rule_exhaustive, codes_are_nearest_and_gather_is_exact,
+               insert_gather_layout, op_validates_v41, changed_v41_bytes_are_named, ci_goldens_cover_v41_paths)

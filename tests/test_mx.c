@@ -352,10 +352,7 @@ START_TEST(golden_scale_byte_off_by_one_fails_naming_block)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("mx", "mx", 60, NULL, NULL,
-        DSV4_TESTS(fp4_scale_bytes_by_hand, fp8_scale_bytes_by_hand, all_bf16_through_encoders,
-                   all_bf16_amax_through_scale_rules, block_codes_by_hand, dequant_and_shuffle,
-                   mx_compare_reports_block_and_element, golden_scale_byte_off_by_one_fails_naming_block));
-}
+DSV4_TEST_MAIN("mx", "mx", 60, NULL, NULL, fp4_scale_bytes_by_hand, fp8_scale_bytes_by_hand,
+               all_bf16_through_encoders, all_bf16_amax_through_scale_rules, block_codes_by_hand,
+               dequant_and_shuffle, mx_compare_reports_block_and_element,
+               golden_scale_byte_off_by_one_fails_naming_block)

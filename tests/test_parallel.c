@@ -185,9 +185,5 @@ START_TEST(references_bit_identical_across_thread_counts)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("parallel", "parallel", 600, NULL, NULL,
-        DSV4_TESTS(every_item_once, first_failure_in_item_order, nested_calls_run_serially,
-                   references_bit_identical_across_thread_counts));
-}
+DSV4_TEST_MAIN("parallel", "parallel", 600, NULL, NULL, every_item_once, first_failure_in_item_order,
+               nested_calls_run_serially, references_bit_identical_across_thread_counts)

@@ -197,9 +197,5 @@ START_TEST(fp4_blocks_match_reference)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("quant_rules", "core", 60, NULL, NULL,
-        DSV4_TESTS(scale_rules_match_reference, ceil_log2_by_hand, codecs_match_reference, x86_nan_results,
-                   fp4_blocks_match_reference));
-}
+DSV4_TEST_MAIN("quant_rules", "core", 60, NULL, NULL, scale_rules_match_reference, ceil_log2_by_hand,
+               codecs_match_reference, x86_nan_results, fp4_blocks_match_reference)

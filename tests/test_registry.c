@@ -141,10 +141,6 @@ START_TEST(every_op_and_chain_has_nightly_cases)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("registry", "list", 0, NULL, NULL,
-        DSV4_TESTS(op_names_unique, variants_unique_and_documented, every_op_has_its_file,
-                   every_op_has_a_hip_kernel, every_op_has_ci_cases_and_goldens,
-                   every_op_and_chain_has_nightly_cases));
-}
+DSV4_TEST_MAIN("registry", "list", 0, NULL, NULL, op_names_unique, variants_unique_and_documented,
+               every_op_has_its_file, every_op_has_a_hip_kernel, every_op_has_ci_cases_and_goldens,
+               every_op_and_chain_has_nightly_cases)

@@ -67,9 +67,5 @@ START_TEST(normal_moments)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("rng", "core", 0, NULL, NULL,
-        DSV4_TESTS(splitmix_vectors, fnv_vectors, streams_are_independent, range_and_uniform_bounds,
-                   normal_moments));
-}
+DSV4_TEST_MAIN("rng", "core", 0, NULL, NULL, splitmix_vectors, fnv_vectors, streams_are_independent,
+               range_and_uniform_bounds, normal_moments)

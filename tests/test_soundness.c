@@ -38,8 +38,5 @@ START_TEST(attention_few_keys_small_scales)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("soundness", "soundness", 300, NULL, NULL,
-        DSV4_TESTS(every_bound_holds_with_margin_and_catches_a_one_ulp_bias, attention_few_keys_small_scales));
-}
+DSV4_TEST_MAIN("soundness", "soundness", 300, NULL, NULL, every_bound_holds_with_margin_and_catches_a_one_ulp_bias,
+               attention_few_keys_small_scales)

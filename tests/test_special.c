@@ -373,9 +373,5 @@ START_TEST(lane_filter_per_kind)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("special", "special", 120, setup, teardown,
-        DSV4_TESTS(mx_nan_scale_written_as_one, fp8_nan_code_written_finite, finite_inputs_have_no_split,
-                   cli_special_modes, lane_filter_per_kind));
-}
+DSV4_TEST_MAIN("special", "special", 120, setup, teardown, mx_nan_scale_written_as_one, fp8_nan_code_written_finite,
+               finite_inputs_have_no_split, cli_special_modes, lane_filter_per_kind)

@@ -232,10 +232,6 @@ START_TEST(contract_tags_listed_and_selected)
 }
 END_TEST
 
-int main(void)
-{
-    return dsv4_test_main("verdicts", "verdicts", 120, setup, teardown,
-        DSV4_TESTS(kstore_untouched_slot_byte_fails, kstore_written_byte_flip_warns,
-                   compressor_pad_byte_fails_value_flip_warns, fnuz_nan_rows_poison_is_the_fnuz_nan,
-                   contract_tags_listed_and_selected));
-}
+DSV4_TEST_MAIN("verdicts", "verdicts", 120, setup, teardown, kstore_untouched_slot_byte_fails,
+               kstore_written_byte_flip_warns, compressor_pad_byte_fails_value_flip_warns,
+               fnuz_nan_rows_poison_is_the_fnuz_nan, contract_tags_listed_and_selected)

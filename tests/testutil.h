@@ -57,6 +57,11 @@ static inline int dsv4_test_main(const char *suite_name, const char *tcase_name,
     return dsv4_test_run(s);
 }
 
+/* Defines main() of a test program with one TCase: its suite, TCase
+ * name, timeout and checked fixture as dsv4_test_tcase, then its tests. */
+#define DSV4_TEST_MAIN(suite_name, tcase_name, timeout, setup, teardown, ...) \
+    int main(void) { return dsv4_test_main(suite_name, tcase_name, timeout, setup, teardown, DSV4_TESTS(__VA_ARGS__)); }
+
 /* Reads a whole file into a malloc'd buffer with a NUL after its last byte
  * (so text can be searched as a string); *len, when given, is its size. */
 static inline char *dsv4_test_slurp_len(const char *path, size_t *len)
