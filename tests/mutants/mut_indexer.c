@@ -44,8 +44,7 @@ int mut_kstore_rope_at_pos(mut_call *m) { return mut_run_reference_rope_at_pos(m
 /* The preshuffled layout written in natural order. */
 int mut_kstore_not_preshuffled(mut_call *m)
 {
-    int rc = mut_set_int(m, "shuffle", 0);
-    return rc ? rc : mut_run_reference(m);
+    return mut_run_reference_with_int(m, "shuffle", 0);
 }
 
 /* ---- rocm_mxfp4_indexer_q_quant ---- */
@@ -69,17 +68,7 @@ int mut_qquant_scale_big_endian(mut_call *m)
 int mut_qquant_variant_a_for_b(mut_call *m) { return mut_run_reference_as(m, "quant=cache_a"); }
 
 /* RoPE at position pos - 1 (0 stays 0). */
-int mut_qquant_positions_off1(mut_call *m)
-{
-    dsv4_tensor *pos;
-    int rc = mut_need(m, &m->in, "positions", &pos);
-    if (rc)
-        return rc;
-    int64_t *p = pos->data;
-    for (int64_t t = 0; t < pos->shape[0]; t++)
-        p[t] = p[t] > 0 ? p[t] - 1 : 0;
-    return mut_run_reference(m);
-}
+int mut_qquant_positions_off1(mut_call *m) { return mut_run_reference_positions_off1(m); }
 
 /* ---- paged_mxfp4_mqa_logits: an fp32 model of the kernel ---- */
 

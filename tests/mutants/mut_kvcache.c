@@ -257,8 +257,7 @@ int mut_kv41_fp8_scale_per_64(mut_call *m)
 /* use_fnuz = 1 decoded as OCP e4m3fn (every NoPE value off by 2x). */
 int mut_kv_gather_fnuz_as_ocp(mut_call *m)
 {
-    int rc = mut_set_int(m, "use_fnuz", 0);
-    return rc ? rc : mut_run_reference(m);
+    return mut_run_reference_with_int(m, "use_fnuz", 0);
 }
 
 /* invalid_block=skip computed as the zero-filling port. */
@@ -270,8 +269,7 @@ int mut_kv_gather_skip_as_zero(mut_call *m)
 /* Rows written one too far down the workspace (offset + 1). */
 int mut_kv_gather_offset_off1(mut_call *m)
 {
-    int rc = mut_set_int(m, "offset", mut_int(m, "offset") + 1);
-    return rc ? rc : mut_run_reference(m);
+    return mut_run_reference_with_int(m, "offset", mut_int(m, "offset") + 1);
 }
 
 /* The first G positions gathered instead of the last G (start 0, not
@@ -288,12 +286,9 @@ int mut_kv_gather_from_start(mut_call *m)
 }
 
 /* format=v41_fp4: the even dim read from the high nibble. */
-int mut_kv41_fp4_nibbles_swapped(mut_call *m)
+static int plant_kv41_fp4_nibbles_swapped(mut_call *m, dsv4_tensor *kc)
 {
-    dsv4_tensor *kc;
-    int rc = mut_need(m, &m->in, "k_cache", &kc);
-    if (rc)
-        return rc;
+    (void)m;
     const int64_t nb = kc->shape[0], B = kc->shape[1], DB = 256;
     uint8_t *c = kc->data;
     for (int64_t p = 0; p < nb; p++)
@@ -301,17 +296,18 @@ int mut_kv41_fp4_nibbles_swapped(mut_call *m)
             uint8_t *b = c + p * B * kc->shape[2] + i;
             *b = (uint8_t)((*b >> 4) | (*b << 4));
         }
-    return mut_run_reference(m);
+    return DSV4_OK;
+}
+int mut_kv41_fp4_nibbles_swapped(mut_call *m)
+{
+    return mut_run_reference_on(m, "k_cache", plant_kv41_fp4_nibbles_swapped);
 }
 
 /* format=v41_fp8: tile t decoded with the scale of tile t & ~1 (a 64-lane
  * scale stride). */
-int mut_kv41_fp8_scale_stride_64(mut_call *m)
+static int plant_kv41_fp8_scale_stride_64(mut_call *m, dsv4_tensor *kc)
 {
-    dsv4_tensor *kc;
-    int rc = mut_need(m, &m->in, "k_cache", &kc);
-    if (rc)
-        return rc;
+    (void)m;
     const int64_t nb = kc->shape[0], B = kc->shape[1], DB = 512, SB = 16;
     uint8_t *c = kc->data;
     for (int64_t p = 0; p < nb; p++)
@@ -320,5 +316,9 @@ int mut_kv41_fp8_scale_stride_64(mut_call *m)
             for (int t = 1; t < SB; t += 2)
                 s[t] = s[t - 1];
         }
-    return mut_run_reference(m);
+    return DSV4_OK;
+}
+int mut_kv41_fp8_scale_stride_64(mut_call *m)
+{
+    return mut_run_reference_on(m, "k_cache", plant_kv41_fp8_scale_stride_64);
 }
