@@ -29,6 +29,29 @@ static void expect_byte(const uint8_t *p, long off, uint8_t want, const char *wh
     ck_assert_msg(p[off] == want, "%s (byte %ld): 0x%02X, expected 0x%02X", what, off, p[off], want);
 }
 
+/* A byte of a hand row: at offset at of the row's data, its value. */
+typedef struct hand_byte {
+    int at;
+    uint8_t c;
+} hand_byte;
+
+/* Row 1 of a B = 2 page (data at D, scales at S; row 0's scales from
+ * scales0 to S): the hand bytes of its data (what names them), and row 0's
+ * data and scales still the 0xEE the page was set to. */
+static void expect_row1_bytes(const uint8_t *page, long D, long scales0, long S, const hand_byte *v, size_t n,
+                              const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%s %d", what, v[i].at);
+        expect_byte(page, D + v[i].at, v[i].c, name);
+    }
+    for (long b = 0; b < D; b++)
+        expect_byte(page, b, 0xEE, "row 0 data");
+    for (long b = scales0; b < S; b++)
+        expect_byte(page, b, 0xEE, "row 0 scales");
+}
+
 /* ---- v41_fp8 hand tile (row 1 of a B = 2 page: data at 512, scales at
  * 2*512 + 16 = 1040).  e4m3fn: bias 7, 3 mantissa bits; byte = e + 127.
  * tile 0: amax 1 -> s = fl(1/448) in (2^-9, 2^-8) -> e = -8, byte 119; x*2^8:
@@ -69,21 +92,13 @@ START_TEST(fp8_hand_tile_bytes)
     const uint8_t want_s[16] = {119, 127, 114, 128, 114, 114, 219, 114, 114, 114, 114, 114, 114, 114, 114, 120};
     for (int t = 0; t < 16; t++)
         expect_byte(page, S + t, want_s[t], "scale");
-    const struct { int d; uint8_t c; } v[] = {
+    const hand_byte v[] = {
         {0, 0x78}, {1, 0x74}, {2, 0xF0}, {3, 0x58}, {4, 0x5A}, {5, 0x80}, {6, 0x00}, {32, 0x7E}, {33, 0xFE},
         {34, 0x38}, {64, 0x00}, {96, 0x76}, {97, 0x6E}, {128, 0x0C}, {129, 0x01}, {130, 0x00},
         {160, 0x76}, {192, 0x78}, {480, 0x74}, {481, 0xFC}, {511, 0x00},
     };
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        char what[32];
-        snprintf(what, sizeof what, "value dim %d", v[i].d);
-        expect_byte(page, D + v[i].d, v[i].c, what);
-    }
     /* Row 0 of the page and the padding tail are untouched. */
-    for (long b = 0; b < D; b++)
-        expect_byte(page, b, 0xEE, "row 0 data");
-    for (long b = 1024; b < S; b++)
-        expect_byte(page, b, 0xEE, "row 0 scales");
+    expect_row1_bytes(page, D, 1024, S, v, sizeof v / sizeof v[0], "value dim");
 }
 END_TEST
 
@@ -126,19 +141,11 @@ START_TEST(fp4_hand_tile_bytes)
         const uint8_t want = t == 0 || t == 1 ? 0x38 : t == 2 ? 0x39 : t == 4 ? 0x7E : t == 31 ? 0x30 : 0x01;
         expect_byte(page, S + t, want, "scale");
     }
-    const struct { int b; uint8_t c; } v[] = {
+    const hand_byte v[] = {
         {0, 0x87}, {1, 0x22}, {2, 0xE4}, {3, 0x46}, {4, 0x18}, {5, 0x00}, {8, 0x07}, {16, 0xC7}, {24, 0x00},
         {32, 0x27}, {40, 0x90}, {41, 0x03}, {248, 0x47}, {255, 0x00},
     };
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        char what[32];
-        snprintf(what, sizeof what, "value byte %d", v[i].b);
-        expect_byte(page, D + v[i].b, v[i].c, what);
-    }
-    for (long b = 0; b < D; b++)
-        expect_byte(page, b, 0xEE, "row 0 data");
-    for (long b = 512; b < S; b++)
-        expect_byte(page, b, 0xEE, "row 0 scales");
+    expect_row1_bytes(page, D, 512, S, v, sizeof v / sizeof v[0], "value byte");
 }
 END_TEST
 
