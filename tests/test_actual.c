@@ -41,17 +41,11 @@ static const char *plugin(const char *name) { return dsv4_test_build_path("tests
 
 static void setup(void)
 {
-    out = malloc(OUT_MAX);
-    ck_assert_ptr_nonnull(out);
-    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4actual");
+    dsv4_test_scratch_open(tmpdir, sizeof tmpdir, "dsv4actual", &out, OUT_MAX);
     dsv4_h5_quiet();
 }
 
-static void teardown(void)
-{
-    dsv4_test_rm_rf(tmpdir);
-    free(out);
-}
+static void teardown(void) { dsv4_test_scratch_close(tmpdir, &out); }
 
 /* ---- actuals from goldens ---- */
 

@@ -33,18 +33,8 @@ static const char *plugin(const char *name) { return dsv4_test_build_path("tests
 /* Runs a shell command line, stdout + stderr into out; the exit code. */
 #define sh(...) dsv4_test_sh(out, OUT_MAX, __VA_ARGS__)
 
-static void setup(void)
-{
-    out = malloc(OUT_MAX);
-    ck_assert_ptr_nonnull(out);
-    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4ci");
-}
-
-static void teardown(void)
-{
-    dsv4_test_rm_rf(tmpdir);
-    free(out);
-}
+static void setup(void) { dsv4_test_scratch_open(tmpdir, sizeof tmpdir, "dsv4ci", &out, OUT_MAX); }
+static void teardown(void) { dsv4_test_scratch_close(tmpdir, &out); }
 
 /* Removes every `"seconds": <number>` (the only field that may differ
  * between two runs of the same cases) in place. */

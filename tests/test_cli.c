@@ -19,15 +19,8 @@
 static char tmpdir[256];
 static char out[1 << 16];
 
-static void setup(void)
-{
-    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4cli");
-}
-
-static void teardown(void)
-{
-    dsv4_test_rm_rf(tmpdir);
-}
+static void setup(void) { dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4cli"); }
+static void teardown(void) { dsv4_test_rm_rf(tmpdir); }
 
 static const char *golden_path = "data/ci/combine_mixed_prefill_c4.h5";
 

@@ -18,15 +18,8 @@
 
 static char tmpdir[256];
 
-static void setup(void)
-{
-    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4det");
-}
-
-static void teardown(void)
-{
-    dsv4_test_rm_rf(tmpdir);
-}
+static void setup(void) { dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4det"); }
+static void teardown(void) { dsv4_test_rm_rf(tmpdir); }
 
 static void gen_into(const char *sub, int threads)
 {

@@ -691,15 +691,8 @@ END_TEST
 static char tmpdir[256];
 static char out[1 << 16];
 
-static void setup(void)
-{
-    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4gemm");
-}
-
-static void teardown(void)
-{
-    dsv4_test_rm_rf(tmpdir);
-}
+static void setup(void) { dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4gemm"); }
+static void teardown(void) { dsv4_test_rm_rf(tmpdir); }
 
 START_TEST(cli_rejects_k_not_multiple_of_128)
 {

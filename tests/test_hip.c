@@ -27,15 +27,8 @@ static int lines(const char *s)
     return n;
 }
 
-static void setup(void)
-{
-    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4hip");
-}
-
-static void teardown(void)
-{
-    dsv4_test_rm_rf(tmpdir);
-}
+static void setup(void) { dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4hip"); }
+static void teardown(void) { dsv4_test_rm_rf(tmpdir); }
 
 /* Asserts the one-line skip, or a clean pass where a GPU is present. */
 static void assert_skip_or_pass(int rc, const char *what)

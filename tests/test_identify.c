@@ -31,17 +31,11 @@ static char *out;
 
 static void setup(void)
 {
-    out = malloc(OUT_MAX);
-    ck_assert_ptr_nonnull(out);
-    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4ident");
+    dsv4_test_scratch_open(tmpdir, sizeof tmpdir, "dsv4ident", &out, OUT_MAX);
     dsv4_h5_quiet();
 }
 
-static void teardown(void)
-{
-    dsv4_test_rm_rf(tmpdir);
-    free(out);
-}
+static void teardown(void) { dsv4_test_scratch_close(tmpdir, &out); }
 
 static void has(const char *want)
 {

@@ -66,18 +66,8 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void setup(void)
-{
-    out = malloc(OUT_MAX);
-    ck_assert_ptr_nonnull(out);
-    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4int");
-}
-
-static void teardown(void)
-{
-    dsv4_test_rm_rf(tmpdir);
-    free(out);
-}
+static void setup(void) { dsv4_test_scratch_open(tmpdir, sizeof tmpdir, "dsv4int", &out, OUT_MAX); }
+static void teardown(void) { dsv4_test_scratch_close(tmpdir, &out); }
 
 static int file_exists(const char *path)
 {

@@ -206,6 +206,23 @@ static inline void dsv4_test_rm_rf(const char *dir)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     ck_assert_int_eq(system(cmd), 0);
 }
+
+/* The checked fixture of an end-to-end test program: a fresh folder
+ * /tmp/<tag>.XXXXXX into dir and an output buffer of out_len bytes into
+ * *out; dsv4_test_scratch_close removes the one and frees the other. */
+static inline void dsv4_test_scratch_open(char *dir, size_t len, const char *tag, char **out, size_t out_len)
+{
+    *out = malloc(out_len);
+    ck_assert_ptr_nonnull(*out);
+    dsv4_test_mkdtemp(dir, len, tag);
+}
+
+static inline void dsv4_test_scratch_close(const char *dir, char **out)
+{
+    dsv4_test_rm_rf(dir);
+    free(*out);
+    *out = NULL;
+}
 #endif
 
 #endif
