@@ -192,6 +192,31 @@ static inline int dsv4_test_cli(char *out, size_t len, const char *fmt, ...)
     return rc;
 }
 
+/* Writes text to dir/name (created or truncated). */
+static inline void dsv4_test_write_in(const char *dir, const char *name, const char *text)
+{
+    char path[600];
+    ck_assert_int_lt(snprintf(path, sizeof path, "%s/%s", dir, name), (int)sizeof path);
+    dsv4_test_write_file(path, text);
+}
+
+/* Suite files L0.yaml .. L7.yaml in dir, each including the next level 40
+ * times, and the leaf L8.yaml: 40^8 loads for a loader that does not count
+ * its files in all. */
+static inline void dsv4_test_write_include_dag(const char *dir)
+{
+    dsv4_test_write_in(dir, "L8.yaml", "suite: leaf\ninclude: []\n");
+    for (int k = 0; k < 8; k++) {
+        char name[16], text[1024];
+        int n = snprintf(text, sizeof text, "suite: l%d\ninclude: [", k);
+        for (int i = 0; i < 40; i++)
+            n += snprintf(text + n, sizeof text - (size_t)n, "%sL%d.yaml", i ? ", " : "", k + 1);
+        snprintf(text + n, sizeof text - (size_t)n, "]\n");
+        snprintf(name, sizeof name, "L%d.yaml", k);
+        dsv4_test_write_in(dir, name, text);
+    }
+}
+
 /* Makes a fresh folder /tmp/<tag>.XXXXXX into dir. */
 static inline void dsv4_test_mkdtemp(char *dir, size_t len, const char *tag)
 {
