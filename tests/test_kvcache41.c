@@ -81,13 +81,19 @@ static void fp8_hand_row(uint16_t *k)
     set(k, 480, 1.5f), set(k, 481, -3.0f);
 }
 
+/* Row 1 of a B = 2 page of 0xEE bytes encoded from the hand row fill makes. */
+static void encode_hand_row(uint8_t *page, size_t len, void (*fill)(uint16_t *k), dsv4_kv_format fmt)
+{
+    uint16_t k[DSV4_KV_HEAD_DIM];
+    fill(k);
+    memset(page, 0xEE, len);
+    dsv4_kv41_encode_token(page, 2, 1, k, fmt);
+}
+
 START_TEST(fp8_hand_tile_bytes)
 {
     uint8_t page[FP8P2];
-    uint16_t k[DSV4_KV_HEAD_DIM];
-    fp8_hand_row(k);
-    memset(page, 0xEE, sizeof page);
-    dsv4_kv41_encode_token(page, 2, 1, k, DSV4_KV_FMT_V41_FP8);
+    encode_hand_row(page, sizeof page, fp8_hand_row, DSV4_KV_FMT_V41_FP8);
     const long D = 512, S = 1040;
     const uint8_t want_s[16] = {119, 127, 114, 128, 114, 114, 219, 114, 114, 114, 114, 114, 114, 114, 114, 120};
     for (int t = 0; t < 16; t++)
@@ -132,10 +138,7 @@ static void fp4_hand_row(uint16_t *k)
 START_TEST(fp4_hand_tile_bytes)
 {
     uint8_t page[FP4P2];
-    uint16_t k[DSV4_KV_HEAD_DIM];
-    fp4_hand_row(k);
-    memset(page, 0xEE, sizeof page);
-    dsv4_kv41_encode_token(page, 2, 1, k, DSV4_KV_FMT_V41_FP4);
+    encode_hand_row(page, sizeof page, fp4_hand_row, DSV4_KV_FMT_V41_FP4);
     const long D = 256, S = 544;
     for (int t = 0; t < 32; t++) {
         const uint8_t want = t == 0 || t == 1 ? 0x38 : t == 2 ? 0x39 : t == 4 ? 0x7E : t == 31 ? 0x30 : 0x01;
@@ -434,9 +437,7 @@ START_TEST(changed_v41_bytes_are_named)
     const char *files[2] = {"data/ci/kv41_fp8_insert_swa_wrap.h5", "data/ci/kv41_fp4_insert_c4_wrap.h5"};
     for (int fi = 0; fi < 2; fi++) {
         dsv4_golden g;
-        dsv4_status st = {0};
-        memset(&g, 0, sizeof g);
-        ck_assert_msg(dsv4_golden_read(files[fi], &g, &st) == 0, "%s", st.msg);
+        dsv4_test_golden_read(files[fi], &g);
         const dsv4_tensor *sm = dsv4_tensors_get(&g.inputs, "slot_mapping");
         dsv4_tensor *kc = dsv4_tensors_find(&g.outputs, "k_cache");
         ck_assert(sm && kc && kc->shape[2] == (fi ? 288 : 528));
@@ -460,9 +461,7 @@ START_TEST(changed_v41_bytes_are_named)
             snprintf(want[1], sizeof want[1],
                      "page %ld, token %ld (slot %ld), ue8m0 scale byte 5 (tile 5: dims 160..191)", page, tok, slot);
         }
-        ck_assert_msg(dsv4_golden_write(path, &g, 1, &st) == 0, "%s", st.msg);
-        dsv4_golden_free(&g);
-        int rc = dsv4_test_cli(out_buf, sizeof out_buf, "check %s --impl ref", path);
+        int rc = dsv4_test_check_changed(&g, path, out_buf, sizeof out_buf);
         ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out_buf);
         for (int i = 0; i < 2; i++)
             ck_assert_msg(strstr(out_buf, want[i]) != NULL, "'%s' not in:\n%s", want[i], out_buf);
@@ -480,9 +479,7 @@ START_TEST(ci_goldens_cover_v41_paths)
     const char *files[2] = {"data/ci/kv41_fp8_insert_swa_wrap.h5", "data/ci/kv41_fp4_insert_c4_wrap.h5"};
     for (int fi = 0; fi < 2; fi++) {
         dsv4_golden g;
-        dsv4_status st = {0};
-        memset(&g, 0, sizeof g);
-        ck_assert_msg(dsv4_golden_read(files[fi], &g, &st) == 0, "%s", st.msg);
+        dsv4_test_golden_read(files[fi], &g);
         const dsv4_tensor *sm = dsv4_tensors_get(&g.inputs, "slot_mapping"), *kc = dsv4_tensors_get(&g.outputs, "k_cache");
         const long B = kc->shape[1], tb = kc->shape[2], D = fi ? 256 : 512, S = fi ? 32 : 16;
         for (int64_t t = 0; t < sm->shape[0]; t++) {

@@ -46,16 +46,12 @@ static int check_edited(const char *name, const char *output, edit_fn edit, void
     snprintf(src, sizeof src, "data/ci/%s.h5", name);
     snprintf(dst, sizeof dst, "%s/%s.h5", tmpdir, name);
     dsv4_golden g;
-    dsv4_status st = {0};
-    memset(&g, 0, sizeof g);
-    ck_assert_msg(dsv4_golden_read(src, &g, &st) == 0, "%s", st.msg);
+    dsv4_test_golden_read(src, &g);
     dsv4_tensor *after = dsv4_tensors_find(&g.outputs, output);
     const dsv4_tensor *before = dsv4_tensors_get(&g.inputs, output);
     ck_assert_ptr_nonnull(after);
     edit(before, after, ctx);
-    ck_assert_msg(dsv4_golden_write(dst, &g, 1, &st) == 0, "%s", st.msg);
-    dsv4_golden_free(&g);
-    return dsv4_test_cli(outbuf, sizeof outbuf, "check %s --impl ref", dst);
+    return dsv4_test_check_changed(&g, dst, outbuf, sizeof outbuf);
 }
 
 /* ---- rocm_mxfp4_indexer_k_store: the budget covers written entries only ---- */

@@ -248,6 +248,28 @@ static inline void dsv4_test_scratch_close(const char *dir, char **out)
     free(*out);
     *out = NULL;
 }
+
+/* Goldens, for a test program that includes harness/golden.h first. */
+#ifdef DSV4_GOLDEN_H
+/* The golden at path read into g (which the caller frees). */
+static inline void dsv4_test_golden_read(const char *path, dsv4_golden *g)
+{
+    dsv4_status st = {0};
+    memset(g, 0, sizeof *g);
+    ck_assert_msg(dsv4_golden_read(path, g, &st) == 0, "%s: %s", path, st.msg);
+}
+
+/* Writes g (a golden the test changed) to path, replacing what is there,
+ * frees it and runs `dsv4check check PATH --impl ref` with its output into
+ * out; returns the exit code. */
+static inline int dsv4_test_check_changed(dsv4_golden *g, const char *path, char *out, size_t len)
+{
+    dsv4_status st = {0};
+    ck_assert_msg(dsv4_golden_write(path, g, 1, &st) == 0, "%s", st.msg);
+    dsv4_golden_free(g);
+    return dsv4_test_cli(out, len, "check %s --impl ref", path);
+}
+#endif
 #endif
 
 #endif
