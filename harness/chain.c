@@ -627,24 +627,3 @@ int dsv4_chain_has_goldens(const dsv4_case *c)
     const char *mode = dsv4_params_str(&c->params, "mode");
     return dsv4_chain_of(c->op) && !(mode && strcmp(mode, "propagated") == 0);
 }
-
-void dsv4_chain_list(FILE *f)
-{
-    for (int i = 0; i < dsv4_chain_count(); i++) {
-        const dsv4_op *op = chain_table[i]->desc;
-        fprintf(f, "%s  (a chain of the ops above: docs/semantics/chain.md)\n  %s\n  source: %s\n  variants:\n",
-                op->name, op->summary, op->source);
-        for (int v = 0; v < dsv4_op_variant_count(op); v++)
-            fprintf(f, "    %-24s %s\n", dsv4_op_variant_name(op, v), dsv4_op_variant_doc(op, v));
-        fprintf(f, "  params:\n");
-        for (const dsv4_param_spec *p = op->params; p->name; p++)
-            fprintf(f, "    %-16s %-9s %-8s %s\n", p->name, dsv4_ptype_name(p->type), p->def ? p->def : "required",
-                    p->doc);
-        fprintf(f, "  primary tensors (generated):\n");
-        for (const dsv4_io_spec *io = op->inputs; io->name; io++)
-            fprintf(f, "    %-20s %-16s %s\n", io->name, dsv4_dtype_name(io->dtype), io->doc);
-        fprintf(f, "  stages (a tap after each):\n");
-        for (const dsv4_io_spec *io = op->outputs; io->name; io++)
-            fprintf(f, "    %-20s %s\n", io->name, io->doc);
-    }
-}
