@@ -118,7 +118,10 @@ static int transfer_all(int fd, const char *out, char *in, size_t n, double dead
     return IO_OK;
 }
 
-static int send_all(int fd, const void *buf, size_t n, double deadline) { return transfer_all(fd, buf, NULL, n, deadline); }
+static int send_all(int fd, const void *buf, size_t n, double deadline)
+{
+    return transfer_all(fd, buf, NULL, n, deadline);
+}
 static int recv_all(int fd, void *buf, size_t n, double deadline) { return transfer_all(fd, NULL, buf, n, deadline); }
 
 /* ---- the child ---------------------------------------------------------- */
