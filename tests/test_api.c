@@ -35,14 +35,7 @@ static void teardown(void)
     free(out);
 }
 
-static const dsv4check_case *find_case(const char *name)
-{
-    for (int i = 0; i < dsv4check_suite_count(ci); i++)
-        if (strcmp(dsv4check_case_name(dsv4check_suite_case(ci, i)), name) == 0)
-            return dsv4check_suite_case(ci, i);
-    ck_abort_msg("case %s not in %s", name, SUITE);
-    return NULL;
-}
+static const dsv4check_case *find_case(const char *name) { return dsv4_test_find_case(ci, name); }
 
 static dsv4check_tensor get(const dsv4check_tensors *ts, const char *name)
 {

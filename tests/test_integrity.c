@@ -17,7 +17,6 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
-#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,15 +38,7 @@ static const char *one_case = "'^combine_decode_only_c4$'";
 static const char *case_names[2] = {"combine_decode_only_c4", "combine_mixed_prefill_c4"};
 
 /* build/tests/<sub>: the plug-ins sit beside the test programs. */
-static const char *built(const char *sub)
-{
-    static char buf[4][512];
-    static int k;
-    char dir[400];
-    snprintf(dir, sizeof dir, "%s", dsv4_test_exe());
-    snprintf(buf[k & 3], sizeof buf[0], "%s/tests/%s", dirname(dir), sub);
-    return buf[k++ & 3];
-}
+static const char *built(const char *sub) { return dsv4_test_build_path("tests", sub); }
 
 static const char *hostile(const char *mode)
 {

@@ -7,7 +7,6 @@
  * plug-ins are tests/plugin_chain.c (-DCHAIN_BUG=4 and 5, and the correct
  * reference). */
 #define _POSIX_C_SOURCE 200809L
-#include <libgen.h>
 #include <math.h>
 
 #include "testutil.h"
@@ -26,15 +25,7 @@ static const char *suite_text = "suite: readpast\n"
 
 static const char *read_past_hint = "reads past the end of input 'x' (its outputs change with the bytes after it)";
 
-static const char *plugin(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    char dir[400];
-    snprintf(dir, sizeof dir, "%s", dsv4_test_exe());
-    snprintf(buf[k & 3], sizeof buf[0], "%s/tests/%s", dirname(dir), name);
-    return buf[k++ & 3];
-}
+static const char *plugin(const char *name) { return dsv4_test_build_path("tests", name); }
 
 /* The suite's one case run against impl, in process or in a child. */
 static void run_case(const char *impl, int isolated, dsv4_case_result *r)

@@ -36,14 +36,7 @@ static void teardown(void)
     free(out);
 }
 
-static const dsv4check_case *find_case(const char *name)
-{
-    for (int i = 0; i < dsv4check_suite_count(suite); i++)
-        if (strcmp(dsv4check_case_name(dsv4check_suite_case(suite, i)), name) == 0)
-            return dsv4check_suite_case(suite, i);
-    ck_abort_msg("case %s not in %s", name, SUITE);
-    return NULL;
-}
+static const dsv4check_case *find_case(const char *name) { return dsv4_test_find_case(suite, name); }
 
 /* A kernel's outputs: the reference in the kernel dtypes (what --impl ref
  * produces), copied so that a test can change bytes. */

@@ -249,6 +249,19 @@ static inline void dsv4_test_scratch_close(const char *dir, char **out)
     *out = NULL;
 }
 
+/* The public C API, for a test program that includes dsv4check.h first. */
+#ifdef DSV4CHECK_H
+/* The case of suite s named name; the test fails when s has none. */
+static inline const dsv4check_case *dsv4_test_find_case(const dsv4check_suite *s, const char *name)
+{
+    for (int i = 0; i < dsv4check_suite_count(s); i++)
+        if (strcmp(dsv4check_case_name(dsv4check_suite_case(s, i)), name) == 0)
+            return dsv4check_suite_case(s, i);
+    ck_abort_msg("case %s not in the suite", name);
+    return NULL;
+}
+#endif
+
 /* Goldens, for a test program that includes harness/golden.h first. */
 #ifdef DSV4_GOLDEN_H
 /* The golden at path read into g (which the caller frees). */
