@@ -180,6 +180,19 @@ int mut_kv_insert_pad_not_written(mut_call *m)
     return DSV4_OK;
 }
 
+/* Where token t of a v41 insert lands: its data bytes (data_bytes a token,
+ * the page's tokens first) and, into *scales, its scale bytes (scale_bytes
+ * a token, after the data); NULL for a skipped token. */
+static uint8_t *v41_token(const insert_io *io, int64_t t, int64_t data_bytes, int64_t scale_bytes, uint8_t **scales)
+{
+    const int64_t s = slot_of(io, t);
+    if (s < 0)
+        return NULL;
+    uint8_t *page = io->cache + (s / io->B) * io->B * io->token_bytes;
+    *scales = page + io->B * data_bytes + (s % io->B) * scale_bytes;
+    return page + (s % io->B) * data_bytes;
+}
+
 /* format=v41_fp4: the e4m3 tile scale truncated (toward zero) instead of
  * RNE; values then divided by that scale and RNE'd to e2m1 as specified. */
 int mut_kv41_fp4_scale_truncated(mut_call *m)
@@ -190,11 +203,9 @@ int mut_kv41_fp4_scale_truncated(mut_call *m)
         return rc;
     const int64_t DB = 256, SB = 32, T16 = DSV4_KV41_FP4_TILE;
     for (int64_t t = 0; t < io.T; t++) {
-        const int64_t s = slot_of(&io, t);
-        if (s < 0)
+        uint8_t *scales, *data = v41_token(&io, t, DB, SB, &scales);
+        if (!data)
             continue;
-        uint8_t *page = io.cache + (s / io.B) * io.B * io.token_bytes;
-        uint8_t *data = page + (s % io.B) * DB, *scales = page + io.B * DB + (s % io.B) * SB;
         uint8_t codes[KD];
         float x[KD];
         token_f32(io.k + t * KD, x);
@@ -228,11 +239,9 @@ int mut_kv41_fp8_scale_per_64(mut_call *m)
         return rc;
     const int64_t DB = 512, SB = 16, T32 = DSV4_KV41_FP8_TILE;
     for (int64_t t = 0; t < io.T; t++) {
-        const int64_t s = slot_of(&io, t);
-        if (s < 0)
+        uint8_t *scales, *data = v41_token(&io, t, DB, SB, &scales);
+        if (!data)
             continue;
-        uint8_t *page = io.cache + (s / io.B) * io.B * io.token_bytes;
-        uint8_t *data = page + (s % io.B) * DB, *scales = page + io.B * DB + (s % io.B) * SB;
         float x[KD];
         token_f32(io.k + t * KD, x);
         for (int tile = 0; tile < KD / T32; tile++) {
