@@ -13,13 +13,7 @@
 #include "golden.h"
 #include "parallel.h"
 #include "runner.h"
-
-#ifndef DSV4_VERSION
-#define DSV4_VERSION "0"
-#endif
-#ifndef DSV4_GIT_REV
-#define DSV4_GIT_REV "unknown"
-#endif
+#include "version.h"
 
 /* The public dtype and kind codes are the internal enums' values. */
 _Static_assert((int)DSV4CHECK_BYTES == (int)DSV4_BYTES && (int)DSV4CHECK_DTYPE_COUNT == (int)DSV4_DTYPE_COUNT,
@@ -34,6 +28,15 @@ int dsv4_api_finish(int rc, const dsv4_status *st, char *err, size_t errlen)
     if (err && errlen)
         snprintf(err, errlen, "%s", rc ? (st->msg[0] ? st->msg : "error") : "");
     return rc;
+}
+
+int dsv4_api_path_args(const char *fn, const char *path, const void *out, dsv4_status *st)
+{
+    if (!path || !out)
+        return dsv4_fail(st, DSV4_EINPUT, "%s: NULL argument", fn);
+    if (strlen(path) >= DSV4_PATH_MAX)
+        return dsv4_fail(st, DSV4_EINPUT, "%.80s...: path longer than %d characters", path, DSV4_PATH_MAX - 1);
+    return DSV4_OK;
 }
 
 static int finish(int rc, const dsv4_status *st, char *err, size_t errlen)
@@ -163,23 +166,15 @@ int dsv4check_suite_load(const char *path, dsv4check_suite **out, char *err, siz
 int dsv4check_golden_load(const char *path, dsv4check_suite **out, char *err, size_t errlen)
 {
     dsv4_status st = {0};
-    if (!path || !out)
-        return finish(dsv4_fail(&st, DSV4_EINPUT, "dsv4check_golden_load: NULL argument"), &st, err, errlen);
-    *out = NULL;
-    if (strlen(path) >= DSV4_PATH_MAX)
-        return finish(dsv4_fail(&st, DSV4_EINPUT, "%.80s...: path longer than %d characters", path,
-                                DSV4_PATH_MAX - 1), &st, err, errlen);
+    if (out)
+        *out = NULL;
+    if (dsv4_api_path_args("dsv4check_golden_load", path, out, &st))
+        return finish(st.code, &st, err, errlen);
     dsv4_golden g;
     memset(&g, 0, sizeof g);
-    int rc = dsv4_golden_read(path, &g, &st);
-    const dsv4_op *op = rc ? NULL : dsv4_op_find(g.op);
+    const dsv4_op *op = NULL;
     int variant = 0;
-    if (!rc && !op)
-        rc = dsv4_fail(&st, DSV4_EINPUT, "%s: unknown op '%s' (see `dsv4check list`)", path, g.op);
-    if (!rc && (variant = dsv4_op_variant(op, g.variant)) < 0)
-        rc = dsv4_fail(&st, DSV4_EINPUT, "%s: op %s has no variant '%s'", path, g.op, g.variant);
-    if (!rc)
-        rc = dsv4_golden_params(op, &g.params, path, &st);
+    int rc = dsv4_golden_open(path, &g, &op, &variant, &st);
     dsv4check_suite *s = rc ? NULL : suite_new(1, &st);
     if (!rc && !s)
         rc = DSV4_ERUNTIME;
@@ -386,21 +381,27 @@ static int inputs_for(const dsv4check_case *c, const dsv4check_tensors *given, d
     return load_inputs(c, DSV4CHECK_INPUTS_AUTO, own, st);
 }
 
-int dsv4check_case_outputs(const dsv4check_case *c, const dsv4check_tensors *inputs, dsv4check_tensors **out,
-                           char *err, size_t errlen)
+/* What fills a case's tensors from its inputs (ideal: see fill_reference). */
+typedef int (*case_fill_fn)(const dsv4check_case *c, const dsv4_tensors *in, int ideal, dsv4_tensors *out,
+                            dsv4_status *st);
+
+/* The common body of dsv4check_case_outputs and _reference: the caller's
+ * inputs or the case's own, a new tensor set in *out filled by fill; on an
+ * error *out is NULL.  fn names the caller in the NULL-argument message. */
+static int case_tensors(const char *fn, const dsv4check_case *c, const dsv4check_tensors *inputs, int ideal,
+                        case_fill_fn fill, dsv4check_tensors **out, char *err, size_t errlen)
 {
     dsv4_status st = {0};
     if (!c || !out)
-        return finish(dsv4_fail(&st, DSV4_EINPUT, "dsv4check_case_outputs: NULL argument"), &st, err, errlen);
+        return finish(dsv4_fail(&st, DSV4_EINPUT, "%s: NULL argument", fn), &st, err, errlen);
     dsv4_tensors own;
     const dsv4_tensors *in;
-    dsv4_opctx ctx = case_ctx(c);
     *out = NULL;
     int rc = inputs_for(c, inputs, &own, &in, &st);
     if (!rc && !(*out = tensors_new(&st)))
         rc = DSV4_ERUNTIME;
     if (!rc)
-        rc = c->c.op->alloc_outputs(&ctx, in, &(*out)->ts, &st);
+        rc = fill(c, in, ideal, &(*out)->ts, &st);
     if (rc) {
         dsv4check_tensors_free(*out);
         *out = NULL;
@@ -409,44 +410,43 @@ int dsv4check_case_outputs(const dsv4check_case *c, const dsv4check_tensors *inp
     return finish(rc, &st, err, errlen);
 }
 
-/* The reference's ideal outputs rounded into the kernel dtypes, as the
- * reference backend produces them (runner.c's run_backend). */
-static int reference_kernel_dtypes(const dsv4check_case *c, const dsv4_tensors *in, dsv4_tensors *out,
-                                   dsv4_status *st)
+static int fill_declared(const dsv4check_case *c, const dsv4_tensors *in, int ideal, dsv4_tensors *out,
+                         dsv4_status *st)
+{
+    (void)ideal;
+    dsv4_opctx ctx = case_ctx(c);
+    return c->c.op->alloc_outputs(&ctx, in, out, st);
+}
+
+int dsv4check_case_outputs(const dsv4check_case *c, const dsv4check_tensors *inputs, dsv4check_tensors **out,
+                           char *err, size_t errlen)
+{
+    return case_tensors("dsv4check_case_outputs", c, inputs, 0, fill_declared, out, err, errlen);
+}
+
+/* The reference's outputs: ideal (in their golden dtypes), or rounded into
+ * the kernel dtypes as the reference backend produces them (runner.c's
+ * run_backend). */
+static int fill_reference(const dsv4check_case *c, const dsv4_tensors *in, int ideal, dsv4_tensors *out,
+                          dsv4_status *st)
 {
     dsv4_opctx ctx = case_ctx(c);
-    dsv4_tensors ideal = {0};
+    if (ideal)
+        return dsv4_reference_outputs(c->c.op, &ctx, in, out, st);
+    dsv4_tensors golden_dtypes = {0};
     int rc = c->c.op->alloc_outputs(&ctx, in, out, st);
     if (!rc)
-        rc = dsv4_reference_outputs(c->c.op, &ctx, in, &ideal, st);
+        rc = dsv4_reference_outputs(c->c.op, &ctx, in, &golden_dtypes, st);
     if (!rc)
-        dsv4_round_into(out, &ideal);
-    dsv4_tensors_free(&ideal);
+        dsv4_round_into(out, &golden_dtypes);
+    dsv4_tensors_free(&golden_dtypes);
     return rc;
 }
 
 int dsv4check_case_reference(const dsv4check_case *c, const dsv4check_tensors *inputs, int ideal,
                              dsv4check_tensors **out, char *err, size_t errlen)
 {
-    dsv4_status st = {0};
-    if (!c || !out)
-        return finish(dsv4_fail(&st, DSV4_EINPUT, "dsv4check_case_reference: NULL argument"), &st, err, errlen);
-    dsv4_tensors own;
-    const dsv4_tensors *in;
-    dsv4_opctx ctx = case_ctx(c);
-    *out = NULL;
-    int rc = inputs_for(c, inputs, &own, &in, &st);
-    if (!rc && !(*out = tensors_new(&st)))
-        rc = DSV4_ERUNTIME;
-    if (!rc)
-        rc = ideal ? dsv4_reference_outputs(c->c.op, &ctx, in, &(*out)->ts, &st)
-                   : reference_kernel_dtypes(c, in, &(*out)->ts, &st);
-    if (rc) {
-        dsv4check_tensors_free(*out);
-        *out = NULL;
-    }
-    dsv4_tensors_free(&own);
-    return finish(rc, &st, err, errlen);
+    return case_tensors("dsv4check_case_reference", c, inputs, ideal, fill_reference, out, err, errlen);
 }
 
 int dsv4check_case_expected(const dsv4check_case *c, dsv4check_tensors **out, char *err, size_t errlen)

@@ -26,6 +26,10 @@ struct dsv4check_tensors {
 /* rc, with st's message (or "" on success) copied into the caller's err. */
 int dsv4_api_finish(int rc, const dsv4_status *st, char *err, size_t errlen);
 
+/* The checks of a call that takes a path and returns into out: both given,
+ * path shorter than DSV4_PATH_MAX; fn names the call in the message. */
+int dsv4_api_path_args(const char *fn, const char *path, const void *out, dsv4_status *st);
+
 /* DSV4_OK for a case of one op; for a layer chain's case, a message that
  * the API does not run chains (their stages go through `dsv4check run`). */
 int dsv4_api_single_op(const dsv4check_case *c, dsv4_status *st);

@@ -287,12 +287,10 @@ void dsv4check_verdict_free(dsv4check_verdict *v)
 int dsv4check_actuals_open(const char *path, dsv4check_actuals **out, char *err, size_t errlen)
 {
     dsv4_status st = {0};
-    if (!path || !out)
-        return finish(dsv4_fail(&st, DSV4_EINPUT, "dsv4check_actuals_open: NULL argument"), &st, err, errlen);
-    *out = NULL;
-    if (strlen(path) >= DSV4_PATH_MAX)
-        return finish(dsv4_fail(&st, DSV4_EINPUT, "%.80s...: path longer than %d characters", path,
-                                DSV4_PATH_MAX - 1), &st, err, errlen);
+    if (out)
+        *out = NULL;
+    if (dsv4_api_path_args("dsv4check_actuals_open", path, out, &st))
+        return finish(st.code, &st, err, errlen);
     if (!(*out = calloc(1, sizeof **out)))
         return finish(dsv4_fail(&st, DSV4_ERUNTIME, "out of memory"), &st, err, errlen);
     snprintf((*out)->path, sizeof (*out)->path, "%s", path);

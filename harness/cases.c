@@ -423,6 +423,22 @@ static int merge_layers(const loader *L, const yaml_node_t *cn, dsv4_case *c)
 }
 
 /* Every character outside [A-Za-z0-9._-] becomes '_'. */
+/* c appended to the suite, which grows by doubling. */
+static int push_case(loader *L, const dsv4_case *c)
+{
+    dsv4_suite *s = L->suite;
+    if (s->n == L->cap) {
+        int cap = L->cap ? 2 * L->cap : 16;
+        dsv4_case *grown = realloc(s->cases, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return dsv4_fail(L->st, DSV4_ERUNTIME, "%s: out of memory", L->file);
+        s->cases = grown;
+        L->cap = cap;
+    }
+    s->cases[s->n++] = *c;
+    return DSV4_OK;
+}
+
 /* Check, complete, resolve and append one (expanded) case. */
 static int finish_case(loader *L, const yaml_node_t *cn, dsv4_case *c)
 {
@@ -455,16 +471,7 @@ static int finish_case(loader *L, const yaml_node_t *cn, dsv4_case *c)
         if (dsv4_golden_same_path(s->cases[i].golden, c->golden))
             return fail_at(L, cn, "cases '%s' (%s:%d) and '%s' both use the golden file %s; rename one",
                            s->cases[i].name, s->cases[i].file, s->cases[i].line, c->name, c->golden);
-    if (s->n == L->cap) {
-        int cap = L->cap ? 2 * L->cap : 8;
-        dsv4_case *grown = realloc(s->cases, (size_t)cap * sizeof *grown);
-        if (!grown)
-            return dsv4_fail(L->st, DSV4_ERUNTIME, "%s: out of memory", L->file);
-        s->cases = grown;
-        L->cap = cap;
-    }
-    s->cases[s->n++] = *c;
-    return DSV4_OK;
+    return push_case(L, c);
 }
 
 typedef struct axis {
@@ -617,15 +624,9 @@ static int append_suite(loader *L, const yaml_node_t *at, const dsv4_suite *sub)
                                s->cases[j].file, s->cases[j].line);
         if (s->n >= MAX_CASES)
             return fail_at(L, at, "the suite has more than %d cases", MAX_CASES);
-        if (s->n == L->cap) {
-            int cap = L->cap ? 2 * L->cap : 16;
-            dsv4_case *grown = realloc(s->cases, (size_t)cap * sizeof *grown);
-            if (!grown)
-                return dsv4_fail(L->st, DSV4_ERUNTIME, "%s: out of memory", L->file);
-            s->cases = grown;
-            L->cap = cap;
-        }
-        s->cases[s->n++] = sub->cases[i];
+        int rc = push_case(L, &sub->cases[i]);
+        if (rc)
+            return rc;
     }
     return DSV4_OK;
 }

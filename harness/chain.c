@@ -6,6 +6,7 @@
 #include "actual.h"
 #include "readpast.h"
 #include "repro.h"
+#include "version.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -151,19 +152,6 @@ static int write_step_golden(dsv4_chain *x, const char *path, const char *step, 
     return rc;
 }
 
-typedef struct locate_ctx {
-    const dsv4_op *op;
-    const dsv4_opctx *c;
-    const dsv4_tensors *in;
-    const char *output;
-} locate_ctx;
-
-static void locate_adapter(const void *vctx, int64_t flat, char *buf, size_t len)
-{
-    const locate_ctx *l = vctx;
-    l->op->locate(l->c, l->in, l->output, flat, buf, len);
-}
-
 /* Every output of a step against its expected value, as the runner
  * compares an op case (policy, case overrides by stage name, mask, bound,
  * companion, hint, error map). */
@@ -208,9 +196,9 @@ static int compare_step(dsv4_chain *x, step_rec *rec, const dsv4_op *op, const d
             if (!aux.expected)
                 aux.expected = dsv4_tensors_get(in, out->pol.companion);
         }
-        locate_ctx lc = {op, c, in, a->name};
+        dsv4_op_locate_ctx lc = {op, c, in, a->name};
         if (!rc)
-            rc = dsv4_compare(e, a, &out->pol, mask, op->locate ? locate_adapter : NULL, &lc, &aux, &out->cmp, st);
+            rc = dsv4_compare(e, a, &out->pol, mask, op->locate ? dsv4_op_locate : NULL, &lc, &aux, &out->cmp, st);
         if (!rc && op->hint && out->cmp.bad)
             op->hint(c, in, a->name, e, a, &out->cmp);
         if (!rc && x->o && x->o->maps && out->cmp.verdict == DSV4_FAIL)
@@ -641,25 +629,4 @@ int dsv4_chain_has_goldens(const dsv4_case *c)
 {
     const char *mode = dsv4_params_str(&c->params, "mode");
     return dsv4_chain_of(c->op) && !(mode && strcmp(mode, "propagated") == 0);
-}
-
-void dsv4_chain_list(FILE *f)
-{
-    for (int i = 0; i < dsv4_chain_count(); i++) {
-        const dsv4_op *op = chain_table[i]->desc;
-        fprintf(f, "%s  (a chain of the ops above: docs/semantics/chain.md)\n  %s\n  source: %s\n  variants:\n",
-                op->name, op->summary, op->source);
-        for (int v = 0; v < dsv4_op_variant_count(op); v++)
-            fprintf(f, "    %-24s %s\n", dsv4_op_variant_name(op, v), dsv4_op_variant_doc(op, v));
-        fprintf(f, "  params:\n");
-        for (const dsv4_param_spec *p = op->params; p->name; p++)
-            fprintf(f, "    %-16s %-9s %-8s %s\n", p->name, dsv4_ptype_name(p->type), p->def ? p->def : "required",
-                    p->doc);
-        fprintf(f, "  primary tensors (generated):\n");
-        for (const dsv4_io_spec *io = op->inputs; io->name; io++)
-            fprintf(f, "    %-20s %-16s %s\n", io->name, dsv4_dtype_name(io->dtype), io->doc);
-        fprintf(f, "  stages (a tap after each):\n");
-        for (const dsv4_io_spec *io = op->outputs; io->name; io++)
-            fprintf(f, "    %-20s %s\n", io->name, io->doc);
-    }
 }

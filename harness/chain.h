@@ -54,12 +54,11 @@ const dsv4_op *dsv4_chain_find_op(const char *name);
 /* CLI hooks: run one chain case (against its step goldens when it has a
  * golden path, else the live reference), write its step goldens (into
  * outdir when given, else beside the case's golden path; *written counts
- * the files), and the stages of every chain for `list`. */
+ * the files). */
 void dsv4_chain_run_case(const dsv4_case *c, const dsv4_backend *b, const dsv4_run_opts *o,
                          dsv4_case_result *r);
 int dsv4_chain_gen_case(const dsv4_case *c, const char *outdir, uint64_t seed, int force, int *written,
                         dsv4_status *st);
-void dsv4_chain_list(FILE *f);
 /* Non-zero when gen writes goldens for the chain case c (isolated mode;
  * propagated cases use the live reference, or the goldens an isolated case
  * of the same name wrote at their golden path). */

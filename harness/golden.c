@@ -31,15 +31,10 @@
 
 #include <hdf5.h>
 
+#include "version.h"
+
 #define CHUNK_TARGET_BYTES ((size_t)64 << 10)
 #define REPRO_NOTE "the implementation's outputs; /outputs holds the expected ones"
-
-#ifndef DSV4_VERSION
-#define DSV4_VERSION "0"
-#endif
-#ifndef DSV4_GIT_REV
-#define DSV4_GIT_REV "unknown"
-#endif
 
 void dsv4_h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
 

@@ -5,13 +5,7 @@
 
 #include "drift.h"
 #include "yaml_doc.h"
-
-#ifndef DSV4_VERSION
-#define DSV4_VERSION "0"
-#endif
-#ifndef DSV4_GIT_REV
-#define DSV4_GIT_REV "unknown"
-#endif
+#include "version.h"
 
 void dsv4_usage_main(FILE *f, const char *prog)
 {

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "version.h"
+
 #define HTML_MAX_DETAILED 40
 
 static const char css[] =
@@ -169,6 +171,20 @@ static void mismatch_row(FILE *f, const char *label, const dsv4_mismatch *m)
     fprintf(f, "</td></tr>\n");
 }
 
+/* A table of mismatches: lead (when given) labelled lead_label, then the
+ * n of list, the first of them labelled list_label. */
+static void mismatch_table(FILE *f, const dsv4_mismatch *lead, const char *lead_label, const dsv4_mismatch *list, int n,
+                           const char *list_label)
+{
+    fprintf(f, "<table><tr><th></th><th>index</th><th>expected</th><th>actual</th><th>abs</th><th>ulp</th>"
+               "<th>bound</th><th>where</th></tr>\n");
+    if (lead)
+        mismatch_row(f, lead_label, lead);
+    for (int j = 0; j < n; j++)
+        mismatch_row(f, j ? "" : list_label, &list[j]);
+    fprintf(f, "</table>\n");
+}
+
 /* The split by lane (docs/semantics/numerics.md A16), when the case has
  * lanes touched by NaN/Inf inputs. */
 static void special_paragraph(FILE *f, const dsv4_case_result *r, const dsv4_output_result *o)
@@ -181,13 +197,8 @@ static void special_paragraph(FILE *f, const dsv4_case_result *r, const dsv4_out
             r->special.mode == DSV4_SPECIAL_SEPARATE ? ": the verdict is the finite lanes'" : "");
     if (!s->n_listed && !s->has_finite_first)
         return;
-    fprintf(f, "<table><tr><th></th><th>index</th><th>expected</th><th>actual</th><th>abs</th><th>ulp</th>"
-               "<th>bound</th><th>where</th></tr>\n");
-    if (s->has_finite_first)
-        mismatch_row(f, "first finite", &s->finite_first);
-    for (int j = 0; j < s->n_listed; j++)
-        mismatch_row(f, j ? "" : "special", &s->listed[j]);
-    fprintf(f, "</table>\n");
+    mismatch_table(f, s->has_finite_first ? &s->finite_first : NULL, "first finite", s->listed, s->n_listed,
+                   "special");
 }
 
 static void output_section(FILE *f, const dsv4_case_result *r, const dsv4_output_result *o)
@@ -220,13 +231,7 @@ static void output_section(FILE *f, const dsv4_case_result *r, const dsv4_output
         fprintf(f, "</div>\n");
     }
     if (c->has_worst || c->n_first) {
-        fprintf(f, "<table><tr><th></th><th>index</th><th>expected</th><th>actual</th><th>abs</th><th>ulp</th>"
-                   "<th>bound</th><th>where</th></tr>\n");
-        if (c->has_worst)
-            mismatch_row(f, "worst", &c->worst);
-        for (int j = 0; j < c->n_first; j++)
-            mismatch_row(f, j ? "" : "first", &c->first[j]);
-        fprintf(f, "</table>\n");
+        mismatch_table(f, c->has_worst ? &c->worst : NULL, "worst", c->first, c->n_first, "first");
     }
     if (r->special.has_lanes)
         special_paragraph(f, r, o);

@@ -100,42 +100,29 @@ static int wait_fd(int fd, short events, double deadline)
     }
 }
 
-/* MSG_NOSIGNAL: a dead peer is an error here, not a SIGPIPE. */
-static int send_all(int fd, const void *buf, size_t n, double deadline)
+/* All n bytes sent from out (when given) or received into in over fd by
+ * deadline.  MSG_NOSIGNAL: a dead peer is an error here, not a SIGPIPE. */
+static int transfer_all(int fd, const char *out, char *in, size_t n, double deadline)
 {
-    const char *p = buf;
-    while (n) {
-        int w = wait_fd(fd, POLLOUT, deadline);
+    for (size_t done = 0; done < n;) {
+        int w = wait_fd(fd, out ? POLLOUT : POLLIN, deadline);
         if (w)
             return w;
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        ssize_t k = out ? send(fd, out + done, n - done, MSG_NOSIGNAL) : recv(fd, in + done, n - done, 0);
         if (k < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (k <= 0)
             return IO_CLOSED;
-        p += k;
-        n -= (size_t)k;
+        done += (size_t)k;
     }
     return IO_OK;
 }
 
-static int recv_all(int fd, void *buf, size_t n, double deadline)
+static int send_all(int fd, const void *buf, size_t n, double deadline)
 {
-    char *p = buf;
-    while (n) {
-        int w = wait_fd(fd, POLLIN, deadline);
-        if (w)
-            return w;
-        ssize_t k = recv(fd, p, n, 0);
-        if (k < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (k <= 0)
-            return IO_CLOSED;
-        p += k;
-        n -= (size_t)k;
-    }
-    return IO_OK;
+    return transfer_all(fd, buf, NULL, n, deadline);
 }
+static int recv_all(int fd, void *buf, size_t n, double deadline) { return transfer_all(fd, NULL, buf, n, deadline); }
 
 /* ---- the child ---------------------------------------------------------- */
 

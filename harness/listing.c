@@ -10,6 +10,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The params of op, then its inputs under the heading given. */
+static void list_params_and_inputs(FILE *f, const dsv4_op *op, const char *inputs_heading)
+{
+    fprintf(f, "  params:\n");
+    for (const dsv4_param_spec *p = op->params; p->name; p++)
+        fprintf(f, "    %-16s %-9s %-8s %s\n", p->name, dsv4_ptype_name(p->type), p->def ? p->def : "required",
+                p->doc);
+    fprintf(f, "  %s:\n", inputs_heading);
+    for (const dsv4_io_spec *io = op->inputs; io->name; io++)
+        fprintf(f, "    %-20s %-16s %s\n", io->name, dsv4_dtype_name(io->dtype), io->doc);
+}
+
+/* Every layer chain: its variants, params, generated tensors and stages. */
+static void list_chains(FILE *f)
+{
+    for (int i = 0; i < dsv4_chain_count(); i++) {
+        const dsv4_op *op = dsv4_chain_at(i)->desc;
+        fprintf(f, "%s  (a chain of the ops above: docs/semantics/chain.md)\n  %s\n  source: %s\n  variants:\n",
+                op->name, op->summary, op->source);
+        for (int v = 0; v < dsv4_op_variant_count(op); v++)
+            fprintf(f, "    %-24s %s\n", dsv4_op_variant_name(op, v), dsv4_op_variant_doc(op, v));
+        list_params_and_inputs(f, op, "primary tensors (generated)");
+        fprintf(f, "  stages (a tap after each):\n");
+        for (const dsv4_io_spec *io = op->outputs; io->name; io++)
+            fprintf(f, "    %-20s %s\n", io->name, io->doc);
+    }
+}
+
 void dsv4_list_ops(FILE *f, const dsv4_backend *b)
 {
     for (int i = 0; i < dsv4_op_count(); i++) {
@@ -18,20 +46,14 @@ void dsv4_list_ops(FILE *f, const dsv4_backend *b)
         for (int v = 0; v < dsv4_op_variant_count(op); v++)
             fprintf(f, "    %-24s%s %s\n", dsv4_op_variant_name(op, v),
                     b && !dsv4_backend_supports(b, op, v) ? " (not in this impl)" : "", dsv4_op_variant_doc(op, v));
-        fprintf(f, "  params:\n");
-        for (const dsv4_param_spec *p = op->params; p->name; p++)
-            fprintf(f, "    %-16s %-9s %-8s %s\n", p->name, dsv4_ptype_name(p->type), p->def ? p->def : "required",
-                    p->doc);
-        fprintf(f, "  inputs:\n");
-        for (const dsv4_io_spec *io = op->inputs; io->name; io++)
-            fprintf(f, "    %-20s %-16s %s\n", io->name, dsv4_dtype_name(io->dtype), io->doc);
+        list_params_and_inputs(f, op, "inputs");
         fprintf(f, "  outputs:\n");
         for (const dsv4_io_spec *io = op->outputs; io->name; io++)
             fprintf(f, "    %-20s %-16s %s%s%s\n", io->name, dsv4_dtype_name(io->dtype), io->doc,
                     io->golden_dtype != DSV4_DT_NONE ? "; golden stores the ideal as " : "",
                     io->golden_dtype != DSV4_DT_NONE ? dsv4_dtype_name(io->golden_dtype) : "");
     }
-    dsv4_chain_list(f);
+    list_chains(f);
 }
 
 void dsv4_list_impl(FILE *f, const dsv4_backend *b)

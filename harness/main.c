@@ -39,13 +39,7 @@
 #include "parallel.h"
 #include "runner.h"
 #include "yaml_doc.h"
-
-#ifndef DSV4_VERSION
-#define DSV4_VERSION "0"
-#endif
-#ifndef DSV4_GIT_REV
-#define DSV4_GIT_REV "unknown"
-#endif
+#include "version.h"
 
 typedef dsv4_cli cli;
 
@@ -265,7 +259,7 @@ static int open_backend_unless_ref(const cli *o, dsv4_backend *b, int *have_b)
     return rc;
 }
 
-/* Every command's start: its options into o.  Returns 1 where the command
+/* The start of every command but show: its options into o.  Returns 1 where the command
  * is done before it began, its exit code in *rc (--help: 0; a bad option,
  * or no operand where need_operand asks for one: the error). */
 static int parse_command(int argc, char **argv, const char *cmd, int need_operand, cli *o, int *rc)
@@ -313,12 +307,9 @@ static int check_repro_dir_suites(const cli *o, const dsv4_suite *suites, int n_
     return rc;
 }
 
-static int cmd_run(int argc, char **argv)
+static int cmd_run(cli *o, int argc, char **argv)
 {
-    cli o;
-    int rc;
-    if (parse_command(argc, argv, "run", 1, &o, &rc))
-        return rc;
+    int rc = DSV4_OK;
     /* Every suite is loaded (and the selection made) before any case runs:
      * the workers of -j share the loaded cases, and a load error costs no
      * run. */
@@ -343,9 +334,9 @@ static int cmd_run(int argc, char **argv)
         rc = DSV4_ERUNTIME;
     for (int k = 0; !rc && k < loaded; k++)
         for (int i = 0; i < suites[k].n; i++)
-            if (dsv4_cli_case_selected(&o, &suites[k].cases[i]))
+            if (dsv4_cli_case_selected(o, &suites[k].cases[i]))
                 js.cases[js.n++] = &suites[k].cases[i];
-    if (!rc && o.actual && dsv4_input_files_add(&js.inputs, o.actual))
+    if (!rc && o->actual && dsv4_input_files_add(&js.inputs, o->actual))
         rc = DSV4_ERUNTIME;
     for (int a = 0; !rc && a < loaded; a++) {
         int bad = dsv4_input_files_add(&js.inputs, argv[optind + a]);
@@ -356,61 +347,54 @@ static int cmd_run(int argc, char **argv)
             rc = DSV4_ERUNTIME;
     }
     if (!rc)
-        rc = check_repro_dir_suites(&o, suites, loaded, total);
+        rc = check_repro_dir_suites(o, suites, loaded, total);
     if (!rc && js.n == 0) {
-        fprintf(stderr, "%s run: no case selected%s%s%s\n", prog, o.filter ? " by --filter " : "",
-                o.filter ? o.filter : "", o.shard_n ? " in this --shard" : "");
+        fprintf(stderr, "%s run: no case selected%s%s%s\n", prog, o->filter ? " by --filter " : "",
+                o->filter ? o->filter : "", o->shard_n ? " in this --shard" : "");
         rc = DSV4_EINPUT;
     }
-    if (o.shard_n) {
+    if (o->shard_n) {
         char tail[40];
-        snprintf(tail, sizeof tail, " shard %d/%d", o.shard_k, o.shard_n);
+        snprintf(tail, sizeof tail, " shard %d/%d", o->shard_k, o->shard_n);
         snprintf(suite_names + strlen(suite_names), sizeof suite_names - strlen(suite_names), "%s", tail);
     }
     if (!rc)
-        rc = execute_jobs(&o, &js, suite_names);
+        rc = execute_jobs(o, &js, suite_names);
     dsv4_input_files_free(&js.inputs);
     free(js.cases);
     for (int k = 0; k < loaded; k++)
         dsv4_suite_free(&suites[k]);
     free(suites);
-    dsv4_cli_free(&o);
     return rc;
 }
 
-static int cmd_check(int argc, char **argv)
+static int cmd_check(cli *o, int argc, char **argv)
 {
-    cli o;
-    int rc;
-    if (parse_command(argc, argv, "check", 1, &o, &rc))
-        return rc;
+    int rc = DSV4_OK;
     job_set js = {0};
     js.paths = calloc((size_t)(argc - optind), sizeof *js.paths);
-    if (!js.paths) {
-        dsv4_cli_free(&o);
+    if (!js.paths)
         return DSV4_ERUNTIME;
-    }
     /* --shard for check hashes each path as given on the command line. */
     for (int a = optind; a < argc; a++) {
-        if (!o.shard_n || dsv4_shard_of(argv[a], o.shard_n) == o.shard_k)
+        if (!o->shard_n || dsv4_shard_of(argv[a], o->shard_n) == o->shard_k)
             js.paths[js.n++] = argv[a];
         if (dsv4_input_files_add(&js.inputs, argv[a]))
             rc = DSV4_ERUNTIME;
     }
-    if (o.actual && dsv4_input_files_add(&js.inputs, o.actual))
+    if (o->actual && dsv4_input_files_add(&js.inputs, o->actual))
         rc = DSV4_ERUNTIME;
     char suite[64];
-    if (o.shard_n)
-        snprintf(suite, sizeof suite, "check shard %d/%d", o.shard_k, o.shard_n);
+    if (o->shard_n)
+        snprintf(suite, sizeof suite, "check shard %d/%d", o->shard_k, o->shard_n);
     else
         snprintf(suite, sizeof suite, "check");
     if (!rc)
-        rc = check_repro_dir(&o, (const char *const *)(argv + optind), argc - optind);
+        rc = check_repro_dir(o, (const char *const *)(argv + optind), argc - optind);
     if (!rc)
-        rc = execute_jobs(&o, &js, suite);
+        rc = execute_jobs(o, &js, suite);
     dsv4_input_files_free(&js.inputs);
     free(js.paths);
-    dsv4_cli_free(&o);
     return rc;
 }
 
@@ -418,17 +402,11 @@ static int cmd_check(int argc, char **argv)
 
 static int gen_selected(const void *ctx, const dsv4_case *c) { return dsv4_cli_case_selected(ctx, c); }
 
-static int cmd_gen(int argc, char **argv)
+static int cmd_gen(cli *o, int argc, char **argv)
 {
-    cli o;
-    int rc;
-    if (parse_command(argc, argv, "gen", 1, &o, &rc))
-        return rc;
-    dsv4_gen_opts g = {.outdir = o.outdir, .force = o.force, .have_seed = o.have_seed, .seed = o.seed,
-                       .selected = gen_selected, .select_ctx = &o, .prog = prog};
-    rc = dsv4_gen(&g, argv + optind, argc - optind);
-    dsv4_cli_free(&o);
-    return rc;
+    dsv4_gen_opts g = {.outdir = o->outdir, .force = o->force, .have_seed = o->have_seed, .seed = o->seed,
+                       .selected = gen_selected, .select_ctx = o, .prog = prog};
+    return dsv4_gen(&g, argv + optind, argc - optind);
 }
 
 /* ---- show ---- */
@@ -485,26 +463,18 @@ static int list_goldens(cli *o, int argc, char **argv)
     return rc;
 }
 
-static int cmd_list(int argc, char **argv)
+static int cmd_list(cli *o, int argc, char **argv)
 {
-    cli o;
+    if (o->goldens)
+        return list_goldens(o, argc, argv);
     int rc;
-    if (parse_command(argc, argv, "list", 0, &o, &rc))
-        return rc;
-    if (o.goldens) {
-        rc = list_goldens(&o, argc, argv);
-        dsv4_cli_free(&o);
-        return rc;
-    }
     dsv4_backend b;
     int have_b;
-    if ((rc = open_backend_unless_ref(&o, &b, &have_b))) {
-        dsv4_cli_free(&o);
+    if ((rc = open_backend_unless_ref(o, &b, &have_b)))
         return rc;
-    }
     if (have_b)
         printf("implementation: %s\n", b.name);
-    if (optind >= argc && o.markdown)
+    if (optind >= argc && o->markdown)
         dsv4_list_markdown(stdout);
     else if (optind >= argc && have_b)
         dsv4_list_impl(stdout, &b);
@@ -520,7 +490,7 @@ static int cmd_list(int argc, char **argv)
         }
         printf("%s (suite %s): %d cases\n", argv[a], s.name, s.n);
         for (int i = 0; i < s.n; i++)
-            if (dsv4_cli_case_selected(&o, &s.cases[i])) {
+            if (dsv4_cli_case_selected(o, &s.cases[i])) {
                 const dsv4_case *cs = &s.cases[i];
                 printf("  %-56s %-30s %s", cs->name, cs->op->name, dsv4_op_variant_name(cs->op, cs->variant));
                 for (int t = 0, first = 1; t < cs->n_tags; t++) /* the contracts it exceeds */
@@ -534,56 +504,44 @@ static int cmd_list(int argc, char **argv)
     }
     if (have_b)
         dsv4_backend_close(&b);
-    dsv4_cli_free(&o);
     return rc;
 }
 
 /* ---- identify ---- */
 
-static int cmd_identify(int argc, char **argv)
+static int cmd_identify(cli *o, int argc, char **argv)
 {
-    cli o;
-    int rc;
-    if (parse_command(argc, argv, "identify", 0, &o, &rc))
-        return rc;
-    if (!o.impl_given && !o.actual) {
+    if (!o->impl_given && !o->actual) {
         fprintf(stderr, "%s identify: name the implementation: --impl IMPL or --actual FILE\n", prog);
-        dsv4_cli_free(&o);
         return DSV4_EINPUT;
     }
     static char default_suite[] = "cases/ci.yaml";
     char *defaults[] = {default_suite};
     char **sources = optind < argc ? argv + optind : defaults;
     int n = optind < argc ? argc - optind : 1;
-    dsv4_identify_opts io = {o.impl, o.device, o.timeout, prog, dsv4_cli_golden_selected, &o};
+    dsv4_identify_opts io = {o->impl, o->device, o->timeout, prog, dsv4_cli_golden_selected, o};
     dsv4_status st = {0};
-    rc = dsv4_identify(&io, sources, n, stdout, &st);
+    int rc = dsv4_identify(&io, sources, n, stdout, &st);
     if (rc == DSV4_ESKIP)
         printf("skipped: %s\n", st.msg);
     else if (rc && rc != DSV4_EFAIL)
         fprintf(stderr, "%s: %s\n", prog, st.msg);
-    dsv4_cli_free(&o);
     return rc;
 }
 
 /* ---- bench ---- */
 
-static int cmd_bench(int argc, char **argv)
+static int cmd_bench(cli *o, int argc, char **argv)
 {
-    cli o;
+    (void)argc, (void)argv; /* the cases are bench.c's own */
     int rc;
-    if (parse_command(argc, argv, "bench", 0, &o, &rc))
-        return rc;
     dsv4_backend b;
     int have_b;
-    if ((rc = open_backend_unless_ref(&o, &b, &have_b))) {
-        dsv4_cli_free(&o);
+    if ((rc = open_backend_unless_ref(o, &b, &have_b)))
         return rc;
-    }
-    rc = dsv4_bench_run(have_b ? &b : NULL, o.have_re ? &o.re : NULL, o.verbose, stdout);
+    rc = dsv4_bench_run(have_b ? &b : NULL, o->have_re ? &o->re : NULL, o->verbose, stdout);
     if (have_b)
         dsv4_backend_close(&b);
-    dsv4_cli_free(&o);
     return rc;
 }
 
@@ -620,14 +578,26 @@ int main(int argc, char **argv)
         printf("dsv4check %s (%s)\n", DSV4_VERSION, DSV4_GIT_REV);
         return 0;
     }
+    if (strcmp(cmd, "show") == 0)
+        return cmd_show(argc - 1, argv + 1);
+    /* The other commands take options: parsed into o before, freed after. */
     static const struct {
         const char *name;
-        int (*fn)(int, char **);
-    } cmds[] = {{"run", cmd_run}, {"check", cmd_check}, {"gen", cmd_gen},
-                {"show", cmd_show}, {"list", cmd_list}, {"bench", cmd_bench}, {"identify", cmd_identify}};
-    for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++)
-        if (strcmp(cmd, cmds[k].name) == 0)
-            return cmds[k].fn(argc - 1, argv + 1);
+        int need_operand;
+        int (*fn)(cli *o, int argc, char **argv);
+    } cmds[] = {{"run", 1, cmd_run},   {"check", 1, cmd_check}, {"gen", 1, cmd_gen},
+                {"list", 0, cmd_list}, {"bench", 0, cmd_bench}, {"identify", 0, cmd_identify}};
+    for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+        cli o;
+        int rc;
+        if (strcmp(cmd, cmds[k].name) != 0)
+            continue;
+        if (parse_command(argc - 1, argv + 1, cmds[k].name, cmds[k].need_operand, &o, &rc))
+            return rc;
+        rc = cmds[k].fn(&o, argc - 1, argv + 1);
+        dsv4_cli_free(&o);
+        return rc;
+    }
     fprintf(stderr, "%s: unknown command '%s'\n", prog, cmd);
     usage_main(stderr);
     return DSV4_EINPUT;

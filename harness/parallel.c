@@ -27,35 +27,23 @@
 
 #include "isolate.h"
 
-static int write_all(int fd, const void *buf, size_t n)
+/* All n bytes written from out (when given) or read into in; -1 when the
+ * other end is gone. */
+static int transfer_all(int fd, const char *out, char *in, size_t n)
 {
-    const char *p = buf;
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
+    for (size_t done = 0; done < n;) {
+        ssize_t k = out ? write(fd, out + done, n - done) : read(fd, in + done, n - done);
+        if (k < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
+        if (k <= 0)
             return -1;
-        p += w;
-        n -= (size_t)w;
+        done += (size_t)k;
     }
     return 0;
 }
 
-static int read_all(int fd, void *buf, size_t n)
-{
-    char *p = buf;
-    while (n) {
-        ssize_t r = read(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
+static int write_all(int fd, const void *buf, size_t n) { return transfer_all(fd, buf, NULL, n); }
+static int read_all(int fd, void *buf, size_t n) { return transfer_all(fd, NULL, buf, n); }
 
 typedef struct open_msg {
     int code;

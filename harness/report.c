@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "version.h"
+
 void dsv4_result_free_maps(dsv4_case_result *r)
 {
     for (int k = 0; k < r->n_outputs; k++) {
@@ -222,6 +224,15 @@ static void junit_property(FILE *f, const char *name, double v)
     fprintf(f, "\" value=\"%.9g\"/>\n", v);
 }
 
+static void junit_text_property(FILE *f, const char *name, const char *value)
+{
+    fprintf(f, "        <property name=\"");
+    dsv4_xml_escape(f, name);
+    fprintf(f, "\" value=\"");
+    dsv4_xml_escape(f, value);
+    fprintf(f, "\"/>\n");
+}
+
 int dsv4_write_junit(const char *path, const char *suite, const char *impl,
                      const dsv4_case_result *rs, int n, dsv4_status *st)
 {
@@ -266,21 +277,13 @@ int dsv4_write_junit(const char *path, const char *suite, const char *impl,
                 dsv4_xml_escape(f, o->cmp.output);
             }
             fprintf(f, "\" time=\"%.3f\">\n      <properties>\n", r->seconds / units);
-            fprintf(f, "        <property name=\"variant\" value=\"");
-            dsv4_xml_escape(f, r->variant);
-            fprintf(f, "\"/>\n        <property name=\"seed\" value=\"%" PRIu64 "\"/>\n", r->seed);
-            fprintf(f, "        <property name=\"origin\" value=\"");
-            dsv4_xml_escape(f, r->origin);
-            fprintf(f, "\"/>\n");
-            if (r->drift[0]) {
-                fprintf(f, "        <property name=\"drift\" value=\"");
-                dsv4_xml_escape(f, r->drift);
-                fprintf(f, "\"/>\n");
-            }
+            junit_text_property(f, "variant", r->variant);
+            fprintf(f, "        <property name=\"seed\" value=\"%" PRIu64 "\"/>\n", r->seed);
+            junit_text_property(f, "origin", r->origin);
+            if (r->drift[0])
+                junit_text_property(f, "drift", r->drift);
             if (o) {
-                fprintf(f, "        <property name=\"policy\" value=\"");
-                dsv4_xml_escape(f, o->pol.rule);
-                fprintf(f, "\"/>\n");
+                junit_text_property(f, "policy", o->pol.rule);
                 junit_property(f, "compared", (double)o->cmp.compared);
                 junit_property(f, "mismatches", (double)o->cmp.bad);
                 junit_property(f, "max_abs", o->cmp.max_abs);

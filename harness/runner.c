@@ -59,6 +59,23 @@ int dsv4_golden_params(const dsv4_op *op, dsv4_params *ps, const char *where, ds
     return DSV4_OK;
 }
 
+int dsv4_golden_open(const char *path, dsv4_golden *g, const dsv4_op **op, int *variant, dsv4_status *st)
+{
+    *op = NULL;
+    *variant = 0;
+    int rc = dsv4_golden_read(path, g, st);
+    const dsv4_op *found = rc ? NULL : dsv4_op_find(g->op);
+    if (!rc && !found)
+        rc = dsv4_fail(st, DSV4_EINPUT, "%s: unknown op '%s' (see `dsv4check list`)", path, g->op);
+    if (!rc && (*variant = dsv4_op_variant(found, g->variant)) < 0)
+        rc = dsv4_fail(st, DSV4_EINPUT, "%s: op %s has no variant '%s'", path, g->op, g->variant);
+    if (!rc)
+        rc = dsv4_golden_params(found, &g->params, path, st);
+    if (!rc)
+        *op = found;
+    return rc;
+}
+
 int dsv4_reference_outputs(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
                            dsv4_tensors *exp, dsv4_status *st)
 {
@@ -116,16 +133,9 @@ void dsv4_round_into(dsv4_tensors *kern, const dsv4_tensors *ideal)
     }
 }
 
-typedef struct locate_ctx {
-    const dsv4_op *op;
-    const dsv4_opctx *c;
-    const dsv4_tensors *in;
-    const char *output;
-} locate_ctx;
-
-static void locate_adapter(const void *vctx, int64_t flat, char *buf, size_t len)
+void dsv4_op_locate(const void *vctx, int64_t flat, char *buf, size_t len)
 {
-    const locate_ctx *l = vctx;
+    const dsv4_op_locate_ctx *l = vctx;
     l->op->locate(l->c, l->in, l->output, flat, buf, len);
 }
 
@@ -257,7 +267,7 @@ int dsv4_judge_outputs(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensor
             if ((rc = op->mask(c, in, a->name, mask, n, &st)))
                 break;
         }
-        locate_ctx lc = {op, c, in, a->name};
+        dsv4_op_locate_ctx lc = {op, c, in, a->name};
         dsv4_cmp_aux aux = {NULL, NULL, NULL, NULL};
         if (op->bound && (out->pol.kind == DSV4_CMP_FLOAT || out->pol.kind == DSV4_CMP_MX)) {
             free(ebound);
@@ -275,12 +285,12 @@ int dsv4_judge_outputs(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensor
             if (!aux.expected) /* a companion may also be an input (scores) */
                 aux.expected = dsv4_tensors_get(in, out->pol.companion);
         }
-        if ((rc = dsv4_compare(e, a, &out->pol, mask, op->locate ? locate_adapter : NULL, &lc, &aux, &out->cmp,
+        if ((rc = dsv4_compare(e, a, &out->pol, mask, op->locate ? dsv4_op_locate : NULL, &lc, &aux, &out->cmp,
                                &st)))
             break;
         int64_t n_special = 0;
         const uint8_t *lanes = dsv4_special_lanes_of(&sl, a->name, &n_special);
-        if (lanes && (rc = dsv4_special_split_output(e, a, &out->pol, mask, op->locate ? locate_adapter : NULL, &lc,
+        if (lanes && (rc = dsv4_special_split_output(e, a, &out->pol, mask, op->locate ? dsv4_op_locate : NULL, &lc,
                                                      &aux, lanes, n_special, special, &out->cmp, &out->special,
                                                      &st)))
             break;
@@ -455,15 +465,9 @@ void dsv4_check_golden(const char *path, const dsv4_backend *b, const dsv4_run_o
     snprintf(r->origin, sizeof r->origin, "%s", path);
     snprintf(r->golden, sizeof r->golden, "%s", path);
     snprintf(r->repro, sizeof r->repro, "%s check %s %s%s", o->argv0, path, impl, o->device_arg ? o->device_arg : "");
-    int rc = dsv4_golden_read(path, &g, &st);
-    const dsv4_op *op = rc ? NULL : dsv4_op_find(g.op);
+    const dsv4_op *op = NULL;
     int variant = 0;
-    if (!rc && !op)
-        rc = dsv4_fail(&st, DSV4_EINPUT, "%s: unknown op '%s' (see `dsv4check list`)", path, g.op);
-    if (!rc && (variant = dsv4_op_variant(op, g.variant)) < 0)
-        rc = dsv4_fail(&st, DSV4_EINPUT, "%s: op %s has no variant '%s'", path, g.op, g.variant);
-    if (!rc)
-        rc = dsv4_golden_params(op, &g.params, path, &st);
+    int rc = dsv4_golden_open(path, &g, &op, &variant, &st);
     if (rc) {
         set_error(r, rc, &st);
     } else {

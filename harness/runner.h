@@ -58,5 +58,19 @@ int dsv4_reference_outputs(const dsv4_op *op, const dsv4_opctx *c, const dsv4_te
 void dsv4_round_into(dsv4_tensors *kern, const dsv4_tensors *ideal);
 /* Fill in a golden's params (defaults of non-generator parameters). */
 int dsv4_golden_params(const dsv4_op *op, dsv4_params *ps, const char *where, dsv4_status *st);
+/* Reads the golden at path into g and finds its op and variant index,
+ * its params filled in (dsv4_golden_params); on an error *op is NULL and
+ * g holds what was read (free it with dsv4_golden_free either way). */
+int dsv4_golden_open(const char *path, dsv4_golden *g, const dsv4_op **op, int *variant, dsv4_status *st);
+
+/* The op's locate callback for one output of one case, as a
+ * dsv4_locate_fn (dsv4_op_locate) takes it: names a flat element index. */
+typedef struct dsv4_op_locate_ctx {
+    const dsv4_op *op;
+    const dsv4_opctx *c;
+    const dsv4_tensors *in;
+    const char *output;
+} dsv4_op_locate_ctx;
+void dsv4_op_locate(const void *ctx, int64_t flat, char *buf, size_t len);
 
 #endif

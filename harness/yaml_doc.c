@@ -78,15 +78,23 @@ static int count_event(counts *c, const yaml_event_t *ev, char *msg, size_t size
     return 0;
 }
 
+/* A libyaml parser over buf (yaml_parser_delete it after). */
+static int open_parser(yaml_parser_t *p, const char *file, const unsigned char *buf, size_t len, dsv4_status *st)
+{
+    if (!yaml_parser_initialize(p))
+        return dsv4_fail(st, DSV4_ERUNTIME, "%s: cannot initialize the YAML parser", file);
+    yaml_parser_set_input_string(p, buf, len);
+    return DSV4_OK;
+}
+
 /* The event pass: every document of the stream, stopped at the first
  * syntax error or limit. */
 static int check_events(const char *file, const unsigned char *buf, size_t len,
                         size_t *nodes_left, dsv4_status *st)
 {
     yaml_parser_t p;
-    if (!yaml_parser_initialize(&p))
-        return dsv4_fail(st, DSV4_ERUNTIME, "%s: cannot initialize the YAML parser", file);
-    yaml_parser_set_input_string(&p, buf, len);
+    if (open_parser(&p, file, buf, len, st))
+        return st->code;
     counts c = {0, 0, 0, nodes_left};
     int rc = DSV4_OK;
     for (int done = 0; !done && !rc;) {
@@ -110,9 +118,8 @@ static int load_document(const char *file, const unsigned char *buf, size_t len,
                          yaml_document_t *doc, dsv4_status *st)
 {
     yaml_parser_t p;
-    if (!yaml_parser_initialize(&p))
-        return dsv4_fail(st, DSV4_ERUNTIME, "%s: cannot initialize the YAML parser", file);
-    yaml_parser_set_input_string(&p, buf, len);
+    if (open_parser(&p, file, buf, len, st))
+        return st->code;
     int rc = DSV4_OK;
     yaml_document_t extra;
     if (!yaml_parser_load(&p, doc)) { /* libyaml frees doc on failure */

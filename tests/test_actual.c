@@ -41,17 +41,11 @@ static const char *plugin(const char *name) { return dsv4_test_build_path("tests
 
 static void setup(void)
 {
-    out = malloc(OUT_MAX);
-    ck_assert_ptr_nonnull(out);
-    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4actual");
+    dsv4_test_scratch_open(tmpdir, sizeof tmpdir, "dsv4actual", &out, OUT_MAX);
     dsv4_h5_quiet();
 }
 
-static void teardown(void)
-{
-    dsv4_test_rm_rf(tmpdir);
-    free(out);
-}
+static void teardown(void) { dsv4_test_scratch_close(tmpdir, &out); }
 
 /* ---- actuals from goldens ---- */
 
@@ -551,23 +545,7 @@ START_TEST(list_goldens_index)
 }
 END_TEST
 
-static Suite *actual_suite(void)
-{
-    Suite *s = suite_create("actual");
-    TCase *tc = tcase_create("actual");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, every_golden_passes_through_actual);
-    tcase_add_test(tc, one_changed_element_fails_naming_it);
-    tcase_add_test(tc, missing_case_is_not_provided);
-    tcase_add_test(tc, float32_for_bfloat16_when_exact);
-    tcase_add_test(tc, bad_actuals_files_exit_2);
-    tcase_add_test(tc, reports_jobs_shards_and_repro);
-    tcase_add_test(tc, h5py_recipe_end_to_end);
-    tcase_add_test(tc, reader_api);
-    tcase_add_test(tc, list_goldens_index);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) { return dsv4_test_run(actual_suite()); }
+DSV4_TEST_MAIN("actual", "actual", 600, setup, teardown, every_golden_passes_through_actual,
+               one_changed_element_fails_naming_it, missing_case_is_not_provided, float32_for_bfloat16_when_exact,
+               bad_actuals_files_exit_2, reports_jobs_shards_and_repro, h5py_recipe_end_to_end, reader_api,
+               list_goldens_index)

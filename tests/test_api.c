@@ -35,14 +35,7 @@ static void teardown(void)
     free(out);
 }
 
-static const dsv4check_case *find_case(const char *name)
-{
-    for (int i = 0; i < dsv4check_suite_count(ci); i++)
-        if (strcmp(dsv4check_case_name(dsv4check_suite_case(ci, i)), name) == 0)
-            return dsv4check_suite_case(ci, i);
-    ck_abort_msg("case %s not in %s", name, SUITE);
-    return NULL;
-}
+static const dsv4check_case *find_case(const char *name) { return dsv4_test_find_case(ci, name); }
 
 static dsv4check_tensor get(const dsv4check_tensors *ts, const char *name)
 {
@@ -542,26 +535,7 @@ START_TEST(test_actuals_file)
 }
 END_TEST
 
-static Suite *api_suite(void)
-{
-    Suite *s = suite_create("api");
-    TCase *tc = tcase_create("api");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_version_and_ops);
-    tcase_add_test(tc, test_suite_and_case_fields);
-    tcase_add_test(tc, test_inputs_generated_equal_golden);
-    tcase_add_test(tc, test_reference_passes);
-    tcase_add_test(tc, test_reference_ideal_and_expected);
-    tcase_add_test(tc, test_planted_bug_report_equals_cli);
-    tcase_add_test(tc, test_bad_outputs);
-    tcase_add_test(tc, test_with_variant);
-    tcase_add_test(tc, test_selection_matches_cli);
-    tcase_add_test(tc, test_golden_file_case);
-    tcase_add_test(tc, test_load_errors);
-    tcase_add_test(tc, test_actuals_file);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) { return dsv4_test_run(api_suite()); }
+DSV4_TEST_MAIN("api", "api", 120, setup, teardown, test_version_and_ops, test_suite_and_case_fields,
+               test_inputs_generated_equal_golden, test_reference_passes, test_reference_ideal_and_expected,
+               test_planted_bug_report_equals_cli, test_bad_outputs, test_with_variant, test_selection_matches_cli,
+               test_golden_file_case, test_load_errors, test_actuals_file)

@@ -756,26 +756,8 @@ START_TEST(test_e2e_head_scaled)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("attention");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_one_key_is_v);
-    tcase_add_test(tc, test_two_equal_keys_and_halving_sink);
-    tcase_add_test(tc, test_integer_exact);
-    tcase_add_test(tc, test_empty_rows_zero_and_nan_unused);
-    tcase_add_test(tc, test_sweep_naive_and_faithful_bound);
-    tcase_add_test(tc, test_ragged_two_segments_equal_dense);
-    tcase_add_test(tc, test_rope);
-    tcase_add_test(tc, test_inverse_rope_rows_rotated);
-    tcase_add_test(tc, test_sink_hints);
-    tcase_add_test(tc, test_inverse_rope_mxfp8_hand);
-    tcase_add_test(tc, test_inverse_rope_mxfp8_second_formulation);
-    tcase_add_test(tc, test_inverse_rope_mxfp8_policy);
-    tcase_add_test(tc, test_e2e_head_scaled);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) { return dsv4_test_run(suite()); }
+DSV4_TEST_MAIN("attention", "core", 60, NULL, NULL, test_one_key_is_v, test_two_equal_keys_and_halving_sink,
+               test_integer_exact, test_empty_rows_zero_and_nan_unused, test_sweep_naive_and_faithful_bound,
+               test_ragged_two_segments_equal_dense, test_rope, test_inverse_rope_rows_rotated, test_sink_hints,
+               test_inverse_rope_mxfp8_hand, test_inverse_rope_mxfp8_second_formulation,
+               test_inverse_rope_mxfp8_policy, test_e2e_head_scaled)

@@ -71,15 +71,7 @@ static void tmp_path(char *buf, size_t len, const char *name)
     snprintf(buf, len, "%s/%s", tmpdir, name);
 }
 
-static void write_text(const char *name, const char *text)
-{
-    char path[400];
-    tmp_path(path, sizeof path, name);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-}
+static void write_text(const char *name, const char *text) { dsv4_test_write_in(tmpdir, name, text); }
 
 static void write_bytes(const char *path, const unsigned char *b, size_t n)
 {
@@ -467,16 +459,7 @@ static void s_deep_nesting(void)
 /* L0 .. L7 include the next level 40 times each: 40^8 loads unbounded. */
 static void s_include_dag(void)
 {
-    write_text("L8.yaml", "suite: leaf\ninclude: []\n");
-    for (int k = 0; k < 8; k++) {
-        char name[16], text[1024];
-        int n = snprintf(text, sizeof text, "suite: l%d\ninclude: [", k);
-        for (int i = 0; i < 40; i++)
-            n += snprintf(text + n, sizeof text - (size_t)n, "%sL%d.yaml", i ? ", " : "", k + 1);
-        snprintf(text + n, sizeof text - (size_t)n, "]\n");
-        snprintf(name, sizeof name, "L%d.yaml", k);
-        write_text(name, text);
-    }
+    dsv4_test_write_include_dag(tmpdir);
 }
 /* Sparse files: over the size limit without writing the bytes. */
 static void sparse_file(const char *name, off_t size)
@@ -1026,12 +1009,8 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("badinput");
-    TCase *tc = tcase_create("matrix");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
+    TCase *tc = dsv4_test_tcase(s, "matrix", 120, setup, teardown, NULL, 0);
     tcase_add_loop_test(tc, bad_input_row, 0, N_ROWS);
-    tcase_add_test(tc, flipped_bytes_never_pass_silently);
-    tcase_add_test(tc, flipped_data_bytes_name_the_dataset);
-    suite_add_tcase(s, tc);
+    dsv4_test_add(tc, DSV4_TESTS(flipped_bytes_never_pass_silently, flipped_data_bytes_name_the_dataset));
     return dsv4_test_run(s);
 }

@@ -91,16 +91,5 @@ START_TEST(bisect_refuses_bad_usage)
 }
 END_TEST
 
-static Suite *bisect_suite(void)
-{
-    Suite *s = suite_create("bisect");
-    TCase *tc = tcase_create("bisect");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, kernel_regression_and_drift_are_found);
-    tcase_add_test(tc, bisect_refuses_bad_usage);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) { return dsv4_test_run(bisect_suite()); }
+DSV4_TEST_MAIN("bisect", "bisect", 600, setup, teardown, kernel_regression_and_drift_are_found,
+               bisect_refuses_bad_usage)

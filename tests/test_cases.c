@@ -384,12 +384,7 @@ static void path_in(char *buf, size_t len, const char *name)
     snprintf(buf, len, "%s/%s", tmpdir, name);
 }
 
-static void write_in(const char *name, const char *text)
-{
-    char path[256];
-    path_in(path, sizeof path, name);
-    dsv4_test_write_file(path, text);
-}
+static void write_in(const char *name, const char *text) { dsv4_test_write_in(tmpdir, name, text); }
 
 /* Loading path fails with DSV4_EINPUT, a message holding each non-NULL
  * needle, within max_s seconds; returns how long it took. */
@@ -406,6 +401,16 @@ static double expect_refused(const char *path, double max_s, const char *n1, con
     ck_assert_msg(dt < max_s, "%s refused after %.3f s (at most %.1f): %s", path, dt, max_s, st.msg);
     ck_assert_ptr_null(s.cases);
     return dt;
+}
+
+/* Writes text as the suite file and expects it refused as expect_refused
+ * does, the message holding the suite file's path followed by after. */
+static double expect_text_refused(const char *text, double max_s, const char *after, const char *n2)
+{
+    write_yaml(text);
+    char want[300];
+    snprintf(want, sizeof want, "%s%s", yaml_path, after);
+    return expect_refused(yaml_path, max_s, want, n2);
 }
 
 #define ONE_CASE(name) "  - {name: " name ", op: combine_topk_swa_indices, params: {query_lens: [1]}}\n"
@@ -464,10 +469,7 @@ END_TEST
 
 START_TEST(test_include_cycle)
 {
-    write_yaml("suite: t\ninclude: [s.yaml]\n");
-    char want[256];
-    snprintf(want, sizeof want, "%s:2:11: include 's.yaml': nested more than 8 deep", yaml_path);
-    expect_refused(yaml_path, 1.0, want, NULL);
+    expect_text_refused("suite: t\ninclude: [s.yaml]\n", 1.0, ":2:11: include 's.yaml': nested more than 8 deep", NULL);
 }
 END_TEST
 
@@ -487,10 +489,7 @@ START_TEST(test_file_count_limit)
     dsv4_suite_free(&s);
     /* one more: the 256th entry, at column 11 + 8 * 255 */
     strcpy(text + strlen(text) - 2, "e.yaml]\n");
-    write_yaml(text);
-    char want[256];
-    snprintf(want, sizeof want, "%s:2:2051: include 'e.yaml': more than 256 suite files", yaml_path);
-    expect_refused(yaml_path, 1.0, want, NULL);
+    expect_text_refused(text, 1.0, ":2:2051: include 'e.yaml': more than 256 suite files", NULL);
 }
 END_TEST
 
@@ -498,16 +497,7 @@ END_TEST
  * limit, in milliseconds. */
 START_TEST(test_include_dag)
 {
-    write_in("L8.yaml", "suite: leaf\ninclude: []\n");
-    for (int k = 0; k < 8; k++) {
-        char name[16], text[1024];
-        int n = snprintf(text, sizeof text, "suite: l%d\ninclude: [", k);
-        for (int i = 0; i < 40; i++)
-            n += snprintf(text + n, sizeof text - (size_t)n, "%sL%d.yaml", i ? ", " : "", k + 1);
-        snprintf(text + n, sizeof text - (size_t)n, "]\n");
-        snprintf(name, sizeof name, "L%d.yaml", k);
-        write_in(name, text);
-    }
+    dsv4_test_write_include_dag(tmpdir);
     char root[192], want[256];
     path_in(root, sizeof root, "L0.yaml");
     snprintf(want, sizeof want, "%s/L", tmpdir);
@@ -525,10 +515,7 @@ START_TEST(test_byte_limit)
     ck_assert_ptr_nonnull(text);
     memset(text, '#', big);
     text[big] = '\0';
-    write_yaml(text);
-    char want[256];
-    snprintf(want, sizeof want, "%s: 4194305 bytes, more than 4194304", yaml_path);
-    expect_refused(yaml_path, 1.0, want, NULL);
+    expect_text_refused(text, 1.0, ": 4194305 bytes, more than 4194304", NULL);
     dsv4_suite s;
     dsv4_status st = {0};
     ck_assert_int_eq(dsv4_suite_load_buffer("buf.yaml", text, big, &s, &st), DSV4_EINPUT);
@@ -540,6 +527,7 @@ START_TEST(test_byte_limit)
     write_in("big.yaml", text);
     free(text);
     write_yaml("suite: t\ninclude: [big.yaml, big.yaml]\n");
+    char want[256];
     snprintf(want, sizeof want, "%s:2:21: include 'big.yaml': %s/big.yaml: ", yaml_path, tmpdir);
     expect_refused(yaml_path, 1.0, want, "bytes, more than");
 }
@@ -573,11 +561,8 @@ START_TEST(test_deep_block_nesting)
     size_t n = (size_t)sprintf(text, "suite: t\nx:\n");
     for (int i = 1; i <= 100; i++)
         n += (size_t)sprintf(text + n, "%*sk:%s\n", i, "", i == 100 ? " v" : "");
-    write_yaml(text);
+    expect_text_refused(text, 1.0, ":66:65: mappings and sequences nested deeper", NULL);
     free(text);
-    char want[256];
-    snprintf(want, sizeof want, "%s:66:65: mappings and sequences nested deeper", yaml_path);
-    expect_refused(yaml_path, 1.0, want, NULL);
 }
 END_TEST
 
@@ -591,13 +576,10 @@ START_TEST(test_node_limit)
     for (size_t i = 0; i < items; i++)
         memcpy(text + n + 2 * i, "0,", 2);
     strcpy(text + n + 2 * items, "0]\n");
-    write_yaml(text);
-    free(text);
     /* nodes 1..5: the mapping, suite, t, cases, the sequence; node 1000001
      * is scalar 999995 (0-based), at column 9 + 2 * 999995 */
-    char want[256];
-    snprintf(want, sizeof want, "%s:2:1999999: more than 1000000 YAML nodes", yaml_path);
-    expect_refused(yaml_path, 5.0, want, NULL);
+    expect_text_refused(text, 5.0, ":2:1999999: more than 1000000 YAML nodes", NULL);
+    free(text);
 }
 END_TEST
 
@@ -611,11 +593,8 @@ START_TEST(test_anchor_limits)
         for (int i = 1; i <= 1025; i++)
             n += alias ? (size_t)sprintf(text + n, ", *a") : (size_t)sprintf(text + n, ", &a%d 0", i);
         strcpy(text + n, "]\n");
-        write_yaml(text);
+        expect_text_refused(text, 1.0, ":2:", alias ? "more than 1024 aliases" : "more than 1024 anchors");
         free(text);
-        char want[256];
-        snprintf(want, sizeof want, "%s:2:", yaml_path);
-        expect_refused(yaml_path, 1.0, want, alias ? "more than 1024 aliases" : "more than 1024 anchors");
     }
 }
 END_TEST
@@ -657,30 +636,13 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("cases");
-    TCase *tc = tcase_create("load");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_valid_suite);
-    tcase_add_test(tc, test_no_golden);
-    tcase_add_test(tc, test_seeds);
-    tcase_add_test(tc, test_cannot_open);
-    tcase_add_test(tc, test_sweep_limit);
+    TCase *tc = dsv4_test_tcase(s, "load", 0, setup, teardown,
+        DSV4_TESTS(test_valid_suite, test_no_golden, test_seeds, test_cannot_open, test_sweep_limit));
     tcase_add_loop_test(tc, test_error, 0, (int)(sizeof error_rows / sizeof error_rows[0]));
-    suite_add_tcase(s, tc);
-    TCase *tb = tcase_create("bounds");
-    tcase_add_checked_fixture(tb, setup, teardown);
-    tcase_set_timeout(tb, 30); /* each test asserts its own, much shorter, time */
-    tcase_add_test(tb, test_includes);
-    tcase_add_test(tb, test_not_regular_files);
-    tcase_add_test(tb, test_include_cycle);
-    tcase_add_test(tb, test_file_count_limit);
-    tcase_add_test(tb, test_include_dag);
-    tcase_add_test(tb, test_byte_limit);
-    tcase_add_test(tb, test_deep_flow_nesting);
-    tcase_add_test(tb, test_deep_block_nesting);
-    tcase_add_test(tb, test_node_limit);
-    tcase_add_test(tb, test_anchor_limits);
-    tcase_add_test(tb, test_duplicate_keys_linear);
-    tcase_add_test(tb, test_params_map_limit);
-    suite_add_tcase(s, tb);
+    /* 30 s: each test asserts its own, much shorter, time */
+    dsv4_test_tcase(s, "bounds", 30, setup, teardown,
+        DSV4_TESTS(test_includes, test_not_regular_files, test_include_cycle, test_file_count_limit, test_include_dag,
+                   test_byte_limit, test_deep_flow_nesting, test_deep_block_nesting, test_node_limit,
+                   test_anchor_limits, test_duplicate_keys_linear, test_params_map_limit));
     return dsv4_test_run(s);
 }

@@ -270,22 +270,13 @@ START_TEST(test_bad_configurations)
 }
 END_TEST
 
-static Suite *chain_suite(void)
+int main(void)
 {
     Suite *s = suite_create("chain");
-    TCase *tc = tcase_create("chain");
-    tcase_set_timeout(tc, 300);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_list_shows_the_chain);
-    tcase_add_test(tc, test_reference_plugin_passes);
+    TCase *tc = dsv4_test_tcase(s, "chain", 300, setup, teardown,
+        DSV4_TESTS(test_list_shows_the_chain, test_reference_plugin_passes));
     tcase_add_loop_test(tc, test_planted_bug_named_in_both_modes, 0, (int)(sizeof bugs / sizeof bugs[0]));
-    tcase_add_test(tc, test_propagated_feeds_the_implementation);
-    tcase_add_test(tc, test_partial_implementation);
-    tcase_add_test(tc, test_step_goldens);
-    tcase_add_test(tc, test_rotated_split);
-    tcase_add_test(tc, test_bad_configurations);
-    suite_add_tcase(s, tc);
-    return s;
+    dsv4_test_add(tc, DSV4_TESTS(test_propagated_feeds_the_implementation, test_partial_implementation,
+                                 test_step_goldens, test_rotated_split, test_bad_configurations));
+    return dsv4_test_run(s);
 }
-
-int main(void) { return dsv4_test_run(chain_suite()); }

@@ -33,18 +33,8 @@ static const char *plugin(const char *name) { return dsv4_test_build_path("tests
 /* Runs a shell command line, stdout + stderr into out; the exit code. */
 #define sh(...) dsv4_test_sh(out, OUT_MAX, __VA_ARGS__)
 
-static void setup(void)
-{
-    out = malloc(OUT_MAX);
-    ck_assert_ptr_nonnull(out);
-    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4ci");
-}
-
-static void teardown(void)
-{
-    dsv4_test_rm_rf(tmpdir);
-    free(out);
-}
+static void setup(void) { dsv4_test_scratch_open(tmpdir, sizeof tmpdir, "dsv4ci", &out, OUT_MAX); }
+static void teardown(void) { dsv4_test_scratch_close(tmpdir, &out); }
 
 /* Removes every `"seconds": <number>` (the only field that may differ
  * between two runs of the same cases) in place. */
@@ -474,22 +464,8 @@ START_TEST(drift_rules_for_float_outputs)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("ci_features");
-    TCase *tc = tcase_create("e2e");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, html_report_renders_in_chromium);
-    tcase_add_test(tc, repro_file_replays_the_failure);
-    tcase_add_test(tc, parallel_runs_are_identical);
-    tcase_add_test(tc, shards_partition_the_suite_and_junit_merges);
-    tcase_add_test(tc, shard_hash_vectors);
-    tcase_add_test(tc, bisect_finds_the_planted_regression);
-    tcase_add_test(tc, example_plugin_correct_wrong_and_bad_abi);
-    tcase_add_test(tc, device_reaches_plugin_init);
-    tcase_add_test(tc, drift_against_baseline);
-    tcase_add_test(tc, drift_rules_for_float_outputs);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
-}
+DSV4_TEST_MAIN("ci_features", "e2e", 300, setup, teardown, html_report_renders_in_chromium,
+               repro_file_replays_the_failure, parallel_runs_are_identical,
+               shards_partition_the_suite_and_junit_merges, shard_hash_vectors, bisect_finds_the_planted_regression,
+               example_plugin_correct_wrong_and_bad_abi, device_reaches_plugin_init, drift_against_baseline,
+               drift_rules_for_float_outputs)

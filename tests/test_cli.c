@@ -19,15 +19,8 @@
 static char tmpdir[256];
 static char out[1 << 16];
 
-static void setup(void)
-{
-    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4cli");
-}
-
-static void teardown(void)
-{
-    dsv4_test_rm_rf(tmpdir);
-}
+static void setup(void) { dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4cli"); }
+static void teardown(void) { dsv4_test_rm_rf(tmpdir); }
 
 static const char *golden_path = "data/ci/combine_mixed_prefill_c4.h5";
 
@@ -234,22 +227,7 @@ START_TEST(readme_lists_every_op)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("cli");
-    TCase *tc = tcase_create("e2e");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, ci_suite_passes_with_reports);
-    tcase_add_test(tc, committed_goldens_check);
-    tcase_add_test(tc, changed_element_fails_and_is_named);
-    tcase_add_test(tc, malformed_yaml_names_line_and_column);
-    tcase_add_test(tc, truncated_hdf5_is_bad_input);
-    tcase_add_test(tc, wrong_schema_version_is_bad_input);
-    tcase_add_test(tc, gen_refuses_to_overwrite);
-    tcase_add_test(tc, h5py_written_golden_checks);
-    tcase_add_test(tc, usage_errors);
-    tcase_add_test(tc, readme_lists_every_op);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
-}
+DSV4_TEST_MAIN("cli", "e2e", 120, setup, teardown, ci_suite_passes_with_reports, committed_goldens_check,
+               changed_element_fails_and_is_named, malformed_yaml_names_line_and_column,
+               truncated_hdf5_is_bad_input, wrong_schema_version_is_bad_input, gen_refuses_to_overwrite,
+               h5py_written_golden_checks, usage_errors, readme_lists_every_op)

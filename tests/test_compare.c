@@ -240,18 +240,6 @@ START_TEST(sign_test_one_sided_fails)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("compare");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, exact_names_the_element);
-    tcase_add_test(tc, exact_poison_hint);
-    tcase_add_test(tc, float_tolerance_and_worst);
-    tcase_add_test(tc, float_nan_policy);
-    tcase_add_test(tc, float_nan_metrics_not_clean);
-    tcase_add_test(tc, float_half_hint);
-    tcase_add_test(tc, shape_mismatch_fails);
-    tcase_add_test(tc, sign_test_one_sided_fails);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
-}
+DSV4_TEST_MAIN("compare", "core", 0, NULL, NULL, exact_names_the_element, exact_poison_hint,
+               float_tolerance_and_worst, float_nan_policy, float_nan_metrics_not_clean, float_half_hint,
+               shape_mismatch_fails, sign_test_one_sided_fails)

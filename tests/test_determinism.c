@@ -18,15 +18,8 @@
 
 static char tmpdir[256];
 
-static void setup(void)
-{
-    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4det");
-}
-
-static void teardown(void)
-{
-    dsv4_test_rm_rf(tmpdir);
-}
+static void setup(void) { dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4det"); }
+static void teardown(void) { dsv4_test_rm_rf(tmpdir); }
 
 static void gen_into(const char *sub, int threads)
 {
@@ -92,14 +85,5 @@ START_TEST(comparison_detects_one_bit)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("determinism");
-    TCase *tc = tcase_create("reference");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, reference_bit_identical_across_threads_and_runs);
-    tcase_add_test(tc, comparison_detects_one_bit);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
-}
+DSV4_TEST_MAIN("determinism", "reference", 120, setup, teardown, reference_bit_identical_across_threads_and_runs,
+               comparison_detects_one_bit)

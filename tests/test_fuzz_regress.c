@@ -57,10 +57,20 @@ static int replay_dir(const char *dir, int (*one)(const uint8_t *, size_t))
     return n;
 }
 
+/* The seeds (tests/fuzz/corpus/<target>) and the kept inputs
+ * (tests/fuzz/regress/<target>) of a fuzz target replayed: how many. */
+static int replay_seeds_and_kept(const char *target, int (*one)(const uint8_t *, size_t))
+{
+    char dir[96];
+    snprintf(dir, sizeof dir, "tests/fuzz/corpus/%s", target);
+    int n = replay_dir(dir, one);
+    snprintf(dir, sizeof dir, "tests/fuzz/regress/%s", target);
+    return n + replay_dir(dir, one);
+}
+
 START_TEST(cases_inputs_replay)
 {
-    int n = replay_dir("tests/fuzz/corpus/cases", fuzz_cases_one);
-    n += replay_dir("tests/fuzz/regress/cases", fuzz_cases_one);
+    int n = replay_seeds_and_kept("cases", fuzz_cases_one);
     ck_assert_int_ge(n, 3);
 }
 END_TEST
@@ -68,8 +78,7 @@ END_TEST
 START_TEST(golden_inputs_replay)
 {
     ck_assert_int_eq(fuzz_golden_init(NULL, NULL), 0);
-    int n = replay_dir("tests/fuzz/corpus/golden", fuzz_golden_one);
-    n += replay_dir("tests/fuzz/regress/golden", fuzz_golden_one);
+    int n = replay_seeds_and_kept("golden", fuzz_golden_one);
     ck_assert_int_ge(n, 3);
 }
 END_TEST
@@ -79,8 +88,7 @@ END_TEST
 START_TEST(actual_inputs_replay)
 {
     ck_assert_int_eq(fuzz_actual_init(NULL, NULL), 0);
-    int n = replay_dir("tests/fuzz/corpus/actual", fuzz_actual_one);
-    n += replay_dir("tests/fuzz/regress/actual", fuzz_actual_one);
+    int n = replay_seeds_and_kept("actual", fuzz_actual_one);
     ck_assert_int_ge(n, 4);
     DIR *d = opendir("tests/fuzz/corpus/actual");
     ck_assert_ptr_nonnull(d);
@@ -104,14 +112,5 @@ START_TEST(actual_inputs_replay)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("fuzz_regress");
-    TCase *tc = tcase_create("replay");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, cases_inputs_replay);
-    tcase_add_test(tc, golden_inputs_replay);
-    tcase_add_test(tc, actual_inputs_replay);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
-}
+DSV4_TEST_MAIN("fuzz_regress", "replay", 120, NULL, NULL, cases_inputs_replay, golden_inputs_replay,
+               actual_inputs_replay)

@@ -691,15 +691,8 @@ END_TEST
 static char tmpdir[256];
 static char out[1 << 16];
 
-static void setup(void)
-{
-    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4gemm");
-}
-
-static void teardown(void)
-{
-    dsv4_test_rm_rf(tmpdir);
-}
+static void setup(void) { dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4gemm"); }
+static void teardown(void) { dsv4_test_rm_rf(tmpdir); }
 
 START_TEST(cli_rejects_k_not_multiple_of_128)
 {
@@ -747,34 +740,14 @@ int main(void)
 {
     dsv4_h5_quiet();
     Suite *s = suite_create("gemm");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, shuffle_matches_permute_definition);
-    tcase_add_test(tc, shuffle_hand_positions);
-    tcase_add_test(tc, gemm_hand_answer);
-    tcase_add_test(tc, block_dot_is_exact);
-    tcase_add_test(tc, ideal_matches_naive_and_bpreshuffle);
-    tcase_add_test(tc, ideal_thread_invariant);
-    tcase_add_test(tc, f32_model_within_bound);
-    tcase_add_test(tc, gemm_rejects_bad_input);
-    tcase_add_test(tc, bmm_hand_answer);
-    tcase_add_test(tc, einsum_hand_answer);
-    tcase_add_test(tc, generic_permutation_hint);
-    tcase_add_test(tc, qnorm_insert_hand);
-    tcase_add_test(tc, compressor_c4_matches_naive);
-    tcase_add_test(tc, compressor_c128_matches_naive);
-    tcase_add_test(tc, compressor_rejects_bad_tables);
-    tcase_add_test(tc, family_variants_are_tables);
-    tcase_add_test(tc, gemm_variant_rules_shape_inputs);
-    tcase_add_test(tc, shuffle_inverse_variant_round_trips);
-    tcase_add_test(tc, bf16_ideal_bound_by_hand);
-    tcase_add_test(tc, cache_locate_names_parts);
-    suite_add_tcase(s, tc);
-    TCase *te = tcase_create("cli");
-    tcase_set_timeout(te, 60);
-    tcase_add_checked_fixture(te, setup, teardown);
-    tcase_add_test(te, cli_rejects_k_not_multiple_of_128);
-    tcase_add_test(te, cli_shuffled_weight_as_plain_fails_with_permutation_hint);
-    suite_add_tcase(s, te);
+    dsv4_test_tcase(s, "core", 60, NULL, NULL,
+        DSV4_TESTS(shuffle_matches_permute_definition, shuffle_hand_positions, gemm_hand_answer, block_dot_is_exact,
+                   ideal_matches_naive_and_bpreshuffle, ideal_thread_invariant, f32_model_within_bound,
+                   gemm_rejects_bad_input, bmm_hand_answer, einsum_hand_answer, generic_permutation_hint,
+                   qnorm_insert_hand, compressor_c4_matches_naive, compressor_c128_matches_naive,
+                   compressor_rejects_bad_tables, family_variants_are_tables, gemm_variant_rules_shape_inputs,
+                   shuffle_inverse_variant_round_trips, bf16_ideal_bound_by_hand, cache_locate_names_parts));
+    dsv4_test_tcase(s, "cli", 60, setup, teardown,
+        DSV4_TESTS(cli_rejects_k_not_multiple_of_128, cli_shuffled_weight_as_plain_fails_with_permutation_hint));
     return dsv4_test_run(s);
 }

@@ -160,15 +160,5 @@ START_TEST(gen_over_file_size_limit_says_why)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("gen");
-    TCase *tc = tcase_create("gen");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, interrupted_gen_removes_its_temp_file);
-    tcase_add_test(tc, next_gen_removes_stale_temp_files);
-    tcase_add_test(tc, gen_over_file_size_limit_says_why);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
-}
+DSV4_TEST_MAIN("gen", "gen", 300, setup, teardown, interrupted_gen_removes_its_temp_file,
+               next_gen_removes_stale_temp_files, gen_over_file_size_limit_says_why)

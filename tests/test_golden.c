@@ -1221,26 +1221,14 @@ int main(void)
 {
     dsv4_h5_quiet();
     Suite *s = suite_create("golden");
-    TCase *tc = tcase_create("golden");
+    /* one folder for all the tests: an unchecked fixture */
+    TCase *tc = dsv4_test_tcase(s, "golden", 600, NULL, NULL, NULL, 0);
     tcase_add_unchecked_fixture(tc, tdir_setup, tdir_teardown);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_all_dtypes);
-    tcase_add_test(tc, test_params);
-    tcase_add_test(tc, test_scalar_and_empty);
-    tcase_add_test(tc, test_overwrite);
-    tcase_add_test(tc, test_write_errors_leave_nothing);
-    tcase_add_test(tc, test_bad_files);
-    tcase_add_test(tc, test_schema_and_structure);
-    tcase_add_test(tc, test_vlen_strings);
-    tcase_add_test(tc, test_corruption_flips);
-    tcase_add_test(tc, test_no_id_leaks);
-    tcase_add_test(tc, test_h5py_script);
-    tcase_add_test(tc, test_inflate_bomb_refused);
-    tcase_add_test(tc, test_short_chunk_refused);
-    tcase_add_test(tc, test_filter_pipelines);
-    tcase_add_test(tc, test_strings_are_checked);
-    tcase_add_test(tc, test_read_checks_the_op);
-    tcase_add_test(tc, test_params_against_shapes_every_op);
-    suite_add_tcase(s, tc);
+    dsv4_test_add(tc, DSV4_TESTS(test_all_dtypes, test_params, test_scalar_and_empty, test_overwrite,
+                                 test_write_errors_leave_nothing, test_bad_files, test_schema_and_structure,
+                                 test_vlen_strings, test_corruption_flips, test_no_id_leaks, test_h5py_script,
+                                 test_inflate_bomb_refused, test_short_chunk_refused, test_filter_pipelines,
+                                 test_strings_are_checked, test_read_checks_the_op,
+                                 test_params_against_shapes_every_op));
     return dsv4_test_run(s);
 }

@@ -27,15 +27,8 @@ static int lines(const char *s)
     return n;
 }
 
-static void setup(void)
-{
-    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4hip");
-}
-
-static void teardown(void)
-{
-    dsv4_test_rm_rf(tmpdir);
-}
+static void setup(void) { dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4hip"); }
+static void teardown(void) { dsv4_test_rm_rf(tmpdir); }
 
 /* Asserts the one-line skip, or a clean pass where a GPU is present. */
 static void assert_skip_or_pass(int rc, const char *what)
@@ -144,19 +137,6 @@ START_TEST(write_before_output_start_is_named)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("hip");
-    TCase *tc = tcase_create("plugin");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, hip_missing_library_skips);
-    tcase_add_test(tc, hip_default_skips_or_passes);
-    tcase_add_test(tc, hip_built_libraries_skip_without_gpu);
-    tcase_add_test(tc, wrong_abi_version_is_refused);
-    tcase_add_test(tc, plugin_skip_is_one_line);
-    tcase_add_test(tc, write_past_output_end_is_named);
-    tcase_add_test(tc, write_before_output_start_is_named);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
-}
+DSV4_TEST_MAIN("hip", "plugin", 60, setup, teardown, hip_missing_library_skips, hip_default_skips_or_passes,
+               hip_built_libraries_skip_without_gpu, wrong_abi_version_is_refused, plugin_skip_is_one_line,
+               write_past_output_end_is_named, write_before_output_start_is_named)

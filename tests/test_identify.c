@@ -31,17 +31,11 @@ static char *out;
 
 static void setup(void)
 {
-    out = malloc(OUT_MAX);
-    ck_assert_ptr_nonnull(out);
-    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4ident");
+    dsv4_test_scratch_open(tmpdir, sizeof tmpdir, "dsv4ident", &out, OUT_MAX);
     dsv4_h5_quiet();
 }
 
-static void teardown(void)
-{
-    dsv4_test_rm_rf(tmpdir);
-    free(out);
-}
+static void teardown(void) { dsv4_test_scratch_close(tmpdir, &out); }
 
 static void has(const char *want)
 {
@@ -177,20 +171,7 @@ START_TEST(abi1_plugin_still_loads_and_runs)
 }
 END_TEST
 
-static Suite *identify_suite(void)
-{
-    Suite *s = suite_create("identify");
-    TCase *tc = tcase_create("identify");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, example_plugin_is_the_default);
-    tcase_add_test(tc, planted_bug_matches_no_variant);
-    tcase_add_test(tc, reference_of_another_variant_is_named);
-    tcase_add_test(tc, actuals_file_is_identified_per_variant);
-    tcase_add_test(tc, abi2_plugin_is_told_the_case);
-    tcase_add_test(tc, abi1_plugin_still_loads_and_runs);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) { return dsv4_test_run(identify_suite()); }
+DSV4_TEST_MAIN("identify", "identify", 600, setup, teardown, example_plugin_is_the_default,
+               planted_bug_matches_no_variant, reference_of_another_variant_is_named,
+               actuals_file_is_identified_per_variant, abi2_plugin_is_told_the_case,
+               abi1_plugin_still_loads_and_runs)

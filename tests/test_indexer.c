@@ -700,29 +700,8 @@ START_TEST(ci_indexer_report_same_across_blas_threads)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("indexer");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, layout_params);
-    tcase_add_test(tc, layout_offsets_by_hand);
-    tcase_add_test(tc, layout_bijection);
-    tcase_add_test(tc, hand_built_cache);
-    tcase_add_test(tc, kstore_round_trip);
-    tcase_add_test(tc, kstore_shuffled_equals_natural);
-    tcase_add_test(tc, logits_integer_exact);
-    tcase_add_test(tc, logits_nan_and_zero);
-    tcase_add_test(tc, topk_rows_by_hand);
-    tcase_add_test(tc, block_scores_by_hand);
-    tcase_add_test(tc, candidates_by_hand);
-    tcase_add_test(tc, index_set_kinds);
-    tcase_add_test(tc, golden_exact_tie_swap_passes);
-    tcase_add_test(tc, golden_near_tie_swap_passes);
-    tcase_add_test(tc, golden_low_score_swap_fails);
-    tcase_add_test(tc, golden_near_tie_is_not_exact);
-    tcase_add_test(tc, logits_bound_exact);
-    tcase_add_test(tc, ci_indexer_report_same_across_blas_threads);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
-}
+DSV4_TEST_MAIN("indexer", "core", 60, NULL, NULL, layout_params, layout_offsets_by_hand, layout_bijection,
+               hand_built_cache, kstore_round_trip, kstore_shuffled_equals_natural, logits_integer_exact,
+               logits_nan_and_zero, topk_rows_by_hand, block_scores_by_hand, candidates_by_hand, index_set_kinds,
+               golden_exact_tie_swap_passes, golden_near_tie_swap_passes, golden_low_score_swap_fails,
+               golden_near_tie_is_not_exact, logits_bound_exact, ci_indexer_report_same_across_blas_threads)

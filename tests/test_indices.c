@@ -469,22 +469,11 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("indices");
-    TCase *tc = tcase_create("combine");
-    tcase_add_test(tc, torch_semantics_by_hand);
-    tcase_add_test(tc, no_validation_variant);
-    tcase_add_test(tc, width_col0_variant);
-    tcase_add_test(tc, bad_inputs_are_rejected);
-    suite_add_tcase(s, tc);
-    TCase *tm = tcase_create("metadata");
-    tcase_add_test(tm, gtopk_s26_pinned_cases);
-    tcase_add_test(tm, gtopk_base_keeps_columns);
-    tcase_add_test(tm, ragged_mask_excludes_tail);
-    tcase_add_test(tm, prefill_ragged_by_hand);
-    tcase_add_test(tm, decode_swa_by_hand);
-    tcase_add_test(tm, graph_copy_by_hand);
-    tcase_add_test(tm, chunk_plan_by_hand);
-    tcase_add_test(tm, compressed_slot_mapping_by_hand);
-    tcase_add_test(tm, variant_rules_reach_the_callbacks);
-    suite_add_tcase(s, tm);
+    dsv4_test_tcase(s, "combine", 0, NULL, NULL,
+        DSV4_TESTS(torch_semantics_by_hand, no_validation_variant, width_col0_variant, bad_inputs_are_rejected));
+    dsv4_test_tcase(s, "metadata", 0, NULL, NULL,
+        DSV4_TESTS(gtopk_s26_pinned_cases, gtopk_base_keeps_columns, ragged_mask_excludes_tail, prefill_ragged_by_hand,
+                   decode_swa_by_hand, graph_copy_by_hand, chunk_plan_by_hand, compressed_slot_mapping_by_hand,
+                   variant_rules_reach_the_callbacks));
     return dsv4_test_run(s);
 }

@@ -17,7 +17,6 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
-#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,15 +38,7 @@ static const char *one_case = "'^combine_decode_only_c4$'";
 static const char *case_names[2] = {"combine_decode_only_c4", "combine_mixed_prefill_c4"};
 
 /* build/tests/<sub>: the plug-ins sit beside the test programs. */
-static const char *built(const char *sub)
-{
-    static char buf[4][512];
-    static int k;
-    char dir[400];
-    snprintf(dir, sizeof dir, "%s", dsv4_test_exe());
-    snprintf(buf[k & 3], sizeof buf[0], "%s/tests/%s", dirname(dir), sub);
-    return buf[k++ & 3];
-}
+static const char *built(const char *sub) { return dsv4_test_build_path("tests", sub); }
 
 static const char *hostile(const char *mode)
 {
@@ -66,18 +57,8 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void setup(void)
-{
-    out = malloc(OUT_MAX);
-    ck_assert_ptr_nonnull(out);
-    dsv4_test_mkdtemp(tmpdir, sizeof tmpdir, "dsv4int");
-}
-
-static void teardown(void)
-{
-    dsv4_test_rm_rf(tmpdir);
-    free(out);
-}
+static void setup(void) { dsv4_test_scratch_open(tmpdir, sizeof tmpdir, "dsv4int", &out, OUT_MAX); }
+static void teardown(void) { dsv4_test_scratch_close(tmpdir, &out); }
 
 static int file_exists(const char *path)
 {
@@ -471,16 +452,11 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("integrity");
-    TCase *tc = tcase_create("e2e");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 240);
+    TCase *tc = dsv4_test_tcase(s, "e2e", 240, setup, teardown, NULL, 0);
     tcase_add_loop_test(tc, crashes_are_errors_with_every_report, 0, N_CRASHES * N_SETTINGS);
-    tcase_add_test(tc, unterminated_err_is_read_to_errlen);
-    tcase_add_test(tc, hang_is_killed_at_timeout);
-    tcase_add_test(tc, gemm_that_overwrites_an_input_is_an_error);
+    dsv4_test_add(tc, DSV4_TESTS(unterminated_err_is_read_to_errlen, hang_is_killed_at_timeout,
+                                 gemm_that_overwrites_an_input_is_an_error));
     tcase_add_loop_test(tc, signals_end_workers_and_implementations, 0, 4);
-    tcase_add_test(tc, reports_are_replaced_whole);
-    tcase_add_test(tc, reports_never_replace_inputs);
-    suite_add_tcase(s, tc);
+    dsv4_test_add(tc, DSV4_TESTS(reports_are_replaced_whole, reports_never_replace_inputs));
     return dsv4_test_run(s);
 }

@@ -421,9 +421,7 @@ START_TEST(changed_cache_byte_is_named)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/changed.h5", dir);
     dsv4_golden g;
-    dsv4_status st = {0};
-    memset(&g, 0, sizeof g);
-    ck_assert_msg(dsv4_golden_read("data/ci/kv_insert_prefill_swa_wrap.h5", &g, &st) == 0, "%s", st.msg);
+    dsv4_test_golden_read("data/ci/kv_insert_prefill_swa_wrap.h5", &g);
     const dsv4_tensor *sm = dsv4_tensors_get(&g.inputs, "slot_mapping");
     dsv4_tensor *kc = dsv4_tensors_find(&g.outputs, "k_cache");
     ck_assert(sm && kc && sm->dtype == DSV4_I32 && kc->shape[1] == 64);
@@ -442,23 +440,18 @@ START_TEST(changed_cache_byte_is_named)
              slot);
     snprintf(want[2], sizeof want[2], "page %ld, token %ld (slot %ld), rope lane 5 (dim 453), low byte", page,
              tok, slot);
-    ck_assert_msg(dsv4_golden_write(path, &g, 0, &st) == 0, "%s", st.msg);
-    dsv4_golden_free(&g);
-    int rc = dsv4_test_cli(out_buf, sizeof out_buf, "check %s --impl ref", path);
+    int rc = dsv4_test_check_changed(&g, path, out_buf, sizeof out_buf);
     ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out_buf);
     ck_assert_msg(strstr(out_buf, "3 of ") != NULL, "count:\n%s", out_buf);
     for (int i = 0; i < 3; i++)
         ck_assert_msg(strstr(out_buf, want[i]) != NULL, "'%s' not in:\n%s", want[i], out_buf);
     /* A changed gather element names request, position, page and dim. */
-    memset(&g, 0, sizeof g);
-    ck_assert_msg(dsv4_golden_read("data/ci/kv_gather_swa_offset_stale.h5", &g, &st) == 0, "%s", st.msg);
+    dsv4_test_golden_read("data/ci/kv_gather_swa_offset_stale.h5", &g);
     dsv4_tensor *o = dsv4_tensors_find(&g.outputs, "out");
     ck_assert_ptr_nonnull(o);
     ((uint16_t *)o->data)[(0 * o->shape[1] + 5) * 512 + 7] ^= 1;   /* r0 row 5 = i 0 */
     ((uint16_t *)o->data)[(1 * o->shape[1] + 0) * 512 + 7] ^= 1;   /* r1 row 0: stale */
-    ck_assert_msg(dsv4_golden_write(path, &g, 1, &st) == 0, "%s", st.msg);
-    dsv4_golden_free(&g);
-    rc = dsv4_test_cli(out_buf, sizeof out_buf, "check %s --impl ref", path);
+    rc = dsv4_test_check_changed(&g, path, out_buf, sizeof out_buf);
     ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out_buf);
     ck_assert_msg(strstr(out_buf, "request 0, position 70 (page ") != NULL, "%s", out_buf);
     ck_assert_msg(strstr(out_buf, "dim 7: value byte 7 x scale byte 0") != NULL, "%s", out_buf);
@@ -504,23 +497,7 @@ START_TEST(ci_goldens_cover_the_encoder_paths)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("kvcache");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, hand_token_bytes_ocp);
-    tcase_add_test(tc, hand_token_bytes_fnuz);
-    tcase_add_test(tc, hand_token_decodes);
-    tcase_add_test(tc, scale_rule_exhaustive);
-    tcase_add_test(tc, round_trip_error_bound);
-    tcase_add_test(tc, insert_slots_and_untouched_bytes);
-    tcase_add_test(tc, gather_rows_offsets_and_variants);
-    tcase_add_test(tc, insert_op_validates_slots);
-    tcase_add_test(tc, changed_cache_byte_is_named);
-    tcase_add_test(tc, ci_goldens_cover_the_encoder_paths);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) { return dsv4_test_run(suite()); }
+DSV4_TEST_MAIN("kvcache", "core", 60, NULL, NULL, hand_token_bytes_ocp, hand_token_bytes_fnuz, hand_token_decodes,
+               scale_rule_exhaustive, round_trip_error_bound, insert_slots_and_untouched_bytes,
+               gather_rows_offsets_and_variants, insert_op_validates_slots, changed_cache_byte_is_named,
+               ci_goldens_cover_the_encoder_paths)

@@ -29,6 +29,29 @@ static void expect_byte(const uint8_t *p, long off, uint8_t want, const char *wh
     ck_assert_msg(p[off] == want, "%s (byte %ld): 0x%02X, expected 0x%02X", what, off, p[off], want);
 }
 
+/* A byte of a hand row: at offset at of the row's data, its value. */
+typedef struct hand_byte {
+    int at;
+    uint8_t c;
+} hand_byte;
+
+/* Row 1 of a B = 2 page (data at D, scales at S; row 0's scales from
+ * scales0 to S): the hand bytes of its data (what names them), and row 0's
+ * data and scales still the 0xEE the page was set to. */
+static void expect_row1_bytes(const uint8_t *page, long D, long scales0, long S, const hand_byte *v, size_t n,
+                              const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%s %d", what, v[i].at);
+        expect_byte(page, D + v[i].at, v[i].c, name);
+    }
+    for (long b = 0; b < D; b++)
+        expect_byte(page, b, 0xEE, "row 0 data");
+    for (long b = scales0; b < S; b++)
+        expect_byte(page, b, 0xEE, "row 0 scales");
+}
+
 /* ---- v41_fp8 hand tile (row 1 of a B = 2 page: data at 512, scales at
  * 2*512 + 16 = 1040).  e4m3fn: bias 7, 3 mantissa bits; byte = e + 127.
  * tile 0: amax 1 -> s = fl(1/448) in (2^-9, 2^-8) -> e = -8, byte 119; x*2^8:
@@ -58,32 +81,30 @@ static void fp8_hand_row(uint16_t *k)
     set(k, 480, 1.5f), set(k, 481, -3.0f);
 }
 
+/* Row 1 of a B = 2 page of 0xEE bytes encoded from the hand row fill makes. */
+static void encode_hand_row(uint8_t *page, size_t len, void (*fill)(uint16_t *k), dsv4_kv_format fmt)
+{
+    uint16_t k[DSV4_KV_HEAD_DIM];
+    fill(k);
+    memset(page, 0xEE, len);
+    dsv4_kv41_encode_token(page, 2, 1, k, fmt);
+}
+
 START_TEST(fp8_hand_tile_bytes)
 {
     uint8_t page[FP8P2];
-    uint16_t k[DSV4_KV_HEAD_DIM];
-    fp8_hand_row(k);
-    memset(page, 0xEE, sizeof page);
-    dsv4_kv41_encode_token(page, 2, 1, k, DSV4_KV_FMT_V41_FP8);
+    encode_hand_row(page, sizeof page, fp8_hand_row, DSV4_KV_FMT_V41_FP8);
     const long D = 512, S = 1040;
     const uint8_t want_s[16] = {119, 127, 114, 128, 114, 114, 219, 114, 114, 114, 114, 114, 114, 114, 114, 120};
     for (int t = 0; t < 16; t++)
         expect_byte(page, S + t, want_s[t], "scale");
-    const struct { int d; uint8_t c; } v[] = {
+    const hand_byte v[] = {
         {0, 0x78}, {1, 0x74}, {2, 0xF0}, {3, 0x58}, {4, 0x5A}, {5, 0x80}, {6, 0x00}, {32, 0x7E}, {33, 0xFE},
         {34, 0x38}, {64, 0x00}, {96, 0x76}, {97, 0x6E}, {128, 0x0C}, {129, 0x01}, {130, 0x00},
         {160, 0x76}, {192, 0x78}, {480, 0x74}, {481, 0xFC}, {511, 0x00},
     };
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        char what[32];
-        snprintf(what, sizeof what, "value dim %d", v[i].d);
-        expect_byte(page, D + v[i].d, v[i].c, what);
-    }
     /* Row 0 of the page and the padding tail are untouched. */
-    for (long b = 0; b < D; b++)
-        expect_byte(page, b, 0xEE, "row 0 data");
-    for (long b = 1024; b < S; b++)
-        expect_byte(page, b, 0xEE, "row 0 scales");
+    expect_row1_bytes(page, D, 1024, S, v, sizeof v / sizeof v[0], "value dim");
 }
 END_TEST
 
@@ -117,28 +138,17 @@ static void fp4_hand_row(uint16_t *k)
 START_TEST(fp4_hand_tile_bytes)
 {
     uint8_t page[FP4P2];
-    uint16_t k[DSV4_KV_HEAD_DIM];
-    fp4_hand_row(k);
-    memset(page, 0xEE, sizeof page);
-    dsv4_kv41_encode_token(page, 2, 1, k, DSV4_KV_FMT_V41_FP4);
+    encode_hand_row(page, sizeof page, fp4_hand_row, DSV4_KV_FMT_V41_FP4);
     const long D = 256, S = 544;
     for (int t = 0; t < 32; t++) {
         const uint8_t want = t == 0 || t == 1 ? 0x38 : t == 2 ? 0x39 : t == 4 ? 0x7E : t == 31 ? 0x30 : 0x01;
         expect_byte(page, S + t, want, "scale");
     }
-    const struct { int b; uint8_t c; } v[] = {
+    const hand_byte v[] = {
         {0, 0x87}, {1, 0x22}, {2, 0xE4}, {3, 0x46}, {4, 0x18}, {5, 0x00}, {8, 0x07}, {16, 0xC7}, {24, 0x00},
         {32, 0x27}, {40, 0x90}, {41, 0x03}, {248, 0x47}, {255, 0x00},
     };
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        char what[32];
-        snprintf(what, sizeof what, "value byte %d", v[i].b);
-        expect_byte(page, D + v[i].b, v[i].c, what);
-    }
-    for (long b = 0; b < D; b++)
-        expect_byte(page, b, 0xEE, "row 0 data");
-    for (long b = 512; b < S; b++)
-        expect_byte(page, b, 0xEE, "row 0 scales");
+    expect_row1_bytes(page, D, 512, S, v, sizeof v / sizeof v[0], "value byte");
 }
 END_TEST
 
@@ -427,9 +437,7 @@ START_TEST(changed_v41_bytes_are_named)
     const char *files[2] = {"data/ci/kv41_fp8_insert_swa_wrap.h5", "data/ci/kv41_fp4_insert_c4_wrap.h5"};
     for (int fi = 0; fi < 2; fi++) {
         dsv4_golden g;
-        dsv4_status st = {0};
-        memset(&g, 0, sizeof g);
-        ck_assert_msg(dsv4_golden_read(files[fi], &g, &st) == 0, "%s", st.msg);
+        dsv4_test_golden_read(files[fi], &g);
         const dsv4_tensor *sm = dsv4_tensors_get(&g.inputs, "slot_mapping");
         dsv4_tensor *kc = dsv4_tensors_find(&g.outputs, "k_cache");
         ck_assert(sm && kc && kc->shape[2] == (fi ? 288 : 528));
@@ -453,9 +461,7 @@ START_TEST(changed_v41_bytes_are_named)
             snprintf(want[1], sizeof want[1],
                      "page %ld, token %ld (slot %ld), ue8m0 scale byte 5 (tile 5: dims 160..191)", page, tok, slot);
         }
-        ck_assert_msg(dsv4_golden_write(path, &g, 1, &st) == 0, "%s", st.msg);
-        dsv4_golden_free(&g);
-        int rc = dsv4_test_cli(out_buf, sizeof out_buf, "check %s --impl ref", path);
+        int rc = dsv4_test_check_changed(&g, path, out_buf, sizeof out_buf);
         ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out_buf);
         for (int i = 0; i < 2; i++)
             ck_assert_msg(strstr(out_buf, want[i]) != NULL, "'%s' not in:\n%s", want[i], out_buf);
@@ -473,9 +479,7 @@ START_TEST(ci_goldens_cover_v41_paths)
     const char *files[2] = {"data/ci/kv41_fp8_insert_swa_wrap.h5", "data/ci/kv41_fp4_insert_c4_wrap.h5"};
     for (int fi = 0; fi < 2; fi++) {
         dsv4_golden g;
-        dsv4_status st = {0};
-        memset(&g, 0, sizeof g);
-        ck_assert_msg(dsv4_golden_read(files[fi], &g, &st) == 0, "%s", st.msg);
+        dsv4_test_golden_read(files[fi], &g);
         const dsv4_tensor *sm = dsv4_tensors_get(&g.inputs, "slot_mapping"), *kc = dsv4_tensors_get(&g.outputs, "k_cache");
         const long B = kc->shape[1], tb = kc->shape[2], D = fi ? 256 : 512, S = fi ? 32 : 16;
         for (int64_t t = 0; t < sm->shape[0]; t++) {
@@ -506,23 +510,6 @@ START_TEST(ci_goldens_cover_v41_paths)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("kvcache41");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, fp8_hand_tile_bytes);
-    tcase_add_test(tc, fp4_hand_tile_bytes);
-    tcase_add_test(tc, hand_tiles_decode);
-    tcase_add_test(tc, fp8_scale_rule_exhaustive);
-    tcase_add_test(tc, fp4_scale_rule_exhaustive);
-    tcase_add_test(tc, codes_are_nearest_and_gather_is_exact);
-    tcase_add_test(tc, insert_gather_layout);
-    tcase_add_test(tc, op_validates_v41);
-    tcase_add_test(tc, changed_v41_bytes_are_named);
-    tcase_add_test(tc, ci_goldens_cover_v41_paths);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) { return dsv4_test_run(suite()); }
+DSV4_TEST_MAIN("kvcache41", "core", 60, NULL, NULL, fp8_hand_tile_bytes, fp4_hand_tile_bytes, hand_tiles_decode,
+               fp8_scale_rule_exhaustive, fp4_scale_rule_exhaustive, codes_are_nearest_and_gather_is_exact,
+               insert_gather_layout, op_validates_v41, changed_v41_bytes_are_named, ci_goldens_cover_v41_paths)

@@ -326,17 +326,13 @@ START_TEST(golden_scale_byte_off_by_one_fails_naming_block)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/changed.h5", dir);
     dsv4_golden g;
-    dsv4_status st = {0};
-    memset(&g, 0, sizeof g);
-    ck_assert_msg(dsv4_golden_read("data/ci/mxfp8_heads_f32.h5", &g, &st) == 0, "%s", st.msg);
+    dsv4_test_golden_read("data/ci/mxfp8_heads_f32.h5", &g);
     dsv4_tensor *s = dsv4_tensors_find(&g.outputs, "scale");
     ck_assert_ptr_nonnull(s);
     ((uint8_t *)s->data)[s->shape[1] + 5] += 1; /* row 1, block 5 */
     char want[96];
     snprintf(want, sizeof want, "1 of %ld blocks' scales differ", (long)dsv4_tensor_numel(s));
-    ck_assert_msg(dsv4_golden_write(path, &g, 0, &st) == 0, "%s", st.msg);
-    dsv4_golden_free(&g);
-    int rc = dsv4_test_cli(outbuf, sizeof outbuf, "check %s --impl ref", path);
+    int rc = dsv4_test_check_changed(&g, path, outbuf, sizeof outbuf);
     ck_assert_msg(rc == 1, "exit %d:\n%s", rc, outbuf);
     ck_assert_msg(strstr(outbuf, "block [1, 5]") != NULL, "no block named:\n%s", outbuf);
     ck_assert_msg(strstr(outbuf, "mx:") != NULL, "not an mx report:\n%s", outbuf);
@@ -352,21 +348,7 @@ START_TEST(golden_scale_byte_off_by_one_fails_naming_block)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("mx");
-    TCase *tc = tcase_create("mx");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, fp4_scale_bytes_by_hand);
-    tcase_add_test(tc, fp8_scale_bytes_by_hand);
-    tcase_add_test(tc, all_bf16_through_encoders);
-    tcase_add_test(tc, all_bf16_amax_through_scale_rules);
-    tcase_add_test(tc, block_codes_by_hand);
-    tcase_add_test(tc, dequant_and_shuffle);
-    tcase_add_test(tc, mx_compare_reports_block_and_element);
-    tcase_add_test(tc, golden_scale_byte_off_by_one_fails_naming_block);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) { return dsv4_test_run(suite()); }
+DSV4_TEST_MAIN("mx", "mx", 60, NULL, NULL, fp4_scale_bytes_by_hand, fp8_scale_bytes_by_hand,
+               all_bf16_through_encoders, all_bf16_amax_through_scale_rules, block_codes_by_hand,
+               dequant_and_shuffle, mx_compare_reports_block_and_element,
+               golden_scale_byte_off_by_one_fails_naming_block)

@@ -795,37 +795,16 @@ START_TEST(test_ulp)
 }
 END_TEST
 
-static Suite *numerics_suite(void)
-{
-    Suite *s = suite_create("numerics");
-    TCase *tc = tcase_create("codes");
-    tcase_add_test(tc, test_fp8_all_codes);
-    tcase_add_test(tc, test_e8m0_all_codes);
-    tcase_add_test(tc, test_e2m1_all_codes);
-    tcase_add_test(tc, test_bf16_f16_all_patterns);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("tables");
-    tcase_add_test(tc, test_fp8_table_e4m3fn);
-    tcase_add_test(tc, test_fp8_table_e4m3fnuz);
-    tcase_add_test(tc, test_bf16_table);
-    tcase_add_test(tc, test_f16_table);
-    tcase_add_test(tc, test_e2m1_table);
-    tcase_add_test(tc, test_e2m1_packing);
-    tcase_add_test(tc, test_e8m0_table);
-    tcase_add_test(tc, test_ulp);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("cross");
-    tcase_set_timeout(tc, 120); /* the ASan build is several times slower */
-    tcase_add_test(tc, test_references_sane);
-    tcase_add_test(tc, test_cross_bf16_patterns);
-    tcase_add_test(tc, test_cross_random);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return dsv4_test_run(numerics_suite());
+    Suite *s = suite_create("numerics");
+    dsv4_test_tcase(s, "codes", 0, NULL, NULL,
+        DSV4_TESTS(test_fp8_all_codes, test_e8m0_all_codes, test_e2m1_all_codes, test_bf16_f16_all_patterns));
+    dsv4_test_tcase(s, "tables", 0, NULL, NULL,
+        DSV4_TESTS(test_fp8_table_e4m3fn, test_fp8_table_e4m3fnuz, test_bf16_table, test_f16_table, test_e2m1_table,
+                   test_e2m1_packing, test_e8m0_table, test_ulp));
+    /* 120 s: the ASan build is several times slower */
+    dsv4_test_tcase(s, "cross", 120, NULL, NULL,
+        DSV4_TESTS(test_references_sane, test_cross_bf16_patterns, test_cross_random));
+    return dsv4_test_run(s);
 }

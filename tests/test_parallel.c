@@ -187,15 +187,5 @@ START_TEST(references_bit_identical_across_thread_counts)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("parallel");
-    TCase *tc = tcase_create("parallel");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, every_item_once);
-    tcase_add_test(tc, first_failure_in_item_order);
-    tcase_add_test(tc, nested_calls_run_serially);
-    tcase_add_test(tc, references_bit_identical_across_thread_counts);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
-}
+DSV4_TEST_MAIN("parallel", "parallel", 600, NULL, NULL, every_item_once, first_failure_in_item_order,
+               nested_calls_run_serially, references_bit_identical_across_thread_counts)

@@ -197,16 +197,5 @@ START_TEST(fp4_blocks_match_reference)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("quant_rules");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, scale_rules_match_reference);
-    tcase_add_test(tc, ceil_log2_by_hand);
-    tcase_add_test(tc, codecs_match_reference);
-    tcase_add_test(tc, x86_nan_results);
-    tcase_add_test(tc, fp4_blocks_match_reference);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
-}
+DSV4_TEST_MAIN("quant_rules", "core", 60, NULL, NULL, scale_rules_match_reference, ceil_log2_by_hand,
+               codecs_match_reference, x86_nan_results, fp4_blocks_match_reference)

@@ -7,7 +7,6 @@
  * plug-ins are tests/plugin_chain.c (-DCHAIN_BUG=4 and 5, and the correct
  * reference). */
 #define _POSIX_C_SOURCE 200809L
-#include <libgen.h>
 #include <math.h>
 
 #include "testutil.h"
@@ -26,15 +25,7 @@ static const char *suite_text = "suite: readpast\n"
 
 static const char *read_past_hint = "reads past the end of input 'x' (its outputs change with the bytes after it)";
 
-static const char *plugin(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    char dir[400];
-    snprintf(dir, sizeof dir, "%s", dsv4_test_exe());
-    snprintf(buf[k & 3], sizeof buf[0], "%s/tests/%s", dirname(dir), name);
-    return buf[k++ & 3];
-}
+static const char *plugin(const char *name) { return dsv4_test_build_path("tests", name); }
 
 /* The suite's one case run against impl, in process or in a child. */
 static void run_case(const char *impl, int isolated, dsv4_case_result *r)
@@ -197,20 +188,13 @@ START_TEST(guarded_buffer)
 }
 END_TEST
 
-static Suite *readpast_suite(void)
+int main(void)
 {
     Suite *s = suite_create("readpast");
-    TCase *tc = tcase_create("readpast");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, poison_per_dtype);
-    tcase_add_test(tc, guarded_buffer);
-    tcase_add_test(tc, read_past_in_process);
-    tcase_add_test(tc, read_past_isolated);
+    TCase *tc = dsv4_test_tcase(s, "readpast", 120, NULL, NULL,
+        DSV4_TESTS(poison_per_dtype, guarded_buffer, read_past_in_process, read_past_isolated));
     tcase_add_loop_test(tc, correct_plugin_passes, 0, 2);
     tcase_add_loop_test(tc, nondeterministic_not_blamed, 0, 2);
-    tcase_add_test(tc, cli_reports);
-    suite_add_tcase(s, tc);
-    return s;
+    dsv4_test_add(tc, DSV4_TESTS(cli_reports));
+    return dsv4_test_run(s);
 }
-
-int main(void) { return dsv4_test_run(readpast_suite()); }

@@ -141,16 +141,6 @@ START_TEST(every_op_and_chain_has_nightly_cases)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("registry");
-    TCase *tc = tcase_create("list");
-    tcase_add_test(tc, op_names_unique);
-    tcase_add_test(tc, variants_unique_and_documented);
-    tcase_add_test(tc, every_op_has_its_file);
-    tcase_add_test(tc, every_op_has_a_hip_kernel);
-    tcase_add_test(tc, every_op_has_ci_cases_and_goldens);
-    tcase_add_test(tc, every_op_and_chain_has_nightly_cases);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
-}
+DSV4_TEST_MAIN("registry", "list", 0, NULL, NULL, op_names_unique, variants_unique_and_documented,
+               every_op_has_its_file, every_op_has_a_hip_kernel, every_op_has_ci_cases_and_goldens,
+               every_op_and_chain_has_nightly_cases)

@@ -67,15 +67,5 @@ START_TEST(normal_moments)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("rng");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, splitmix_vectors);
-    tcase_add_test(tc, fnv_vectors);
-    tcase_add_test(tc, streams_are_independent);
-    tcase_add_test(tc, range_and_uniform_bounds);
-    tcase_add_test(tc, normal_moments);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
-}
+DSV4_TEST_MAIN("rng", "core", 0, NULL, NULL, splitmix_vectors, fnv_vectors, streams_are_independent,
+               range_and_uniform_bounds, normal_moments)

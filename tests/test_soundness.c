@@ -38,15 +38,5 @@ START_TEST(attention_few_keys_small_scales)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("soundness");
-    TCase *tc = tcase_create("soundness");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, every_bound_holds_with_margin_and_catches_a_one_ulp_bias);
-    tcase_add_test(tc, attention_few_keys_small_scales);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) { return dsv4_test_run(suite()); }
+DSV4_TEST_MAIN("soundness", "soundness", 300, NULL, NULL, every_bound_holds_with_margin_and_catches_a_one_ulp_bias,
+               attention_few_keys_small_scales)

@@ -36,14 +36,7 @@ static void teardown(void)
     free(out);
 }
 
-static const dsv4check_case *find_case(const char *name)
-{
-    for (int i = 0; i < dsv4check_suite_count(suite); i++)
-        if (strcmp(dsv4check_case_name(dsv4check_suite_case(suite, i)), name) == 0)
-            return dsv4check_suite_case(suite, i);
-    ck_abort_msg("case %s not in %s", name, SUITE);
-    return NULL;
-}
+static const dsv4check_case *find_case(const char *name) { return dsv4_test_find_case(suite, name); }
 
 /* A kernel's outputs: the reference in the kernel dtypes (what --impl ref
  * produces), copied so that a test can change bytes. */
@@ -285,15 +278,37 @@ END_TEST
 
 /* ---- the lane filter of every comparison kind (dsv4_cmp_aux.lanes) ---- */
 
+/* e against a under pol, counting only the lanes aux->lanes = lanes marks:
+ * the verdict must be want, with compared lanes counted (-1: any). */
+static dsv4_cmp_result compare_lanes(const dsv4_tensor *e, const dsv4_tensor *a, const dsv4_policy *pol,
+                                     dsv4_cmp_aux *aux, const uint8_t *lanes, dsv4_verdict want, int64_t compared)
+{
+    dsv4_status st = {0};
+    dsv4_cmp_result res;
+    aux->lanes = lanes;
+    ck_assert_int_eq(dsv4_compare(e, a, pol, NULL, NULL, NULL, aux, &res, &st), 0);
+    ck_assert_int_eq(res.verdict, want);
+    if (compared >= 0)
+        ck_assert_int_eq(res.compared, compared);
+    return res;
+}
+
+/* Two tensors of one name, dtype and 2-D shape (expected and actual). */
+static void alloc_pair(dsv4_tensor *e, dsv4_tensor *a, const char *name, dsv4_dtype dt, int64_t rows, int64_t cols)
+{
+    dsv4_status st = {0};
+    int64_t sh[2] = {rows, cols};
+    ck_assert_int_eq(dsv4_tensor_alloc(e, name, dt, 2, sh, &st), 0);
+    ck_assert_int_eq(dsv4_tensor_alloc(a, name, dt, 2, sh, &st), 0);
+}
+
 START_TEST(lane_filter_per_kind)
 {
     dsv4_status st = {0};
     dsv4_cmp_result res;
     /* exact: only the lanes kept are compared and counted */
     dsv4_tensor e = {0}, a = {0};
-    int64_t sh[2] = {2, 4};
-    ck_assert_int_eq(dsv4_tensor_alloc(&e, "idx", DSV4_I32, 2, sh, &st), 0);
-    ck_assert_int_eq(dsv4_tensor_alloc(&a, "idx", DSV4_I32, 2, sh, &st), 0);
+    alloc_pair(&e, &a, "idx", DSV4_I32, 2, 4);
     int32_t *pe = e.data, *pa = a.data;
     for (int i = 0; i < 8; i++)
         pe[i] = pa[i] = i;
@@ -301,39 +316,25 @@ START_TEST(lane_filter_per_kind)
     uint8_t row1[8] = {0, 0, 0, 0, 1, 1, 1, 1}, row0[8] = {1, 1, 0, 0, 0, 0, 0, 0};
     dsv4_policy pol = {0};
     dsv4_policy_exact(&pol, "test");
-    dsv4_cmp_aux aux = {NULL, NULL, NULL, row1};
-    ck_assert_int_eq(dsv4_compare(&e, &a, &pol, NULL, NULL, NULL, &aux, &res, &st), 0);
-    ck_assert_int_eq(res.verdict, DSV4_PASS);
-    ck_assert_int_eq(res.compared, 4);
-    aux.lanes = row0;
-    ck_assert_int_eq(dsv4_compare(&e, &a, &pol, NULL, NULL, NULL, &aux, &res, &st), 0);
-    ck_assert_int_eq(res.verdict, DSV4_FAIL);
-    ck_assert_int_eq(res.compared, 2);
+    dsv4_cmp_aux aux = {NULL, NULL, NULL, NULL};
+    compare_lanes(&e, &a, &pol, &aux, row1, DSV4_PASS, 4);
+    res = compare_lanes(&e, &a, &pol, &aux, row0, DSV4_FAIL, 2);
     ck_assert_int_eq(res.bad, 1);
     ck_assert_str_eq(res.first[0].index, "[0, 1]");
     /* index_set: a row counts when any of its lanes does */
     dsv4_policy_index_set(&pol, "", 0, "test");
     pol.companion[0] = '\0';
     uint8_t one_of_row0[8] = {0, 0, 0, 1, 0, 0, 0, 0};
-    aux.lanes = one_of_row0;
-    ck_assert_int_eq(dsv4_compare(&e, &a, &pol, NULL, NULL, NULL, &aux, &res, &st), 0);
-    ck_assert_int_eq(res.verdict, DSV4_FAIL);
-    ck_assert_int_eq(res.compared, 1);
-    aux.lanes = row1;
-    ck_assert_int_eq(dsv4_compare(&e, &a, &pol, NULL, NULL, NULL, &aux, &res, &st), 0);
-    ck_assert_int_eq(res.verdict, DSV4_PASS);
-    ck_assert_int_eq(res.compared, 1);
+    compare_lanes(&e, &a, &pol, &aux, one_of_row0, DSV4_FAIL, 1);
+    compare_lanes(&e, &a, &pol, &aux, row1, DSV4_PASS, 1);
     dsv4_tensor_free(&e);
     dsv4_tensor_free(&a);
 
     /* mx: a block counts when any of its code lanes does, its scale with it;
      * widening marks the whole block, codes and scale */
     dsv4_tensor ce = {0}, ca = {0}, se = {0}, sa = {0};
-    int64_t cs[2] = {1, 64}, ss[2] = {1, 2};
-    ck_assert_int_eq(dsv4_tensor_alloc(&ce, "data", DSV4_F8E4M3FN, 2, cs, &st), 0);
-    ck_assert_int_eq(dsv4_tensor_alloc(&ca, "data", DSV4_F8E4M3FN, 2, cs, &st), 0);
-    ck_assert_int_eq(dsv4_tensor_alloc(&se, "scale", DSV4_F8E8M0, 2, ss, &st), 0);
-    ck_assert_int_eq(dsv4_tensor_alloc(&sa, "scale", DSV4_F8E8M0, 2, ss, &st), 0);
+    alloc_pair(&ce, &ca, "data", DSV4_F8E4M3FN, 1, 64);
+    alloc_pair(&se, &sa, "scale", DSV4_F8E8M0, 1, 2);
     memset(se.data, 0xFF, 1); /* block 0: NaN scale expected, 1 written */
     memset(sa.data, 0x7F, 1);
     ((uint8_t *)se.data)[1] = ((uint8_t *)sa.data)[1] = 0x7F;
@@ -348,24 +349,16 @@ START_TEST(lane_filter_per_kind)
     uint8_t finite_lanes[64];
     for (int i = 0; i < 64; i++)
         finite_lanes[i] = !code_lanes[i];
-    dsv4_cmp_aux mx = {&se, &sa, NULL, finite_lanes};
-    ck_assert_int_eq(dsv4_compare(&ce, &ca, &pol, NULL, NULL, NULL, &mx, &res, &st), 0);
-    ck_assert_int_eq(res.verdict, DSV4_PASS);
-    ck_assert_int_eq(res.compared, 32);
-    mx.lanes = code_lanes;
-    ck_assert_int_eq(dsv4_compare(&ce, &ca, &pol, NULL, NULL, NULL, &mx, &res, &st), 0);
-    ck_assert_int_eq(res.verdict, DSV4_FAIL);
+    dsv4_cmp_aux mx = {&se, &sa, NULL, NULL};
+    compare_lanes(&ce, &ca, &pol, &mx, finite_lanes, DSV4_PASS, 32);
+    res = compare_lanes(&ce, &ca, &pol, &mx, code_lanes, DSV4_FAIL, -1);
     ck_assert_ptr_nonnull(strstr(res.first[0].where, "block [0, 0]"));
     /* the scales' own comparison, per scale */
     dsv4_policy_mx(&pol, "data", 32, "test");
-    dsv4_cmp_aux sc = {NULL, NULL, NULL, &scale_lanes[0]};
+    dsv4_cmp_aux sc = {NULL, NULL, NULL, NULL};
     uint8_t other[2] = {0, 1};
-    ck_assert_int_eq(dsv4_compare(&se, &sa, &pol, NULL, NULL, NULL, &sc, &res, &st), 0);
-    ck_assert_int_eq(res.verdict, DSV4_FAIL);
-    sc.lanes = other;
-    ck_assert_int_eq(dsv4_compare(&se, &sa, &pol, NULL, NULL, NULL, &sc, &res, &st), 0);
-    ck_assert_int_eq(res.verdict, DSV4_PASS);
-    ck_assert_int_eq(res.compared, 1);
+    compare_lanes(&se, &sa, &pol, &sc, scale_lanes, DSV4_FAIL, -1);
+    compare_lanes(&se, &sa, &pol, &sc, other, DSV4_PASS, 1);
     dsv4_tensor_free(&ce);
     dsv4_tensor_free(&ca);
     dsv4_tensor_free(&se);
@@ -373,17 +366,5 @@ START_TEST(lane_filter_per_kind)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("special");
-    TCase *tc = tcase_create("special");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, mx_nan_scale_written_as_one);
-    tcase_add_test(tc, fp8_nan_code_written_finite);
-    tcase_add_test(tc, finite_inputs_have_no_split);
-    tcase_add_test(tc, cli_special_modes);
-    tcase_add_test(tc, lane_filter_per_kind);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
-}
+DSV4_TEST_MAIN("special", "special", 120, setup, teardown, mx_nan_scale_written_as_one, fp8_nan_code_written_finite,
+               finite_inputs_have_no_split, cli_special_modes, lane_filter_per_kind)

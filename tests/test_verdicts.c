@@ -46,16 +46,12 @@ static int check_edited(const char *name, const char *output, edit_fn edit, void
     snprintf(src, sizeof src, "data/ci/%s.h5", name);
     snprintf(dst, sizeof dst, "%s/%s.h5", tmpdir, name);
     dsv4_golden g;
-    dsv4_status st = {0};
-    memset(&g, 0, sizeof g);
-    ck_assert_msg(dsv4_golden_read(src, &g, &st) == 0, "%s", st.msg);
+    dsv4_test_golden_read(src, &g);
     dsv4_tensor *after = dsv4_tensors_find(&g.outputs, output);
     const dsv4_tensor *before = dsv4_tensors_get(&g.inputs, output);
     ck_assert_ptr_nonnull(after);
     edit(before, after, ctx);
-    ck_assert_msg(dsv4_golden_write(dst, &g, 1, &st) == 0, "%s", st.msg);
-    dsv4_golden_free(&g);
-    return dsv4_test_cli(outbuf, sizeof outbuf, "check %s --impl ref", dst);
+    return dsv4_test_check_changed(&g, dst, outbuf, sizeof outbuf);
 }
 
 /* ---- rocm_mxfp4_indexer_k_store: the budget covers written entries only ---- */
@@ -232,19 +228,6 @@ START_TEST(contract_tags_listed_and_selected)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("verdicts");
-    TCase *tc = tcase_create("verdicts");
-    tcase_set_timeout(tc, 120);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, kstore_untouched_slot_byte_fails);
-    tcase_add_test(tc, kstore_written_byte_flip_warns);
-    tcase_add_test(tc, compressor_pad_byte_fails_value_flip_warns);
-    tcase_add_test(tc, fnuz_nan_rows_poison_is_the_fnuz_nan);
-    tcase_add_test(tc, contract_tags_listed_and_selected);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) { return dsv4_test_run(suite()); }
+DSV4_TEST_MAIN("verdicts", "verdicts", 120, setup, teardown, kstore_untouched_slot_byte_fails,
+               kstore_written_byte_flip_warns, compressor_pad_byte_fails_value_flip_warns,
+               fnuz_nan_rows_poison_is_the_fnuz_nan, contract_tags_listed_and_selected)

@@ -137,13 +137,4 @@ START_TEST(nan_scan_names_the_first_code)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("wo_a_bmm");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, blocked_matches_serial_bit_for_bit);
-    tcase_add_test(tc, nan_scan_names_the_first_code);
-    suite_add_tcase(s, tc);
-    return dsv4_test_run(s);
-}
+DSV4_TEST_MAIN("wo_a_bmm", "core", 60, NULL, NULL, blocked_matches_serial_bit_for_bit, nan_scan_names_the_first_code)

@@ -18,6 +18,50 @@ static inline int dsv4_test_run(Suite *s)
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
+/* The tests of a TCase as one argument pair, e.g.
+ * dsv4_test_tcase(s, "core", 60, NULL, NULL, DSV4_TESTS(one_test, another)). */
+#define DSV4_TESTS(...) \
+    (const TTest *const[]){__VA_ARGS__}, sizeof((const TTest *const[]){__VA_ARGS__}) / sizeof(const TTest *)
+
+/* Adds n tests to tc in order. */
+static inline void dsv4_test_add(TCase *tc, const TTest *const *tests, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        tcase_add_test(tc, tests[i]);
+}
+
+/* Adds a TCase named name to s with its timeout in seconds (0 keeps
+ * Check's default), a checked fixture (setup and teardown, each may be NULL)
+ * and its n tests in order (tests may be NULL when n is 0); returns it, for
+ * loop tests. */
+static inline TCase *dsv4_test_tcase(Suite *s, const char *name, double timeout, SFun setup, SFun teardown,
+                                     const TTest *const *tests, size_t n)
+{
+    TCase *tc = tcase_create(name);
+    if (setup || teardown)
+        tcase_add_checked_fixture(tc, setup, teardown);
+    if (timeout > 0)
+        tcase_set_timeout(tc, timeout);
+    dsv4_test_add(tc, tests, n);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+/* The whole main() of a test program with one TCase: builds the suite,
+ * runs it (dsv4_test_run) and returns the exit status. */
+static inline int dsv4_test_main(const char *suite_name, const char *tcase_name, double timeout, SFun setup,
+                                 SFun teardown, const TTest *const *tests, size_t n)
+{
+    Suite *s = suite_create(suite_name);
+    dsv4_test_tcase(s, tcase_name, timeout, setup, teardown, tests, n);
+    return dsv4_test_run(s);
+}
+
+/* Defines main() of a test program with one TCase: its suite, TCase
+ * name, timeout and checked fixture as dsv4_test_tcase, then its tests. */
+#define DSV4_TEST_MAIN(suite_name, tcase_name, timeout, setup, teardown, ...) \
+    int main(void) { return dsv4_test_main(suite_name, tcase_name, timeout, setup, teardown, DSV4_TESTS(__VA_ARGS__)); }
+
 /* Reads a whole file into a malloc'd buffer with a NUL after its last byte
  * (so text can be searched as a string); *len, when given, is its size. */
 static inline char *dsv4_test_slurp_len(const char *path, size_t *len)
@@ -148,6 +192,31 @@ static inline int dsv4_test_cli(char *out, size_t len, const char *fmt, ...)
     return rc;
 }
 
+/* Writes text to dir/name (created or truncated). */
+static inline void dsv4_test_write_in(const char *dir, const char *name, const char *text)
+{
+    char path[600];
+    ck_assert_int_lt(snprintf(path, sizeof path, "%s/%s", dir, name), (int)sizeof path);
+    dsv4_test_write_file(path, text);
+}
+
+/* Suite files L0.yaml .. L7.yaml in dir, each including the next level 40
+ * times, and the leaf L8.yaml: 40^8 loads for a loader that does not count
+ * its files in all. */
+static inline void dsv4_test_write_include_dag(const char *dir)
+{
+    dsv4_test_write_in(dir, "L8.yaml", "suite: leaf\ninclude: []\n");
+    for (int k = 0; k < 8; k++) {
+        char name[16], text[1024];
+        int n = snprintf(text, sizeof text, "suite: l%d\ninclude: [", k);
+        for (int i = 0; i < 40; i++)
+            n += snprintf(text + n, sizeof text - (size_t)n, "%sL%d.yaml", i ? ", " : "", k + 1);
+        snprintf(text + n, sizeof text - (size_t)n, "]\n");
+        snprintf(name, sizeof name, "L%d.yaml", k);
+        dsv4_test_write_in(dir, name, text);
+    }
+}
+
 /* Makes a fresh folder /tmp/<tag>.XXXXXX into dir. */
 static inline void dsv4_test_mkdtemp(char *dir, size_t len, const char *tag)
 {
@@ -162,6 +231,58 @@ static inline void dsv4_test_rm_rf(const char *dir)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     ck_assert_int_eq(system(cmd), 0);
 }
+
+/* The checked fixture of an end-to-end test program: a fresh folder
+ * /tmp/<tag>.XXXXXX into dir and an output buffer of out_len bytes into
+ * *out; dsv4_test_scratch_close removes the one and frees the other. */
+static inline void dsv4_test_scratch_open(char *dir, size_t len, const char *tag, char **out, size_t out_len)
+{
+    *out = malloc(out_len);
+    ck_assert_ptr_nonnull(*out);
+    dsv4_test_mkdtemp(dir, len, tag);
+}
+
+static inline void dsv4_test_scratch_close(const char *dir, char **out)
+{
+    dsv4_test_rm_rf(dir);
+    free(*out);
+    *out = NULL;
+}
+
+/* The public C API, for a test program that includes dsv4check.h first. */
+#ifdef DSV4CHECK_H
+/* The case of suite s named name; the test fails when s has none. */
+static inline const dsv4check_case *dsv4_test_find_case(const dsv4check_suite *s, const char *name)
+{
+    for (int i = 0; i < dsv4check_suite_count(s); i++)
+        if (strcmp(dsv4check_case_name(dsv4check_suite_case(s, i)), name) == 0)
+            return dsv4check_suite_case(s, i);
+    ck_abort_msg("case %s not in the suite", name);
+    return NULL;
+}
+#endif
+
+/* Goldens, for a test program that includes harness/golden.h first. */
+#ifdef DSV4_GOLDEN_H
+/* The golden at path read into g (which the caller frees). */
+static inline void dsv4_test_golden_read(const char *path, dsv4_golden *g)
+{
+    dsv4_status st = {0};
+    memset(g, 0, sizeof *g);
+    ck_assert_msg(dsv4_golden_read(path, g, &st) == 0, "%s: %s", path, st.msg);
+}
+
+/* Writes g (a golden the test changed) to path, replacing what is there,
+ * frees it and runs `dsv4check check PATH --impl ref` with its output into
+ * out; returns the exit code. */
+static inline int dsv4_test_check_changed(dsv4_golden *g, const char *path, char *out, size_t len)
+{
+    dsv4_status st = {0};
+    ck_assert_msg(dsv4_golden_write(path, g, 1, &st) == 0, "%s", st.msg);
+    dsv4_golden_free(g);
+    return dsv4_test_cli(out, len, "check %s --impl ref", path);
+}
+#endif
 #endif
 
 #endif

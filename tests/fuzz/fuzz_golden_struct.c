@@ -34,6 +34,7 @@
 #include <hdf5.h>
 
 #include "../../harness/golden.h"
+#include "../../harness/golden_h5.h"
 #include "../../harness/op.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -250,16 +251,7 @@ static hid_t gs_file_type(dsv4_dtype dt, int mode)
     case 4: return H5T_STD_I8LE;
     case 5: return H5T_STD_U16BE;
     case 6: return H5T_IEEE_F64LE;
-    default: break;
-    }
-    switch (dt) {
-    case DSV4_F64: return H5T_IEEE_F64LE;
-    case DSV4_F32: return H5T_IEEE_F32LE;
-    case DSV4_BF16:
-    case DSV4_F16: return H5T_STD_U16LE;
-    case DSV4_I64: return H5T_STD_I64LE;
-    case DSV4_I32: return H5T_STD_I32LE;
-    default: return H5T_STD_U8LE;
+    default: return dsv4_h5_file_type(dt);
     }
 }
 

@@ -265,18 +265,37 @@ dsv4_tensor *mut_in(mut_call *m, const char *name)
     return dsv4_tensors_find(&m->in, name);
 }
 
-int mut_run_reference_rope_at_pos(mut_call *m)
+int mut_run_reference_on(mut_call *m, const char *input, mut_edit_fn edit)
 {
-    dsv4_tensor *cs;
-    int rc = mut_need(m, &m->in, "cos_sin_cache", &cs);
-    if (rc)
-        return rc;
+    dsv4_tensor *t;
+    int rc = mut_need(m, &m->in, input, &t);
+    if (!rc)
+        rc = edit(m, t);
+    return rc ? rc : mut_run_reference(m);
+}
+
+/* Table row p + c - 1 copied into every group start p. */
+static int rope_rows_at_pos(mut_call *m, dsv4_tensor *cs)
+{
     const int64_t c = mut_int(m, "compress_ratio"), P = cs->shape[0], rd = cs->shape[1];
     float *x = cs->data;
     for (int64_t p = 0; p + c - 1 < P; p += c)
         memcpy(x + p * rd, x + (p + c - 1) * rd, (size_t)rd * sizeof *x);
-    return mut_run_reference(m);
+    return DSV4_OK;
 }
+
+int mut_run_reference_rope_at_pos(mut_call *m) { return mut_run_reference_on(m, "cos_sin_cache", rope_rows_at_pos); }
+
+static int positions_minus1(mut_call *m, dsv4_tensor *pos)
+{
+    (void)m;
+    int64_t *p = pos->data;
+    for (int64_t t = 0; t < pos->shape[0]; t++)
+        p[t] = p[t] > 0 ? p[t] - 1 : 0;
+    return DSV4_OK;
+}
+
+int mut_run_reference_positions_off1(mut_call *m) { return mut_run_reference_on(m, "positions", positions_minus1); }
 
 int mut_need(mut_call *m, dsv4_tensors *ts, const char *name, dsv4_tensor **t)
 {
@@ -294,9 +313,10 @@ double mut_float(const mut_call *m, const char *name)
     return dsv4_params_float(&m->params, name);
 }
 
-int mut_set_int(mut_call *m, const char *name, int64_t v)
+int mut_run_reference_with_int(mut_call *m, const char *name, int64_t v)
 {
-    return dsv4_params_set_int(&m->params, name, v, m->st);
+    int rc = dsv4_params_set_int(&m->params, name, v, m->st);
+    return rc ? rc : mut_run_reference(m);
 }
 
 double mut_get(const dsv4_tensor *t, int64_t i)

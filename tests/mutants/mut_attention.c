@@ -275,38 +275,28 @@ int mut_rope_neox_pairs(mut_call *m)
 }
 
 /* Positions off by one: row pos - 1 of the cos/sin table (0 stays 0). */
-int mut_rope_positions_off1(mut_call *m)
-{
-    dsv4_tensor *pos;
-    int rc = mut_need(m, &m->in, "positions", &pos);
-    if (rc)
-        return rc;
-    int64_t *p = pos->data;
-    for (int64_t t = 0; t < pos->shape[0]; t++)
-        p[t] = p[t] > 0 ? p[t] - 1 : 0;
-    return mut_run_reference(m);
-}
+int mut_rope_positions_off1(mut_call *m) { return mut_run_reference_positions_off1(m); }
 
 /* The rows the decode epilogue already rotated are rotated again. */
 int mut_rope_rotated_ignored(mut_call *m)
 {
-    int rc = mut_set_int(m, "rotated", 0);
-    return rc ? rc : mut_run_reference(m);
+    return mut_run_reference_with_int(m, "rotated", 0);
 }
 
 /* The forward rotation where the inverse is asked for (sin's sign). */
-int mut_rope_mxfp8_forward_rotation(mut_call *m)
+static int plant_rope_mxfp8_forward_rotation(mut_call *m, dsv4_tensor *cs)
 {
-    dsv4_tensor *cs;
-    int rc = mut_need(m, &m->in, "cos_sin_cache", &cs);
-    if (rc)
-        return rc;
+    (void)m;
     const int64_t P = cs->shape[0], rd = cs->shape[1];
     float *x = cs->data;
     for (int64_t p = 0; p < P; p++)
         for (int64_t k = rd / 2; k < rd; k++)
             x[p * rd + k] = -x[p * rd + k];
-    return mut_run_reference(m);
+    return DSV4_OK;
+}
+int mut_rope_mxfp8_forward_rotation(mut_call *m)
+{
+    return mut_run_reference_on(m, "cos_sin_cache", plant_rope_mxfp8_forward_rotation);
 }
 
 /* The default's fp32-log2 scale rule computed exactly (log2=exact). */

@@ -174,17 +174,12 @@ int mut_shuffle_tile_transposed(mut_call *m)
 /* inverse_rope = 1 ignored: o multiplied as given. */
 int mut_einsum_inverse_rope_skipped(mut_call *m)
 {
-    int rc = mut_set_int(m, "inverse_rope", 0);
-    return rc ? rc : mut_run_reference(m);
+    return mut_run_reference_with_int(m, "inverse_rope", 0);
 }
 
 /* Each group's wo_a block [R, Dg] read as its transpose. */
-int mut_einsum_weight_transposed(mut_call *m)
+static int plant_einsum_weight_transposed(mut_call *m, dsv4_tensor *w)
 {
-    dsv4_tensor *w;
-    int rc = mut_need(m, &m->in, "wo_a", &w);
-    if (rc)
-        return rc;
     const int64_t G = mut_int(m, "n_local_groups"), R = mut_int(m, "o_lora_rank"), Dg = w->shape[1];
     uint16_t *p = w->data, *tmp = malloc((size_t)(R * Dg + 1) * sizeof *tmp);
     if (!tmp)
@@ -197,7 +192,11 @@ int mut_einsum_weight_transposed(mut_call *m)
         memcpy(blk, tmp, (size_t)(R * Dg) * sizeof *tmp);
     }
     free(tmp);
-    return mut_run_reference(m);
+    return DSV4_OK;
+}
+int mut_einsum_weight_transposed(mut_call *m)
+{
+    return mut_run_reference_on(m, "wo_a", plant_einsum_weight_transposed);
 }
 
 /* A correct kernel: bf16 inverse RoPE (fp32, rounded per lane), fp32 dots. */
@@ -230,17 +229,15 @@ int mut_einsum_fp32_model(mut_call *m)
 /* ---- rocm_mxfp8_wo_a_bmm ---- */
 
 /* The weight's e8m0 scales decoded as 2^(b - 126) (bias off by one). */
-int mut_bmm_scale_bias_126(mut_call *m)
+static int plant_bmm_scale_bias_126(mut_call *m, dsv4_tensor *ws)
 {
-    dsv4_tensor *ws;
-    int rc = mut_need(m, &m->in, "wo_a_scale", &ws);
-    if (rc)
-        return rc;
+    (void)m;
     uint8_t *s = ws->data;
     for (int64_t i = 0; i < mut_numel(ws); i++)
         s[i] = s[i] < 254 ? (uint8_t)(s[i] + 1) : s[i];
-    return mut_run_reference(m);
+    return DSV4_OK;
 }
+int mut_bmm_scale_bias_126(mut_call *m) { return mut_run_reference_on(m, "wo_a_scale", plant_bmm_scale_bias_126); }
 
 /* Every group reads group 0's activations (the group offset dropped). */
 int mut_bmm_group_offset_dropped(mut_call *m)
@@ -331,12 +328,8 @@ int mut_qnorm_fnuz_as_ocp(mut_call *m) { return mut_run_reference_as(m, "default
 
 /* Slot -1 taken as a Python index: the skipped token's kv also lands in the
  * cache's last slot. */
-int mut_qnorm_slot_minus1_written(mut_call *m)
+static int plant_qnorm_slot_minus1_written(mut_call *m, dsv4_tensor *slots)
 {
-    dsv4_tensor *slots;
-    int rc = mut_need(m, &m->in, "slot_mapping", &slots);
-    if (rc)
-        return rc;
     dsv4_tensor *cache = mut_in(m, "swa_cache");
     if (!cache)
         return dsv4_fail(m->st, DSV4_EINPUT, "input 'swa_cache' is missing");
@@ -350,7 +343,11 @@ int mut_qnorm_slot_minus1_written(mut_call *m)
             s[t] = last; /* the first skipped token; a second would repeat the slot */
             break;
         }
-    return mut_run_reference(m);
+    return DSV4_OK;
+}
+int mut_qnorm_slot_minus1_written(mut_call *m)
+{
+    return mut_run_reference_on(m, "slot_mapping", plant_qnorm_slot_minus1_written);
 }
 
 /* ---- compressor ---- */
@@ -361,15 +358,13 @@ int mut_qnorm_slot_minus1_written(mut_call *m)
 int mut_compressor_rope_at_pos(mut_call *m) { return mut_run_reference_rope_at_pos(m); }
 
 /* The absolute position bias left out of the saved scores. */
-int mut_compressor_ape_ignored(mut_call *m)
+static int plant_compressor_ape_ignored(mut_call *m, dsv4_tensor *ape)
 {
-    dsv4_tensor *ape;
-    int rc = mut_need(m, &m->in, "ape", &ape);
-    if (rc)
-        return rc;
+    (void)m;
     memset(ape->data, 0, ape->nbytes);
-    return mut_run_reference(m);
+    return DSV4_OK;
 }
+int mut_compressor_ape_ignored(mut_call *m) { return mut_run_reference_on(m, "ape", plant_compressor_ape_ignored); }
 
 /* Only the emitting tokens' state rows written back (the others kept in
  * registers for this step's window and lost). */

@@ -44,8 +44,7 @@ int mut_kstore_rope_at_pos(mut_call *m) { return mut_run_reference_rope_at_pos(m
 /* The preshuffled layout written in natural order. */
 int mut_kstore_not_preshuffled(mut_call *m)
 {
-    int rc = mut_set_int(m, "shuffle", 0);
-    return rc ? rc : mut_run_reference(m);
+    return mut_run_reference_with_int(m, "shuffle", 0);
 }
 
 /* ---- rocm_mxfp4_indexer_q_quant ---- */
@@ -69,17 +68,7 @@ int mut_qquant_scale_big_endian(mut_call *m)
 int mut_qquant_variant_a_for_b(mut_call *m) { return mut_run_reference_as(m, "quant=cache_a"); }
 
 /* RoPE at position pos - 1 (0 stays 0). */
-int mut_qquant_positions_off1(mut_call *m)
-{
-    dsv4_tensor *pos;
-    int rc = mut_need(m, &m->in, "positions", &pos);
-    if (rc)
-        return rc;
-    int64_t *p = pos->data;
-    for (int64_t t = 0; t < pos->shape[0]; t++)
-        p[t] = p[t] > 0 ? p[t] - 1 : 0;
-    return mut_run_reference(m);
-}
+int mut_qquant_positions_off1(mut_call *m) { return mut_run_reference_positions_off1(m); }
 
 /* ---- paged_mxfp4_mqa_logits: an fp32 model of the kernel ---- */
 
@@ -192,22 +181,38 @@ int mut_sa_topk_reversed(mut_call *m)
     return DSV4_OK;
 }
 
+/* The reference's topk_indices output and the ideal logits (lg, which the
+ * caller frees) that a changed selection is taken over. */
+typedef struct topk_view {
+    dsv4_tensor *ti;
+    dsv4_indexer_lg g;
+    double *lg;
+} topk_view;
+
+/* The reference run, then its topk view. */
+static int reference_topk_and_logits(mut_call *m, topk_view *v)
+{
+    v->lg = NULL;
+    int rc = mut_run_reference(m);
+    if (!rc)
+        rc = mut_need(m, &m->out, "topk_indices", &v->ti);
+    return rc ? rc : ideal_logits(m, &v->g, &v->lg);
+}
+
 /* Exact ties at the k-th score broken towards the higher index (torch
  * takes the lower): a legitimate kernel choice. */
 int mut_sa_topk_ties_other_way(mut_call *m)
 {
-    int rc = mut_run_reference(m);
-    dsv4_indexer_lg g;
-    double *lg = NULL;
-    dsv4_tensor *ti;
-    if (rc || (rc = mut_need(m, &m->out, "topk_indices", &ti)) || (rc = ideal_logits(m, &g, &lg)))
+    topk_view v;
+    int rc = reference_topk_and_logits(m, &v);
+    if (rc)
         return rc;
-    const int64_t k = ti->shape[1], W = g.a.width;
-    int32_t *x = ti->data;
+    const int64_t k = v.ti->shape[1], W = v.g.a.width;
+    int32_t *x = v.ti->data;
     uint8_t *chosen = malloc((size_t)(W + 1));
-    for (int64_t r = 0; chosen && r < g.a.rows; r++) {
-        const int64_t end = dsv4_idx_row_end(&g.a, r);
-        const double *s = lg + r * W;
+    for (int64_t r = 0; chosen && r < v.g.a.rows; r++) {
+        const int64_t end = dsv4_idx_row_end(&v.g.a, r);
+        const double *s = v.lg + r * W;
         double kth = INFINITY;
         memset(chosen, 0, (size_t)W);
         for (int64_t i = 0; i < k && x[r * k + i] >= 0; i++) {
@@ -231,7 +236,7 @@ int mut_sa_topk_ties_other_way(mut_call *m)
     }
     rc = chosen ? DSV4_OK : dsv4_fail(m->st, DSV4_ERUNTIME, "out of memory");
     free(chosen);
-    free(lg);
+    free(v.lg);
     return rc;
 }
 
@@ -239,18 +244,16 @@ int mut_sa_topk_ties_other_way(mut_call *m)
  * column in [0, row end - drop) of each row. */
 static int topk_over_columns_before_end(mut_call *m, int64_t drop)
 {
-    int rc = mut_run_reference(m);
-    dsv4_indexer_lg g;
-    double *lg = NULL;
-    dsv4_tensor *ti;
-    if (rc || (rc = mut_need(m, &m->out, "topk_indices", &ti)) || (rc = ideal_logits(m, &g, &lg)))
+    topk_view v;
+    int rc = reference_topk_and_logits(m, &v);
+    if (rc)
         return rc;
-    const int64_t k = ti->shape[1];
-    for (int64_t r = 0; r < g.a.rows; r++) {
-        const int64_t end = dsv4_idx_row_end(&g.a, r) - drop;
-        dsv4_idx_topk_row(lg + r * g.a.width, end > 0 ? end : 0, k, 0, (int32_t *)ti->data + r * k);
+    const int64_t k = v.ti->shape[1];
+    for (int64_t r = 0; r < v.g.a.rows; r++) {
+        const int64_t end = dsv4_idx_row_end(&v.g.a, r) - drop;
+        dsv4_idx_topk_row(v.lg + r * v.g.a.width, end > 0 ? end : 0, k, 0, (int32_t *)v.ti->data + r * k);
     }
-    free(lg);
+    free(v.lg);
     return DSV4_OK;
 }
 

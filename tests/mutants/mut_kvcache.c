@@ -180,6 +180,19 @@ int mut_kv_insert_pad_not_written(mut_call *m)
     return DSV4_OK;
 }
 
+/* Where token t of a v41 insert lands: its data bytes (data_bytes a token,
+ * the page's tokens first) and, into *scales, its scale bytes (scale_bytes
+ * a token, after the data); NULL for a skipped token. */
+static uint8_t *v41_token(const insert_io *io, int64_t t, int64_t data_bytes, int64_t scale_bytes, uint8_t **scales)
+{
+    const int64_t s = slot_of(io, t);
+    if (s < 0)
+        return NULL;
+    uint8_t *page = io->cache + (s / io->B) * io->B * io->token_bytes;
+    *scales = page + io->B * data_bytes + (s % io->B) * scale_bytes;
+    return page + (s % io->B) * data_bytes;
+}
+
 /* format=v41_fp4: the e4m3 tile scale truncated (toward zero) instead of
  * RNE; values then divided by that scale and RNE'd to e2m1 as specified. */
 int mut_kv41_fp4_scale_truncated(mut_call *m)
@@ -190,11 +203,9 @@ int mut_kv41_fp4_scale_truncated(mut_call *m)
         return rc;
     const int64_t DB = 256, SB = 32, T16 = DSV4_KV41_FP4_TILE;
     for (int64_t t = 0; t < io.T; t++) {
-        const int64_t s = slot_of(&io, t);
-        if (s < 0)
+        uint8_t *scales, *data = v41_token(&io, t, DB, SB, &scales);
+        if (!data)
             continue;
-        uint8_t *page = io.cache + (s / io.B) * io.B * io.token_bytes;
-        uint8_t *data = page + (s % io.B) * DB, *scales = page + io.B * DB + (s % io.B) * SB;
         uint8_t codes[KD];
         float x[KD];
         token_f32(io.k + t * KD, x);
@@ -228,11 +239,9 @@ int mut_kv41_fp8_scale_per_64(mut_call *m)
         return rc;
     const int64_t DB = 512, SB = 16, T32 = DSV4_KV41_FP8_TILE;
     for (int64_t t = 0; t < io.T; t++) {
-        const int64_t s = slot_of(&io, t);
-        if (s < 0)
+        uint8_t *scales, *data = v41_token(&io, t, DB, SB, &scales);
+        if (!data)
             continue;
-        uint8_t *page = io.cache + (s / io.B) * io.B * io.token_bytes;
-        uint8_t *data = page + (s % io.B) * DB, *scales = page + io.B * DB + (s % io.B) * SB;
         float x[KD];
         token_f32(io.k + t * KD, x);
         for (int tile = 0; tile < KD / T32; tile++) {
@@ -257,8 +266,7 @@ int mut_kv41_fp8_scale_per_64(mut_call *m)
 /* use_fnuz = 1 decoded as OCP e4m3fn (every NoPE value off by 2x). */
 int mut_kv_gather_fnuz_as_ocp(mut_call *m)
 {
-    int rc = mut_set_int(m, "use_fnuz", 0);
-    return rc ? rc : mut_run_reference(m);
+    return mut_run_reference_with_int(m, "use_fnuz", 0);
 }
 
 /* invalid_block=skip computed as the zero-filling port. */
@@ -270,8 +278,7 @@ int mut_kv_gather_skip_as_zero(mut_call *m)
 /* Rows written one too far down the workspace (offset + 1). */
 int mut_kv_gather_offset_off1(mut_call *m)
 {
-    int rc = mut_set_int(m, "offset", mut_int(m, "offset") + 1);
-    return rc ? rc : mut_run_reference(m);
+    return mut_run_reference_with_int(m, "offset", mut_int(m, "offset") + 1);
 }
 
 /* The first G positions gathered instead of the last G (start 0, not
@@ -288,12 +295,9 @@ int mut_kv_gather_from_start(mut_call *m)
 }
 
 /* format=v41_fp4: the even dim read from the high nibble. */
-int mut_kv41_fp4_nibbles_swapped(mut_call *m)
+static int plant_kv41_fp4_nibbles_swapped(mut_call *m, dsv4_tensor *kc)
 {
-    dsv4_tensor *kc;
-    int rc = mut_need(m, &m->in, "k_cache", &kc);
-    if (rc)
-        return rc;
+    (void)m;
     const int64_t nb = kc->shape[0], B = kc->shape[1], DB = 256;
     uint8_t *c = kc->data;
     for (int64_t p = 0; p < nb; p++)
@@ -301,17 +305,18 @@ int mut_kv41_fp4_nibbles_swapped(mut_call *m)
             uint8_t *b = c + p * B * kc->shape[2] + i;
             *b = (uint8_t)((*b >> 4) | (*b << 4));
         }
-    return mut_run_reference(m);
+    return DSV4_OK;
+}
+int mut_kv41_fp4_nibbles_swapped(mut_call *m)
+{
+    return mut_run_reference_on(m, "k_cache", plant_kv41_fp4_nibbles_swapped);
 }
 
 /* format=v41_fp8: tile t decoded with the scale of tile t & ~1 (a 64-lane
  * scale stride). */
-int mut_kv41_fp8_scale_stride_64(mut_call *m)
+static int plant_kv41_fp8_scale_stride_64(mut_call *m, dsv4_tensor *kc)
 {
-    dsv4_tensor *kc;
-    int rc = mut_need(m, &m->in, "k_cache", &kc);
-    if (rc)
-        return rc;
+    (void)m;
     const int64_t nb = kc->shape[0], B = kc->shape[1], DB = 512, SB = 16;
     uint8_t *c = kc->data;
     for (int64_t p = 0; p < nb; p++)
@@ -320,5 +325,9 @@ int mut_kv41_fp8_scale_stride_64(mut_call *m)
             for (int t = 1; t < SB; t += 2)
                 s[t] = s[t - 1];
         }
-    return mut_run_reference(m);
+    return DSV4_OK;
+}
+int mut_kv41_fp8_scale_stride_64(mut_call *m)
+{
+    return mut_run_reference_on(m, "k_cache", plant_kv41_fp8_scale_stride_64);
 }

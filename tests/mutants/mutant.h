@@ -62,13 +62,24 @@ int mut_need(mut_call *m, dsv4_tensors *ts, const char *name, dsv4_tensor **t);
 /* Parameters (0 / 0.0 / "" when absent). */
 int64_t mut_int(const mut_call *m, const char *name);
 double mut_float(const mut_call *m, const char *name);
-/* An int parameter changed for this call only (e.g. an off-by-one offset). */
-int mut_set_int(mut_call *m, const char *name, int64_t v);
+/* The reference with an int parameter changed for this call only (e.g. an
+ * off-by-one offset, or a flag the kernel ignores). */
+int mut_run_reference_with_int(mut_call *m, const char *name, int64_t v);
+
+/* A bug in how the kernel reads one input: edit changes the owned copy t
+ * of the input named (returning DSV4_OK, or an error it set in m->st),
+ * then the reference runs on the edited inputs.  Fails (DSV4_EINPUT) naming
+ * the input when it is absent. */
+typedef int (*mut_edit_fn)(mut_call *m, dsv4_tensor *t);
+int mut_run_reference_on(mut_call *m, const char *input, mut_edit_fn edit);
 
 /* RoPE at the token's own position instead of its group start (pos // c)
  * * c, c = compress_ratio: row p + c - 1 of input cos_sin_cache copied into
  * every group start p, then the reference. */
 int mut_run_reference_rope_at_pos(mut_call *m);
+/* RoPE at position pos - 1 (0 stays 0): input positions edited, then the
+ * reference. */
+int mut_run_reference_positions_off1(mut_call *m);
 
 /* Element access as the codecs of ref/numerics.h decode and encode them. */
 double mut_get(const dsv4_tensor *t, int64_t i);

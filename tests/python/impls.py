@@ -149,26 +149,18 @@ def mxfp8_torch(case, plant_bug=False):
 
 # ---- the implementations as the front end names them ----
 
-def _bug(fn):
-    return lambda case: fn(case, plant_bug=True)
+def _impl(combine, mxfp8, plant_bug=False):
+    """The two ops by these functions, each with its planted bug if asked."""
+    def as_asked(fn):
+        return (lambda case: fn(case, plant_bug=True)) if plant_bug else fn
+
+    return {"combine_topk_swa_indices[default]": as_asked(combine), "mxfp8_quant[default]": as_asked(mxfp8)}
 
 
-numpy_impl = {
-    "combine_topk_swa_indices[default]": combine_numpy,
-    "mxfp8_quant[default]": mxfp8_numpy,
-}
-wrong_numpy_impl = {
-    "combine_topk_swa_indices[default]": _bug(combine_numpy),
-    "mxfp8_quant[default]": _bug(mxfp8_numpy),
-}
-torch_impl = {
-    "combine_topk_swa_indices[default]": combine_torch,
-    "mxfp8_quant[default]": mxfp8_torch,
-}
-wrong_torch_impl = {
-    "combine_topk_swa_indices[default]": _bug(combine_torch),
-    "mxfp8_quant[default]": _bug(mxfp8_torch),
-}
+numpy_impl = _impl(combine_numpy, mxfp8_numpy)
+wrong_numpy_impl = _impl(combine_numpy, mxfp8_numpy, plant_bug=True)
+torch_impl = _impl(combine_torch, mxfp8_torch)
+wrong_torch_impl = _impl(combine_torch, mxfp8_torch, plant_bug=True)
 
 
 def _nan_scale_as_one(fn):
