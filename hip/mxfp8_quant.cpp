@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(QUANT_THREADS)
         if (c >= nchunks)
             continue;
         uint8_t b;
-        data[c] = mxfp8_encode8<VARIANT>(v[k], m, &b);
+        data[c] = mxfp8_encode8<VARIANT, true>(v[k], m, &b);
         if ((c & 3) == 0)
             scales[c / 4] = b;
     }

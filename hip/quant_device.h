@@ -80,15 +80,17 @@ __device__ inline long long div_fast(long long a, long long b, long long *rem)
  * rule fixed at compile time: 0 = fl(a/448) with the correctly rounded fp32
  * log2, 1 = the exact ceil rule, 2 = floor (x / 2^(byte-127)); mx.c rules
  * through quant_rules.h.  Returns the codes (element 0 lowest), *b the
- * scale byte; an all-NaN block gives every code fp8(NAN) (mx.c). */
+ * scale byte.  NAN_FILL: an all-NaN block gives every code fp8(NAN) (mx.c
+ * mxfp8_quant); without it (the inverse-RoPE op, whose reference has no such
+ * rule) the elements are scaled as they are. */
 enum { MXFP8_CEIL_F32LOG2 = 0, MXFP8_CEIL = 1, MXFP8_FLOOR = 2 };
 
-template <int RULE> __device__ inline uint2 mxfp8_encode8(const float v[8], float m, uint8_t *b)
+template <int RULE, bool NAN_FILL> __device__ inline uint2 mxfp8_encode8(const float v[8], float m, uint8_t *b)
 {
     *b = RULE == MXFP8_FLOOR          ? dsv4q_fp8_scale_floor(m)
          : RULE == MXFP8_CEIL_F32LOG2 ? dsv4q_fp8_scale_ceil_f32log2(m)
                                       : dsv4q_fp8_scale_ceil(m);
-    const bool all_nan = dsv4q_isnan(m);
+    const bool all_nan = NAN_FILL && dsv4q_isnan(m);
     /* floor: x / 2^(byte-127) (@00134422); else the reciprocal multiply (docs/semantics/quant.md Q2 step 3) */
     const float f = RULE == MXFP8_FLOOR ? dsv4q_pow2((int)*b - 127) : dsv4q_pow2(127 - (int)*b);
     uint32_t lo = 0, hi = 0;

@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(QUANT_THREADS)
         if (c >= nchunks)
             continue;
         uint8_t b; /* step 3: MXFP8 per 32-block (mx.c rules, quant_rules.h) */
-        data[c] = mxfp8_encode8<VARIANT>(v[k], m, &b);
+        data[c] = mxfp8_encode8<VARIANT, false>(v[k], m, &b);
         if ((c & 3) == 0)
             scales[c / 4] = b;
     }
