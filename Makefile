@@ -88,6 +88,8 @@ $(BUILD)/soundness: tests/soundness.c $(SOUNDNESS_HDRS) $(BUILD)/libdsv4.a
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDFLAGS) $(LDLIBS)
 $(BUILD)/tests/test_soundness: $(SOUNDNESS_HDRS)
+# the host build of the hip codecs: rebuilt when they change
+$(BUILD)/tests/test_quant_rules: hip/quant_rules.h
 
 soundness: $(BUILD)/soundness
 	$(BUILD)/soundness

@@ -6,7 +6,8 @@
  * and so is this one, with no host round trip:
  *   1. one block per row: lens[t] = valid ? #{v >= 0} : 0;
  *   2. one block: indptr = exclusive cumsum of lens (idx::lens_scan_kernel);
- *   3. one block per row: flat[indptr[t] + j] for j < lens[t].
+ *   3. one block per row: flat[indptr[t] + j] for j < lens[t], 8 columns a
+ *      thread in flight per pass.
  * A one-launch decoupled look-back would need a zeroed status array, which
  * a plug-in launch has no scratch for. */
 #include "gtopk_common.h"
@@ -16,6 +17,7 @@ namespace {
 using namespace gtopk;
 
 const char *const ragged_variants[] = {"default", NULL};
+enum { SCATTER_ITEMS = 8 };
 
 /* Ragged step 1 (docs/semantics/indices.md A5.7): lens[t] = valid ? #{j < K : v >= 0} : 0. */
 __global__ void __launch_bounds__(ROW_THREADS) ragged_lens_kernel(gtopk_dev a, int32_t *__restrict__ lens)
@@ -55,9 +57,25 @@ __global__ void __launch_bounds__(ROW_THREADS)
     const int32_t *src = a.topk + t * a.K;
     int32_t *dst = flat + indptr[t];
     const long long r = a.t2r[t];
-    for (long long j = threadIdx.x; j < n; j += blockDim.x) {
-        const int32_t v = src[j];
-        dst[j] = v >= 0 ? global_slot(a.bt, a.bt_cols, r, v, a.bc) : -1;
+    /* SCATTER_ITEMS columns a thread per pass, each phase for all of them before the next (the top-k
+     * reads, then the block-table reads, then the stores): the stores may alias nothing the compiler
+     * can prove, so a one-column loop would wait out both reads for every column */
+    for (long long base = 0; base < n; base += (long long)SCATTER_ITEMS * ROW_THREADS) {
+        int32_t v[SCATTER_ITEMS];
+#pragma unroll
+        for (int e = 0; e < SCATTER_ITEMS; e++) {
+            const long long j = base + e * ROW_THREADS + threadIdx.x;
+            v[e] = j < n ? src[j] : -1;
+        }
+#pragma unroll
+        for (int e = 0; e < SCATTER_ITEMS; e++)
+            v[e] = v[e] >= 0 ? global_slot(a.bt, a.bt_cols, r, v[e], a.bc) : -1;
+#pragma unroll
+        for (int e = 0; e < SCATTER_ITEMS; e++) {
+            const long long j = base + e * ROW_THREADS + threadIdx.x;
+            if (j < n)
+                dst[j] = v[e];
+        }
     }
 }
 

@@ -3,8 +3,9 @@
  * deepseek_v41/amd/rocm.py [SEED1]; docs/semantics/indices.md A5.8), both
  * variants, bit-exact with ref/indices.c.
  *
- * ONE launch: a grid-stride copy over both destination ranges (Torch's
- * dst.copy_(src): equal sizes, or a one-element source broadcast), block 0
+ * ONE launch, min(items / 256, SMs x 8) x 256: a grid-stride copy over both
+ * destination ranges, the indices in 16-byte quads (Torch's dst.copy_(src):
+ * equal sizes, or a one-element source broadcast), block 0
  * also writing the two view lengths.  Every range follows from shapes and
  * parameters alone, so the host sizes the launch without reading device
  * data; what lies outside the copied ranges keeps its stale contents. */
@@ -21,16 +22,35 @@ struct gc_plan {
     long long ns_ip, ns;       /* source sizes (1: broadcast) */
 };
 
+/* Work items: the n_ip indptr elements one by one, then the indices four
+ * at a time (one 16-byte load and store; a last partial quad element by
+ * element): the buffers start 16-byte aligned. */
+__device__ inline long long quads(const gc_plan &p) { return (p.nd + 3) / 4; }
+
 __global__ void __launch_bounds__(THREADS)
     copy_kernel(gc_plan p, const int32_t *__restrict__ src_ip, const int32_t *__restrict__ src,
                 int32_t *__restrict__ dst_ip, int32_t *__restrict__ dst, long long *__restrict__ view_lens)
 {
     const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < p.n_ip + p.nd; k += stride) {
-        if (k < p.n_ip)
+    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < p.n_ip + quads(p); k += stride) {
+        if (k < p.n_ip) {
             dst_ip[k] = src_ip[p.ns_ip == 1 ? 0 : k];
-        else
-            dst[k - p.n_ip] = src[p.ns == 1 ? 0 : k - p.n_ip];
+            continue;
+        }
+        const long long e = 4 * (k - p.n_ip); /* first index element of the quad */
+        if (e + 4 <= p.nd) {
+            int4 v;
+            if (p.ns == 1) { /* a one-element source broadcast */
+                const int32_t x = src[0];
+                v = make_int4(x, x, x, x);
+            } else {
+                v = reinterpret_cast<const int4 *>(src)[e / 4];
+            }
+            reinterpret_cast<int4 *>(dst)[e / 4] = v;
+        } else {
+            for (long long j = e; j < p.nd; j++)
+                dst[j] = src[p.ns == 1 ? 0 : j];
+        }
     }
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         view_lens[0] = p.view0;
@@ -110,7 +130,7 @@ hipError_t gc_launch(const dsv4_hip_call *c, hipStream_t stream)
     char err[256];
     if (shape_of(c, &s, err, sizeof err) || plan_of(c, &s, &p, err, sizeof err))
         return hipErrorInvalidValue;
-    const long long n = p.n_ip + p.nd;
+    const long long n = p.n_ip + (p.nd + 3) / 4; /* copy_kernel's work items */
     long long blocks = (n + THREADS - 1) / THREADS;
     const long long most = (long long)c->prop->multiProcessorCount * 8;
     blocks = blocks < 1 ? 1 : (blocks > most ? most : blocks);

@@ -8,7 +8,7 @@
  * (valid ? min(pos + 1, W) : 0), so
  *   1. one block: lens computed, written, and scanned into the ragged
  *      indptr (the A5.8 clamp to [0, W] is the identity on them);
- *   2. one block per row: the dense row (only for valid tokens: an invalid
+ *   2. a 32-lane team per row, 8 rows per block: the dense row (only for valid tokens: an invalid
  *      token's row is NOT rewritten [S12]) and, from the same values, the
  *      row's ragged entries at indptr[i] with the num_rows bound (A5.8). */
 #include "idx_common.h"
@@ -18,7 +18,10 @@ namespace {
 using idx::global_slot;
 
 const char *const variants[] = {"default", NULL};
-enum { ROW_THREADS = 128 };
+/* rows_kernel: a team of 32 lanes per row, 8 rows per 256-thread block
+ * (W = 128 is 4 columns a lane); 8 rows' dependent reads (valid, request,
+ * block table) in flight per block instead of one. */
+enum { ROW_TEAM = 32, ROWS_PER_BLOCK = 8, ROW_THREADS = ROW_TEAM * ROWS_PER_BLOCK };
 
 struct swa_dev {
     const int32_t *qsl, *seq, *t2r;
@@ -26,7 +29,7 @@ struct swa_dev {
     const int32_t *bt;
     long long bt_cols;
     uint32_t B;
-    long long W, token_offset, num_rows;
+    long long W, token_offset, num_rows, rows;
 
     /* pos = (S - L) + (t - qs) (docs/semantics/indices.md A5.1); the host checked pos >= 0. */
     __device__ long long pos(long long t, long long r) const
@@ -38,10 +41,13 @@ struct swa_dev {
     __device__ int len(long long i) const
     {
         const long long t = i + token_offset;
-        if (!valid[t])
-            return 0;
-        const long long p = pos(t, t2r[t]);
-        return (int)(p + 1 < W ? p + 1 : W);
+        const bool ok = valid[t] != 0;
+        const int32_t r = t2r[t];
+        /* no branch: an invalid token reads qsl[0] (always present) in place of its request's entries,
+         * so the scan's lengths have their reads in flight together */
+        const int32_t s = *(ok ? seq + r : qsl), q0 = *(ok ? qsl + r : qsl), q1 = *(ok ? qsl + r + 1 : qsl);
+        const long long p = ((long long)s - ((long long)q1 - q0)) + (t - q0);
+        return ok ? (int)(p + 1 < W ? p + 1 : W) : 0;
     }
 };
 
@@ -54,13 +60,13 @@ __global__ void __launch_bounds__(ROW_THREADS)
     rows_kernel(swa_dev a, const int32_t *__restrict__ indptr, int32_t *__restrict__ dense,
                 int32_t *__restrict__ flat)
 {
-    const long long i = blockIdx.x, t = i + a.token_offset;
-    if (!a.valid[t])
+    const long long i = (long long)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_TEAM, t = i + a.token_offset;
+    if (i >= a.rows || !a.valid[t])
         return; /* lens 0 (written by the scan), the indices row is NOT rewritten [S12] */
     const long long r = a.t2r[t], p = a.pos(t, r);
     const long long start = p - a.W + 1 > 0 ? p - a.W + 1 : 0, len = p + 1 - start;
     int32_t *row = dense + i * a.W, *out = flat + indptr[i];
-    for (long long j = threadIdx.x; j < a.W; j += blockDim.x) {
+    for (long long j = threadIdx.x % ROW_TEAM; j < a.W; j += ROW_TEAM) {
         /* SWA page size B (64) [S12]; start + j < 2^31 as pos < 2^31. */
         const int32_t x = j < len ? global_slot(a.bt, a.bt_cols, r, (int32_t)(start + j), a.B) : -1;
         row[j] = x;
@@ -101,7 +107,7 @@ int shape_of(const dsv4_hip_call *c, swa_shape *s, char *err, size_t errlen)
     s->dev = swa_dev{d ? (const int32_t *)d[s->qsl] : NULL, d ? (const int32_t *)d[s->seq] : NULL,
                      d ? (const int32_t *)d[s->t2r] : NULL, d ? (const uint8_t *)d[s->valid] : NULL,
                      d ? (const int32_t *)d[s->bt] : NULL, (long long)c->in[s->bt].shape[1], (uint32_t)s->B,
-                     (long long)s->W, (long long)s->off, (long long)s->num_rows};
+                     (long long)s->W, (long long)s->off, (long long)s->num_rows, (long long)s->rows};
     return DSV4_PLUGIN_OK;
 }
 
@@ -162,7 +168,7 @@ hipError_t swa_launch(const dsv4_hip_call *c, hipStream_t stream)
     hipError_t e = hipGetLastError();
     if (e != hipSuccess || s.rows == 0 || s.W == 0)
         return e;
-    hipLaunchKernelGGL(rows_kernel, dim3((unsigned)s.rows), dim3(ROW_THREADS), 0, stream, s.dev,
+    hipLaunchKernelGGL(rows_kernel, dim3((unsigned)((s.rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK)), dim3(ROW_THREADS), 0, stream, s.dev,
                        (const int32_t *)indptr, (int32_t *)c->dout[s.dense], (int32_t *)c->dout[s.flat]);
     return hipGetLastError();
 }

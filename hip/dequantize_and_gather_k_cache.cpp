@@ -4,15 +4,16 @@
  * variants (default: every read page valid, checked on the host;
  * invalid_block=skip: such rows untouched; invalid_block=zero: zeroed).
  *
- * One launch, grid (rows, R), 64 threads per output row (4 rows per
- * 256-thread block).  Lane l < 56 reads 8 fp8 bytes (one 8-byte load) and
+ * One launch, grid (rows / 16, R), 64 threads per output row, 4 row slots
+ * per 256-thread block and 4 rows per thread (gather_kernel: all loads of
+ * the 4 rows in flight together).  Lane l < 56 reads 8 fp8 bytes (one 8-byte load) and
  * its block's scale byte, computes fl(fp8 * 2^(s-127)) in fp32 and rounds to
  * bf16 (as the reference, x86 NaN results included, quant_rules.h); lanes
  * 56..63 copy 16 bytes of RoPE bf16.  Every lane writes 16 bytes.
  *
  * V4.1 variants format=v41_fp8 / format=v41_fp4 (docs/semantics/kvcache.md A2.4 [S22], ref/kvcache.c
- * dsv4_kv41_decode_token_bf16), UNRUN on a GPU so far (compiled only): the
- * same mapping; lane l decodes dims 8l..8l+7 from 8 fp8 bytes x its 32-tile's
+ * dsv4_kv41_decode_token_bf16), UNRUN on a GPU so far (compiled only): one
+ * row per 64 lanes (grid (rows / 4, R)); lane l decodes dims 8l..8l+7 from 8 fp8 bytes x its 32-tile's
  * UE8M0 scale, or from 4 packed e2m1 bytes x its 16-tile's e4m3 scale
  * (products exact in bf16).  Block-table entries are checked on the host
  * (the V4.1 Triton gather has no invalid-block mode). */
@@ -73,43 +74,76 @@ __global__ void gather41_kernel(const uint8_t *__restrict__ cache, long long B, 
     *dst = make_int4((int)u[0], (int)u[1], (int)u[2], (int)u[3]);
 }
 
-__global__ void gather_kernel(const uint8_t *__restrict__ cache, long long B, long long nb,
-                              const int *__restrict__ seq_lens, const int *__restrict__ gather_lens,
-                              const int *__restrict__ block_table, long long maxb, long long Wout,
-                              long long offset, int fnuz, int variant, int4 *__restrict__ out)
+/* Rows per thread of gather_kernel: a block's 4 row slots (64 lanes each)
+ * take rows i0, i0 + 4, ..., so a lane has 4 rows' loads in flight (the
+ * block-table reads, then the data and scale reads) instead of one chain of
+ * dependent reads per row. */
+enum { ROW_SLOTS = 4, GATHER_ROWS = 4, ROWS_PER_BLOCK = ROW_SLOTS * GATHER_ROWS };
+
+__global__ void __launch_bounds__(256)
+    gather_kernel(const uint8_t *__restrict__ cache, int B, long long nb, const int *__restrict__ seq_lens,
+                  const int *__restrict__ gather_lens, const int *__restrict__ block_table, long long maxb,
+                  long long Wout, long long offset, int fnuz, int variant, int4 *__restrict__ out)
 {
-    const long long i = (long long)blockIdx.x * (blockDim.x / 64) + threadIdx.x / 64;
+    const long long i0 = (long long)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 64;
     const long long r = blockIdx.y;
     const int l = (int)threadIdx.x % 64;
-    const long long S = seq_lens[r], G = gather_lens ? gather_lens[r] : S;
-    if (i >= G)
-        return;
-    const long long pos = S - G + i; /* start = S - G [S1] */
-    const long long page = block_table[r * maxb + pos / B];
-    int4 *dst = out + ((r * Wout + offset + i) * 512) / 8 + l;
-    if (page < 0 || page >= nb) { /* only the skip / zero variants get here (host check) */
-        if (variant == V_ZERO)
-            *dst = make_int4(0, 0, 0, 0); /* zeros [S8] */
-        return;                           /* skip: untouched [S7] */
-    }
-    const long long row = pos % B;
-    const uint8_t *pg = cache + page * B * 584;
-    if (l < 56) {
-        const uint2 w = *reinterpret_cast<const uint2 *>(pg + row * 576 + 8 * l);
-        const uint8_t sb = pg[B * 576 + row * 8 + l / 8];
-        /* fp32 2^(b-127): 2^-127 subnormal, 2^128 = +Inf (kvcache.c scale_f32) */
-        const float s = sb == 255 ? dsv4q_float(0x7F800000u) : dsv4q_pow2((int)sb - 127);
-        uint32_t u[4];
-        for (int k = 0; k < 4; k++) {
-            const uint32_t word = k < 2 ? w.x : w.y, sh = 16 * (k & 1);
-            u[k] = (uint32_t)decode_bf16((uint8_t)(word >> sh), s, fnuz) |
-                   ((uint32_t)decode_bf16((uint8_t)(word >> (sh + 8)), s, fnuz) << 16);
+    const int S = seq_lens[r], G = gather_lens ? gather_lens[r] : S;
+    long long page[GATHER_ROWS];
+    int row[GATHER_ROWS];
+#pragma unroll
+    for (int k = 0; k < GATHER_ROWS; k++) { /* every block-table read first */
+        const long long i = i0 + k * ROW_SLOTS;
+        page[k] = -1;
+        row[k] = 0;
+        if (i < G) {
+            const int pos = S - G + (int)i; /* start = S - G [S1]; < 2^31 (int32 seq_lens) */
+            page[k] = block_table[r * maxb + pos / B];
+            row[k] = pos % B;
         }
-        *dst = make_int4((int)u[0], (int)u[1], (int)u[2], (int)u[3]);
-    } else {
-        const uint2 *src = reinterpret_cast<const uint2 *>(pg + row * 576 + 448 + 16 * (l - 56));
-        const uint2 a = src[0], b = src[1]; /* bits copied, NaN payloads too [S1] */
-        *dst = make_int4((int)a.x, (int)a.y, (int)b.x, (int)b.y);
+    }
+    uint2 w[GATHER_ROWS], rope_lo[GATHER_ROWS], rope_hi[GATHER_ROWS];
+    uint8_t sb[GATHER_ROWS];
+#pragma unroll
+    for (int k = 0; k < GATHER_ROWS; k++) { /* then every row's data reads */
+        w[k] = rope_lo[k] = rope_hi[k] = make_uint2(0, 0);
+        sb[k] = 0;
+        if (page[k] < 0 || page[k] >= nb)
+            continue; /* no row, or an invalid block (the skip / zero variants: host check) */
+        const uint8_t *rec = cache + page[k] * B * 584 + (long long)row[k] * 576;
+        if (l < 56) {
+            w[k] = *reinterpret_cast<const uint2 *>(rec + 8 * l);
+            sb[k] = cache[page[k] * B * 584 + (long long)B * 576 + row[k] * 8 + l / 8];
+        } else {
+            const uint2 *src = reinterpret_cast<const uint2 *>(rec + 448 + 16 * (l - 56));
+            rope_lo[k] = src[0];
+            rope_hi[k] = src[1];
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < GATHER_ROWS; k++) {
+        const long long i = i0 + k * ROW_SLOTS;
+        if (i >= G)
+            break; /* rows grow with k */
+        int4 *dst = out + ((r * Wout + offset + i) * 512) / 8 + l;
+        if (page[k] < 0 || page[k] >= nb) { /* only the skip / zero variants get here (host check) */
+            if (variant == V_ZERO)
+                *dst = make_int4(0, 0, 0, 0); /* zeros [S8] */
+            continue;                         /* skip: untouched [S7] */
+        }
+        if (l < 56) {
+            /* fp32 2^(b-127): 2^-127 subnormal, 2^128 = +Inf (kvcache.c scale_f32) */
+            const float s = sb[k] == 255 ? dsv4q_float(0x7F800000u) : dsv4q_pow2((int)sb[k] - 127);
+            uint32_t u[4];
+            for (int q = 0; q < 4; q++) {
+                const uint32_t word = q < 2 ? w[k].x : w[k].y, sh = 16 * (q & 1);
+                u[q] = (uint32_t)decode_bf16((uint8_t)(word >> sh), s, fnuz) |
+                       ((uint32_t)decode_bf16((uint8_t)(word >> (sh + 8)), s, fnuz) << 16);
+            }
+            *dst = make_int4((int)u[0], (int)u[1], (int)u[2], (int)u[3]);
+        } else { /* bits copied, NaN payloads too [S1] */
+            *dst = make_int4((int)rope_lo[k].x, (int)rope_lo[k].y, (int)rope_hi[k].x, (int)rope_hi[k].y);
+        }
     }
 }
 
@@ -158,8 +192,8 @@ int gather_check(const dsv4_hip_call *c, char *err, size_t errlen)
         return QFAIL("dequantize_and_gather_k_cache: out [R, Wout, 512], block_table [R, maxb], gather_lens [R]");
     if (s.offset < 0)
         return QFAIL("dequantize_and_gather_k_cache: offset %lld < 0", (long long)s.offset);
-    if (s.R > 65535 || s.Wout > (long long)0x7fffffff * 4)
-        return QFAIL("dequantize_and_gather_k_cache: R or Wout too large for the grid");
+    if (s.R > 65535 || s.Wout > (long long)0x7fffffff * 4 || s.B > 0x7fffffff)
+        return QFAIL("dequantize_and_gather_k_cache: R, Wout or block_size too large for the grid");
     const int32_t *seq = (const int32_t *)c->in[s.seq].data, *bt = (const int32_t *)c->in[s.bt].data;
     const int32_t *gat = s.gat >= 0 ? (const int32_t *)c->in[s.gat].data : NULL;
     for (long long r = 0; r < s.R; r++) {
@@ -194,8 +228,8 @@ hipError_t gather_launch(const dsv4_hip_call *c, hipStream_t stream)
                            s.maxb, s.Wout, s.offset, (int)(c->variant == V_FP4), (int4 *)c->dout[s.out]);
         return hipGetLastError();
     }
-    hipLaunchKernelGGL(gather_kernel, dim3(grid_for(rows, 4), (unsigned)s.R), dim3(256), 0, stream,
-                       (const uint8_t *)c->din[s.kc], s.B, s.nb, (const int *)c->din[s.seq],
+    hipLaunchKernelGGL(gather_kernel, dim3(grid_for(rows, ROWS_PER_BLOCK), (unsigned)s.R), dim3(256), 0, stream,
+                       (const uint8_t *)c->din[s.kc], (int)s.B, s.nb, (const int *)c->din[s.seq],
                        s.gat >= 0 ? (const int *)c->din[s.gat] : (const int *)NULL, (const int *)c->din[s.bt],
                        s.maxb, s.Wout, s.offset, (int)(s.fnuz != 0), c->variant, (int4 *)c->dout[s.out]);
     return hipGetLastError();

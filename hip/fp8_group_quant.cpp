@@ -3,9 +3,11 @@
  * bit-exact with ref/fp8quant.c (IEEE fp32 division: nvcc's -prec-div
  * default, HIP clang's correctly rounded default; no fast-math).
  *
- * One launch over [M, K]: 8 elements per thread (16-byte bf16 load), g/8
- * aligned lanes per group (g/8 a power of two <= 32: g in 8..256, the
- * production 128 included), xor-shuffle amax, 8-byte code stores, the
+ * One launch over [M, K], 256-thread blocks: two chunks of 8 elements per
+ * thread (16-byte bf16 loads, both issued first: quant_device.h
+ * CHUNKS_PER_THREAD), g/8 aligned lanes per group (g/8 a power of two
+ * <= 32: g in 8..256, the production 128 included), xor-shuffle amax of
+ * integer keys, 8-byte code stores, the
  * group's first lane stores the fp32 scale (row-major or transposed). */
 #include "quant_device.h"
 
@@ -13,44 +15,76 @@ namespace {
 
 const char *const variants[] = {"default", "fp8=fnuz", "impl=triton", "impl=triton,fp8=fnuz", NULL};
 
-__global__ void group_kernel(const void *__restrict__ x, int is_bf16, long long nchunks, long long M,
-                             long long K, int lanes, int triton, int fnuz, float fp8_max, float inv_max,
-                             int transpose, uint2 *__restrict__ y, float *__restrict__ scale)
+/* TRITON, FNUZ and BF16 are template arguments (straight-line element code). */
+template <bool TRITON, bool FNUZ, bool BF16>
+__global__ void __launch_bounds__(QUANT_THREADS)
+    group_kernel(const void *__restrict__ x, long long nchunks, long long M, long long K, int lanes, float fp8_max,
+                 float inv_max, int transpose, uint2 *__restrict__ y, float *__restrict__ scale)
 {
-    const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const bool active = c < nchunks;
-    float v[8];
-    float m = 1e-10f; /* amax floored at 1e-10 (docs/semantics/quant.md Q3.1 step 1, Q3.2 step 1); NaN ignored */
-    if (active) {
-        load8(x, is_bf16, c * 8, v);
-        for (int i = 0; i < 8; i++)
-            m = dsv4q_amax_step(m, v[i]);
+    float v[CHUNKS_PER_THREAD][8];
+    int32_t key[CHUNKS_PER_THREAD];
+    #pragma unroll
+    for (int k = 0; k < CHUNKS_PER_THREAD; k++) { /* every load first */
+        const long long c = quant_chunk(k);
+        /* amax floored at 1e-10 (docs/semantics/quant.md Q3.1 step 1, Q3.2 step 1); NaN ignored */
+        key[k] = dsv4q_amax_key(1e-10f);
+        if (c < nchunks) {
+            load8(x, BF16, c * 8, v[k]);
+            for (int i = 0; i < 8; i++) {
+                const int32_t e = dsv4q_amax_key(v[k][i]);
+                key[k] = e > key[k] ? e : key[k];
+            }
+        }
     }
-    m = group_amax(m, lanes);
-    if (!active)
-        return;
-    float s, inv = 0.0f;
-    if (triton) {
-        s = m / fp8_max; /* division (Q3.2 step 2) */
-    } else {
-        s = m * inv_max;  /* fl(amax * fl(1/MAX)) (Q3.1 step 2) */
-        inv = 1.0f / s;   /* IEEE division (Q3.1 step 3) */
+    #pragma unroll
+    for (int k = 0; k < CHUNKS_PER_THREAD; k++) {
+        const long long c = quant_chunk(k);
+        const float m = dsv4q_amax_of_key(group_max_key(key[k], lanes)); /* whole warps */
+        if (c >= nchunks)
+            continue;
+        float s, inv = 0.0f;
+        if (TRITON) {
+            s = m / fp8_max; /* division (Q3.2 step 2) */
+        } else {
+            s = m * inv_max; /* fl(amax * fl(1/MAX)) (Q3.1 step 2) */
+            inv = 1.0f / s;  /* IEEE division (Q3.1 step 3) */
+        }
+        uint32_t lo = 0, hi = 0;
+        for (int i = 0; i < 8; i++) {
+            float q = TRITON ? dsv4q_div(v[k][i], s) : dsv4q_mul(v[k][i], inv);
+            q = q < -fp8_max ? -fp8_max : q > fp8_max ? fp8_max : q; /* clamp; NaN passes (fp8quant.c clampf) */
+            const uint32_t code = dsv4q_fp8(q, FNUZ);
+            if (i < 4)
+                lo |= code << (8 * i);
+            else
+                hi |= code << (8 * (i - 4));
+        }
+        y[c] = make_uint2(lo, hi);
+        if ((c & (lanes - 1)) == 0) { /* lanes is a power of two */
+            const long long g = c / lanes, G = K / (8LL * lanes), row = g / G, col = g % G;
+            scale[transpose ? col * M + row : g] = s; /* (m, g) at g*M + m when transposed (docs/semantics/quant.md Q3.1) */
+        }
     }
-    uint32_t lo = 0, hi = 0;
-    for (int i = 0; i < 8; i++) {
-        float q = triton ? dsv4q_div(v[i], s) : dsv4q_mul(v[i], inv);
-        q = q < -fp8_max ? -fp8_max : q > fp8_max ? fp8_max : q; /* clamp; NaN passes (fp8quant.c clampf) */
-        const uint32_t code = dsv4q_fp8(q, fnuz);
-        if (i < 4)
-            lo |= code << (8 * i);
-        else
-            hi |= code << (8 * (i - 4));
-    }
-    y[c] = make_uint2(lo, hi);
-    if (c % lanes == 0) {
-        const long long g = c / lanes, G = K / (8LL * lanes), row = g / G, col = g % G;
-        scale[transpose ? col * M + row : g] = s; /* (m, g) at g*M + m when transposed (docs/semantics/quant.md Q3.1) */
-    }
+}
+
+struct group_args {
+    const void *x;
+    long long nchunks, M, K;
+    int lanes;
+    float mx;
+    int transpose;
+};
+
+template <bool TRITON, bool FNUZ>
+void launch_form(const group_args &a, int is_bf16, hipStream_t stream, uint2 *y, float *scale)
+{
+    const unsigned grid = grid_for(a.nchunks, QUANT_THREADS * CHUNKS_PER_THREAD);
+    if (is_bf16)
+        hipLaunchKernelGGL((group_kernel<TRITON, FNUZ, true>), dim3(grid), dim3(QUANT_THREADS), 0, stream, a.x,
+                           a.nchunks, a.M, a.K, a.lanes, a.mx, 1.0f / a.mx, a.transpose, y, scale);
+    else
+        hipLaunchKernelGGL((group_kernel<TRITON, FNUZ, false>), dim3(grid), dim3(QUANT_THREADS), 0, stream, a.x,
+                           a.nchunks, a.M, a.K, a.lanes, a.mx, 1.0f / a.mx, a.transpose, y, scale);
 }
 
 struct gq_shape {
@@ -108,10 +142,13 @@ hipError_t group_launch(const dsv4_hip_call *c, hipStream_t stream)
     const int triton = c->variant >= 2, fnuz = c->variant & 1;
     /* FP8 max: 448 (fn), 240 (aiter fnuz), 224 (vLLM fnuz) (fp8quant.c dsv4_fp8q_default_max) */
     const float mx = !fnuz ? 448.0f : triton ? 224.0f : 240.0f;
-    const int threads = 256;
-    hipLaunchKernelGGL(group_kernel, dim3(grid_for(nchunks, threads)), dim3(threads), 0, stream, c->din[s.x],
-                       s.is_bf16, nchunks, s.M, s.K, (int)(s.g / 8), triton, fnuz, mx, 1.0f / mx, (int)(s.tr != 0),
-                       (uint2 *)c->dout[s.y], (float *)c->dout[s.s]);
+    const group_args a = {c->din[s.x], nchunks, s.M, s.K, (int)(s.g / 8), mx, (int)(s.tr != 0)};
+    uint2 *y = (uint2 *)c->dout[s.y];
+    float *sc = (float *)c->dout[s.s];
+    if (triton)
+        fnuz ? launch_form<true, true>(a, s.is_bf16, stream, y, sc) : launch_form<true, false>(a, s.is_bf16, stream, y, sc);
+    else
+        fnuz ? launch_form<false, true>(a, s.is_bf16, stream, y, sc) : launch_form<false, false>(a, s.is_bf16, stream, y, sc);
     return hipGetLastError();
 }
 

@@ -5,81 +5,125 @@
  * the block, rcp = 1/sqrtf(ss/n + eps) with IEEE sqrt and division,
  * y = fl(fl(x*rcp)*w)), which the policies of both variants bound.
  *
- * One launch: block (r, 0) normalizes and quantizes q row r, block (r, 1)
- * normalizes kv row r.  256 threads, 8 elements per thread per step (16-byte
- * loads); pass 1 sums squares, pass 2 re-reads the row (from cache) and
- * writes codes with 8-byte stores (groups of 128 = 16 aligned lanes,
- * xor-shuffle amax) or bf16 with 16-byte stores. */
+ * One launch, 256-thread blocks of 8 rows: a team of 32 lanes per row
+ * (a warp on NVIDIA, half a wave on AMD; the shuffles stay inside it, so no
+ * block barrier) and 8 rows in flight per block instead of one; block
+ * (b, 0) takes q rows 8b..8b+7, block (b, 1) the kv rows.  Lane l owns the
+ * row's chunks l, l + 32, ... of 8 elements (16-byte loads); the first
+ * HELD of them stay in registers between the passes (all of them up to
+ * n = 1536, the production q_lora_rank), so the row is read once; pass 1
+ * sums squares, a 5-step xor tree across the team; pass 2 writes codes with
+ * 8-byte stores (groups of 128 = 16 aligned lanes, xor-shuffle amax) or
+ * bf16 with 16-byte stores. */
 #include "quant_device.h"
 
 namespace {
 
 const char *const variants[] = {"default", "mode=faithful", NULL};
 
-__global__ void fused_kernel(const uint16_t *__restrict__ q, const uint16_t *__restrict__ qw,
-                             const uint16_t *__restrict__ kv, const uint16_t *__restrict__ kvw, long long m,
-                             long long n1, long long n2, float qeps, float kveps, int transpose,
-                             uint2 *__restrict__ q_out, float *__restrict__ q_scale, int4 *__restrict__ kv_out)
+enum { TEAM = 32, ROWS_PER_BLOCK = 8, THREADS = TEAM * ROWS_PER_BLOCK, HELD = 6 };
+
+struct fq_args {
+    const uint16_t *q, *qw, *kv, *kvw;
+    long long m, n1, n2;
+    float qeps, kveps;
+    int transpose;
+};
+
+/* Pass 2 of one chunk: y = fl(fl(x * rcp) * w) (step 4); q: the 1x128 fp8
+ * group quant (steps 5-7), kv: bf16 (step 8).  Every lane of the team calls
+ * it (the group amax shuffles); inactive lanes store nothing. */
+__device__ inline void emit_chunk(const fq_args &a, bool is_q, long long r, long long ch, bool active,
+                                  const float v[8], float rcp, uint2 *__restrict__ q_out,
+                                  float *__restrict__ q_scale, int4 *__restrict__ kv_out)
 {
-    const long long r = blockIdx.x;
-    const int is_q = blockIdx.y == 0;
-    const long long n = is_q ? n1 : n2;
-    const uint16_t *x = (is_q ? q : kv) + r * n, *w = is_q ? qw : kvw;
+    float y[8];
+    float amax = 1e-10f;
+    if (active) {
+        float wv[8];
+        load8_bf16(is_q ? a.qw : a.kvw, ch * 8, wv);
+        for (int i = 0; i < 8; i++) {
+            y[i] = (v[i] * rcp) * wv[i];
+            amax = dsv4q_amax_step(amax, y[i]);
+        }
+    }
+    if (!is_q) { /* kv_out = bf16(y) (step 8) */
+        if (active) {
+            uint32_t u[4];
+            for (int k = 0; k < 4; k++)
+                u[k] = (uint32_t)dsv4q_bf16(y[2 * k]) | ((uint32_t)dsv4q_bf16(y[2 * k + 1]) << 16);
+            kv_out[(r * a.n2) / 8 + ch] = make_int4((int)u[0], (int)u[1], (int)u[2], (int)u[3]);
+        }
+        return;
+    }
+    amax = group_amax(amax, 16); /* 128-element groups (step 6) */
+    if (!active)
+        return;
+    const float s = amax * (1.0f / 448.0f); /* fl(amax * fl(1/448)) */
+    const float inv = 1.0f / s;
+    uint32_t lo = 0, hi = 0;
+    for (int i = 0; i < 8; i++) {
+        float qv = y[i] * inv;
+        qv = qv < -448.0f ? -448.0f : qv > 448.0f ? 448.0f : qv;
+        const uint32_t code = dsv4q_fp8(qv, 0);
+        if (i < 4)
+            lo |= code << (8 * i);
+        else
+            hi |= code << (8 * (i - 4));
+    }
+    q_out[(r * a.n1) / 8 + ch] = make_uint2(lo, hi);
+    if ((ch & 15) == 0) {
+        const long long g = ch / 16, G = a.n1 / 128;
+        q_scale[a.transpose ? g * a.m + r : r * G + g] = s;
+    }
+}
+
+__global__ void __launch_bounds__(THREADS)
+    fused_kernel(fq_args a, uint2 *__restrict__ q_out, float *__restrict__ q_scale, int4 *__restrict__ kv_out)
+{
+    const int lane = (int)threadIdx.x % TEAM;
+    const long long r = (long long)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / TEAM;
+    if (r >= a.m)
+        return; /* the whole team: no shuffle partner is lost */
+    const bool is_q = blockIdx.y == 0;
+    const long long n = is_q ? a.n1 : a.n2;
+    const uint16_t *x = (is_q ? a.q : a.kv) + r * n;
     const long long nchunks = n / 8;
-    /* pass 1: sum of squares, sequential fmaf per thread (docs/semantics/quant.md Q3.3 step 2) */
+    /* pass 1: sum of squares, sequential fmaf per lane (docs/semantics/quant.md Q3.3 step 2); the held
+     * chunks' loads all issue before the sum */
+    float held[HELD][8];
+#pragma unroll
+    for (int k = 0; k < HELD; k++)
+        if (lane + (long long)k * TEAM < nchunks)
+            load8_bf16(x, (lane + (long long)k * TEAM) * 8, held[k]);
     float ss = 0.0f;
-    for (long long ch = threadIdx.x; ch < nchunks; ch += blockDim.x) {
+#pragma unroll
+    for (int k = 0; k < HELD; k++)
+        if (lane + (long long)k * TEAM < nchunks)
+            for (int i = 0; i < 8; i++)
+                ss = fmaf(held[k][i], held[k][i], ss);
+    for (long long ch = lane + (long long)HELD * TEAM; ch < nchunks; ch += TEAM) { /* rows past HELD chunks */
         float v[8];
         load8_bf16(x, ch * 8, v);
         for (int i = 0; i < 8; i++)
             ss = fmaf(v[i], v[i], ss);
     }
-    ss = block_sum(ss);
-    const float rcp = 1.0f / sqrtf(ss / (float)n + (is_q ? qeps : kveps)); /* step 3 */
-    /* pass 2: uniform trip count over the block so that every lane shuffles */
-    for (long long base = 0; base < nchunks; base += blockDim.x) {
-        const long long ch = base + threadIdx.x;
-        const bool active = ch < nchunks;
-        float y[8];
-        float amax = 1e-10f;
-        if (active) {
-            float v[8], wv[8];
-            load8_bf16(x, ch * 8, v);
-            load8_bf16(w, ch * 8, wv);
-            for (int i = 0; i < 8; i++) {
-                y[i] = (v[i] * rcp) * wv[i]; /* fl(fl(x * rcp) * w) (step 4) */
-                amax = dsv4q_amax_step(amax, y[i]);
-            }
-        }
-        if (!is_q) { /* kv_out = bf16(y) (step 8) */
-            if (active) {
-                uint32_t u[4];
-                for (int k = 0; k < 4; k++)
-                    u[k] = (uint32_t)dsv4q_bf16(y[2 * k]) | ((uint32_t)dsv4q_bf16(y[2 * k + 1]) << 16);
-                kv_out[(r * n2) / 8 + ch] = make_int4((int)u[0], (int)u[1], (int)u[2], (int)u[3]);
-            }
-            continue;
-        }
-        amax = group_amax(amax, 16); /* 128-element groups (step 6) */
-        if (!active)
-            continue;
-        const float s = amax * (1.0f / 448.0f); /* fl(amax * fl(1/448)) */
-        const float inv = 1.0f / s;
-        uint32_t lo = 0, hi = 0;
-        for (int i = 0; i < 8; i++) {
-            float qv = y[i] * inv;
-            qv = qv < -448.0f ? -448.0f : qv > 448.0f ? 448.0f : qv;
-            const uint32_t code = dsv4q_fp8(qv, 0);
-            if (i < 4)
-                lo |= code << (8 * i);
-            else
-                hi |= code << (8 * (i - 4));
-        }
-        q_out[(r * n1) / 8 + ch] = make_uint2(lo, hi);
-        if ((ch & 15) == 0) {
-            const long long g = ch / 16, G = n1 / 128;
-            q_scale[transpose ? g * m + r : r * G + g] = s;
-        }
+    for (int off = TEAM / 2; off > 0; off >>= 1) /* xor offsets below 32 stay inside the team */
+        ss += __shfl_xor(ss, off);
+    const float rcp = 1.0f / sqrtf(ss / (float)n + (is_q ? a.qeps : a.kveps)); /* step 3 */
+    /* pass 2: trip counts uniform over the team, so that every lane shuffles; held chunks by constant
+     * index (registers, not a stack array) */
+#pragma unroll
+    for (int k = 0; k < HELD; k++)
+        if ((long long)k * TEAM < nchunks)
+            emit_chunk(a, is_q, r, lane + (long long)k * TEAM, lane + (long long)k * TEAM < nchunks, held[k], rcp,
+                       q_out, q_scale, kv_out);
+    for (long long base = (long long)HELD * TEAM; base < nchunks; base += TEAM) {
+        const long long ch = base + lane;
+        float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (ch < nchunks)
+            load8_bf16(x, ch * 8, v); /* re-read (from cache) */
+        emit_chunk(a, is_q, r, ch, ch < nchunks, v, rcp, q_out, q_scale, kv_out);
     }
 }
 
@@ -143,10 +187,10 @@ hipError_t fused_launch(const dsv4_hip_call *c, hipStream_t stream)
     if (s.m == 0)
         return hipSuccess;
     const float qe = (float)dsv4_hip_param(c, "q_epsilon")->f, ke = (float)dsv4_hip_param(c, "kv_epsilon")->f;
-    hipLaunchKernelGGL(fused_kernel, dim3((unsigned)s.m, 2), dim3(256), 0, stream,
-                       (const uint16_t *)c->din[s.q], (const uint16_t *)c->din[s.qw],
-                       (const uint16_t *)c->din[s.kv], (const uint16_t *)c->din[s.kvw], s.m, s.n1, s.n2, qe, ke,
-                       (int)(s.tr != 0), (uint2 *)c->dout[s.qo], (float *)c->dout[s.qs], (int4 *)c->dout[s.ko]);
+    const fq_args a = {(const uint16_t *)c->din[s.q], (const uint16_t *)c->din[s.qw], (const uint16_t *)c->din[s.kv],
+                       (const uint16_t *)c->din[s.kvw], s.m, s.n1, s.n2, qe, ke, (int)(s.tr != 0)};
+    hipLaunchKernelGGL(fused_kernel, dim3(grid_for(s.m, ROWS_PER_BLOCK), 2), dim3(THREADS), 0, stream, a,
+                       (uint2 *)c->dout[s.qo], (float *)c->dout[s.qs], (int4 *)c->dout[s.ko]);
     return hipGetLastError();
 }
 

@@ -10,8 +10,8 @@
  * fp32 with unfused products (KV 2), RoPE lanes to bf16 (KV 3), the
  * 584-byte record at slot_mapping[t] (kv_encode.h, KV 4); slot -1 skipped.
  *
- * One launch of 64-thread blocks: blocks [0, T*H) are q rows, blocks
- * [T*H, T*H + Ts) kv tokens.  Lane l holds lanes 8l..8l+7 (one 16-byte
+ * One launch of 64-thread blocks: blocks [0, ceil(T*H / 2)) take two q rows
+ * each (Q_ROWS), the next Ts blocks one kv token each.  Lane l holds lanes 8l..8l+7 (one 16-byte
  * load); lanes 56..63 hold the 64 RoPE lanes (4 pairs each). */
 #include "kv_encode.h"
 #include "rope_device.h"
@@ -21,6 +21,9 @@ namespace {
 const char *const variants[] = {"default", "fp8=fnuz", NULL};
 
 constexpr int D = 512, RD = 64, NOPE_LANES = 56;
+/* q rows per 64-thread block: both rows' loads in flight together (two
+ * rows of 1 KiB a block instead of one) */
+constexpr int Q_ROWS = 2;
 
 __global__ void __launch_bounds__(64)
 qi_kernel(const uint16_t *__restrict__ q, long long T, long long H, const uint16_t *__restrict__ kv,
@@ -28,33 +31,51 @@ qi_kernel(const uint16_t *__restrict__ q, long long T, long long H, const uint16
           const float *__restrict__ cs, float eps, long long B, int fnuz, uint16_t *__restrict__ q_out,
           uint8_t *__restrict__ cache)
 {
-    const long long b = blockIdx.x;
     const int l = (int)threadIdx.x;
+    const long long rows = T * H, qblocks = (rows + Q_ROWS - 1) / Q_ROWS;
     float v[8];
-    if (b < T * H) {
-        const long long t = b / H;
-        load8_bf16(q, b * D + 8 * l, v);
-        float ss = 0.0f;
-        for (int i = 0; i < 8; i++)
-            ss = fmaf(v[i], v[i], ss);
-        ss = block_sum(ss); /* the 64 threads of the row */
-        /* rsqrt(mean(x^2) + eps) (docs/semantics/gemm.md A3, Q steps 2-3) */
-        const float r = 1.0f / sqrtf(ss / (float)D + eps);
-        for (int i = 0; i < 8; i++)
-            v[i] *= r;
-        if (l >= NOPE_LANES) /* forward GPT-J at positions[t] (Q 4) */
-            rope4(v, cs + positions[t] * RD, RD / 2, 4 * (l - NOPE_LANES), 1);
-        uint32_t w[4];
-        for (int i = 0; i < 4; i++)
-            w[i] = (uint32_t)dsv4q_bf16(v[2 * i]) | (uint32_t)dsv4q_bf16(v[2 * i + 1]) << 16;
-        *reinterpret_cast<uint4 *>(q_out + b * D + 8 * l) = make_uint4(w[0], w[1], w[2], w[3]);
+    if (blockIdx.x < qblocks) {
+        float x[Q_ROWS][8], ss[Q_ROWS];
+#pragma unroll
+        for (int j = 0; j < Q_ROWS; j++) { /* both rows' loads first */
+            const long long b = (long long)blockIdx.x * Q_ROWS + j;
+            ss[j] = 0.0f;
+            if (b < rows)
+                load8_bf16(q, b * D + 8 * l, x[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < Q_ROWS; j++) {
+            const long long b = (long long)blockIdx.x * Q_ROWS + j;
+            if (b < rows)
+                for (int i = 0; i < 8; i++)
+                    ss[j] = fmaf(x[j][i], x[j][i], ss[j]);
+            ss[j] = block_sum(ss[j]); /* the 64 threads of the row; every thread calls it */
+        }
+#pragma unroll
+        for (int j = 0; j < Q_ROWS; j++) {
+            const long long b = (long long)blockIdx.x * Q_ROWS + j;
+            if (b >= rows)
+                break;
+            long long h;
+            const long long t = div_fast(b, H, &h);
+            /* rsqrt(mean(x^2) + eps) (docs/semantics/gemm.md A3, Q steps 2-3) */
+            const float r = 1.0f / sqrtf(ss[j] / (float)D + eps);
+            for (int i = 0; i < 8; i++)
+                x[j][i] *= r;
+            if (l >= NOPE_LANES) /* forward GPT-J at positions[t] (Q 4) */
+                rope4(x[j], cs + positions[t] * RD, RD / 2, 4 * (l - NOPE_LANES), 1);
+            uint32_t w[4];
+            for (int i = 0; i < 4; i++)
+                w[i] = (uint32_t)dsv4q_bf16(x[j][2 * i]) | (uint32_t)dsv4q_bf16(x[j][2 * i + 1]) << 16;
+            *reinterpret_cast<uint4 *>(q_out + b * D + 8 * l) = make_uint4(w[0], w[1], w[2], w[3]);
+        }
         return;
     }
-    const long long t = b - T * H;
+    const long long t = blockIdx.x - qblocks;
     const long long slot = slots[t];
+    load8_bf16(kv, t * D + 8 * l, v); /* KV 1: fp32(kv), no norm; issued with the slot read */
     if (slot < 0)
         return; /* skipped: never encoded (docs/semantics/gemm.md A3, KV branch) */
-    load8_bf16(kv, t * D + 8 * l, v); /* KV 1: fp32(kv), no norm */
     if (l >= NOPE_LANES) {
         rope4(v, cs + positions[t] * RD, RD / 2, 4 * (l - NOPE_LANES), 1); /* KV 2, fp32 */
         for (int i = 0; i < 8; i++)
@@ -64,7 +85,9 @@ qi_kernel(const uint16_t *__restrict__ q, long long T, long long H, const uint16
      * 448 (docs/semantics/kvcache.md A2.3 [S15]) */
     kv_enc_opts o = kv_enc_default(0);
     o.fnuz = fnuz;
-    kv_encode_lane(cache + (slot / B) * B * 584, B, slot % B, l, v, o);
+    long long row;
+    const long long page = div_fast(slot, B, &row);
+    kv_encode_lane(cache + page * B * 584, B, row, l, v, o);
 }
 
 struct qi_shape {
@@ -130,7 +153,7 @@ hipError_t qi_launch(const dsv4_hip_call *c, hipStream_t stream)
     char err[8];
     if (shape_of(c, &s, err, sizeof err))
         return hipErrorInvalidValue;
-    const long long n = s.T * s.H + s.Ts;
+    const long long n = (s.T * s.H + Q_ROWS - 1) / Q_ROWS + s.Ts;
     if (n == 0)
         return hipSuccess;
     hipLaunchKernelGGL(qi_kernel, dim3((unsigned)n), dim3(64), 0, stream, (const uint16_t *)c->din[s.q], s.T, s.H,

@@ -110,7 +110,8 @@ template <class F> __device__ inline int block_compact(F f, long long n, int32_t
 /* The single-block lengths -> indptr scan (docs/semantics/indices.md A5.7 step 2, A5.8:
  * exclusive cumsum, int32, length n + 1), for the lengths f(i), i < n.
  * One block of SCAN_THREADS threads walks tiles of SCAN_THREADS *
- * SCAN_ITEMS lengths: coalesced loads into shared memory, each thread
+ * SCAN_ITEMS lengths: each thread computes its SCAN_ITEMS lengths of the
+ * tile before storing any (their reads overlap), coalesced into shared memory, each thread
  * sums SCAN_ITEMS consecutive lengths, one block scan, coalesced stores.
  * lens_out (nullable) also receives f(i).  The host guarantees the total
  * is < 2^31 (so the int32 cumsum never wraps).  indptr may alias the
@@ -128,12 +129,20 @@ __global__ void __launch_bounds__(SCAN_THREADS)
     const int t = (int)threadIdx.x;
     int carry = 0;
     for (long long base = 0; base < n; base += SCAN_TILE) {
-        for (int k = t; k < SCAN_TILE; k += SCAN_THREADS) {
-            const long long i = base + k;
-            const int v = i < n ? f(i) : 0;
-            tile[k + k / SCAN_ITEMS] = v;
-            if (lens_out && i < n)
-                lens_out[i] = v;
+        /* every length of the tile first (no store in between, so the loads of
+         * the SCAN_ITEMS lengths are in flight together), then the stores */
+        int v[SCAN_ITEMS];
+#pragma unroll
+        for (int e = 0; e < SCAN_ITEMS; e++) {
+            const long long i = base + t + e * SCAN_THREADS;
+            v[e] = i < n ? f(i) : 0;
+        }
+#pragma unroll
+        for (int e = 0; e < SCAN_ITEMS; e++) {
+            const int k = t + e * SCAN_THREADS;
+            tile[k + k / SCAN_ITEMS] = v[e];
+            if (lens_out && base + k < n)
+                lens_out[base + k] = v[e];
         }
         __syncthreads();
         int *mine = tile + t * (SCAN_ITEMS + 1), sum = 0;

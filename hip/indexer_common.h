@@ -100,6 +100,28 @@ __device__ inline uint32_t quant4(const float x[4], int rule, int elem, uint8_t 
     return w;
 }
 
+/* MXFP4 of 8 dims per lane, 4 lanes per 32-block (the Q quant's layout):
+ * as quant4, the rule and encoder fixed at compile time and the amax an
+ * integer-key fold (dsv4q_amax_key).  Every lane of the warp calls it.
+ * Returns the 8 codes as a 32-bit word (even dim low). */
+template <int RULE, int ELEM> __device__ inline uint32_t quant8(const float x[8], uint8_t *scale)
+{
+    int32_t key = -1; /* "none seen" */
+    for (int i = 0; i < 8; i++) {
+        const int32_t e = dsv4q_amax_key(x[i]);
+        key = e > key ? e : key;
+    }
+    const float m = dsv4q_amax_of_key(group_max_key(key, 4));
+    float mult;
+    const int nanfill = dsv4q_fp4_block(m, RULE, scale, &mult);
+    uint32_t w = 0;
+    for (int i = 0; i < 8; i++) {
+        const float q = nanfill ? dsv4q_float(0x7FC00000u) : dsv4q_mul(x[i], mult);
+        w |= (uint32_t)dsv4q_e2m1(q, ELEM) << (4 * i);
+    }
+    return w;
+}
+
 /* The two quantization variants of ops_indexer.c quant_variants (docs/semantics/indexer.md Q4):
  * default = B (SCALING_MODE 1 bit rule, RNE e2m1), 1 = A (ceil log2_f32,
  * threshold e2m1). */

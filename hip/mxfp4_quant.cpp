@@ -1,9 +1,11 @@
 /* mxfp4_quant.cpp - MXFP4 rows (docs/semantics/quant.md Q1; docs/semantics/indexer.md Q4.1), all six
  * variants of harness/ops_quant.c, bit-exact with ref/mx.c.
  *
- * One launch over the whole [T, W] tensor: each thread takes 8 consecutive
- * elements (one 16-byte bf16 load, two for fp32), so a 32-element block is 4
- * aligned lanes; the block amax is a 2-step xor shuffle.  Each thread stores
+ * One launch over the whole [T, W] tensor, 256-thread blocks: each thread
+ * takes two chunks of 8 consecutive elements (one 16-byte bf16 load each, two
+ * for fp32; both issued first, quant_device.h CHUNKS_PER_THREAD), so a
+ * 32-element block is 4 aligned lanes; the block amax is a 2-step xor
+ * shuffle of integer keys.  Each thread stores
  * its 4 packed code bytes (one 32-bit store, coalesced); the first lane of a
  * block stores the scale byte.  The shuffled variant's padding entries (0,
  * docs/semantics/quant.md Q1.3) are written by the same launch (threads past the data's). */
@@ -18,49 +20,75 @@ const char *const variants[] = {"default",
                                 "scale_rule=ocp,round=half_away",
                                 "scale_rule=even,scale_layout=shuffled",
                                 NULL};
-/* Rule and element encoder per variant (ops_quant.c mxfp4_rule / mxfp4_elem). */
-const int var_rule[] = {DSV4Q_FP4_CEIL, DSV4Q_FP4_CEIL_F32LOG2, DSV4Q_FP4_EVEN,
-                        DSV4Q_FP4_OCP,          DSV4Q_FP4_OCP,  DSV4Q_FP4_EVEN};
-const int var_elem[] = {DSV4Q_ELEM_RNE,       DSV4Q_ELEM_THRESHOLD, DSV4Q_ELEM_RNE,
-                        DSV4Q_ELEM_RNE,       DSV4Q_ELEM_HALF_AWAY, DSV4Q_ELEM_RNE};
 enum { V_SHUFFLED = 5 };
 
-__global__ void mxfp4_kernel(const void *__restrict__ x, int is_bf16, long long nchunks, long long W,
-                             int rule, int elem, int shuffled, long long T, long long npad_cols,
-                             long long npad, uint32_t *__restrict__ packed, uint8_t *__restrict__ scales)
+struct mx4_args {
+    const void *x;
+    long long nchunks, W, T, npad_cols, npad;
+};
+
+/* RULE, ELEM, SHUF and BF16 are template arguments: the scale rule and
+ * element encoder fold to straight-line code (no per-element switch). */
+template <int RULE, int ELEM, bool SHUF, bool BF16>
+__global__ void __launch_bounds__(QUANT_THREADS)
+    mxfp4_kernel(mx4_args a, uint32_t *__restrict__ packed, uint8_t *__restrict__ scales)
 {
-    const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const bool active = c < nchunks;
-    float v[8];
-    float m = dsv4q_float(0x7FC00000u); /* "none seen" */
-    if (active) {
-        load8(x, is_bf16, c * 8, v);
-        for (int i = 0; i < 8; i++)
-            m = dsv4q_amax_step(m, v[i]);
-    }
-    m = group_amax(m, 4); /* whole warps call it: inactive lanes form whole groups */
-    if (active) {
-        uint8_t byte;
-        float mult;
-        const int nanfill = dsv4q_fp4_block(m, rule, &byte, &mult);
-        uint32_t word = 0;
-        for (int i = 0; i < 8; i++) {
-            /* NaN blocks: every element encodes as NAN does (mx.h) */
-            const float q = nanfill ? dsv4q_float(0x7FC00000u) : dsv4q_mul(v[i], mult);
-            word |= (uint32_t)dsv4q_e2m1(q, elem) << (4 * i); /* even element low (docs/semantics/quant.md Q1.2) */
-        }
-        packed[c] = word;
-        if ((c & 3) == 0) {
-            const long long blk = c / 4, nb = W / 32;
-            scales[shuffled ? dsv4q_shuffle_idx(blk / nb, blk % nb, npad_cols) : blk] = byte;
+    const void *__restrict__ x = a.x;
+    const long long nchunks = a.nchunks, W = a.W, T = a.T, npad_cols = a.npad_cols, npad = a.npad;
+    float v[CHUNKS_PER_THREAD][8];
+    int32_t key[CHUNKS_PER_THREAD];
+    #pragma unroll
+    for (int k = 0; k < CHUNKS_PER_THREAD; k++) { /* every load first */
+        const long long c = quant_chunk(k);
+        key[k] = -1; /* "none seen" */
+        if (c < nchunks) {
+            load8(x, BF16, c * 8, v[k]);
+            for (int i = 0; i < 8; i++) {
+                const int32_t e = dsv4q_amax_key(v[k][i]);
+                key[k] = e > key[k] ? e : key[k];
+            }
         }
     }
-    /* shuffled: padding entries (row >= T or column >= W/32) are 0 (docs/semantics/quant.md Q1.3) */
-    if (shuffled && c < npad) {
-        const long long r = c / npad_cols, col = c % npad_cols;
-        if (r >= T || col >= W / 32)
-            scales[dsv4q_shuffle_idx(r, col, npad_cols)] = 0;
+    #pragma unroll
+    for (int k = 0; k < CHUNKS_PER_THREAD; k++) {
+        const long long c = quant_chunk(k);
+        /* whole warps call it: inactive lanes form whole groups */
+        const float m = dsv4q_amax_of_key(group_max_key(key[k], 4));
+        if (c < nchunks) {
+            uint8_t byte;
+            float mult;
+            const int nanfill = dsv4q_fp4_block(m, RULE, &byte, &mult);
+            uint32_t word = 0;
+            for (int i = 0; i < 8; i++) {
+                /* NaN blocks: every element encodes as NAN does (mx.h) */
+                const float q = nanfill ? dsv4q_float(0x7FC00000u) : dsv4q_mul(v[k][i], mult);
+                word |= (uint32_t)dsv4q_e2m1(q, ELEM) << (4 * i); /* even element low (docs/semantics/quant.md Q1.2) */
+            }
+            packed[c] = word;
+            if ((c & 3) == 0) {
+                const long long blk = c / 4, nb = W / 32;
+                scales[SHUF ? dsv4q_shuffle_idx(blk / nb, blk % nb, npad_cols) : blk] = byte;
+            }
+        }
+        /* shuffled: padding entries (row >= T or column >= W/32) are 0 (docs/semantics/quant.md Q1.3) */
+        if (SHUF && c < npad) {
+            const long long r = c / npad_cols, col = c % npad_cols;
+            if (r >= T || col >= W / 32)
+                scales[dsv4q_shuffle_idx(r, col, npad_cols)] = 0;
+        }
     }
+}
+
+template <int RULE, int ELEM, bool SHUF>
+void launch_rule(const mx4_args &a, int is_bf16, hipStream_t stream, uint32_t *packed, uint8_t *scales)
+{
+    const unsigned grid = grid_for(a.nchunks > a.npad ? a.nchunks : a.npad, QUANT_THREADS * CHUNKS_PER_THREAD);
+    if (is_bf16)
+        hipLaunchKernelGGL((mxfp4_kernel<RULE, ELEM, SHUF, true>), dim3(grid), dim3(QUANT_THREADS), 0, stream, a,
+                           packed, scales);
+    else
+        hipLaunchKernelGGL((mxfp4_kernel<RULE, ELEM, SHUF, false>), dim3(grid), dim3(QUANT_THREADS), 0, stream, a,
+                           packed, scales);
 }
 
 int shape_of(const dsv4_hip_call *c, mx_rows *s, char *err, size_t errlen)
@@ -97,10 +125,17 @@ hipError_t mxfp4_launch(const dsv4_hip_call *c, hipStream_t stream)
     const long long n = nchunks > npad ? nchunks : npad;
     if (n == 0)
         return hipSuccess;
-    const int threads = 256;
-    hipLaunchKernelGGL(mxfp4_kernel, dim3(grid_for(n, threads)), dim3(threads), 0, stream, c->din[s.x],
-                       s.is_bf16, nchunks, s.W, var_rule[c->variant], var_elem[c->variant], shuffled, s.T,
-                       pcols, npad, (uint32_t *)c->dout[s.d], (uint8_t *)c->dout[s.s]);
+    const mx4_args a = {c->din[s.x], nchunks, s.W, s.T, pcols, npad};
+    uint32_t *packed = (uint32_t *)c->dout[s.d];
+    uint8_t *sc = (uint8_t *)c->dout[s.s];
+    switch (c->variant) { /* the variants table above, in order */
+    case 0: launch_rule<DSV4Q_FP4_CEIL, DSV4Q_ELEM_RNE, false>(a, s.is_bf16, stream, packed, sc); break;
+    case 1: launch_rule<DSV4Q_FP4_CEIL_F32LOG2, DSV4Q_ELEM_THRESHOLD, false>(a, s.is_bf16, stream, packed, sc); break;
+    case 2: launch_rule<DSV4Q_FP4_EVEN, DSV4Q_ELEM_RNE, false>(a, s.is_bf16, stream, packed, sc); break;
+    case 3: launch_rule<DSV4Q_FP4_OCP, DSV4Q_ELEM_RNE, false>(a, s.is_bf16, stream, packed, sc); break;
+    case 4: launch_rule<DSV4Q_FP4_OCP, DSV4Q_ELEM_HALF_AWAY, false>(a, s.is_bf16, stream, packed, sc); break;
+    default: launch_rule<DSV4Q_FP4_EVEN, DSV4Q_ELEM_RNE, true>(a, s.is_bf16, stream, packed, sc); break;
+    }
     return hipGetLastError();
 }
 

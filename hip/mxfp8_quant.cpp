@@ -4,52 +4,62 @@
  * integers by dsv4q_ceil_log2_f32, not the device log2), log2=exact (the
  * exact ceil rule) and scale_rule=floor.
  *
- * One launch over [T, W]: 8 elements per thread (16-byte bf16 load), 4 lanes
- * per 32-block, xor-shuffle amax, one 8-byte store of codes per thread, the
- * block's first lane stores its scale byte. */
+ * One launch over [T, W], 256-thread blocks: two chunks of 8 elements per
+ * thread (16-byte bf16 loads, both issued first: quant_device.h
+ * CHUNKS_PER_THREAD), 4 lanes per 32-block, xor-shuffle amax of integer
+ * keys, one 8-byte store of codes per chunk, the block's first lane stores
+ * its scale byte. */
 #include "quant_device.h"
 
 namespace {
 
 const char *const variants[] = {"default", "log2=exact", "scale_rule=floor", NULL};
-enum { V_CEIL_F32LOG2 = 0, V_CEIL = 1, V_FLOOR = 2 };
+/* the variant index is the rule number of mxfp8_encode8 (quant_device.h) */
+enum { V_CEIL_F32LOG2 = MXFP8_CEIL_F32LOG2, V_CEIL = MXFP8_CEIL, V_FLOOR = MXFP8_FLOOR };
 
-__global__ void mxfp8_kernel(const void *__restrict__ x, int is_bf16, long long nchunks, int variant,
-                             uint2 *__restrict__ data, uint8_t *__restrict__ scales)
+/* VARIANT and BF16 are template arguments: the scale rule folds to
+ * straight-line code. */
+template <int VARIANT, bool BF16>
+__global__ void __launch_bounds__(QUANT_THREADS)
+    mxfp8_kernel(const void *__restrict__ x, long long nchunks, uint2 *__restrict__ data, uint8_t *__restrict__ scales)
 {
-    const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const bool active = c < nchunks;
-    float v[8];
-    float m = dsv4q_float(0x7FC00000u);
-    if (active) {
-        load8(x, is_bf16, c * 8, v);
-        for (int i = 0; i < 8; i++)
-            m = dsv4q_amax_step(m, v[i]);
+    float v[CHUNKS_PER_THREAD][8];
+    int32_t key[CHUNKS_PER_THREAD];
+    #pragma unroll
+    for (int k = 0; k < CHUNKS_PER_THREAD; k++) { /* every load first */
+        const long long c = quant_chunk(k);
+        key[k] = -1; /* "none seen" */
+        if (c < nchunks) {
+            load8(x, BF16, c * 8, v[k]);
+            for (int i = 0; i < 8; i++) {
+                const int32_t e = dsv4q_amax_key(v[k][i]);
+                key[k] = e > key[k] ? e : key[k];
+            }
+        }
     }
-    m = group_amax(m, 4);
-    if (!active)
-        return;
-    const uint8_t b = variant == V_FLOOR          ? dsv4q_fp8_scale_floor(m)
-                      : variant == V_CEIL_F32LOG2 ? dsv4q_fp8_scale_ceil_f32log2(m)
-                                                  : dsv4q_fp8_scale_ceil(m);
-    uint32_t lo = 0, hi = 0;
-    for (int i = 0; i < 8; i++) {
-        float q;
-        if (dsv4q_isnan(m))
-            q = dsv4q_float(0x7FC00000u); /* all-NaN block: every code is fp8(NAN) (mx.c) */
-        else if (variant == V_FLOOR)
-            q = dsv4q_div(v[i], dsv4q_pow2((int)b - 127)); /* x / 2^(byte-127) (@00134422) */
-        else
-            q = dsv4q_mul(v[i], dsv4q_pow2(127 - (int)b)); /* reciprocal multiply (docs/semantics/quant.md Q2 step 3) */
-        const uint32_t code = dsv4q_fp8(q, 0);
-        if (i < 4)
-            lo |= code << (8 * i);
-        else
-            hi |= code << (8 * (i - 4));
+    #pragma unroll
+    for (int k = 0; k < CHUNKS_PER_THREAD; k++) {
+        const long long c = quant_chunk(k);
+        const float m = dsv4q_amax_of_key(group_max_key(key[k], 4)); /* whole warps */
+        if (c >= nchunks)
+            continue;
+        uint8_t b;
+        data[c] = mxfp8_encode8<VARIANT, true>(v[k], m, &b);
+        if ((c & 3) == 0)
+            scales[c / 4] = b;
     }
-    data[c] = make_uint2(lo, hi);
-    if ((c & 3) == 0)
-        scales[c / 4] = b;
+}
+
+template <int VARIANT>
+void launch_variant(const void *x, int is_bf16, long long nchunks, hipStream_t stream, uint2 *data, uint8_t *scales)
+{
+    const unsigned grid = grid_for(nchunks, QUANT_THREADS * CHUNKS_PER_THREAD);
+    if (is_bf16)
+        hipLaunchKernelGGL((mxfp8_kernel<VARIANT, true>), dim3(grid), dim3(QUANT_THREADS), 0, stream, x, nchunks,
+                           data, scales);
+    else
+        hipLaunchKernelGGL((mxfp8_kernel<VARIANT, false>), dim3(grid), dim3(QUANT_THREADS), 0, stream, x, nchunks,
+                           data, scales);
 }
 
 int shape_of(const dsv4_hip_call *c, mx_rows *s, char *err, size_t errlen)
@@ -78,9 +88,14 @@ hipError_t mxfp8_launch(const dsv4_hip_call *c, hipStream_t stream)
     const long long nchunks = s.T * s.W / 8;
     if (nchunks == 0)
         return hipSuccess;
-    const int threads = 256;
-    hipLaunchKernelGGL(mxfp8_kernel, dim3(grid_for(nchunks, threads)), dim3(threads), 0, stream, c->din[s.x],
-                       s.is_bf16, nchunks, c->variant, (uint2 *)c->dout[s.d], (uint8_t *)c->dout[s.s]);
+    uint2 *data = (uint2 *)c->dout[s.d];
+    uint8_t *sc = (uint8_t *)c->dout[s.s];
+    if (c->variant == V_FLOOR)
+        launch_variant<V_FLOOR>(c->din[s.x], s.is_bf16, nchunks, stream, data, sc);
+    else if (c->variant == V_CEIL)
+        launch_variant<V_CEIL>(c->din[s.x], s.is_bf16, nchunks, stream, data, sc);
+    else
+        launch_variant<V_CEIL_F32LOG2>(c->din[s.x], s.is_bf16, nchunks, stream, data, sc);
     return hipGetLastError();
 }
 

@@ -41,6 +41,72 @@ __device__ inline float group_amax(float m, int g)
     return m;
 }
 
+/* The same over int32 amax keys (dsv4q_amax_key): an integer max a step. */
+__device__ inline int32_t group_max_key(int32_t k, int g)
+{
+    for (int off = 1; off < g; off <<= 1) {
+        const int32_t o = __shfl_xor(k, off);
+        k = o > k ? o : k;
+    }
+    return k;
+}
+
+/* The flat MX / group quant kernels give each thread CHUNKS_PER_THREAD
+ * chunks of 8 elements, a block's chunks [b * 256 * CPT, (b + 1) * 256 * CPT)
+ * with chunk k of thread t at t + 256 k: both 16-byte loads are issued before
+ * any arithmetic (twice the bytes in flight of one chunk a thread), each
+ * warp's accesses stay contiguous, and lane groups stay aligned. */
+enum { QUANT_THREADS = 256, CHUNKS_PER_THREAD = 2 };
+
+__device__ inline long long quant_chunk(int k)
+{
+    return ((long long)blockIdx.x * CHUNKS_PER_THREAD + k) * QUANT_THREADS + threadIdx.x;
+}
+
+/* a / b and a % b for a >= 0, b > 0: the 32-bit division where both fit
+ * (a 64-bit one is a long subroutine on both vendors). */
+__device__ inline long long div_fast(long long a, long long b, long long *rem)
+{
+    if (((a | b) >> 31) == 0) {
+        const uint32_t q = (uint32_t)a / (uint32_t)b;
+        *rem = (long long)((uint32_t)a - q * (uint32_t)b);
+        return q;
+    }
+    *rem = a % b;
+    return a / b;
+}
+
+/* MXFP8 (e4m3fn) of 8 elements of a 32-block with block amax m (docs/semantics/quant.md Q2), the
+ * rule fixed at compile time: 0 = fl(a/448) with the correctly rounded fp32
+ * log2, 1 = the exact ceil rule, 2 = floor (x / 2^(byte-127)); mx.c rules
+ * through quant_rules.h.  Returns the codes (element 0 lowest), *b the
+ * scale byte.  NAN_FILL: an all-NaN block gives every code fp8(NAN) (mx.c
+ * mxfp8_quant); without it (the inverse-RoPE op, whose reference has no such
+ * rule) the elements are scaled as they are. */
+enum { MXFP8_CEIL_F32LOG2 = 0, MXFP8_CEIL = 1, MXFP8_FLOOR = 2 };
+
+template <int RULE, bool NAN_FILL> __device__ inline uint2 mxfp8_encode8(const float v[8], float m, uint8_t *b)
+{
+    *b = RULE == MXFP8_FLOOR          ? dsv4q_fp8_scale_floor(m)
+         : RULE == MXFP8_CEIL_F32LOG2 ? dsv4q_fp8_scale_ceil_f32log2(m)
+                                      : dsv4q_fp8_scale_ceil(m);
+    const bool all_nan = NAN_FILL && dsv4q_isnan(m);
+    /* floor: x / 2^(byte-127) (@00134422); else the reciprocal multiply (docs/semantics/quant.md Q2 step 3) */
+    const float f = RULE == MXFP8_FLOOR ? dsv4q_pow2((int)*b - 127) : dsv4q_pow2(127 - (int)*b);
+    uint32_t lo = 0, hi = 0;
+    for (int i = 0; i < 8; i++) {
+        const float q = all_nan                ? dsv4q_float(0x7FC00000u)
+                        : RULE == MXFP8_FLOOR ? dsv4q_div(v[i], f)
+                                               : dsv4q_mul(v[i], f);
+        const uint32_t code = dsv4q_fp8(q, 0);
+        if (i < 4)
+            lo |= code << (8 * i);
+        else
+            hi |= code << (8 * (i - 4));
+    }
+    return make_uint2(lo, hi);
+}
+
 /* Sum over the whole block (blockDim a multiple of warpSize); every thread
  * gets the result.  The fp32 tree order differs from a sequential sum; the
  * fused op's policy bounds the sequential error, which is the larger one. */

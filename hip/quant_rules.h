@@ -53,10 +53,11 @@ DSV4Q_FN float dsv4q_pow2(int k)
 /* floor(log2 v) of an integer v > 0. */
 DSV4Q_FN int dsv4q_ilog2(uint32_t v)
 {
-    int n = 0;
-    while (v >>= 1)
-        n++;
-    return n;
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+    return 31 - __clz((int)v); /* one instruction, not a loop of up to 31 steps */
+#else
+    return 31 - __builtin_clz(v);
+#endif
 }
 
 /* x * m and x / d as x86-64 computes them (header comment). */
@@ -69,20 +70,19 @@ DSV4Q_FN float dsv4q_x86_nan(float x, float y)
     return dsv4q_float(0xFFC00000u); /* invalid operation: 0*Inf, 0/0, Inf/Inf */
 }
 
+/* The IEEE result is NaN exactly when an operand is NaN or the operation is
+ * invalid (0 * Inf), which are the cases x86 answers differently: one test
+ * on the result, no branch in the common path. */
 DSV4Q_FN float dsv4q_mul(float x, float m)
 {
-    const int inv = (x == 0.0f && dsv4q_isinf(m)) || (dsv4q_isinf(x) && m == 0.0f);
-    if (dsv4q_isnan(x) || dsv4q_isnan(m) || inv)
-        return dsv4q_x86_nan(x, m);
-    return x * m;
+    const float p = x * m;
+    return dsv4q_isnan(p) ? dsv4q_x86_nan(x, m) : p;
 }
 
 DSV4Q_FN float dsv4q_div(float x, float d)
 {
-    const int inv = (x == 0.0f && d == 0.0f) || (dsv4q_isinf(x) && dsv4q_isinf(d));
-    if (dsv4q_isnan(x) || dsv4q_isnan(d) || inv)
-        return dsv4q_x86_nan(x, d);
-    return x / d; /* IEEE division: nvcc -prec-div default, HIP correctly rounded default */
+    const float q = x / d; /* IEEE division: nvcc -prec-div default, HIP correctly rounded default */
+    return dsv4q_isnan(q) ? dsv4q_x86_nan(x, d) : q; /* NaN operand, 0/0, Inf/Inf */
 }
 
 /* ---- codecs (mirrors of ref/numerics.c) --------------------------------- */
@@ -100,9 +100,8 @@ DSV4Q_FN uint16_t dsv4q_bf16(float x)
 /* RNE of m / 2^s (m < 2^24, s >= 1), in integers. */
 DSV4Q_FN uint32_t dsv4q_rne_shift(uint32_t m, int s)
 {
-    if (s >= 26)
-        return 0; /* m / 2^s < 1/4 */
-    uint32_t q = m >> s, rem = m & ((1u << s) - 1u), half = 1u << (s - 1);
+    s = s < 31 ? s : 31; /* from 25 on m / 2^s < 1/2 rounds to 0 anyway: no branch */
+    const uint32_t q = m >> s, rem = m & ((1u << s) - 1u), half = 1u << (s - 1);
     return q + (rem > half || (rem == half && (q & 1u)));
 }
 
@@ -115,11 +114,12 @@ DSV4Q_FN uint32_t dsv4q_fp8_mag(float x, int emin)
     const uint32_t a = dsv4q_bits(x) & 0x7FFFFFFFu;
     const int field = (int)(a >> 23);
     const int e = field ? field - 127 : -126;
-    if (e >= emin)
-        return ((a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20) - ((uint32_t)(127 + emin - 1) << 3);
+    /* both forms computed and one selected: a per-element branch diverges in a warp */
+    const uint32_t normal = ((a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20) - ((uint32_t)(127 + emin - 1) << 3);
     const uint32_t m = field ? (a & 0x7FFFFFu) | 0x800000u : (a & 0x7FFFFFu);
     /* |x| = m * 2^(e-23); times 2^(3-emin): m * 2^(e-20-emin), shift 20+emin-e >= 21 */
-    return dsv4q_rne_shift(m, 20 + emin - e);
+    const uint32_t sub = dsv4q_rne_shift(m, 20 + emin - (e < emin ? e : emin - 1));
+    return e >= emin ? normal : sub;
 }
 
 /* Saturating RNE e4m3fn (fnuz = 0) or e4m3fnuz (numerics.c dsv4_fp8_from_f32, saturate 1). */
@@ -127,14 +127,11 @@ DSV4Q_FN uint8_t dsv4q_fp8(float x, int fnuz)
 {
     const uint8_t sign = (dsv4q_bits(x) >> 31) ? 0x80 : 0x00;
     const uint32_t max_code = fnuz ? 0x7F : 0x7E;
-    if (dsv4q_isnan(x))
-        return fnuz ? 0x80 : (uint8_t)(sign | 0x7F);
-    uint32_t code = dsv4q_isinf(x) ? max_code : dsv4q_fp8_mag(x, fnuz ? -7 : -6);
-    if (code > max_code)
-        code = max_code;
-    if (fnuz && code == 0)
-        return 0x00; /* no negative zero in fnuz */
-    return (uint8_t)(sign | code);
+    /* Inf: the normal form gives a code above max_code, so the clamp saturates it */
+    uint32_t code = dsv4q_fp8_mag(x, fnuz ? -7 : -6);
+    code = code > max_code ? max_code : code;
+    const uint8_t r = (fnuz && code == 0) ? 0x00 : (uint8_t)(sign | code); /* no negative zero in fnuz */
+    return dsv4q_isnan(x) ? (fnuz ? 0x80 : (uint8_t)(sign | 0x7F)) : r;
 }
 
 /* e4m3 decode: NaN as the reference's NAN (0x7FC00000). */
@@ -153,32 +150,14 @@ DSV4Q_FN uint8_t dsv4q_e2m1_rne(float x)
 {
     const uint32_t b = dsv4q_bits(x), abits = b & 0x7FFFFFFFu;
     const uint8_t sign = (uint8_t)((b >> 31) << 3);
-    if (abits > 0x7F800000u) {
-        uint32_t code = (abits + ((uint32_t)(1 - 127) << 23) + 0x1FFFFFu + ((abits >> 22) & 1u)) >> 22;
-        return (uint8_t)(((code & 0xFFu) | sign) & 0xFu);
-    }
-    const float a = dsv4q_float(abits);
-    uint8_t c;
-    /* nearest of {0,.5,1,1.5,2,3,4,6}, ties to the even code, >= 6 -> 7 */
-    if (!(a < 6.0f))
-        c = 7;
-    else if (a < 0.25f || a == 0.25f)
-        c = 0;
-    else if (a < 0.75f)
-        c = 1;
-    else if (a <= 1.25f)
-        c = 2;
-    else if (a < 1.75f)
-        c = 3;
-    else if (a <= 2.5f)
-        c = 4;
-    else if (a < 3.5f)
-        c = 5;
-    else if (a <= 5.0f)
-        c = 6;
-    else
-        c = 7;
-    return (uint8_t)(sign | c);
+    const uint32_t nan_code = (abits + ((uint32_t)(1 - 127) << 23) + 0x1FFFFFu + ((abits >> 22) & 1u)) >> 22;
+    /* nearest of {0,.5,1,1.5,2,3,4,6}, ties to the even code, >= 6 -> 7: the
+     * count of midpoints below |x| (strict where the lower code is even),
+     * compared as bits (a non-negative float orders as its bits), no branch */
+    const uint8_t c = (uint8_t)((abits > 0x3E800000u) + (abits >= 0x3F400000u) + (abits > 0x3FA00000u) +
+                                (abits >= 0x3FE00000u) + (abits > 0x40200000u) + (abits >= 0x40600000u) +
+                                (abits > 0x40A00000u));
+    return abits > 0x7F800000u ? (uint8_t)(((nan_code & 0xFFu) | sign) & 0xFu) : (uint8_t)(sign | c);
 }
 
 /* Variant A's threshold method (numerics.c dsv4_e2m1_from_f32_threshold). */
@@ -400,6 +379,19 @@ DSV4Q_FN float dsv4q_amax_step(float m, float a)
         m = a;
     return m;
 }
+
+/* The same fold on int32 keys, for the hot loops (three integer operations
+ * an element, an integer max across lanes): key |x| bits, -1 for a NaN.
+ * Non-negative floats order as their bits, so the max key is the amax; a
+ * fold from key -1 ("none seen") that meets only NaNs gives back the
+ * 0x7FC00000 that dsv4q_amax_step keeps from its NaN start. */
+DSV4Q_FN int32_t dsv4q_amax_key(float x)
+{
+    const uint32_t a = dsv4q_bits(x) & 0x7FFFFFFFu;
+    return a > 0x7F800000u ? -1 : (int32_t)a;
+}
+
+DSV4Q_FN float dsv4q_amax_of_key(int32_t k) { return k < 0 ? dsv4q_float(0x7FC00000u) : dsv4q_float((uint32_t)k); }
 
 /* aiter mx_scale_shuffle_idx (mx.c dsv4_mx_scale_shuffle_idx). */
 DSV4Q_FN int64_t dsv4q_shuffle_idx(int64_t x, int64_t y, int64_t scaleN_pad)

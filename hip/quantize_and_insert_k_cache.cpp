@@ -2,10 +2,11 @@
  * fp8_ds_mla paged cache (docs/semantics/kvcache.md A2.1-A2.3), bit-exact with
  * ref/kvcache.c (default variant, OCP and use_fnuz).
  *
- * One launch, 64 threads per token (4 tokens per 256-thread block; a token
- * is whole warps / one wave64, so a skipped slot returns whole warps).  Lane
- * l loads dims 8l..8l+7 (one 16-byte load) and encodes them with the shared
- * record encoder (kv_encode.h).
+ * One launch, 64 threads per token (4 token slots per 256-thread block, 2
+ * tokens per thread, both tokens' reads in flight together; a token is whole
+ * warps / one wave64, so a skipped slot skips whole warps).  Lane l loads
+ * dims 8l..8l+7 (one 16-byte load) and encodes them with the shared record
+ * encoder (kv_encode.h).
  *
  * V4.1 variants (docs/semantics/kvcache.md A2.4 [S22], ref/kvcache.c dsv4_kv41_encode_token),
  * UNRUN on a GPU so far (compiled only): format=v41_fp8 (528 B, page = B
@@ -86,20 +87,36 @@ __global__ void insert41_kernel(const uint16_t *__restrict__ k, const void *__re
     }
 }
 
-__global__ void insert_kernel(const uint16_t *__restrict__ k, const void *__restrict__ slots, int slots64,
-                              long long T, long long B, int fnuz, uint8_t *__restrict__ cache)
+/* Tokens per thread of insert_kernel: a block's 4 token slots (64 lanes
+ * each) take tokens t0, t0 + 4: both tokens' slot and K reads are issued
+ * before either is encoded (the K read does not wait for the slot). */
+enum { TOKEN_SLOTS = 4, INSERT_TOKENS = 2, TOKENS_PER_BLOCK = TOKEN_SLOTS * INSERT_TOKENS };
+
+__global__ void __launch_bounds__(256)
+    insert_kernel(const uint16_t *__restrict__ k, const void *__restrict__ slots, int slots64, long long T,
+                  long long B, int fnuz, uint8_t *__restrict__ cache)
 {
-    const long long t = (long long)blockIdx.x * (blockDim.x / 64) + threadIdx.x / 64;
+    const long long t0 = (long long)blockIdx.x * TOKENS_PER_BLOCK + threadIdx.x / 64;
     const int l = (int)threadIdx.x % 64;
-    if (t >= T)
-        return; /* whole token: whole warps */
-    const long long slot = slots64 ? static_cast<const long long *>(slots)[t] : static_cast<const int *>(slots)[t];
-    if (slot < 0)
-        return; /* slot -1: padding token, skipped [S1] */
-    const long long page = slot / B, row = slot % B; /* slot // B, slot % B [S1] */
-    float v[8];
-    load8_bf16(k, t * 512 + 8 * l, v); /* bf16 values pass the encoder unchanged */
-    kv_encode_lane(cache + page * B * 584, B, row, l, v, kv_enc_default(fnuz)); /* kv_encode.h */
+    long long slot[INSERT_TOKENS];
+    float v[INSERT_TOKENS][8];
+#pragma unroll
+    for (int j = 0; j < INSERT_TOKENS; j++) {
+        const long long t = t0 + j * TOKEN_SLOTS;
+        slot[j] = -1;
+        if (t < T) {
+            slot[j] = slots64 ? static_cast<const long long *>(slots)[t] : static_cast<const int *>(slots)[t];
+            load8_bf16(k, t * 512 + 8 * l, v[j]); /* bf16 values pass the encoder unchanged */
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < INSERT_TOKENS; j++) {
+        if (slot[j] < 0)
+            continue; /* slot -1: padding token, skipped [S1]; past T; a whole token: whole warps */
+        long long row;
+        const long long page = div_fast(slot[j], B, &row); /* slot // B, slot % B [S1] */
+        kv_encode_lane(cache + page * B * 584, B, row, l, v[j], kv_enc_default(fnuz)); /* kv_encode.h */
+    }
 }
 
 struct ins_shape {
@@ -168,7 +185,7 @@ hipError_t insert_launch(const dsv4_hip_call *c, hipStream_t stream)
                            s.T, s.B, (int)(c->variant == V_FP4), (uint8_t *)c->dout[s.kc]);
         return hipGetLastError();
     }
-    hipLaunchKernelGGL(insert_kernel, dim3(grid_for(s.T, 4)), dim3(256), 0, stream, (const uint16_t *)c->din[s.k],
+    hipLaunchKernelGGL(insert_kernel, dim3(grid_for(s.T, TOKENS_PER_BLOCK)), dim3(256), 0, stream, (const uint16_t *)c->din[s.k],
                        c->din[s.sm], (int)(c->in[s.sm].dtype == DSV4_PLUGIN_INT64), s.T, s.B, (int)(s.fnuz != 0),
                        (uint8_t *)c->dout[s.kc]);
     return hipGetLastError();

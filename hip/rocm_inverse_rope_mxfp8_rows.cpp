@@ -9,58 +9,66 @@
  * then the sum: rope_device.h), NoPE lanes keep their bits; then MXFP8 of
  * every 32-lane block with the registry rule (quant_rules.h), bit-exact.
  *
- * One launch over [T*H, 512]: 8 lanes per thread (one 16-byte bf16 load;
- * rope_head_dim is a multiple of 32, so a thread's lanes are all NoPE or
- * all RoPE), 4 threads per 32-block, xor-shuffle amax, one 8-byte store of
- * codes per thread, the block's first thread stores the scale byte. */
+ * One launch over [T*H, 512], 256-thread blocks: two chunks of 8 lanes per
+ * thread (16-byte bf16 loads, both issued first: quant_device.h
+ * CHUNKS_PER_THREAD; rope_head_dim is a multiple of 32, so a chunk's lanes
+ * are all NoPE or all RoPE), 4 threads per 32-block, xor-shuffle amax of
+ * integer keys, one 8-byte store of codes per chunk, the block's first
+ * thread stores the scale byte. */
 #include "quant_device.h"
 #include "rope_device.h"
 
 namespace {
 
 const char *const variants[] = {"default", "log2=exact", "scale_rule=floor", NULL};
-enum { V_CEIL_F32LOG2 = 0, V_CEIL = 1, V_FLOOR = 2 };
+/* the variant index is the rule number of mxfp8_encode8 (quant_device.h) */
+enum { V_CEIL_F32LOG2 = MXFP8_CEIL_F32LOG2, V_CEIL = MXFP8_CEIL, V_FLOOR = MXFP8_FLOOR };
 
 constexpr int D = 512;
 
-__global__ void rmx_kernel(const uint16_t *__restrict__ o, const int64_t *__restrict__ positions,
-                           const float *__restrict__ cs, long long H, int rd, long long nchunks, int variant,
-                           uint2 *__restrict__ data, uint8_t *__restrict__ scales)
+template <int VARIANT>
+__global__ void __launch_bounds__(QUANT_THREADS)
+    rmx_kernel(const uint16_t *__restrict__ o, const int64_t *__restrict__ positions, const float *__restrict__ cs,
+               long long H, int rd, long long nchunks, uint2 *__restrict__ data, uint8_t *__restrict__ scales)
 {
-    const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const bool active = c < nchunks;
-    float v[8];
-    float m = dsv4q_float(0x7FC00000u);
-    if (active) {
-        load8_bf16(o, c * 8, v); /* step 1: x = fp32(o) */
-        const int l = (int)(c % 64) * 8; /* first lane of the 8 in the head row */
-        if (l >= D - rd) {       /* step 2: inverse GPT-J at positions[t] */
-            const long long t = c / 64 / H;
-            rope4(v, cs + positions[t] * rd, rd / 2, (l - (D - rd)) / 2, 0);
+    float v[CHUNKS_PER_THREAD][8];
+    int32_t key[CHUNKS_PER_THREAD];
+    #pragma unroll
+    for (int k = 0; k < CHUNKS_PER_THREAD; k++) { /* every o load first */
+        const long long c = quant_chunk(k);
+        if (c < nchunks)
+            load8_bf16(o, c * 8, v[k]); /* step 1: x = fp32(o) */
+    }
+    #pragma unroll
+    for (int k = 0; k < CHUNKS_PER_THREAD; k++) {
+        const long long c = quant_chunk(k);
+        key[k] = -1; /* "none seen" */
+        if (c < nchunks) {
+            const int l = (int)(c & 63) * 8; /* first lane of the 8 in the head row */
+            if (l >= D - rd) {               /* step 2: inverse GPT-J at positions[t] */
+                const long long row = c >> 6;
+                /* 32-bit division where it fits (always at bench shapes): a 64-bit one is a long subroutine */
+                const long long t = (row >> 31) == 0 && (H >> 31) == 0 ? (long long)((uint32_t)row / (uint32_t)H)
+                                                                       : row / H;
+                rope4(v[k], cs + positions[t] * rd, rd / 2, (l - (D - rd)) / 2, 0);
+            }
+            for (int i = 0; i < 8; i++) {
+                const int32_t e = dsv4q_amax_key(v[k][i]);
+                key[k] = e > key[k] ? e : key[k];
+            }
         }
-        for (int i = 0; i < 8; i++)
-            m = dsv4q_amax_step(m, v[i]);
     }
-    m = group_amax(m, 4);
-    if (!active)
-        return;
-    /* step 3: MXFP8 per 32-block (mx.c rules, quant_rules.h) */
-    const uint8_t b = variant == V_FLOOR          ? dsv4q_fp8_scale_floor(m)
-                      : variant == V_CEIL_F32LOG2 ? dsv4q_fp8_scale_ceil_f32log2(m)
-                                                  : dsv4q_fp8_scale_ceil(m);
-    uint32_t lo = 0, hi = 0;
-    for (int i = 0; i < 8; i++) {
-        const float q = variant == V_FLOOR ? dsv4q_div(v[i], dsv4q_pow2((int)b - 127)) /* x / 2^(byte-127) */
-                                           : dsv4q_mul(v[i], dsv4q_pow2(127 - (int)b)); /* x * 2^(127-byte) */
-        const uint32_t code = dsv4q_fp8(q, 0);
-        if (i < 4)
-            lo |= code << (8 * i);
-        else
-            hi |= code << (8 * (i - 4));
+    #pragma unroll
+    for (int k = 0; k < CHUNKS_PER_THREAD; k++) {
+        const long long c = quant_chunk(k);
+        const float m = dsv4q_amax_of_key(group_max_key(key[k], 4)); /* whole warps */
+        if (c >= nchunks)
+            continue;
+        uint8_t b; /* step 3: MXFP8 per 32-block (mx.c rules, quant_rules.h) */
+        data[c] = mxfp8_encode8<VARIANT, false>(v[k], m, &b);
+        if ((c & 3) == 0)
+            scales[c / 4] = b;
     }
-    data[c] = make_uint2(lo, hi);
-    if ((c & 3) == 0)
-        scales[c / 4] = b;
 }
 
 struct rmx_shape {
@@ -123,9 +131,21 @@ hipError_t rmx_launch(const dsv4_hip_call *c, hipStream_t stream)
     const long long nchunks = s.T * s.H * 64;
     if (nchunks == 0)
         return hipSuccess;
-    hipLaunchKernelGGL(rmx_kernel, dim3(grid_for(nchunks, 256)), dim3(256), 0, stream, (const uint16_t *)c->din[s.o],
-                       (const int64_t *)c->din[s.pos], (const float *)c->din[s.cs], s.H, (int)s.rd, nchunks, c->variant,
-                       (uint2 *)c->dout[s.d], (uint8_t *)c->dout[s.s]);
+    const unsigned grid = grid_for(nchunks, QUANT_THREADS * CHUNKS_PER_THREAD);
+    const uint16_t *o = (const uint16_t *)c->din[s.o];
+    const int64_t *pos = (const int64_t *)c->din[s.pos];
+    const float *cs = (const float *)c->din[s.cs];
+    uint2 *data = (uint2 *)c->dout[s.d];
+    uint8_t *sc = (uint8_t *)c->dout[s.s];
+    if (c->variant == V_FLOOR)
+        hipLaunchKernelGGL(rmx_kernel<V_FLOOR>, dim3(grid), dim3(QUANT_THREADS), 0, stream, o, pos, cs, s.H,
+                           (int)s.rd, nchunks, data, sc);
+    else if (c->variant == V_CEIL)
+        hipLaunchKernelGGL(rmx_kernel<V_CEIL>, dim3(grid), dim3(QUANT_THREADS), 0, stream, o, pos, cs, s.H,
+                           (int)s.rd, nchunks, data, sc);
+    else
+        hipLaunchKernelGGL(rmx_kernel<V_CEIL_F32LOG2>, dim3(grid), dim3(QUANT_THREADS), 0, stream, o, pos, cs, s.H,
+                           (int)s.rd, nchunks, data, sc);
     return hipGetLastError();
 }
 

@@ -5,9 +5,10 @@
  *
  * One launch, 32 lanes per token (4 tokens per 128-thread block), lane l
  * holding dims 4l..4l+3 (one 8-byte load).  The sum of squares is the
- * reference's: exact squares added in double in dim order (one lane walks
- * the token's 128 values in shared memory; the reference's order, so the
- * double sum and hence var are the same bits).  Skipped tokens (slot < 0,
+ * reference's: exact squares added in double in dim order; a shuffle tree
+ * where the row's exponent span makes every partial sum exact (any order,
+ * the same bits), else one lane walks the token's 128 values in shared
+ * memory in the reference's order.  Skipped tokens (slot < 0,
  * (pos + 1) % c != 0) still take part in the shuffles and barriers and
  * store nothing. */
 #include "indexer_common.h"
@@ -47,15 +48,41 @@ __global__ void __launch_bounds__(THREADS) kstore_kernel(ks_args a, uint8_t *__r
         x[0] = dsv4q_float(u.x << 16), x[1] = dsv4q_float(u.x & 0xFFFF0000u);
         x[2] = dsv4q_float(u.y << 16), x[3] = dsv4q_float(u.y & 0xFFFF0000u);
     }
+    /* docs/semantics/indexer.md Q4.1 step 2: var = fl32(sum k^2 / D) (exact squares, double sum in dim
+     * order as the reference); rrms = fl32(1 / sqrt(var + eps)).  The squares of bf16 values have 16-bit
+     * significands; when the row's bits span (top bit of the largest square + 8 for the 128-term carry,
+     * down to the lowest possible bit of the smallest) fits in 53, every partial sum in any order is
+     * exact, so a 5-step shuffle tree gives the reference's bits.  Otherwise (a wide span, Inf or NaN)
+     * the row takes the reference's sequential sum on one lane. */
+    double part = 0;
+    int hi = -100000, lo = 100000, special = 0;
+    for (int i = 0; i < 4; i++) {
+        const uint32_t b = dsv4q_bits(x[i]), field = (b >> 23) & 0xFFu;
+        part = __dadd_rn(part, __dmul_rn((double)x[i], (double)x[i]));
+        if ((b & 0x7FFFFFFFu) == 0)
+            continue;
+        special |= field == 255;
+        const int E = field ? (int)field - 127 : -126; /* bf16 subnormals: lowest bit 2^-133 */
+        hi = max(hi, 2 * E + 1);
+        lo = min(lo, field ? 2 * (E - 7) : -266);
+    }
+    for (int off = 16; off > 0; off >>= 1) { /* xor offsets below 32: inside the token's 32 lanes */
+        part = __dadd_rn(part, __shfl_xor(part, off));
+        hi = max(hi, __shfl_xor(hi, off));
+        lo = min(lo, __shfl_xor(lo, off));
+        special |= __shfl_xor(special, off);
+    }
+    const bool exact = !special && (hi == -100000 || hi + 8 - lo <= 53);
     for (int i = 0; i < 4; i++)
         xs[row][d0 + i] = x[i];
     __syncthreads();
     if (lane == 0) {
-        /* docs/semantics/indexer.md Q4.1 step 2: var = fl32(sum k^2 / D) (exact squares, double sum
-         * in dim order as the reference); rrms = fl32(1 / sqrt(var + eps)) */
-        double ss = 0;
-        for (int d = 0; d < D; d++)
-            ss = __dadd_rn(ss, __dmul_rn((double)xs[row][d], (double)xs[row][d]));
+        double ss = part;
+        if (!exact) {
+            ss = 0;
+            for (int d = 0; d < D; d++)
+                ss = __dadd_rn(ss, __dmul_rn((double)xs[row][d], (double)xs[row][d]));
+        }
         const float var = __double2float_rn(ss / D);
         rr[row] = __double2float_rn(1.0 / sqrt((double)__fadd_rn(var, a.eps)));
     }

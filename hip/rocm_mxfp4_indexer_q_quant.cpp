@@ -3,53 +3,61 @@
  * int32, and the fp32 head weights; both quant variants, bit-exact with
  * ref/indexer.c dsv4_ref_indexer_q_quant (docs/semantics/indexer.md Q4.2).
  *
- * One launch, 32 lanes per (token, head) row, 4 rows per 128-thread block;
- * lane l holds dims 4l..4l+3 (one 8-byte load) and stores packed bytes 2l,
- * 2l+1 (one 2-byte store); the first lane of a 32-block stores its scale
- * byte, lane 0 the weight. */
+ * One launch, 16 lanes per (token, head) row, 16 rows per 256-thread
+ * block: lane l holds dims 8l..8l+7 (one 16-byte load; lanes 8..15 the
+ * RoPE dims, cos / sin read as 16-byte rows), a 32-block is 4 lanes
+ * (2-step xor-shuffle amax of integer keys), each lane stores its 8 codes
+ * as one 32-bit word, and lane 0 gathers the row's four scale bytes by
+ * shuffles into one 32-bit store and writes the weight. */
 #include "indexer_common.h"
 
 namespace {
 
 using namespace idxr;
 
-enum { ROWS_PER_BLOCK = 4, THREADS = 32 * ROWS_PER_BLOCK };
+enum { LANES_PER_ROW = 16, ROWS_PER_BLOCK = 16, THREADS = LANES_PER_ROW * ROWS_PER_BLOCK };
 
 struct qq_args {
     const uint16_t *q;
     const int64_t *pos;
     const float *cs, *w;
-    long long rows, H;
-    int rule, elem, variant_a;
+    int rows, H; /* T * H < 2^31 (qq_check): 32-bit index arithmetic */
     float ws_b, ss_a, hs_a;
 };
 
+template <bool VARIANT_A>
 __global__ void __launch_bounds__(THREADS)
-    qquant_kernel(qq_args a, uint8_t *__restrict__ packed, uint8_t *__restrict__ scales, float *__restrict__ wout)
+    qquant_kernel(qq_args a, uint32_t *__restrict__ packed, uint32_t *__restrict__ scales, float *__restrict__ wout)
 {
-    const int lane = (int)threadIdx.x % 32, d0 = 4 * lane;
-    const long long th = (long long)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    const int lane = (int)threadIdx.x % LANES_PER_ROW, d0 = 8 * lane;
+    const int th = (int)blockIdx.x * ROWS_PER_BLOCK + (int)threadIdx.x / LANES_PER_ROW;
     const bool active = th < a.rows;
-    float x[4] = {0, 0, 0, 0};
+    float x[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (active) {
         /* NoPE lanes raw (docs/semantics/indexer.md Q4.2) */
-        const uint2 u = *reinterpret_cast<const uint2 *>(a.q + th * D + d0);
-        x[0] = dsv4q_float(u.x << 16), x[1] = dsv4q_float(u.x & 0xFFFF0000u);
-        x[2] = dsv4q_float(u.y << 16), x[3] = dsv4q_float(u.y & 0xFFFF0000u);
-        if (d0 >= D - ROPE) /* RoPE at the token's own position, bf16 out */
-            rope4(x, a.cs + a.pos[th / a.H] * ROPE, (d0 - (D - ROPE)) / 2);
+        load8_bf16(a.q, (long long)th * D + d0, x);
+        if (d0 >= D - ROPE) { /* RoPE at the token's own position, bf16 out */
+            const float *cs = a.cs + a.pos[th / a.H] * ROPE;
+            const int k0 = (d0 - (D - ROPE)) / 2;
+            rope4(x, cs, k0);
+            rope4(x + 4, cs, k0 + 2);
+        }
     }
     uint8_t sb;
-    const uint32_t w = quant4(x, a.rule, a.elem, &sb); /* all lanes: full-mask shuffles */
+    /* all lanes: full-mask shuffles; A: ceil log2_f32 + threshold e2m1, B: the bit rule + RNE */
+    const uint32_t w = VARIANT_A ? quant8<DSV4Q_FP4_CEIL_F32LOG2, DSV4Q_ELEM_THRESHOLD>(x, &sb)
+                                 : quant8<DSV4Q_FP4_CEIL, DSV4Q_ELEM_RNE>(x, &sb);
+    /* the row's four scale bytes (lanes 0, 4, 8, 12) to lane 0: [T, H, 4] = one little-endian int32 per head */
+    const uint32_t s4 = (uint32_t)__shfl_xor((int)sb, 4), s8 = (uint32_t)__shfl_xor((int)sb, 8),
+                   s12 = (uint32_t)__shfl_xor((int)sb, 12);
     if (!active)
         return;
-    *reinterpret_cast<uint16_t *>(packed + th * TB + d0 / 2) = (uint16_t)w;
-    if (d0 % 32 == 0) /* [T, H, 4] bytes = one little-endian int32 per head */
-        scales[th * NB + d0 / 32] = sb;
+    packed[(long long)th * (TB / 4) + lane] = w;
     if (lane == 0) {
+        scales[th] = (uint32_t)sb | (s4 << 8) | (s8 << 16) | (s12 << 24);
         /* B: fl(w * fl32(softmax_scale * head_scale)); A: fl(fl(w * ss) * hs) (docs/semantics/indexer.md Q4.2) */
         const float wi = a.w[th];
-        wout[th] = a.variant_a ? __fmul_rn(__fmul_rn(wi, a.ss_a), a.hs_a) : __fmul_rn(wi, a.ws_b);
+        wout[th] = VARIANT_A ? __fmul_rn(__fmul_rn(wi, a.ss_a), a.hs_a) : __fmul_rn(wi, a.ws_b);
     }
 }
 
@@ -110,11 +118,16 @@ hipError_t qq_launch(const dsv4_hip_call *c, hipStream_t stream)
         return hipSuccess;
     /* the Python floats reach the kernel as fp32 arguments (docs/semantics/indexer.md Q4.2; the
      * seeds pass the product softmax_scale * head_scale, [SEED1]) */
-    qq_args a = {(const uint16_t *)c->din[s.q], (const int64_t *)c->din[s.pos], (const float *)c->din[s.cs],
-                 (const float *)c->din[s.w], T * H, H, quant_rule(c->variant), quant_elem(c->variant),
-                 c->variant == 1, (float)(s.ss * s.hs), (float)s.ss, (float)s.hs};
-    hipLaunchKernelGGL(qquant_kernel, dim3(grid_for(T * H, ROWS_PER_BLOCK)), dim3(THREADS), 0, stream, a,
-                       (uint8_t *)c->dout[s.op], (uint8_t *)c->dout[s.os], (float *)c->dout[s.ow]);
+    const qq_args a = {(const uint16_t *)c->din[s.q], (const int64_t *)c->din[s.pos], (const float *)c->din[s.cs],
+                       (const float *)c->din[s.w], (int)(T * H), (int)H, (float)(s.ss * s.hs), (float)s.ss,
+                       (float)s.hs};
+    const unsigned grid = grid_for(T * H, ROWS_PER_BLOCK);
+    if (c->variant == 1)
+        hipLaunchKernelGGL(qquant_kernel<true>, dim3(grid), dim3(THREADS), 0, stream, a, (uint32_t *)c->dout[s.op],
+                           (uint32_t *)c->dout[s.os], (float *)c->dout[s.ow]);
+    else
+        hipLaunchKernelGGL(qquant_kernel<false>, dim3(grid), dim3(THREADS), 0, stream, a, (uint32_t *)c->dout[s.op],
+                           (uint32_t *)c->dout[s.os], (float *)c->dout[s.ow]);
     return hipGetLastError();
 }
 

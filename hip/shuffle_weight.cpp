@@ -5,23 +5,33 @@
  * With IN = IK = 16, BK = 32 and Kp = 16 (1-byte elements) the 16 bytes
  * W[n, k0..k0+15] (k0 % 16 == 0) stay together: they land at the 16-byte
  * chunk ((((n/16)*(K/32) + k0/32)*2 + (k0%32)/16)*16 + n%16).  One launch,
- * one thread per chunk: one 16-byte load and one 16-byte store; default
- * gathers plain -> shuffled, inverse shuffled -> plain. */
-#include "kernels.h"
+ * min(chunks / 256, SMs x 64) x 256 grid-stride, one thread per chunk in
+ * shuffled order (shuffle_kernel): one 16-byte load and one 16-byte store;
+ * default gathers plain -> shuffled, inverse shuffled -> plain. */
+#include "quant_device.h" /* div_fast */
 
 namespace {
 
 const char *const variants[] = {"default", "inverse", NULL};
 
-__global__ void shuffle_kernel(const uint4 *__restrict__ in, uint4 *__restrict__ out, long long N, long long K,
-                               int inverse)
+/* One thread per 16-byte chunk, in shuffled-layout order: a warp's 32
+ * chunks are 512 contiguous shuffled bytes (16 rows n, both 16-byte halves
+ * of one 32-wide K block), which are 16 full 32-byte plain sectors (the two
+ * halves of each row are adjacent in the plain layout).  So default (plain
+ * -> shuffled) stores and inverse loads are fully coalesced, and the other
+ * side reads / writes whole sectors; index arithmetic in 32 bits where the
+ * tensor allows (quant_device.h div_fast). */
+__global__ void __launch_bounds__(256)
+    shuffle_kernel(const uint4 *__restrict__ in, uint4 *__restrict__ out, long long N, long long K, int inverse)
 {
-    const long long nchunks = N * (K / 16);
+    const long long nchunks = N * (K / 16), kblocks = K / 32;
     const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < nchunks; c += stride) {
-        /* c = the plain chunk (n, k0 = 16 * (c % (K/16))) */
-        const long long n = c / (K / 16), k0 = 16 * (c % (K / 16));
-        const long long sh = (((n / 16) * (K / 32) + k0 / 32) * 2 + (k0 % 32) / 16) * 16 + n % 16;
+    for (long long sh = (long long)blockIdx.x * blockDim.x + threadIdx.x; sh < nchunks; sh += stride) {
+        /* sh = (((n/16) * (K/32) + k0/32) * 2 + (k0%32)/16) * 16 + n%16 */
+        long long kb;
+        const long long nb = div_fast(sh / 32, kblocks, &kb);
+        const long long n = nb * 16 + (sh & 15), k0 = kb * 32 + ((sh >> 4) & 1) * 16;
+        const long long c = n * (K / 16) + k0 / 16; /* the plain chunk (n, k0) */
         if (inverse)
             out[c] = in[sh];
         else

@@ -183,8 +183,13 @@ START_TEST(fp4_blocks_match_reference)
                 uint8_t want[32], b, got;
                 float m, amax = dsv4q_float(0x7FC00000u);
                 got = dsv4_mx_quant_block_fp4(x, 32, rr[r], re[e], want);
-                for (int i = 0; i < 32; i++)
+                int32_t key = -1; /* the kernels' integer fold must give the same bits */
+                for (int i = 0; i < 32; i++) {
                     amax = dsv4q_amax_step(amax, x[i]);
+                    const int32_t k = dsv4q_amax_key(x[i]);
+                    key = k > key ? k : key;
+                }
+                ck_assert_uint_eq(dsv4q_bits(dsv4q_amax_of_key(key)), dsv4q_bits(amax));
                 const int nanfill = dsv4q_fp4_block(amax, r, &b, &m);
                 ck_assert_uint_eq(b, got);
                 const int elem = e == 0 ? DSV4Q_ELEM_RNE : e == 1 ? DSV4Q_ELEM_THRESHOLD : DSV4Q_ELEM_HALF_AWAY;
