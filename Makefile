@@ -43,7 +43,7 @@ PREFIX ?= /usr/local
 
 .PHONY: all setup setup-hip run check unit-tests python-tests bench-python test-asan bench clean install goldens \
         verify-goldens valgrind \
-        hip hip-compile-check gpu-bundle fuzz fuzz-build slurm-test check-citations mutants mutants-build soundness
+        hip hip-compile-check hip-check-nvcc hip-check-amd hip-check-prod gpu-bundle fuzz fuzz-build slurm-test check-citations mutants mutants-build soundness
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/dsv4check $(BUILD)/libdsv4.a $(BUILD)/libdsv4.so
@@ -132,14 +132,24 @@ $(BUILD)/libdsv4_hip.so: $(HIP_DEPS)
 	  $(NVCC) $(call NVCC_FLAGS,$(HIP_CUDA_ARCHS)) -o $@ $(HIP_SRCS); \
 	else scripts/hip-amd-build.sh $(BUILD) $@ "$(HIP_AMD_ARCHS)" $(HIP_SRCS); fi
 
+# The three compilers' builds are independent: run two at a time.
 hip-compile-check: $(HIP_DEPS)
+	@$(MAKE) --no-print-directory -j2 hip-check-nvcc hip-check-amd hip-check-prod
+
+hip-check-nvcc: $(HIP_DEPS)
 	@mkdir -p $(BUILD)/hip-check
 	@if [ -n "$(NVCC)" ]; then echo "  NVCC    $(BUILD)/hip-check/libdsv4_hip_cuda.so (sm_90)"; \
 	  $(NVCC) $(call NVCC_FLAGS,sm_90) -o $(BUILD)/hip-check/libdsv4_hip_cuda.so $(HIP_SRCS) || exit 1; \
 	else echo "hip-compile-check: nvcc not found, NVIDIA half skipped"; fi
+
+hip-check-amd: $(HIP_DEPS)
+	@mkdir -p $(BUILD)/hip-check
 	@if [ -n "$(HIPCC)" ]; then echo "  HIPCC   $(BUILD)/hip-check/libdsv4_hip_amd.so (gfx90a gfx940)"; \
 	  scripts/hip-amd-build.sh $(BUILD) $(BUILD)/hip-check/libdsv4_hip_amd.so "gfx90a gfx940" $(HIP_SRCS) || exit 1; \
 	else echo "hip-compile-check: hipcc not found, AMD half skipped (scripts/setup.sh --hip)"; fi
+
+hip-check-prod: $(HIP_DEPS)
+	@mkdir -p $(BUILD)/hip-check
 	@echo "  CLANG22 $(BUILD)/hip-check/libdsv4_hip_prod.so ($(HIP_PRODUCTION_ARCHS))"; \
 	  scripts/hip-amd-build.sh $(BUILD) $(BUILD)/hip-check/libdsv4_hip_prod.so "$(HIP_PRODUCTION_ARCHS)" $(HIP_SRCS); \
 	  rc=$$?; if [ $$rc = 77 ]; then echo "hip-compile-check: clang-22 not found, production targets skipped"; \
@@ -159,9 +169,11 @@ run: setup
 	@rc=0; $(BUILD)/dsv4check run cases/ci.yaml --impl hip --junit $(BUILD)/ci-hip.xml || rc=$$?; \
 	 if [ $$rc -eq 77 ]; then echo "run: hip backend skipped (no GPU)"; elif [ $$rc -ne 0 ]; then exit $$rc; fi
 
+# The test programs run TEST_JOBS at a time (scripts/run-tests.sh: logs in
+# $(BUILD)/test-logs, printed in order).
+TEST_JOBS ?= 2
 unit-tests: all $(TEST_BINS) $(PLUGINS)
-	@fail=0; for t in $(TEST_BINS); do \
-	  echo "== $$t"; DSV4CHECK=$(BUILD)/dsv4check $$t || fail=1; done; \
+	@fail=0; DSV4CHECK=$(BUILD)/dsv4check scripts/run-tests.sh $(TEST_JOBS) $(BUILD)/test-logs $(TEST_BINS) || fail=1; \
 	  echo "== python-tests"; $(MAKE) --no-print-directory python-tests || fail=1; \
 	  echo "== tests/test_install.sh"; BUILD=$(BUILD) CC="$(CC)" SANFLAGS="$(SANFLAGS)" tests/test_install.sh || fail=1; \
 	  exit $$fail
@@ -238,11 +250,17 @@ verify-goldens: all $(BUILD)/golden_same
 
 # The CLI on the ci suite and on the committed goldens: no memory error and
 # no definite leak (exit 3 otherwise).
+# Four processes, two at a time: the suite in two shards, the goldens in two
+# halves (valgrind runs a program's threads one at a time, so the cores are
+# used by running several).
 VALGRIND := valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=3
 valgrind: all
-	$(VALGRIND) $(BUILD)/dsv4check run cases/ci.yaml --impl ref >/dev/null
-	$(VALGRIND) $(BUILD)/dsv4check check data/ci/*.h5 --impl ref >/dev/null
-	@echo "valgrind: clean"
+	@set -- data/ci/*.h5; half=$$(( ($$# + 1) / 2 )); \
+	 first=$$(ls data/ci/*.h5 | head -n $$half | tr '\n' ' '); rest=$$(ls data/ci/*.h5 | tail -n +$$((half + 1)) | tr '\n' ' '); \
+	 printf '%s\n' "run cases/ci.yaml --impl ref --shard 1/2" "run cases/ci.yaml --impl ref --shard 2/2" \
+	   "check $$first --impl ref" "check $$rest --impl ref" | \
+	   xargs -P 2 -I{} sh -c '$(VALGRIND) $(BUILD)/dsv4check $$1 >/dev/null; rc=$$?; [ $$rc = 0 ] || { echo "valgrind: dsv4check $$1: exit $$rc" | cut -c1-200; exit 255; }' _ {} \
+	 && echo "valgrind: clean"
 
 # The repository cites only itself: scripts/check-citations.sh lists every
 # tracked line outside docs/ that names material outside the repository, and
