@@ -40,11 +40,8 @@ __device__ inline float kv_round_bf16(float x)
 __device__ inline void kv_encode_lane(uint8_t *pg, long long B, long long row, int l, const float v[8],
                                       kv_enc_opts o)
 {
-    int32_t key = 0; /* the amax fold from 0 on integer keys (dsv4q_amax_key): NaN ignored, as amax_step */
-    for (int i = 0; i < 8; i++) {
-        const int32_t e = dsv4q_amax_key(v[i]);
-        key = e > key ? e : key;
-    }
+    /* the amax fold from 0 on integer keys (dsv4q_amax_key): NaN ignored, as amax_step */
+    const int32_t key = fold_amax_key(v, 0);
     const float m = dsv4q_amax_of_key(group_max_key(key, 8)); /* every lane, RoPE lanes included */
     if (l < 56) {
         /* smallest e with 2^e FP8MAX >= max(amax, 1e-4); byte clamp(e + 127, 0, 255) [S1] */

@@ -25,18 +25,7 @@ __global__ void __launch_bounds__(QUANT_THREADS)
 {
     float v[CHUNKS_PER_THREAD][8];
     int32_t key[CHUNKS_PER_THREAD];
-    #pragma unroll
-    for (int k = 0; k < CHUNKS_PER_THREAD; k++) { /* every load first */
-        const long long c = quant_chunk(k);
-        key[k] = -1; /* "none seen" */
-        if (c < nchunks) {
-            load8(x, BF16, c * 8, v[k]);
-            for (int i = 0; i < 8; i++) {
-                const int32_t e = dsv4q_amax_key(v[k][i]);
-                key[k] = e > key[k] ? e : key[k];
-            }
-        }
-    }
+    load_chunks_amax(x, BF16, nchunks, -1 /* "none seen" */, v, key);
     #pragma unroll
     for (int k = 0; k < CHUNKS_PER_THREAD; k++) {
         const long long c = quant_chunk(k);

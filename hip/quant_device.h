@@ -51,6 +51,16 @@ __device__ inline int32_t group_max_key(int32_t k, int g)
     return k;
 }
 
+/* key folded with the amax keys of a chunk's 8 values (dsv4q_amax_key). */
+__device__ inline int32_t fold_amax_key(const float v[8], int32_t key)
+{
+    for (int i = 0; i < 8; i++) {
+        const int32_t e = dsv4q_amax_key(v[i]);
+        key = e > key ? e : key;
+    }
+    return key;
+}
+
 /* The flat MX / group quant kernels give each thread CHUNKS_PER_THREAD
  * chunks of 8 elements, a block's chunks [b * 256 * CPT, (b + 1) * 256 * CPT)
  * with chunk k of thread t at t + 256 k: both 16-byte loads are issued before
@@ -61,6 +71,22 @@ enum { QUANT_THREADS = 256, CHUNKS_PER_THREAD = 2 };
 __device__ inline long long quant_chunk(int k)
 {
     return ((long long)blockIdx.x * CHUNKS_PER_THREAD + k) * QUANT_THREADS + threadIdx.x;
+}
+
+/* Every chunk of this thread loaded into v (all loads first) with its amax
+ * key folded from key0; chunks past nchunks keep key0 and are not read. */
+__device__ inline void load_chunks_amax(const void *x, int is_bf16, long long nchunks, int32_t key0,
+                                        float v[CHUNKS_PER_THREAD][8], int32_t key[CHUNKS_PER_THREAD])
+{
+#pragma unroll
+    for (int k = 0; k < CHUNKS_PER_THREAD; k++) {
+        const long long c = quant_chunk(k);
+        key[k] = key0;
+        if (c < nchunks) {
+            load8(x, is_bf16, c * 8, v[k]);
+            key[k] = fold_amax_key(v[k], key0);
+        }
+    }
 }
 
 /* a / b and a % b for a >= 0, b > 0: the 32-bit division where both fit

@@ -52,10 +52,7 @@ __global__ void __launch_bounds__(QUANT_THREADS)
                                                                        : row / H;
                 rope4(v[k], cs + positions[t] * rd, rd / 2, (l - (D - rd)) / 2, 0);
             }
-            for (int i = 0; i < 8; i++) {
-                const int32_t e = dsv4q_amax_key(v[k][i]);
-                key[k] = e > key[k] ? e : key[k];
-            }
+            key[k] = fold_amax_key(v[k], -1);
         }
     }
     #pragma unroll
