@@ -332,6 +332,23 @@ static double measure_device_copy_gbs(const dsv4_backend *b, FILE *out)
     return gbs;
 }
 
+/* The plug-in's matrix-unit rate (bf16 in, fp32 accumulate, GFLOP/s)
+ * through the optional pseudo-op DSV4_PLUGIN_MMA_OP; 0 if it has none. */
+static double measure_device_mma_gflops(const dsv4_backend *b, FILE *out)
+{
+    if (!b || b->is_ref || !b->plugin->time)
+        return 0;
+    const int64_t flop = (int64_t)2e12;
+    dsv4_plugin_param p = {"flop", DSV4_PLUGIN_INT, flop, 0, NULL, 0, NULL};
+    char err[512] = "";
+    double ms = 0;
+    if (b->plugin->time(DSV4_PLUGIN_MMA_OP, "default", &p, 1, NULL, 0, NULL, 0, 5, &ms, err, sizeof err) || ms <= 0)
+        return 0;
+    double gf = (double)flop / (ms * 1e-3) / 1e9;
+    fprintf(out, "device (%s): matrix units %.1f GFLOP/s (bf16, fp32 accumulate, from registers)\n", b->name, gf);
+    return gf;
+}
+
 /* The reference at n threads into *t and *digest. */
 static int time_at(int n, const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in, double *t,
                    uint64_t *digest, dsv4_status *st)
@@ -350,7 +367,10 @@ int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *
             copy, sg, dg);
     fprintf(out, "reference threads: %d (DSV4_THREADS; 1-thread time and speed-up beside)\n", nthreads);
     fprintf(out, "%% peak: of the line's probe (memcpy, or sgemm/dgemm for GFLOP lines) measured just before it\n");
-    double dev_copy = measure_device_copy_gbs(b, out);
+    double dev_copy = measure_device_copy_gbs(b, out), dev_mma = measure_device_mma_gflops(b, out);
+    if (dev_copy > 0)
+        fprintf(out, "device %% peak: of the copy kernel for memory-bound lines%s\n",
+                dev_mma > 0 ? ", of the matrix units for GFLOP lines" : "");
     fprintf(out, "%-28s %-8s %12s %12s %10s %12s %10s %10s %12s %8s\n", "bench", "impl", "time", "bytes", "GB/s",
             "GFLOP/s", "% peak", "probe", "1 thread", "speed-up");
     int worst = 0;
@@ -403,10 +423,13 @@ int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *
                               : dsv4_fail(&bst, DSV4_ESKIP, "op not provided by this implementation");
                 if (brc)
                     fprintf(out, "%-28s %-8s %s\n", bc->name, b->name, bst.msg);
-                else if (dev_copy > 0) /* % of the device copy bandwidth */
-                    fprintf(out, "%-28s %-8s %9.3f ms %12.0f %10.2f %12.1f %9.1f%%\n", bc->name, b->name, ms,
-                            bytes, bytes / (ms * 1e-3) / 1e9, fl / (ms * 1e-3) / 1e9,
-                            100.0 * bytes / (ms * 1e-3) / 1e9 / dev_copy);
+                else if (dev_copy > 0) { /* % of the device copy bandwidth, or of the matrix units */
+                    const double gbs_dev = bytes / (ms * 1e-3) / 1e9, gf_dev = fl / (ms * 1e-3) / 1e9;
+                    const int vs_mma = fl > 0 && dev_mma > 0;
+                    fprintf(out, "%-28s %-8s %9.3f ms %12.0f %10.2f %12.1f %9.1f%% %10.1f\n", bc->name, b->name, ms,
+                            bytes, gbs_dev, gf_dev, 100.0 * (vs_mma ? gf_dev / dev_mma : gbs_dev / dev_copy),
+                            vs_mma ? dev_mma : dev_copy);
+                }
                 else
                     fprintf(out, "%-28s %-8s %9.3f ms %12.0f %10.2f %12.1f\n", bc->name, b->name, ms, bytes,
                             bytes / (ms * 1e-3) / 1e9, fl / (ms * 1e-3) / 1e9);

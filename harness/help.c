@@ -138,6 +138,8 @@ void dsv4_usage_cmd(FILE *f, const char *prog, const char *cmd)
                 "before it.  The reference runs on DSV4_THREADS threads (default: every core);\n"
                 "each line also gives its 1-thread time and the speed-up, and fails if the\n"
                 "outputs differ between the two (-v prints their digest).  With --impl hip it\n"
-                "also times the kernels.\n",
+                "also times the kernels, against the device's copy kernel (memory-bound lines)\n"
+                "and its matrix units (bf16 products from registers: GFLOP lines) measured in\n"
+                "the same run.\n",
                 prog);
 }

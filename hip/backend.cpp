@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "kernels.h"
+#include "mma_compat.h"
 #include "../include/dsv4_poison.h"
 
 /* ---- the kernel table: one kernel per op of ops/ops.def (see kernels.h) ---- */
@@ -38,6 +39,27 @@ static const dsv4_hip_kernel *const kernel_table[] = {
 
 static int g_device = -1;
 static hipDeviceProp_t g_prop;
+
+/* The launchers' scratch (kernels.h dsv4_hip_scratch): one buffer, grown
+ * on demand.  A timed run grows it in its warm-up launch. */
+static void *g_scratch;
+static size_t g_scratch_bytes;
+
+hipError_t dsv4_hip_scratch(size_t bytes, void **p)
+{
+    if (bytes > g_scratch_bytes) {
+        if (g_scratch)
+            (void)hipFree(g_scratch);
+        g_scratch = NULL;
+        g_scratch_bytes = 0;
+        hipError_t e = hipMalloc(&g_scratch, bytes);
+        if (e != hipSuccess)
+            return e;
+        g_scratch_bytes = bytes;
+    }
+    *p = g_scratch;
+    return hipSuccess;
+}
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
@@ -284,6 +306,38 @@ __global__ void copy_kernel(const int4 *__restrict__ src, int4 *__restrict__ dst
         dst[i] = src[i];
 }
 
+/* The matrix-unit ceiling (DSV4_PLUGIN_MMA_OP): every wave runs MMA_CHAINS
+ * independent 16 x 16 x 16 bf16 products per step from fragments held in
+ * registers, so only the units bound it.  The sums are stored (never read)
+ * so the work is not optimised away. */
+constexpr int MMA_CHAINS = 8, MMA_THREADS = 256;
+
+__global__ void __launch_bounds__(MMA_THREADS) mma_peak_kernel(long long steps, float *sink)
+{
+    __shared__ __align__(16) uint16_t tile[16][24];
+    for (int i = threadIdx.x; i < 16 * 24; i += MMA_THREADS)
+        tile[i / 24][i % 24] = (uint16_t)(0x3F80u + (i & 7)); /* 1.0 .. 1.05: no overflow in any step count */
+    __syncthreads();
+    mma::frag_a a;
+    mma::frag_b b;
+    mma::load_frag_a(a, &tile[0][0], 24);
+    mma::load_frag_b(b, &tile[0][0], 24);
+    mma::acc16 acc[MMA_CHAINS];
+#pragma unroll
+    for (int j = 0; j < MMA_CHAINS; j++)
+        mma::zero(acc[j]);
+    for (long long s = 0; s < steps; s++)
+#pragma unroll
+        for (int j = 0; j < MMA_CHAINS; j++)
+            mma::mma_frag(acc[j], a, b);
+    float t = 0;
+#pragma unroll
+    for (int j = 0; j < MMA_CHAINS; j++)
+        for (int e = 0; e < mma::ACC; e++)
+            t += acc[j].v[e];
+    sink[blockIdx.x * MMA_THREADS + threadIdx.x] = t;
+}
+
 /* Events around iters launches (after one warm-up); ms per launch. */
 template <typename F> static int time_launches(F launch, int iters, double *ms, char *err, size_t errlen)
 {
@@ -345,6 +399,34 @@ static int time_copy(const dsv4_plugin_param *params, int nparams, int iters, do
     return rc;
 }
 
+/* ms for param "flop" FLOPs (rounded to whole steps of every wave) of mma_peak_kernel; *flop gets the count run. */
+static int time_mma(const dsv4_plugin_param *params, int nparams, int iters, double *ms, char *err, size_t errlen)
+{
+    double flop = 1e12;
+    for (int i = 0; i < nparams; i++)
+        if (strcmp(params[i].name, "flop") == 0 && params[i].kind == DSV4_PLUGIN_INT && params[i].i > 0)
+            flop = (double)params[i].i;
+    const unsigned blocks = (unsigned)g_prop.multiProcessorCount * 4;
+    const double per_step = (double)blocks * (MMA_THREADS / mma::WAVE) * MMA_CHAINS * 2.0 * 16 * 16 * 16;
+    const long long steps = (long long)(flop / per_step) > 0 ? (long long)(flop / per_step) : 1;
+    float *sink = NULL;
+    hipError_t e = hipMalloc((void **)&sink, (size_t)blocks * MMA_THREADS * sizeof(float));
+    if (e != hipSuccess)
+        return hip_fail(err, errlen, "hipMalloc (mma probe)", e);
+    double t = 0;
+    int rc = time_launches(
+        [&]() {
+            hipLaunchKernelGGL(mma_peak_kernel, dim3(blocks), dim3(MMA_THREADS), 0, 0, steps, sink);
+            return hipGetLastError();
+        },
+        iters, &t, err, errlen);
+    (void)hipFree(sink);
+    /* report the time of exactly `flop` FLOPs at the measured rate */
+    if (!rc)
+        *ms = t * flop / (per_step * (double)steps);
+    return rc;
+}
+
 static int plugin_time(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
                        const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs,
                        int noutputs, int iters, double *ms, char *err, size_t errlen)
@@ -355,6 +437,11 @@ static int plugin_time(const char *op, const char *variant, const dsv4_plugin_pa
         if (g_device < 0)
             return fail(err, errlen, DSV4_PLUGIN_ERUNTIME, "hip backend used before init");
         return time_copy(params, nparams, iters, ms, err, errlen);
+    }
+    if (strcmp(op, DSV4_PLUGIN_MMA_OP) == 0) {
+        if (g_device < 0)
+            return fail(err, errlen, DSV4_PLUGIN_ERUNTIME, "hip backend used before init");
+        return time_mma(params, nparams, iters, ms, err, errlen);
     }
     dsv4_hip_call c;
     const dsv4_hip_kernel *k;
@@ -378,6 +465,10 @@ static int plugin_time(const char *op, const char *variant, const dsv4_plugin_pa
 
 static void plugin_fini(void)
 {
+    if (g_scratch)
+        (void)hipFree(g_scratch);
+    g_scratch = NULL;
+    g_scratch_bytes = 0;
     g_device = -1;
 }
 

@@ -19,6 +19,7 @@
  * k-major shared tiles, and every thread accumulates its 8 x 8 P; at the
  * end of the K block the scales are applied (N tiles are aligned to the
  * 128-row weight blocks, so one ws per tile and K block). */
+#include "mma_compat.h"
 #include "quant_device.h"
 
 namespace {
@@ -27,7 +28,7 @@ enum { V_PLAIN = 0, V_BPRESHUFFLE = 1, V_FNUZ = 2 };
 
 const char *const variants[] = {"default", "bpreshuffle", "fp8=fnuz", NULL};
 
-constexpr int BM = 128, BN = 128, BK = 32, KBLK = 128, THREADS = 256, PAD = 4;
+constexpr int BM = 128, BN = 128, BK = 64, KBLK = 128, THREADS = 256;
 
 /* Byte offset of the 16-byte chunk holding W[n, k0..k0+15] (k0 % 16 == 0):
  * plain n*K + k0; shuffled, aiter shuffle.py IN = IK = 16, BK = 32, Kp = 16
@@ -39,12 +40,27 @@ __device__ inline long long w_chunk(long long n, long long k0, long long K, int 
     return ((((n / 16) * (K / 32) + k0 / 32) * 2 + (k0 % 32) / 16) * 16 + n % 16) * 16;
 }
 
-/* 16 codes -> fp32 through the LUT, stored k-major: dst[(k0 + j) * ld + r]. */
-__device__ inline void decode16(const uint4 q, const float *lut, float *dst, int ld, int r)
+/* Tile geometry: a 256-thread block computes BM x BN of Y; each K block of
+ * 128 is walked in steps of BK.  The waves split the tile into WM x WN
+ * parts of TM x TN 16 x 16 products (WAVE = 32: 2 x 4 waves of 4 x 2; 64:
+ * 2 x 2 of 4 x 4). */
+constexpr int NWAVE = THREADS / mma::WAVE, WM = 2, WN = NWAVE / WM;
+constexpr int TM = BM / WM / 16, TN = BN / WN / 16;
+constexpr int LDS = BK + 8; /* shared row stride in bf16: 16-byte rows, 4 banks of skew */
+constexpr int CHUNKS = BM * BK / 16 / THREADS; /* 16-byte loads per thread and operand */
+static_assert(BM == BN && BN == KBLK, "one weight scale per tile and K block");
+static_assert(KBLK % BK == 0 && BK % 16 == 0 && CHUNKS >= 1, "step and load split");
+static_assert(WM * WN == NWAVE && TM * 16 * WM == BM && TN * 16 * WN == BN, "wave split");
+
+/* 16 fp8 codes -> 16 bf16 (exact: e4m3 has 3 significand bits) through the LUT, into one shared row. */
+__device__ inline void decode16(const uint4 q, const uint16_t *lut, uint16_t *dst)
 {
     const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-    for (int i = 0; i < 16; i++)
-        dst[i * ld + r] = lut[(w[i / 4] >> (8 * (i % 4))) & 0xFFu];
+    uint32_t h[8];
+    for (int i = 0; i < 8; i++)
+        h[i] = lut[(w[i / 2] >> (16 * (i % 2))) & 0xFFu] | (uint32_t)lut[(w[i / 2] >> (16 * (i % 2) + 8)) & 0xFFu] << 16;
+    reinterpret_cast<uint4 *>(dst)[0] = make_uint4(h[0], h[1], h[2], h[3]);
+    reinterpret_cast<uint4 *>(dst)[1] = make_uint4(h[4], h[5], h[6], h[7]);
 }
 
 __global__ void __launch_bounds__(THREADS)
@@ -52,77 +68,93 @@ gemm_kernel(const uint8_t *__restrict__ xq, const uint8_t *__restrict__ wq, cons
             const float *__restrict__ ws, long long M, long long N, long long K, int fnuz, int shuffled,
             int xs_transposed, uint16_t *__restrict__ y)
 {
-    __shared__ float lut[256];
-    __shared__ __align__(16) float As[BK][BM + PAD];
-    __shared__ __align__(16) float Bs[BK][BN + PAD];
-    const int tid = (int)threadIdx.x;
-    for (int b = tid; b < 256; b += THREADS)
-        lut[b] = dsv4q_fp8_decode((uint8_t)b, fnuz); /* NaN codes were rejected by the host check */
+    __shared__ uint16_t lut[256];
+    __shared__ __align__(16) uint16_t As[BM][LDS];
+    __shared__ __align__(16) uint16_t Bs[BN][LDS];
+    const int tid = (int)threadIdx.x, lane = tid % mma::WAVE, wave = tid / mma::WAVE;
+    for (int b = tid; b < 256; b += THREADS) /* NaN codes were rejected by the host check */
+        lut[b] = (uint16_t)(__float_as_uint(dsv4q_fp8_decode((uint8_t)b, fnuz)) >> 16);
     const long long m0 = (long long)blockIdx.y * BM, n0 = (long long)blockIdx.x * BN;
-    const long long KB = K / KBLK;
-    const int tx = tid % 16, ty = tid / 16;
-    /* loader: row lr of the tile, 16 k at ls */
-    const int lr = tid / 2, ls = (tid % 2) * 16;
-    const long long am = m0 + lr, bn = n0 + lr;
-    float acc[8][8];
-    for (int i = 0; i < 8; i++)
-        for (int j = 0; j < 8; j++)
-            acc[i][j] = 0.0f;
-    __syncthreads();
-    for (long long kb = 0; kb < KB; kb++) {
-        float p[8][8];
-        for (int i = 0; i < 8; i++)
-            for (int j = 0; j < 8; j++)
-                p[i][j] = 0.0f;
-        for (int ks = 0; ks < KBLK; ks += BK) {
-            const long long k0 = kb * KBLK + ks + ls;
-            const uint4 zero = make_uint4(0, 0, 0, 0);
-            const uint4 qa = am < M ? *reinterpret_cast<const uint4 *>(xq + am * K + k0) : zero;
-            const uint4 qb = bn < N ? *reinterpret_cast<const uint4 *>(wq + w_chunk(bn, k0, K, shuffled)) : zero;
-            decode16(qa, lut, &As[ls][0], BM + PAD, lr);
-            decode16(qb, lut, &Bs[ls][0], BN + PAD, lr);
-            __syncthreads();
-#pragma unroll 4
-            for (int k = 0; k < BK; k++) {
-                const float4 a0 = *reinterpret_cast<const float4 *>(&As[k][ty * 4]);
-                const float4 a1 = *reinterpret_cast<const float4 *>(&As[k][64 + ty * 4]);
-                const float4 b0 = *reinterpret_cast<const float4 *>(&Bs[k][tx * 4]);
-                const float4 b1 = *reinterpret_cast<const float4 *>(&Bs[k][64 + tx * 4]);
-                const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-                const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-                for (int i = 0; i < 8; i++)
-                    for (int j = 0; j < 8; j++)
-                        p[i][j] = fmaf(a[i], b[j], p[i][j]); /* the product is exact; one rounding */
-            }
-            __syncthreads();
+    const long long KB = K / KBLK, steps = K / BK;
+    const int wm = wave / WN, wn = wave % WN;
+    /* loader: chunk i of this thread is row (tid + i THREADS) / (BK / 16), 16 k at its remainder */
+    auto load_step = [&](long long step, uint4 (&qa)[CHUNKS], uint4 (&qb)[CHUNKS]) {
+        const uint4 zero = make_uint4(0, 0, 0, 0);
+        #pragma unroll
+        for (int i = 0; i < CHUNKS; i++) {
+            const int c = tid + i * THREADS, r = c / (BK / 16);
+            const long long k0 = step * BK + 16 * (c % (BK / 16));
+            qa[i] = m0 + r < M ? *reinterpret_cast<const uint4 *>(xq + (m0 + r) * K + k0) : zero;
+            qb[i] = n0 + r < N ? *reinterpret_cast<const uint4 *>(wq + w_chunk(n0 + r, k0, K, shuffled)) : zero;
         }
-        /* acc += fl(P * xs) * ws, unfused (docs/semantics/gemm.md Q7, Triton; ref/gemm.c f32 model) */
-        const float wsc = ws[(n0 / KBLK) * KB + kb];
-        for (int i = 0; i < 8; i++) {
-            const long long m = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
-            const float xsc = m < M ? (xs_transposed ? xs[kb * M + m] : xs[m * KB + kb]) : 0.0f;
-            for (int j = 0; j < 8; j++)
-                acc[i][j] = __fadd_rn(acc[i][j], __fmul_rn(__fmul_rn(p[i][j], xsc), wsc));
+    };
+    mma::acc16 acc[TM][TN], p[TM][TN];
+    #pragma unroll
+    for (int i = 0; i < TM; i++)
+        #pragma unroll
+        for (int j = 0; j < TN; j++) {
+            mma::zero(acc[i][j]);
+            mma::zero(p[i][j]);
         }
-    }
-    for (int i = 0; i < 8; i++) {
-        const long long m = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
-        if (m >= M)
+    uint4 qa[CHUNKS], qb[CHUNKS];
+    load_step(0, qa, qb);
+    __syncthreads(); /* the LUT */
+    for (long long step = 0; step < steps; step++) {
+        #pragma unroll
+        for (int i = 0; i < CHUNKS; i++) {
+            const int c = tid + i * THREADS, r = c / (BK / 16), k = 16 * (c % (BK / 16));
+            decode16(qa[i], lut, &As[r][k]);
+            decode16(qb[i], lut, &Bs[r][k]);
+        }
+        __syncthreads();
+        if (step + 1 < steps) /* the next step's loads fly while this one multiplies */
+            load_step(step + 1, qa, qb);
+#pragma unroll
+        for (int k = 0; k < BK; k += 16) {
+            mma::frag_a fa[TM];
+            mma::frag_b fb[TN];
+            #pragma unroll
+            for (int i = 0; i < TM; i++)
+                mma::load_frag_a(fa[i], &As[(wm * TM + i) * 16][k], LDS);
+            #pragma unroll
+            for (int j = 0; j < TN; j++)
+                mma::load_frag_b(fb[j], &Bs[(wn * TN + j) * 16][k], LDS);
+            #pragma unroll
+            for (int i = 0; i < TM; i++)
+                #pragma unroll
+                for (int j = 0; j < TN; j++)
+                    mma::mma_frag(p[i][j], fa[i], fb[j]); /* exact products, fp32 sums */
+        }
+        __syncthreads();
+        if ((step + 1) % (KBLK / BK))
             continue;
-        for (int h = 0; h < 2; h++) {
-            const long long n = n0 + h * 64 + tx * 4;
-            uint16_t *row = y + m * N;
-            if (n + 4 <= N && (N % 4) == 0) {
-                const uint32_t lo = dsv4q_bf16(acc[i][4 * h]) | (uint32_t)dsv4q_bf16(acc[i][4 * h + 1]) << 16;
-                const uint32_t hi = dsv4q_bf16(acc[i][4 * h + 2]) | (uint32_t)dsv4q_bf16(acc[i][4 * h + 3]) << 16;
-                *reinterpret_cast<uint2 *>(row + n) = make_uint2(lo, hi); /* bf16 RNE */
-            } else {
-                for (int j = 0; j < 4; j++)
-                    if (n + j < N)
-                        row[n + j] = dsv4q_bf16(acc[i][4 * h + j]);
+        /* end of K block kb: acc += fl(P * xs) * ws, unfused (docs/semantics/gemm.md Q7, Triton; ref/gemm.c f32 model) */
+        const long long kb = step / (KBLK / BK);
+        const float wsc = ws[(n0 / KBLK) * KB + kb];
+        #pragma unroll
+        for (int i = 0; i < TM; i++)
+            #pragma unroll
+            for (int e = 0; e < mma::ACC; e++) {
+                const long long m = m0 + (wm * TM + i) * 16 + mma::acc_row(lane, e);
+                const float xsc = m < M ? (xs_transposed ? xs[kb * M + m] : xs[m * KB + kb]) : 0.0f;
+                #pragma unroll
+                for (int j = 0; j < TN; j++) {
+                    acc[i][j].v[e] = __fadd_rn(acc[i][j].v[e], __fmul_rn(__fmul_rn(p[i][j].v[e], xsc), wsc));
+                    p[i][j].v[e] = 0.0f;
+                }
             }
-        }
     }
+    #pragma unroll
+    for (int i = 0; i < TM; i++)
+        #pragma unroll
+        for (int j = 0; j < TN; j++)
+            #pragma unroll
+            for (int e = 0; e < mma::ACC; e++) {
+                const long long m = m0 + (wm * TM + i) * 16 + mma::acc_row(lane, e);
+                const long long n = n0 + (wn * TN + j) * 16 + mma::acc_col(lane, e);
+                if (m < M && n < N)
+                    y[m * N + n] = dsv4q_bf16(acc[i][j].v[e]); /* bf16 RNE */
+            }
 }
 
 struct gemm_shape {

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../include/dsv4_plugin.h"
@@ -43,6 +44,12 @@ typedef struct dsv4_hip_kernel {
     /* Enqueues the work on s; no synchronization.  Returns the launch error. */
     hipError_t (*launch)(const dsv4_hip_call *c, hipStream_t s);
 } dsv4_hip_kernel;
+
+/* A device scratch buffer of at least `bytes` for a launcher's
+ * intermediates (e.g. split-K partials), owned by the backend: reused by
+ * the next launch, grown when too small, freed at plug-in fini.  Valid
+ * until the next call; its contents are undefined on entry. */
+hipError_t dsv4_hip_scratch(size_t bytes, void **p);
 
 /* Lookups by name; NULL / -1 when absent. */
 static inline const dsv4_plugin_param *dsv4_hip_param(const dsv4_hip_call *c, const char *name)

@@ -88,6 +88,24 @@ __device__ inline void mma_nk(acc16 &c, const uint16_t *a, int lda, const uint16
     mfma(c, load4(a + r * lda + k), load4(b + r * ldb + k));
 }
 
+/* Operand fragments, for kernels that reuse one A or B tile in several
+ * products (register blocking): frag_a of a row-major 16 x 16 A tile,
+ * frag_b of a B tile given by the rows of its transpose (as mma_nk). */
+struct frag_a {
+    bf16x4 v;
+};
+typedef frag_a frag_b;
+
+__device__ inline void load_frag_a(frag_a &f, const uint16_t *a, int lda)
+{
+    const int lane = threadIdx.x % WAVE;
+    f.v = load4(a + (lane & 15) * lda + 4 * (lane >> 4));
+}
+
+__device__ inline void load_frag_b(frag_b &f, const uint16_t *b, int ldb) { load_frag_a(f, b, ldb); }
+
+__device__ inline void mma_frag(acc16 &c, const frag_a &a, const frag_b &b) { mfma(c, a.v, b.v); }
+
 __device__ inline void mma_kn(acc16 &c, const uint16_t *a, int lda, const uint16_t *b, int ldb)
 {
     const int lane = threadIdx.x % WAVE, r = lane & 15, k = 4 * (lane >> 4);
@@ -134,6 +152,45 @@ __device__ inline void mma_nk(acc16 &c, const uint16_t *a, int lda, const uint16
     issue(c, f);
 }
 
+/* Operand fragments (see the MFMA form), loaded with ldmatrix: each lane
+ * names one 16-byte row of an 8 x 8 submatrix, so a and b must be 16-byte
+ * aligned with lda, ldb multiples of 8. */
+struct frag_a {
+    uint32_t v[4];
+};
+typedef frag_a frag_b;
+
+__device__ inline void ldmatrix4(uint32_t (&r)[4], const uint16_t *row)
+{
+    const unsigned addr = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+/* Submatrices (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15) = a[0..3]. */
+__device__ inline void load_frag_a(frag_a &f, const uint16_t *a, int lda)
+{
+    const int lane = threadIdx.x % WAVE;
+    ldmatrix4(f.v, a + (lane & 15) * lda + 8 * (lane >> 4));
+}
+
+/* Submatrices (n 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15) = b[0][0], b[0][1], b[1][0], b[1][1]. */
+__device__ inline void load_frag_b(frag_b &f, const uint16_t *b, int ldb)
+{
+    const int lane = threadIdx.x % WAVE;
+    ldmatrix4(f.v, b + ((lane & 7) + 8 * (lane >> 4)) * ldb + 8 * ((lane >> 3) & 1));
+}
+
+__device__ inline void mma_frag(acc16 &c, const frag_a &a, const frag_b &b)
+{
+    frag f;
+    for (int i = 0; i < 4; i++)
+        f.a[i] = a.v[i];
+    f.b[0][0] = b.v[0], f.b[0][1] = b.v[1], f.b[1][0] = b.v[2], f.b[1][1] = b.v[3];
+    issue(c, f);
+}
+
 __device__ inline void mma_kn(acc16 &c, const uint16_t *a, int lda, const uint16_t *b, int ldb)
 {
     const int lane = threadIdx.x % WAVE, g = lane >> 2, tq = lane & 3;
@@ -169,6 +226,18 @@ __device__ inline void mma_kn(acc16 &c, const uint16_t *a, int lda, const uint16
             c.v[e] = fmaf(bf16_f(a[m * lda + k]), bf16_f(b[k * ldb + n]), c.v[e]);
     }
 }
+
+/* Fragments of the fallback: where the tile is (the lanes read it in
+ * mma_frag, so it must stay in place until then). */
+struct frag_a {
+    const uint16_t *p;
+    int ld;
+};
+typedef frag_a frag_b;
+
+__device__ inline void load_frag_a(frag_a &f, const uint16_t *a, int lda) { f.p = a, f.ld = lda; }
+__device__ inline void load_frag_b(frag_b &f, const uint16_t *b, int ldb) { f.p = b, f.ld = ldb; }
+__device__ inline void mma_frag(acc16 &c, const frag_a &a, const frag_b &b) { mma_nk(c, a.p, a.ld, b.p, b.ld); }
 #endif
 
 } // namespace mma

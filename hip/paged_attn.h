@@ -106,7 +106,16 @@ static hipError_t launch(const names &nm, const dsv4_hip_call *c, hipStream_t st
         g.ptr = (const int32_t *)c->din[s.ptr[k]];
         g.fnuz = k == 0 && c->variant == 1;
     }
-    return sattn::attn_launch(src, c->din[s.q], c->din[s.sink], s.T, s.H, s.scale, c->dout[s.out], stream);
+    long long max_n = 0; /* from the host indptr copies: the split count */
+    for (int64_t t = 0; t < s.T; t++) {
+        long long n = 0;
+        for (int k = 0; k < s.nseg; k++) {
+            const int32_t *p = (const int32_t *)c->in[s.ptr[k]].data;
+            n += (long long)p[t + 1] - p[t];
+        }
+        max_n = n > max_n ? n : max_n;
+    }
+    return sattn::attn_launch(src, c->din[s.q], c->din[s.sink], s.T, s.H, s.scale, max_n, c->dout[s.out], stream);
 }
 
 } // namespace pattn

@@ -76,7 +76,13 @@ hipError_t prefill_launch(const dsv4_hip_call *c, hipStream_t stream)
     src.idx = (const int32_t *)c->din[s.idx];
     src.len = (const int32_t *)c->din[s.len];
     src.P = s.P;
-    return sattn::attn_launch(src, c->din[s.q], c->din[s.sink], s.T, s.H, s.scale, c->dout[s.out], stream);
+    const int32_t *len = (const int32_t *)c->in[s.len].data; /* host copy: the split count */
+    long long max_n = 0;
+    for (int64_t t = 0; t < s.T; t++) {
+        const long long n = len[t] < 0 ? 0 : len[t] > s.P ? s.P : len[t];
+        max_n = n > max_n ? n : max_n;
+    }
+    return sattn::attn_launch(src, c->din[s.q], c->din[s.sink], s.T, s.H, s.scale, max_n, c->dout[s.out], stream);
 }
 
 } // namespace

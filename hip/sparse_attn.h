@@ -207,16 +207,29 @@ struct paged_src {
     }
 };
 
-/* Grid: T * ceil(H / HG) blocks of NT threads. */
+/* Split-K partials (docs/semantics/attention.md A8.4, the gfx942/950 form):
+ * per block of the split launch, acc[HG][D] (unnormalised), then m[HG] and
+ * l[HG], in fp32. */
+constexpr int PART = HG * D + 2 * HG;
+constexpr int MAX_SPLITS = 16;
+
+/* Grid: T * ceil(H / HG) * splits blocks of NT threads; block b is split
+ * b % splits of (token, head group) b / splits.  Split s walks the tiles
+ * [s per, (s + 1) per) of the token's entries, per = ceil(tiles / splits).
+ * One split: the sink merge and the bf16 store here; more: the partial
+ * (m, l, acc) to part, merged by combine_kernel. */
 template <typename Src>
 __global__ void GPU_LAUNCH_BOUNDS_OCC(NT, 3) attn_kernel(Src src, const uint16_t *__restrict__ q,
                                                  const float *__restrict__ sink, long long H, int groups,
-                                                 float scale, uint16_t *__restrict__ out)
+                                                 int splits, float scale, uint16_t *__restrict__ out,
+                                                 float *__restrict__ part)
 {
     __shared__ smem_t sm;
     const int tid = threadIdx.x;
-    const long long t = blockIdx.x / groups;
-    const long long h0 = (long long)(blockIdx.x % groups) * HG;
+    const long long tg = blockIdx.x / splits;
+    const int split = blockIdx.x % splits;
+    const long long t = tg / groups;
+    const long long h0 = (long long)(tg % groups) * HG;
     const int nh = H - h0 < HG ? (int)(H - h0) : HG;
 
     /* the group's q rows; heads past H read as 0 and are never stored */
@@ -238,8 +251,10 @@ __global__ void GPU_LAUNCH_BOUNDS_OCC(NT, 3) attn_kernel(Src src, const uint16_t
     for (int j = 0; j < CT; j++)
         mma::zero(acc[j]);
 
-    const long long n = src.count(t);
-    for (long long j0 = 0; j0 < n; j0 += KT) {
+    const long long count = src.count(t);
+    const long long per = ((count + KT - 1) / KT + splits - 1) / splits * KT;
+    const long long jb = split * per, n = count < jb + per ? count : jb + per;
+    for (long long j0 = jb; j0 < n; j0 += KT) {
         __syncthreads(); /* the previous tile is consumed */
         if (tid < KT) {
             if (j0 + tid < n)
@@ -299,6 +314,19 @@ __global__ void GPU_LAUNCH_BOUNDS_OCC(NT, 3) attn_kernel(Src src, const uint16_t
         }
     }
 
+    if (splits > 1) { /* the partial; heads past H are written and never read */
+        float *pb = part + (long long)blockIdx.x * PART;
+        if (sk == 0) {
+            pb[HG * D + sh] = m_run;
+            pb[HG * D + HG + sh] = l_run;
+        }
+#pragma unroll
+        for (int j = 0; j < CT; j++)
+#pragma unroll
+            for (int e = 0; e < mma::ACC; e++)
+                pb[mma::acc_row(lane, e) * D + 16 * (wave * CT + j) + mma::acc_col(lane, e)] = acc[j].v[e];
+        return;
+    }
     if (sk == 0) {
         sm.m[sh] = m_run;
         sm.l[sh] = l_run;
@@ -324,15 +352,91 @@ __global__ void GPU_LAUNCH_BOUNDS_OCC(NT, 3) attn_kernel(Src src, const uint16_t
     }
 }
 
+/* The split-K merge (docs/semantics/attention.md A8.4): per head
+ * m_f = max(max_s m_s, sink), w_s = e^{m_s - m_f}, l_f = sum_s w_s l_s + e^{sink - m_f},
+ * out = (sum_s w_s acc_s) / max(l_f, 1e-30), or 0 if l_f <= 0; sums in split
+ * order (bitwise identical reruns).  With one split this is the single-pass
+ * kernel's own sink merge.  Grid: T * ceil(H / HG) blocks of NT threads. */
+__global__ void __launch_bounds__(NT) combine_kernel(const float *__restrict__ part, const float *__restrict__ sink,
+                                                     long long H, int groups, int splits,
+                                                     uint16_t *__restrict__ out)
+{
+    __shared__ float w[MAX_SPLITS][HG], lf[HG];
+    const int tid = threadIdx.x;
+    const long long t = blockIdx.x / groups;
+    const long long h0 = (long long)(blockIdx.x % groups) * HG;
+    const int nh = H - h0 < HG ? (int)(H - h0) : HG;
+    const float *pb = part + (long long)blockIdx.x * splits * PART;
+    if (tid < nh) {
+        const float sg = sink[h0 + tid];
+        float m = NEG_INIT;
+        for (int s = 0; s < splits; s++)
+            m = fmaxf(m, pb[s * PART + HG * D + tid]);
+        const float mf = fmaxf(m, sg);
+        float l = 0.0f;
+        for (int s = 0; s < splits; s++) {
+            w[s][tid] = expf(pb[s * PART + HG * D + tid] - mf);
+            l += pb[s * PART + HG * D + HG + tid] * w[s][tid];
+        }
+        lf[tid] = l + expf(sg - mf);
+    }
+    __syncthreads();
+    for (int c = tid; c < nh * (D / 4); c += NT) {
+        const int h = c / (D / 4), d = 4 * (c % (D / 4));
+        float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int s = 0; s < splits; s++) {
+            const float4 a = *reinterpret_cast<const float4 *>(pb + s * PART + h * D + d);
+            o[0] += a.x * w[s][h], o[1] += a.y * w[s][h], o[2] += a.z * w[s][h], o[3] += a.w * w[s][h];
+        }
+        const float l = lf[h];
+        uint32_t b[4];
+        for (int i = 0; i < 4; i++) /* l_f <= 0: no key and no sink -> 0 (docs/semantics/attention.md A8.1) */
+            b[i] = bf16_rne(l > 0.0f ? o[i] / fmaxf(l, 1e-30f) : 0.0f);
+        *reinterpret_cast<uint2 *>(out + (t * H + h0 + h) * D + d) = make_uint2(b[0] | b[1] << 16, b[2] | b[3] << 16);
+    }
+}
+
+/* How many key splits a launch of `tiles` (token, head group) blocks uses,
+ * for rows of at most max_n entries: enough blocks to fill the device
+ * (about SPLIT_TARGET in flight) and at least MIN_SPLIT_TILES tiles of keys
+ * per split; from the shapes only, so a case rounds the same way on every
+ * device.  DSV4_HIP_ATTN_SPLITS (1..16) overrides it, for tuning. */
+constexpr long long SPLIT_TARGET = 1024, MIN_SPLIT_TILES = 8;
+
+inline int split_count(long long blocks, long long max_n)
+{
+    const char *env = getenv("DSV4_HIP_ATTN_SPLITS");
+    if (env && atoi(env) >= 1 && atoi(env) <= MAX_SPLITS)
+        return atoi(env);
+    if (blocks <= 0 || blocks >= SPLIT_TARGET / 2)
+        return 1;
+    long long s = (SPLIT_TARGET + blocks - 1) / blocks;
+    const long long by_keys = (max_n + KT * MIN_SPLIT_TILES - 1) / (KT * MIN_SPLIT_TILES);
+    s = s < by_keys ? s : by_keys;
+    return s < 1 ? 1 : s > MAX_SPLITS ? MAX_SPLITS : (int)s;
+}
+
+/* max_n: the most entries a token has (host side, for the split count). */
 template <typename Src>
 inline hipError_t attn_launch(const Src &src, const void *q, const void *sink, long long T, long long H, double scale,
-                              void *out, hipStream_t stream)
+                              long long max_n, void *out, hipStream_t stream)
 {
     const long long groups = (H + HG - 1) / HG;
     if (T == 0 || H == 0)
         return hipSuccess;
-    hipLaunchKernelGGL(attn_kernel<Src>, dim3((unsigned)(T * groups)), dim3(NT), 0, stream, src,
-                       (const uint16_t *)q, (const float *)sink, H, (int)groups, (float)scale, (uint16_t *)out);
+    const int splits = split_count(T * groups, max_n);
+    float *part = nullptr;
+    if (splits > 1) {
+        hipError_t e = dsv4_hip_scratch((size_t)(T * groups * splits) * PART * sizeof(float), (void **)&part);
+        if (e != hipSuccess)
+            return e;
+    }
+    hipLaunchKernelGGL(attn_kernel<Src>, dim3((unsigned)(T * groups * splits)), dim3(NT), 0, stream, src,
+                       (const uint16_t *)q, (const float *)sink, H, (int)groups, splits, (float)scale,
+                       (uint16_t *)out, part);
+    if (splits > 1)
+        hipLaunchKernelGGL(combine_kernel, dim3((unsigned)(T * groups)), dim3(NT), 0, stream, part,
+                           (const float *)sink, H, (int)groups, splits, (uint16_t *)out);
     return hipGetLastError();
 }
 

@@ -142,7 +142,9 @@ typedef struct dsv4_plugin {
      * time of one launch with the inputs already on the device.  The
      * pseudo-op DSV4_PLUGIN_COPY_OP (int param "bytes", no tensors) times a
      * device-to-device copy of that many bytes: the bench's bandwidth
-     * ceiling. */
+     * ceiling.  The pseudo-op DSV4_PLUGIN_MMA_OP (int param "flop", no
+     * tensors) times that many bf16 matrix-unit FLOPs (fp32 accumulate) from
+     * registers: the ceiling of the compute lines. */
     int (*time)(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
                 const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs,
                 int noutputs, int iters, double *ms, char *err, size_t errlen);
@@ -154,6 +156,7 @@ typedef struct dsv4_plugin {
 } dsv4_plugin;
 
 #define DSV4_PLUGIN_COPY_OP "dsv4_device_copy"
+#define DSV4_PLUGIN_MMA_OP "dsv4_device_mma"
 
 typedef const dsv4_plugin *(*dsv4_plugin_entry_fn)(void);
 
