@@ -27,6 +27,14 @@ DSV4_AVX2_INLINE __m256i dsv4_avx2_abs_bits(__m256 x)
     return _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7FFFFFFF));
 }
 
+DSV4_AVX2_INLINE int32_t dsv4_avx2_hmax_epi32(__m256i m)
+{
+    __m128i h = _mm_max_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+    h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+    return _mm_cvtsi128_si32(h);
+}
+
 /* The largest non-NaN |x| bits over n vectors (0 if none) and whether any
  * lane was not NaN (the integer max of amax_block / group_amax). */
 DSV4_AVX2_INLINE int32_t dsv4_avx2_amax_bits(const __m256 *v, int n, int *seen)
@@ -38,11 +46,8 @@ DSV4_AVX2_INLINE int32_t dsv4_avx2_amax_bits(const __m256 *v, int n, int *seen)
         m = _mm256_max_epi32(m, _mm256_andnot_si256(nan, a));
         ok_any = _mm256_or_si256(ok_any, _mm256_andnot_si256(nan, _mm256_set1_epi32(-1)));
     }
-    __m128i h = _mm_max_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-    h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0x4E));
-    h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0xB1));
     *seen = !_mm256_testz_si256(ok_any, ok_any);
-    return _mm_cvtsi128_si32(h);
+    return dsv4_avx2_hmax_epi32(m);
 }
 
 /* dsv4_e4m3_sat_lane (codec_inline.h) on 8 lanes: the codes as int32. */
