@@ -50,6 +50,18 @@ DSV4_AVX2_INLINE int32_t dsv4_avx2_amax_bits(const __m256 *v, int n, int *seen)
     return dsv4_avx2_hmax_epi32(m);
 }
 
+/* dsv4_bf16_from_f32_inline then back to fp32, on 8 lanes: RNE (overflow
+ * carries into Inf), NaN quiet with its sign. */
+DSV4_AVX2_INLINE __m256 dsv4_avx2_bf16_round(__m256 x)
+{
+    const __m256i b = _mm256_castps_si256(x), hi = _mm256_set1_epi32((int32_t)0xFFFF0000u);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+    const __m256i rne = _mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7FFF)), odd);
+    const __m256i quiet = _mm256_or_si256(b, _mm256_set1_epi32(0x00400000));
+    const __m256i nan = _mm256_cmpgt_epi32(dsv4_avx2_abs_bits(x), _mm256_set1_epi32(0x7F800000));
+    return _mm256_castsi256_ps(_mm256_and_si256(_mm256_blendv_epi8(rne, quiet, nan), hi));
+}
+
 /* dsv4_e4m3_sat_lane (codec_inline.h) on 8 lanes: the codes as int32. */
 DSV4_AVX2_INLINE __m256i dsv4_avx2_e4m3_sat(__m256 q, int fnuz)
 {

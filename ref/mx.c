@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "codec_avx2.h"
+#include "mx_avx2.h"
 #include "codec_inline.h"
 #include "numerics.h"
 #include "parallel.h"
@@ -476,6 +477,26 @@ DSV4_AVX2_INLINE int fp4_codes_avx2(const __m256 v[4], float m, dsv4_mx_elem ele
 }
 
 /* The rows with elem a constant at each call (the branches fold away). */
+/* One block in four vectors: its scale byte, its 16 packed bytes; elem is
+ * a constant at each call (the branches fold away). */
+DSV4_AVX2_INLINE uint8_t fp4_block_avx2(const __m256 v[4], dsv4_mx_rule rule, dsv4_mx_elem elem,
+                                        dsv4_mx_elem elem_arg, uint8_t *pb)
+{
+    const float amax = amax_avx2(v);
+    const uint8_t b = scale_byte(rule, amax);
+    if (!isnan(amax) && !(rule == DSV4_MX_FP4_OCP && b == 0xFF) &&
+        fp4_codes_avx2(v, fp4_multiplier(rule, b, amax), elem, pb))
+        return b;
+    float f[DSV4_MX_BLOCK];
+    uint8_t codes[DSV4_MX_BLOCK];
+    for (int r = 0; r < 4; r++)
+        _mm256_storeu_ps(f + 8 * r, v[r]);
+    (void)quant_block_fp4(f, DSV4_MX_BLOCK, rule, elem_arg, codes);
+    for (int i = 0; i < DSV4_MX_BLOCK / 2; i++)
+        pb[i] = dsv4_e2m1_pack(codes[2 * i], codes[2 * i + 1]);
+    return b;
+}
+
 DSV4_AVX2_INLINE void fp4_rows_avx2(const mx_rows_job *j, dsv4_mx_elem elem, int64_t t0, int64_t t1)
 {
     const int64_t W = j->W, nb = W / DSV4_MX_BLOCK;
@@ -483,33 +504,37 @@ DSV4_AVX2_INLINE void fp4_rows_avx2(const mx_rows_job *j, dsv4_mx_elem elem, int
         for (int64_t k = 0; k < nb; k++) {
             __m256 v[4];
             load_block_avx2(j, t * W + k * DSV4_MX_BLOCK, v);
-            const float amax = amax_avx2(v);
-            const uint8_t b = scale_byte(j->rule, amax);
-            uint8_t *pb = j->data + t * (W / 2) + k * (DSV4_MX_BLOCK / 2);
-            j->scales[t * nb + k] = b;
-            if (!isnan(amax) && !(j->rule == DSV4_MX_FP4_OCP && b == 0xFF) &&
-                fp4_codes_avx2(v, fp4_multiplier(j->rule, b, amax), elem, pb))
-                continue;
-            float f[DSV4_MX_BLOCK];
-            uint8_t codes[DSV4_MX_BLOCK];
-            for (int r = 0; r < 4; r++)
-                _mm256_storeu_ps(f + 8 * r, v[r]);
-            (void)quant_block_fp4(f, DSV4_MX_BLOCK, j->rule, j->elem, codes);
-            for (int i = 0; i < DSV4_MX_BLOCK / 2; i++)
-                pb[i] = dsv4_e2m1_pack(codes[2 * i], codes[2 * i + 1]);
+            j->scales[t * nb + k] =
+                fp4_block_avx2(v, j->rule, elem, j->elem, j->data + t * (W / 2) + k * (DSV4_MX_BLOCK / 2));
         }
 }
+
+/* elem as a constant for the block code: e2m1_encode's three cases. */
+#define DSV4_FP4_BY_ELEM(elem, CALL)                                                                          \
+    switch (elem) {                                                                                           \
+    case DSV4_MX_ELEM_THRESHOLD: CALL(DSV4_MX_ELEM_THRESHOLD); break;                                         \
+    case DSV4_MX_ELEM_RNE: CALL(DSV4_MX_ELEM_RNE); break;                                                     \
+    default: CALL(DSV4_MX_ELEM_HALF_AWAY); break;                                                             \
+    }
 
 DSV4_AVX2 static int fp4_rows_range_avx2(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
 {
     (void)worker, (void)st;
     const mx_rows_job *j = ctx;
-    switch (j->elem) {
-    case DSV4_MX_ELEM_THRESHOLD: fp4_rows_avx2(j, DSV4_MX_ELEM_THRESHOLD, t0, t1); break;
-    case DSV4_MX_ELEM_RNE: fp4_rows_avx2(j, DSV4_MX_ELEM_RNE, t0, t1); break;
-    default: fp4_rows_avx2(j, DSV4_MX_ELEM_HALF_AWAY, t0, t1); break; /* as e2m1_encode */
-    }
+#define ROWS(e) fp4_rows_avx2(j, e, t0, t1)
+    DSV4_FP4_BY_ELEM(j->elem, ROWS)
+#undef ROWS
     return DSV4_OK;
+}
+
+DSV4_AVX2 uint8_t dsv4_mx_fp4_block_avx2(const __m256 v[4], dsv4_mx_rule rule, dsv4_mx_elem elem, uint8_t *packed)
+{
+    pthread_once(&ceil_log2_once, ceil_log2_init);
+    uint8_t b = 0;
+#define BLOCK(e) b = fp4_block_avx2(v, rule, e, elem, packed)
+    DSV4_FP4_BY_ELEM(elem, BLOCK)
+#undef BLOCK
+    return b;
 }
 
 DSV4_AVX2 static int fp8_rows_range_avx2(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
