@@ -313,15 +313,17 @@ DSV4_VECTOR_CLONES static int qquant_range(void *ctx, int64_t t0, int64_t t1, in
 }
 
 #if DSV4_HAVE_AVX2_PATHS
-/* rope_bf16 of 8 lanes (pairs k..k+3 of the RoPE part): products rounded,
- * then even lanes ec - os and odd lanes oc + es (= es + oc), then bf16. */
+/* rope_bf16 of 8 lanes (pairs k..k+3 of the RoPE part): the products,
+ * then even lanes ec - os and odd lanes es + oc with the operands in
+ * rope_bf16's order (a NaN operand's payload survives as there), then bf16. */
 DSV4_AVX2_INLINE __m256 rope_bf16_avx2(__m256 v, const float *row, int half, int k)
 {
     const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
     const __m256 c = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(row + k)), dup);
     const __m256 s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(row + half + k)), dup);
     const __m256 ec_oc = _mm256_mul_ps(v, c), os_es = _mm256_mul_ps(_mm256_permute_ps(v, 0xB1), s);
-    return dsv4_avx2_bf16_round(_mm256_addsub_ps(ec_oc, os_es));
+    const __m256 even = _mm256_sub_ps(ec_oc, os_es), odd = _mm256_add_ps(os_es, ec_oc);
+    return dsv4_avx2_bf16_round(_mm256_blend_ps(even, odd, 0xAA));
 }
 
 /* qquant_range with the head rows built in registers block by block (a
@@ -335,6 +337,7 @@ DSV4_AVX2 static int qquant_range_avx2(void *ctx, int64_t t0, int64_t t1, int wo
     const int D = a->D, H = a->H, nope = a->D - a->rope_dim, half = a->rope_dim / 2;
     const float ws_b = (float)(a->softmax_scale * a->head_scale); /* as qquant_range */
     const float ss_a = (float)a->softmax_scale, hs_a = (float)a->head_scale;
+    dsv4_mx_prepare();
     for (int64_t t = t0; t < t1; t++) {
         const float *row;
         char what[32];

@@ -91,14 +91,15 @@ static void ceil_log2_init(void)
     }
 }
 
-/* ceilf(dsv4_log2_f32(r)) for finite r > 0, once the table is built
- * (every entry point runs ceil_log2_once first). */
-DSV4_HOT_INLINE float ceil_log2_f32(float r)
+/* (int)ceilf(dsv4_log2_f32(r)) for finite r > 0, once the table is built
+ * (every entry point runs ceil_log2_once first); in int, as the callers
+ * want it (the values are small integers, exact either way). */
+DSV4_HOT_INLINE int ceil_log2_f32(float r)
 {
     const uint32_t b = dsv4_bits_f32(r), E = b >> 23;
     if (E == 0 || E >= 255)
-        return ceilf(dsv4_log2_f32(r));
-    return (float)((int)E - 127 + ((b & 0x7FFFFFu) >= ceil_log2_thr[E]));
+        return (int)ceilf(dsv4_log2_f32(r));
+    return (int)E - 127 + ((b & 0x7FFFFFu) >= ceil_log2_thr[E]);
 }
 
 /* floor(log2 a) for finite a > 0, exact (frexp: a = m * 2^e, m in [0.5, 1)). */
@@ -120,7 +121,7 @@ DSV4_HOT_INLINE uint8_t fp4_scale_ceil_f32log2(float amax)
     float ratio = a * dsv4_f32_of_bits(INV6_BITS);
     if (isinf(ratio))
         return 127 + 127;
-    int lr = clampi((int)ceil_log2_f32(ratio), -127, 127);
+    int lr = clampi(ceil_log2_f32(ratio), -127, 127);
     return (uint8_t)(lr + 127);
 }
 
@@ -205,7 +206,7 @@ DSV4_HOT_INLINE uint8_t fp8_scale_ceil_f32log2(float amax)
     float r = max_f(amax, FLT_MIN) / 448.0f;
     if (isinf(r))
         return 254;
-    return (uint8_t)clampi((int)ceil_log2_f32(r) + 127, 0, 254);
+    return (uint8_t)clampi(ceil_log2_f32(r) + 127, 0, 254);
 }
 
 DSV4_HOT_INLINE uint8_t fp8_scale_floor(float amax)
@@ -371,6 +372,8 @@ uint8_t dsv4_mx_quant_block_fp8(const float *x, int n, dsv4_mx_rule rule, uint8_
     return quant_block_fp8(x, n, rule, codes);
 }
 
+void dsv4_mx_prepare(void) { pthread_once(&ceil_log2_once, ceil_log2_init); }
+
 static int check_rows(int64_t T, int64_t W, dsv4_mx_rule rule, int want_fp4, dsv4_status *st)
 {
     pthread_once(&ceil_log2_once, ceil_log2_init);
@@ -529,11 +532,36 @@ DSV4_AVX2 static int fp4_rows_range_avx2(void *ctx, int64_t t0, int64_t t1, int 
 
 DSV4_AVX2 uint8_t dsv4_mx_fp4_block_avx2(const __m256 v[4], dsv4_mx_rule rule, dsv4_mx_elem elem, uint8_t *packed)
 {
-    pthread_once(&ceil_log2_once, ceil_log2_init);
     uint8_t b = 0;
 #define BLOCK(e) b = fp4_block_avx2(v, rule, e, elem, packed)
     DSV4_FP4_BY_ELEM(elem, BLOCK)
 #undef BLOCK
+    return b;
+}
+
+/* One MXFP8 block in four vectors: its scale byte, its 32 codes. */
+DSV4_AVX2_INLINE uint8_t fp8_block_avx2(const __m256 v[4], dsv4_mx_rule rule, uint8_t *out)
+{
+    const float amax = amax_avx2(v);
+    const uint8_t b = scale_byte(rule, amax);
+    if (isnan(amax)) {
+        float f[DSV4_MX_BLOCK];
+        for (int r = 0; r < 4; r++)
+            _mm256_storeu_ps(f + 8 * r, v[r]);
+        (void)quant_block_fp8(f, DSV4_MX_BLOCK, rule, out);
+        return b;
+    }
+    __m256i c[4];
+    if (rule == DSV4_MX_FP8_FLOOR) { /* x / 2^(byte-127), as quant_block_fp8 */
+        const __m256 d = _mm256_set1_ps(pow2f((int)b - 127));
+        for (int r = 0; r < 4; r++)
+            c[r] = dsv4_avx2_e4m3_sat(_mm256_div_ps(v[r], d), 0);
+    } else {
+        const __m256 m = _mm256_set1_ps(pow2f(127 - (int)b));
+        for (int r = 0; r < 4; r++)
+            c[r] = dsv4_avx2_e4m3_sat(_mm256_mul_ps(v[r], m), 0);
+    }
+    _mm256_storeu_si256((__m256i *)(void *)out, dsv4_avx2_pack_bytes(c[0], c[1], c[2], c[3]));
     return b;
 }
 
@@ -546,30 +574,14 @@ DSV4_AVX2 static int fp8_rows_range_avx2(void *ctx, int64_t t0, int64_t t1, int 
         for (int64_t k = 0; k < nb; k++) {
             __m256 v[4];
             load_block_avx2(j, t * W + k * DSV4_MX_BLOCK, v);
-            const float amax = amax_avx2(v);
-            const uint8_t b = scale_byte(j->rule, amax);
-            uint8_t *out = j->data + t * W + k * DSV4_MX_BLOCK;
-            j->scales[t * nb + k] = b;
-            if (isnan(amax)) {
-                float f[DSV4_MX_BLOCK];
-                for (int r = 0; r < 4; r++)
-                    _mm256_storeu_ps(f + 8 * r, v[r]);
-                (void)quant_block_fp8(f, DSV4_MX_BLOCK, j->rule, out);
-                continue;
-            }
-            __m256i c[4];
-            if (j->rule == DSV4_MX_FP8_FLOOR) { /* x / 2^(byte-127), as quant_block_fp8 */
-                const __m256 d = _mm256_set1_ps(pow2f((int)b - 127));
-                for (int r = 0; r < 4; r++)
-                    c[r] = dsv4_avx2_e4m3_sat(_mm256_div_ps(v[r], d), 0);
-            } else {
-                const __m256 m = _mm256_set1_ps(pow2f(127 - (int)b));
-                for (int r = 0; r < 4; r++)
-                    c[r] = dsv4_avx2_e4m3_sat(_mm256_mul_ps(v[r], m), 0);
-            }
-            _mm256_storeu_si256((__m256i *)(void *)out, dsv4_avx2_pack_bytes(c[0], c[1], c[2], c[3]));
+            j->scales[t * nb + k] = fp8_block_avx2(v, j->rule, j->data + t * W + k * DSV4_MX_BLOCK);
         }
     return DSV4_OK;
+}
+
+DSV4_AVX2 uint8_t dsv4_mx_fp8_block_avx2(const __m256 v[4], dsv4_mx_rule rule, uint8_t *codes)
+{
+    return fp8_block_avx2(v, rule, codes);
 }
 #endif
 
