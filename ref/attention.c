@@ -562,13 +562,23 @@ DSV4_AVX2_INLINE __m256 inverse_rope_avx2(__m256 v, const float *cs_row, int hal
     const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
     const __m256 c = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(cs_row + k)), dup);
     const __m256 s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(cs_row + half + k)), dup);
-    const __m256 ec_oc = _mm256_mul_ps(v, c), os_es = _mm256_mul_ps(_mm256_permute_ps(v, 0xB1), s);
-    return _mm256_blend_ps(_mm256_add_ps(ec_oc, os_es), _mm256_sub_ps(ec_oc, os_es), 0xAA);
+    const __m256 swapped = _mm256_permute_ps(v, 0xB1); /* v is finite: no NaN operand order in the products */
+    const __m256 ec_oc = _mm256_mul_ps(v, c), os_es = _mm256_mul_ps(swapped, s);
+    return _mm256_blend_ps(dsv4_avx2_first_nan(_mm256_add_ps(ec_oc, os_es), ec_oc), _mm256_sub_ps(ec_oc, os_es), 0xAA);
+}
+
+static int cs_has_nan(const float *cs_row, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (isnan(cs_row[i]))
+            return 1;
+    return 0;
 }
 
 /* rope_f32_range's MXFP8 rows with each block loaded, rotated and encoded
  * in registers (no fp32 copy of the token); a token with a non-finite
- * lane takes rope_f32_range for its message. */
+ * lane takes rope_f32_range for its message, and one whose cos/sin row has
+ * a NaN takes it for its NaN payloads (dsv4_avx2_any_nan). */
 DSV4_AVX2 static int rope_mxfp8_range_avx2(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
 {
     const rope_f32_job *j = ctx;
@@ -581,13 +591,14 @@ DSV4_AVX2 static int rope_mxfp8_range_avx2(void *ctx, int64_t t0, int64_t t1, in
         const __m256i expo = _mm256_set1_epi16(0x7F80);
         for (int64_t i = 0; i < n; i += 16)
             bad = _mm256_or_si256(bad, _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(o + i)), expo), expo));
-        if (!_mm256_testz_si256(bad, bad)) {
+        const float *cs_row = j->cs + j->positions[t] * j->rope_dim;
+        if (!_mm256_testz_si256(bad, bad) || (j->rope_dim % 8 == 0 && dsv4_avx2_any_nan(cs_row, j->rope_dim)) ||
+            (j->rope_dim % 8 && cs_has_nan(cs_row, j->rope_dim))) {
             const int rc = rope_f32_range(ctx, t, t + 1, worker, st);
             if (rc)
                 return rc;
             continue;
         }
-        const float *cs_row = j->cs + j->positions[t] * j->rope_dim;
         for (int64_t h = 0; h < H; h++)
             for (int b = 0; b < D / DSV4_MX_BLOCK; b++) {
                 const int i0 = b * DSV4_MX_BLOCK;

@@ -50,6 +50,29 @@ DSV4_AVX2_INLINE int32_t dsv4_avx2_amax_bits(const __m256 *v, int n, int *seen)
     return dsv4_avx2_hmax_epi32(m);
 }
 
+/* r = a + b or a * b with the NaN lanes C gives: x86 returns the first
+ * operand's NaN (quieted) when it is NaN, but a compiler may swap the
+ * operands of a commutative intrinsic, so those lanes are set here. */
+DSV4_AVX2_INLINE __m256 dsv4_avx2_first_nan(__m256 r, __m256 a)
+{
+    const __m256 quiet_a = _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(a), _mm256_set1_epi32(0x00400000)));
+    return _mm256_blendv_ps(r, quiet_a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+}
+
+/* Whether any of x[0..n) is NaN (n a multiple of 8).  A NaN operand on
+ * both sides of a product or sum leaves C free to return either payload
+ * (the compiler may swap the operands), so the paths that meet such
+ * inputs from a table take the portable code for them. */
+DSV4_AVX2_INLINE int dsv4_avx2_any_nan(const float *x, int n)
+{
+    __m256 u = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        u = _mm256_or_ps(u, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    return !_mm256_testz_ps(u, u);
+}
+
 /* dsv4_bf16_from_f32_inline then back to fp32, on 8 lanes: RNE (overflow
  * carries into Inf), NaN quiet with its sign. */
 DSV4_AVX2_INLINE __m256 dsv4_avx2_bf16_round(__m256 x)

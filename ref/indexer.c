@@ -313,16 +313,17 @@ DSV4_VECTOR_CLONES static int qquant_range(void *ctx, int64_t t0, int64_t t1, in
 }
 
 #if DSV4_HAVE_AVX2_PATHS
-/* rope_bf16 of 8 lanes (pairs k..k+3 of the RoPE part): the products,
- * then even lanes ec - os and odd lanes es + oc with the operands in
- * rope_bf16's order (a NaN operand's payload survives as there), then bf16. */
+/* rope_bf16 of 8 lanes (pairs k..k+3 of the RoPE part) for a cos/sin row
+ * without NaN: the products, then even lanes ec - os and odd lanes es + oc
+ * (es's NaN when both are NaN, as the portable code gives), then bf16. */
 DSV4_AVX2_INLINE __m256 rope_bf16_avx2(__m256 v, const float *row, int half, int k)
 {
     const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
     const __m256 c = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(row + k)), dup);
     const __m256 s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(row + half + k)), dup);
-    const __m256 ec_oc = _mm256_mul_ps(v, c), os_es = _mm256_mul_ps(_mm256_permute_ps(v, 0xB1), s);
-    const __m256 even = _mm256_sub_ps(ec_oc, os_es), odd = _mm256_add_ps(os_es, ec_oc);
+    const __m256 swapped = _mm256_permute_ps(v, 0xB1);
+    const __m256 ec_oc = _mm256_mul_ps(v, c), os_es = _mm256_mul_ps(swapped, s); /* c, s not NaN here */
+    const __m256 even = _mm256_sub_ps(ec_oc, os_es), odd = dsv4_avx2_first_nan(_mm256_add_ps(os_es, ec_oc), os_es);
     return dsv4_avx2_bf16_round(_mm256_blend_ps(even, odd, 0xAA));
 }
 
@@ -345,6 +346,11 @@ DSV4_AVX2 static int qquant_range_avx2(void *ctx, int64_t t0, int64_t t1, int wo
         int rc = dsv4_rope_row(a->cos_sin_cache, a->num_pos, a->rope_dim, a->positions[t], what, &row, st);
         if (rc)
             return rc;
+        if (dsv4_avx2_any_nan(row, a->rope_dim)) { /* NaN beside a NaN q lane: the portable code's payload */
+            if ((rc = qquant_range(ctx, t, t + 1, worker, st)))
+                return rc;
+            continue;
+        }
         for (int h = 0; h < H; h++) {
             const int64_t th = t * H + h;
             const uint16_t *src = a->q + th * D;
