@@ -35,10 +35,22 @@ typedef struct qnorm_job {
     double *scratch;  /* [workers, H, 512] with q_bf16 */
 } qnorm_job;
 
+/* out[i] = dsv4_bf16_from_f32_inline((float)y[i]), branch-free so that
+ * it vectorizes (the NaN case selected, not branched to). */
+DSV4_VECTOR_CLONES DSV4_NOINLINE static void store_bf16(const double *restrict y, int64_t n, uint16_t *restrict out)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t b = dsv4_bits_f32((float)y[i]);
+        const int32_t nan = -(int32_t)((b & 0x7FFFFFFFu) > 0x7F800000u);
+        out[i] = (uint16_t)((uint32_t)dsv4_sel_i32(nan, (int32_t)((b >> 16) | 0x0040u),
+                                                   (int32_t)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16)));
+    }
+}
+
 /* Head rows: y = x / sqrt(mean(x^2) + eps) (no weight, docs/semantics/gemm.md A3, Q steps 2-3), the
  * magnitudes, then forward GPT-J at positions[t] (Q 4).  The sums of
  * squares of four heads run side by side, each in its serial order. */
-static int qnorm_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+DSV4_VECTOR_CLONES static int qnorm_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
 {
     const qnorm_job *j = ctx;
     const dsv4_qnorm_insert_args *a = j->a;
@@ -95,8 +107,7 @@ static int qnorm_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_statu
             }
         }
         if (j->q_bf16) /* as dsv4_tensor_set stores a bf16 element: via fp32 */
-            for (int64_t i = 0; i < a->H * D; i++)
-                j->q_bf16[t * a->H * D + i] = dsv4_bf16_from_f32_inline((float)yt[i]);
+            store_bf16(yt, a->H * D, j->q_bf16 + t * a->H * D);
     }
     return DSV4_OK;
 }
