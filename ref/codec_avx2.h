@@ -113,7 +113,9 @@ DSV4_AVX2_INLINE __m256i dsv4_avx2_e2m1_magnitude(__m256 q, int half_away)
 {
     const __m256 a = _mm256_castsi256_ps(dsv4_avx2_abs_bits(q));
 #define DSV4_E2M1_UP(t) _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(t), _CMP_GE_OQ))
-#define DSV4_E2M1_TIE(t) _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(t), half_away ? _CMP_GE_OQ : _CMP_GT_OQ))
+#define DSV4_E2M1_TIE(t)                                                                                    \
+    _mm256_castps_si256(half_away ? _mm256_cmp_ps(a, _mm256_set1_ps(t), _CMP_GE_OQ)                         \
+                                  : _mm256_cmp_ps(a, _mm256_set1_ps(t), _CMP_GT_OQ))
     /* RNE: the ties at 0.25, 1.25, 2.5, 5 stay down (>), the others go up (>=) */
     const __m256i n0 = _mm256_add_epi32(DSV4_E2M1_TIE(0.25f), DSV4_E2M1_UP(0.75f));
     const __m256i n1 = _mm256_add_epi32(DSV4_E2M1_TIE(1.25f), DSV4_E2M1_UP(1.75f));
