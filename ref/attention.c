@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "codec_inline.h"
+#include "mx_avx2.h"
 #include "numerics.h"
 #include "parallel.h"
 
@@ -553,6 +554,70 @@ static int rope_f32_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_st
     return DSV4_OK;
 }
 
+#if DSV4_HAVE_AVX2_PATHS
+/* dsv4_rope_gptj_f32 inverse on 8 lanes (pairs k..k+3): even lanes ec + os,
+ * odd lanes oc - es, the operands in its order. */
+DSV4_AVX2_INLINE __m256 inverse_rope_avx2(__m256 v, const float *cs_row, int half, int k)
+{
+    const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    const __m256 c = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(cs_row + k)), dup);
+    const __m256 s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(cs_row + half + k)), dup);
+    const __m256 swapped = _mm256_permute_ps(v, 0xB1); /* v is finite: no NaN operand order in the products */
+    const __m256 ec_oc = _mm256_mul_ps(v, c), os_es = _mm256_mul_ps(swapped, s);
+    return _mm256_blend_ps(dsv4_avx2_first_nan(_mm256_add_ps(ec_oc, os_es), ec_oc), _mm256_sub_ps(ec_oc, os_es), 0xAA);
+}
+
+static int cs_has_nan(const float *cs_row, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (isnan(cs_row[i]))
+            return 1;
+    return 0;
+}
+
+/* rope_f32_range's MXFP8 rows with each block loaded, rotated and encoded
+ * in registers (no fp32 copy of the token); a token with a non-finite
+ * lane takes rope_f32_range for its message, and one whose cos/sin row has
+ * a NaN takes it for its NaN payloads (dsv4_avx2_any_nan). */
+DSV4_AVX2 static int rope_mxfp8_range_avx2(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    const rope_f32_job *j = ctx;
+    const int64_t H = j->H, n = H * D;
+    const int nope = D - j->rope_dim, half = j->rope_dim / 2;
+    dsv4_mx_prepare();
+    for (int64_t t = t0; t < t1; t++) {
+        const uint16_t *o = j->o + t * n;
+        __m256i bad = _mm256_setzero_si256();
+        const __m256i expo = _mm256_set1_epi16(0x7F80);
+        for (int64_t i = 0; i < n; i += 16)
+            bad = _mm256_or_si256(bad, _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(o + i)), expo), expo));
+        const float *cs_row = j->cs + j->positions[t] * j->rope_dim;
+        if (!_mm256_testz_si256(bad, bad) || (j->rope_dim % 8 == 0 && dsv4_avx2_any_nan(cs_row, j->rope_dim)) ||
+            (j->rope_dim % 8 && cs_has_nan(cs_row, j->rope_dim))) {
+            const int rc = rope_f32_range(ctx, t, t + 1, worker, st);
+            if (rc)
+                return rc;
+            continue;
+        }
+        for (int64_t h = 0; h < H; h++)
+            for (int b = 0; b < D / DSV4_MX_BLOCK; b++) {
+                const int i0 = b * DSV4_MX_BLOCK;
+                const int64_t row = t * H + h;
+                __m256 v[4];
+                if (t + 1 < t1) /* the next token's line at this place: its read overlaps this work */
+                    _mm_prefetch((const char *)(o + n + h * D + i0), _MM_HINT_T0);
+                for (int r = 0; r < 4; r++) {
+                    v[r] = dsv4_avx2_load_bf16(o + h * D + i0 + 8 * r);
+                    if (i0 + 8 * r >= nope)
+                        v[r] = inverse_rope_avx2(v[r], cs_row, half, (i0 + 8 * r - nope) / 2);
+                }
+                j->scales[row * (D / DSV4_MX_BLOCK) + b] = dsv4_mx_fp8_block_avx2(v, j->rule, j->data + row * D + i0);
+            }
+    }
+    return DSV4_OK;
+}
+#endif
+
 int dsv4_ref_inverse_rope_rows_f32(const uint16_t *o, int64_t T, int64_t H, const int64_t *positions,
                                    const float *cos_sin_cache, int64_t num_pos, int rope_dim, float *out,
                                    dsv4_status *st)
@@ -582,7 +647,12 @@ int dsv4_ref_inverse_rope_mxfp8_rows(const uint16_t *o, int64_t T, int64_t H, co
     /* Token by token: the rows of dsv4_ref_inverse_rope_rows_f32, then their
      * MXFP8; no [T, H, 512] fp32 copy. */
     rope_f32_job j = {o, H, positions, cos_sin_cache, rope_dim, NULL, buf, rule, data, scales};
-    rc = dsv4_parallel_for(T, grain, 0, rope_f32_range, &j, st);
+    dsv4_par_fn fn = rope_f32_range;
+#if DSV4_HAVE_AVX2_PATHS
+    if (dsv4_simd_avx2() && (D - rope_dim) % 8 == 0) /* the RoPE part starts on a vector */
+        fn = rope_mxfp8_range_avx2;
+#endif
+    rc = dsv4_parallel_for(T, grain, 0, fn, &j, st);
     free(buf);
     return rc;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec_inline.h"
 #include "numerics.h"
 #include "parallel.h"
 #include "rope.h"
@@ -30,14 +31,27 @@ static int rope_row_of(const dsv4_qnorm_insert_args *a, int64_t t, const float *
 typedef struct qnorm_job {
     const dsv4_qnorm_insert_args *a;
     double *q_out, *mag;
+    uint16_t *q_bf16; /* instead of q_out: bf16(fp32(y)), through scratch */
+    double *scratch;  /* [workers, H, 512] with q_bf16 */
 } qnorm_job;
+
+/* out[i] = dsv4_bf16_from_f32_inline((float)y[i]), branch-free so that
+ * it vectorizes (the NaN case selected, not branched to). */
+DSV4_VECTOR_CLONES DSV4_NOINLINE static void store_bf16(const double *restrict y, int64_t n, uint16_t *restrict out)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t b = dsv4_bits_f32((float)y[i]);
+        const int32_t nan = -(int32_t)((b & 0x7FFFFFFFu) > 0x7F800000u);
+        out[i] = (uint16_t)((uint32_t)dsv4_sel_i32(nan, (int32_t)((b >> 16) | 0x0040u),
+                                                   (int32_t)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16)));
+    }
+}
 
 /* Head rows: y = x / sqrt(mean(x^2) + eps) (no weight, docs/semantics/gemm.md A3, Q steps 2-3), the
  * magnitudes, then forward GPT-J at positions[t] (Q 4).  The sums of
  * squares of four heads run side by side, each in its serial order. */
-static int qnorm_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+DSV4_VECTOR_CLONES static int qnorm_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
 {
-    (void)worker;
     const qnorm_job *j = ctx;
     const dsv4_qnorm_insert_args *a = j->a;
     for (int64_t t = t0; t < t1; t++) {
@@ -45,19 +59,24 @@ static int qnorm_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_statu
         int rc = rope_row_of(a, t, &row, st);
         if (rc)
             return rc;
+        /* token t's rows: in q_out, or in this worker's scratch */
+        double *yt = j->q_bf16 ? j->scratch + (size_t)worker * (size_t)(a->H * D) : j->q_out + t * a->H * D;
         for (int64_t h0 = 0; h0 < a->H; h0 += 4) {
             const int nh = a->H - h0 < 4 ? (int)(a->H - h0) : 4;
             double ss[4] = {0, 0, 0, 0};
             for (int k = 0; k < nh; k++) {
                 const uint16_t *x = a->q + (t * a->H + h0 + k) * D;
-                double *y = j->q_out + (t * a->H + h0 + k) * D;
-                for (int d = 0; d < D; d++)
-                    y[d] = dsv4_bf16_to_f32(x[d]);
-                for (int d = 0; d < D; d++)
+                double *y = yt + (h0 + k) * D;
+                int finite = 1;
+                for (int d = 0; d < D; d++) {
+                    y[d] = dsv4_bf16_to_f32_inline(x[d]);
+                    finite &= (x[d] & 0x7F80u) != 0x7F80u; /* bf16 exponent all ones: Inf or NaN */
+                }
+                for (int d = 0; !finite && d < D; d++)
                     if (!isfinite(y[d]))
                         return dsv4_fail(st, DSV4_EINPUT, "q[%" PRId64 ", %" PRId64 ", %d] is not finite", t, h0 + k, d);
             }
-            const double *y0 = j->q_out + (t * a->H + h0) * D;
+            const double *y0 = yt + h0 * D;
             if (nh == 4)
                 for (int d = 0; d < D; d++) {
                     ss[0] += y0[d] * y0[d];
@@ -70,7 +89,7 @@ static int qnorm_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_statu
                     for (int d = 0; d < D; d++)
                         ss[k] += y0[k * D + d] * y0[k * D + d];
             for (int k = 0; k < nh; k++) {
-                double *y = j->q_out + (t * a->H + h0 + k) * D;
+                double *y = yt + (h0 + k) * D;
                 const double r = 1.0 / sqrt(ss[k] / D + a->eps);
                 for (int d = 0; d < D; d++)
                     y[d] *= r;
@@ -87,14 +106,28 @@ static int qnorm_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_statu
                 dsv4_rope_gptj_f64(y + NOPE, row, RD, DSV4_ROPE_FORWARD);
             }
         }
+        if (j->q_bf16) /* as dsv4_tensor_set stores a bf16 element: via fp32 */
+            store_bf16(yt, a->H * D, j->q_bf16 + t * a->H * D);
     }
     return DSV4_OK;
 }
 
 int dsv4_ref_qnorm_rope(const dsv4_qnorm_insert_args *a, double *q_out, double *mag, dsv4_status *st)
 {
-    qnorm_job j = {a, q_out, mag};
+    qnorm_job j = {a, q_out, mag, NULL, NULL};
     return dsv4_parallel_for(a->T, 8, 0, qnorm_range, &j, st);
+}
+
+int dsv4_ref_qnorm_rope_bf16(const dsv4_qnorm_insert_args *a, uint16_t *q_out, dsv4_status *st)
+{
+    const int grain = 8, nw = dsv4_parallel_workers(a->T, grain);
+    double *scratch = malloc((size_t)nw * (size_t)(a->H * D + 1) * sizeof *scratch);
+    if (!scratch)
+        return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
+    qnorm_job j = {a, NULL, NULL, q_out, scratch};
+    int rc = dsv4_parallel_for(a->T, grain, 0, qnorm_range, &j, st);
+    free(scratch);
+    return rc;
 }
 
 int dsv4_ref_kv_rope_insert(const dsv4_qnorm_insert_args *a, uint8_t *cache, const dsv4_kv_layout *L,

@@ -34,6 +34,10 @@ typedef struct dsv4_qnorm_insert_args {
  * |e s| + |o c| (RoPE lanes, of the normed pair). */
 int dsv4_ref_qnorm_rope(const dsv4_qnorm_insert_args *a, double *q_out, double *mag, dsv4_status *st);
 
+/* The same rows stored as bf16 (RNE of fp32(y), as a bf16 tensor stores a
+ * double), q_out [T, H, 512], without a [T, H, 512] double copy. */
+int dsv4_ref_qnorm_rope_bf16(const dsv4_qnorm_insert_args *a, uint16_t *q_out, dsv4_status *st);
+
 /* KV branch, bit-exact as the kernel: y = fp32(kv[t]); forward GPT-J RoPE
  * of lanes 448..511 in fp32 (rope.h, unfused products); bf16 of all 512;
  * encoded per docs/semantics/kvcache.md A2.2 into slot_mapping[t] (kvcache.h).  Slots -1 are

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "codec_avx2.h"
 #include "codec_inline.h"
 #include "parallel.h"
 
@@ -119,6 +120,82 @@ DSV4_VECTOR_CLONES static int rows_range(void *ctx, int64_t m0, int64_t m1, int 
     return DSV4_OK;
 }
 
+#if DSV4_HAVE_AVX2_PATHS
+/* The AVX2 rows (groups a multiple of 32): quant_group's steps eight lanes
+ * at a time (codec_avx2.h), the group's scale in scalar as there. */
+DSV4_AVX2_INLINE __m256 load8(const rows_job *j, int64_t i)
+{
+    return j->xh ? dsv4_avx2_load_bf16(j->xh + i) : _mm256_loadu_ps(j->x + i);
+}
+
+/* clamp_cvt_lane on 8 lanes (NaN passes both compares). */
+DSV4_AVX2_INLINE __m256i clamp_cvt_avx2(__m256 q, float mx, int fnuz)
+{
+    __m256 c = _mm256_blendv_ps(q, _mm256_set1_ps(-mx), _mm256_cmp_ps(q, _mm256_set1_ps(-mx), _CMP_LT_OQ));
+    c = _mm256_blendv_ps(c, _mm256_set1_ps(mx), _mm256_cmp_ps(q, _mm256_set1_ps(mx), _CMP_GT_OQ));
+    return dsv4_avx2_e4m3_sat(c, fnuz);
+}
+
+DSV4_AVX2_INLINE __m256 scaled_avx2(__m256 x, __m256 f, int divide)
+{
+    return divide ? _mm256_div_ps(x, f) : _mm256_mul_ps(x, f);
+}
+
+DSV4_AVX2_INLINE void rows_avx2(const rows_job *j, int divide, int fnuz, int64_t m0, int64_t m1)
+{
+    const int g = j->cfg->group;
+    const int64_t K = j->K, M = j->M, G = K / g;
+    const float mx = j->cfg->fp8_max;
+    for (int64_t m = m0; m < m1; m++)
+        for (int64_t k = 0; k < G; k++) {
+            const int64_t base = m * K + k * g;
+            __m256i am = _mm256_setzero_si256();
+            for (int i = 0; i < g; i += 8) { /* group_amax: the non-NaN |x| bits' max */
+                const __m256i a = dsv4_avx2_abs_bits(load8(j, base + i));
+                am = _mm256_max_epi32(am, _mm256_andnot_si256(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7F800000)), a));
+            }
+            float amax = dsv4_f32_of_bits((uint32_t)dsv4_avx2_hmax_epi32(am));
+            amax = amax > 1e-10f ? amax : 1e-10f;
+            /* quant_group's two scale rules */
+            const float scale = divide ? amax / mx : amax * (1.0f / mx);
+            const __m256 f = _mm256_set1_ps(divide ? scale : 1.0f / scale);
+            uint8_t *y = j->y + base;
+            for (int i = 0; i < g; i += 32) {
+                __m256i c[4];
+                for (int r = 0; r < 4; r++)
+                    c[r] = clamp_cvt_avx2(scaled_avx2(load8(j, base + i + 8 * r), f, divide), mx, fnuz);
+                _mm256_storeu_si256((__m256i *)(void *)(y + i), dsv4_avx2_pack_bytes(c[0], c[1], c[2], c[3]));
+            }
+            j->scale[j->cfg->transpose_scale ? k * M + m : m * G + k] = scale;
+        }
+}
+
+DSV4_AVX2 static int rows_range_avx2(void *ctx, int64_t m0, int64_t m1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const rows_job *j = ctx;
+    const int divide = j->cfg->impl != DSV4_FP8Q_AITER_HIP, fnuz = j->cfg->kind == DSV4_FP8_E4M3FNUZ;
+    if (divide)
+        fnuz ? rows_avx2(j, 1, 1, m0, m1) : rows_avx2(j, 1, 0, m0, m1);
+    else
+        fnuz ? rows_avx2(j, 0, 1, m0, m1) : rows_avx2(j, 0, 0, m0, m1);
+    return DSV4_OK;
+}
+#endif
+
+/* The rows' function: the AVX2 one where it runs (simd.h), else the
+ * portable one. */
+static dsv4_par_fn rows_fn(const dsv4_fp8q_cfg *cfg)
+{
+#if DSV4_HAVE_AVX2_PATHS
+    if (cfg->group % 32 == 0 && dsv4_simd_avx2())
+        return rows_range_avx2;
+#else
+    (void)cfg;
+#endif
+    return rows_range;
+}
+
 static int rows_run(const float *x, const uint16_t *xh, int64_t M, int64_t K, const dsv4_fp8q_cfg *cfg, uint8_t *y,
                     float *scale, dsv4_status *st)
 {
@@ -126,7 +203,7 @@ static int rows_run(const float *x, const uint16_t *xh, int64_t M, int64_t K, co
         return dsv4_fail(st, DSV4_EINPUT, "fp8 group quant: K = %" PRId64 " is not a multiple of group %d%s",
                          K, cfg->group, xh && cfg->group > 1024 ? " (bf16 rows: groups up to 1024)" : "");
     rows_job j = {x, xh, M, K, cfg, y, scale};
-    return dsv4_parallel_for(M, K > 0 && K < 65536 ? 65536 / K : 1, 0, rows_range, &j, st);
+    return dsv4_parallel_for(M, K > 0 && K < 65536 ? 65536 / K : 1, 0, rows_fn(cfg), &j, st);
 }
 
 int dsv4_fp8q_rows(const float *x, int64_t M, int64_t K, const dsv4_fp8q_cfg *cfg, uint8_t *y,

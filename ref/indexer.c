@@ -6,6 +6,7 @@
 #include "indexer.h"
 
 #include "codec_inline.h"
+#include "mx_avx2.h"
 #include "parallel.h"
 
 #include <inttypes.h>
@@ -311,6 +312,67 @@ DSV4_VECTOR_CLONES static int qquant_range(void *ctx, int64_t t0, int64_t t1, in
     return rc;
 }
 
+#if DSV4_HAVE_AVX2_PATHS
+/* rope_bf16 of 8 lanes (pairs k..k+3 of the RoPE part) for a cos/sin row
+ * without NaN: the products, then even lanes ec - os and odd lanes es + oc
+ * (es's NaN when both are NaN, as the portable code gives), then bf16. */
+DSV4_AVX2_INLINE __m256 rope_bf16_avx2(__m256 v, const float *row, int half, int k)
+{
+    const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    const __m256 c = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(row + k)), dup);
+    const __m256 s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(row + half + k)), dup);
+    const __m256 swapped = _mm256_permute_ps(v, 0xB1);
+    const __m256 ec_oc = _mm256_mul_ps(v, c), os_es = _mm256_mul_ps(swapped, s); /* c, s not NaN here */
+    const __m256 even = _mm256_sub_ps(ec_oc, os_es), odd = dsv4_avx2_first_nan(_mm256_add_ps(os_es, ec_oc), os_es);
+    return dsv4_avx2_bf16_round(_mm256_blend_ps(even, odd, 0xAA));
+}
+
+/* qquant_range with the head rows built in registers block by block (a
+ * block lies wholly in the NoPE or the RoPE part: both are multiples of
+ * 32) and quantized there, no fp32 copy of the token. */
+DSV4_AVX2 static int qquant_range_avx2(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker;
+    const qquant_job *j = ctx;
+    const dsv4_idx_qquant_args *a = j->a;
+    const int D = a->D, H = a->H, nope = a->D - a->rope_dim, half = a->rope_dim / 2;
+    const float ws_b = (float)(a->softmax_scale * a->head_scale); /* as qquant_range */
+    const float ss_a = (float)a->softmax_scale, hs_a = (float)a->head_scale;
+    dsv4_mx_prepare();
+    for (int64_t t = t0; t < t1; t++) {
+        const float *row;
+        char what[32];
+        snprintf(what, sizeof what, "positions[%" PRId64 "]", t);
+        int rc = dsv4_rope_row(a->cos_sin_cache, a->num_pos, a->rope_dim, a->positions[t], what, &row, st);
+        if (rc)
+            return rc;
+        if (dsv4_avx2_any_nan(row, a->rope_dim)) { /* NaN beside a NaN q lane: the portable code's payload */
+            if ((rc = qquant_range(ctx, t, t + 1, worker, st)))
+                return rc;
+            continue;
+        }
+        for (int h = 0; h < H; h++) {
+            const int64_t th = t * H + h;
+            const uint16_t *src = a->q + th * D;
+            for (int b = 0; b < D / DSV4_MX_BLOCK; b++) {
+                const int i0 = b * DSV4_MX_BLOCK;
+                __m256 v[4];
+                for (int r = 0; r < 4; r++)
+                    v[r] = dsv4_avx2_load_bf16(src + i0 + 8 * r);
+                if (i0 >= nope)
+                    for (int r = 0; r < 4; r++)
+                        v[r] = rope_bf16_avx2(v[r], row, half, (i0 + 8 * r - nope) / 2);
+                j->q_scale[th * (D / 32) + b] =
+                    dsv4_mx_fp4_block_avx2(v, j->rule, j->elem, j->q_packed + th * (D / 2) + b * (DSV4_MX_BLOCK / 2));
+            }
+            const float w = a->weights[th];
+            j->weights_out[th] = a->quant == DSV4_IDX_QUANT_A ? (w * ss_a) * hs_a : w * ws_b;
+        }
+    }
+    return DSV4_OK;
+}
+#endif
+
 int dsv4_ref_indexer_q_quant(const dsv4_idx_qquant_args *a, uint8_t *q_packed, uint8_t *q_scale,
                              float *weights_out, dsv4_status *st)
 {
@@ -321,7 +383,12 @@ int dsv4_ref_indexer_q_quant(const dsv4_idx_qquant_args *a, uint8_t *q_packed, u
                          "(docs/semantics/indexer.md Q4.2: R a multiple of 32), rope_dim <= head_dim", D, a->rope_dim);
     qquant_job j = {a, 0, 0, q_packed, q_scale, weights_out};
     quant_rule(a->quant, &j.rule, &j.elem);
-    return dsv4_parallel_for(a->T, 16, 0, qquant_range, &j, st);
+    dsv4_par_fn fn = qquant_range;
+#if DSV4_HAVE_AVX2_PATHS
+    if (dsv4_simd_avx2())
+        fn = qquant_range_avx2;
+#endif
+    return dsv4_parallel_for(a->T, 16, 0, fn, &j, st);
 }
 
 /* ---- top-k and candidates ---------------------------------------------------- */

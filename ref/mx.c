@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "codec_avx2.h"
+#include "mx_avx2.h"
 #include "codec_inline.h"
 #include "numerics.h"
 #include "parallel.h"
@@ -89,14 +91,15 @@ static void ceil_log2_init(void)
     }
 }
 
-/* ceilf(dsv4_log2_f32(r)) for finite r > 0, once the table is built
- * (every entry point runs ceil_log2_once first). */
-DSV4_HOT_INLINE float ceil_log2_f32(float r)
+/* (int)ceilf(dsv4_log2_f32(r)) for finite r > 0, once the table is built
+ * (every entry point runs ceil_log2_once first); in int, as the callers
+ * want it (the values are small integers, exact either way). */
+DSV4_HOT_INLINE int ceil_log2_f32(float r)
 {
     const uint32_t b = dsv4_bits_f32(r), E = b >> 23;
     if (E == 0 || E >= 255)
-        return ceilf(dsv4_log2_f32(r));
-    return (float)((int)E - 127 + ((b & 0x7FFFFFu) >= ceil_log2_thr[E]));
+        return (int)ceilf(dsv4_log2_f32(r));
+    return (int)E - 127 + ((b & 0x7FFFFFu) >= ceil_log2_thr[E]);
 }
 
 /* floor(log2 a) for finite a > 0, exact (frexp: a = m * 2^e, m in [0.5, 1)). */
@@ -118,7 +121,7 @@ DSV4_HOT_INLINE uint8_t fp4_scale_ceil_f32log2(float amax)
     float ratio = a * dsv4_f32_of_bits(INV6_BITS);
     if (isinf(ratio))
         return 127 + 127;
-    int lr = clampi((int)ceil_log2_f32(ratio), -127, 127);
+    int lr = clampi(ceil_log2_f32(ratio), -127, 127);
     return (uint8_t)(lr + 127);
 }
 
@@ -203,7 +206,7 @@ DSV4_HOT_INLINE uint8_t fp8_scale_ceil_f32log2(float amax)
     float r = max_f(amax, FLT_MIN) / 448.0f;
     if (isinf(r))
         return 254;
-    return (uint8_t)clampi((int)ceil_log2_f32(r) + 127, 0, 254);
+    return (uint8_t)clampi(ceil_log2_f32(r) + 127, 0, 254);
 }
 
 DSV4_HOT_INLINE uint8_t fp8_scale_floor(float amax)
@@ -369,6 +372,8 @@ uint8_t dsv4_mx_quant_block_fp8(const float *x, int n, dsv4_mx_rule rule, uint8_
     return quant_block_fp8(x, n, rule, codes);
 }
 
+void dsv4_mx_prepare(void) { pthread_once(&ceil_log2_once, ceil_log2_init); }
+
 static int check_rows(int64_t T, int64_t W, dsv4_mx_rule rule, int want_fp4, dsv4_status *st)
 {
     pthread_once(&ceil_log2_once, ceil_log2_init);
@@ -435,12 +440,168 @@ DSV4_VECTOR_CLONES static int fp8_rows_range(void *ctx, int64_t t0, int64_t t1, 
     return DSV4_OK;
 }
 
+#if DSV4_HAVE_AVX2_PATHS
+/* The AVX2 rows: the block in four vectors, the amax and the codes eight
+ * lanes at a time (codec_avx2.h), the scale byte and multiplier by the
+ * scalar rules above.  A block whose amax or any q is NaN takes the
+ * portable block function, which owns the NaN rules. */
+DSV4_AVX2_INLINE void load_block_avx2(const mx_rows_job *j, int64_t i, __m256 v[4])
+{
+    for (int r = 0; r < 4; r++)
+        v[r] = j->xh ? dsv4_avx2_load_bf16(j->xh + i + 8 * r) : _mm256_loadu_ps(j->x + i + 8 * r);
+}
+
+DSV4_AVX2_INLINE float amax_avx2(const __m256 v[4])
+{
+    int seen;
+    const int32_t m = dsv4_avx2_amax_bits(v, 4, &seen);
+    return seen ? dsv4_f32_of_bits((uint32_t)m) : NAN;
+}
+
+/* The e2m1 codes of q = x * m as 16 packed bytes; 0 if some q is NaN. */
+DSV4_AVX2_INLINE int fp4_codes_avx2(const __m256 v[4], float m, dsv4_mx_elem elem, uint8_t *packed)
+{
+    __m256i c[4], nan = _mm256_setzero_si256();
+    for (int r = 0; r < 4; r++) {
+        const __m256 q = _mm256_mul_ps(v[r], _mm256_set1_ps(m));
+        const __m256i bits = _mm256_castps_si256(q);
+        nan = _mm256_or_si256(nan, _mm256_cmpgt_epi32(dsv4_avx2_abs_bits(q), _mm256_set1_epi32(0x7F800000)));
+        /* RNE and half-away keep the sign bit (-0 -> 0x8); threshold: q < 0 only */
+        const __m256i sign = elem == DSV4_MX_ELEM_THRESHOLD
+                                 ? _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(q, _mm256_setzero_ps(), _CMP_LT_OQ)),
+                                                    _mm256_set1_epi32(8))
+                                 : _mm256_and_si256(_mm256_srli_epi32(bits, 28), _mm256_set1_epi32(8));
+        c[r] = _mm256_or_si256(dsv4_avx2_e2m1_magnitude(q, elem == DSV4_MX_ELEM_HALF_AWAY), sign);
+    }
+    if (!_mm256_testz_si256(nan, nan))
+        return 0;
+    _mm_storeu_si128((__m128i *)(void *)packed, dsv4_avx2_pack_nibbles(dsv4_avx2_pack_bytes(c[0], c[1], c[2], c[3])));
+    return 1;
+}
+
+/* The rows with elem a constant at each call (the branches fold away). */
+/* One block in four vectors: its scale byte, its 16 packed bytes; elem is
+ * a constant at each call (the branches fold away). */
+DSV4_AVX2_INLINE uint8_t fp4_block_avx2(const __m256 v[4], dsv4_mx_rule rule, dsv4_mx_elem elem,
+                                        dsv4_mx_elem elem_arg, uint8_t *pb)
+{
+    const float amax = amax_avx2(v);
+    const uint8_t b = scale_byte(rule, amax);
+    if (!isnan(amax) && !(rule == DSV4_MX_FP4_OCP && b == 0xFF) &&
+        fp4_codes_avx2(v, fp4_multiplier(rule, b, amax), elem, pb))
+        return b;
+    float f[DSV4_MX_BLOCK];
+    uint8_t codes[DSV4_MX_BLOCK];
+    for (int r = 0; r < 4; r++)
+        _mm256_storeu_ps(f + 8 * r, v[r]);
+    (void)quant_block_fp4(f, DSV4_MX_BLOCK, rule, elem_arg, codes);
+    for (int i = 0; i < DSV4_MX_BLOCK / 2; i++)
+        pb[i] = dsv4_e2m1_pack(codes[2 * i], codes[2 * i + 1]);
+    return b;
+}
+
+DSV4_AVX2_INLINE void fp4_rows_avx2(const mx_rows_job *j, dsv4_mx_elem elem, int64_t t0, int64_t t1)
+{
+    const int64_t W = j->W, nb = W / DSV4_MX_BLOCK;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t k = 0; k < nb; k++) {
+            __m256 v[4];
+            load_block_avx2(j, t * W + k * DSV4_MX_BLOCK, v);
+            j->scales[t * nb + k] =
+                fp4_block_avx2(v, j->rule, elem, j->elem, j->data + t * (W / 2) + k * (DSV4_MX_BLOCK / 2));
+        }
+}
+
+/* elem as a constant for the block code: e2m1_encode's three cases. */
+#define DSV4_FP4_BY_ELEM(elem, CALL)                                                                          \
+    switch (elem) {                                                                                           \
+    case DSV4_MX_ELEM_THRESHOLD: CALL(DSV4_MX_ELEM_THRESHOLD); break;                                         \
+    case DSV4_MX_ELEM_RNE: CALL(DSV4_MX_ELEM_RNE); break;                                                     \
+    default: CALL(DSV4_MX_ELEM_HALF_AWAY); break;                                                             \
+    }
+
+DSV4_AVX2 static int fp4_rows_range_avx2(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const mx_rows_job *j = ctx;
+#define ROWS(e) fp4_rows_avx2(j, e, t0, t1)
+    DSV4_FP4_BY_ELEM(j->elem, ROWS)
+#undef ROWS
+    return DSV4_OK;
+}
+
+DSV4_AVX2 uint8_t dsv4_mx_fp4_block_avx2(const __m256 v[4], dsv4_mx_rule rule, dsv4_mx_elem elem, uint8_t *packed)
+{
+    uint8_t b = 0;
+#define BLOCK(e) b = fp4_block_avx2(v, rule, e, elem, packed)
+    DSV4_FP4_BY_ELEM(elem, BLOCK)
+#undef BLOCK
+    return b;
+}
+
+/* One MXFP8 block in four vectors: its scale byte, its 32 codes. */
+DSV4_AVX2_INLINE uint8_t fp8_block_avx2(const __m256 v[4], dsv4_mx_rule rule, uint8_t *out)
+{
+    const float amax = amax_avx2(v);
+    const uint8_t b = scale_byte(rule, amax);
+    if (isnan(amax)) {
+        float f[DSV4_MX_BLOCK];
+        for (int r = 0; r < 4; r++)
+            _mm256_storeu_ps(f + 8 * r, v[r]);
+        (void)quant_block_fp8(f, DSV4_MX_BLOCK, rule, out);
+        return b;
+    }
+    __m256i c[4];
+    if (rule == DSV4_MX_FP8_FLOOR) { /* x / 2^(byte-127), as quant_block_fp8 */
+        const __m256 d = _mm256_set1_ps(pow2f((int)b - 127));
+        for (int r = 0; r < 4; r++)
+            c[r] = dsv4_avx2_e4m3_sat(_mm256_div_ps(v[r], d), 0);
+    } else {
+        const __m256 m = _mm256_set1_ps(pow2f(127 - (int)b));
+        for (int r = 0; r < 4; r++)
+            c[r] = dsv4_avx2_e4m3_sat(_mm256_mul_ps(v[r], m), 0);
+    }
+    _mm256_storeu_si256((__m256i *)(void *)out, dsv4_avx2_pack_bytes(c[0], c[1], c[2], c[3]));
+    return b;
+}
+
+DSV4_AVX2 static int fp8_rows_range_avx2(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const mx_rows_job *j = ctx;
+    const int64_t W = j->W, nb = W / DSV4_MX_BLOCK;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t k = 0; k < nb; k++) {
+            __m256 v[4];
+            load_block_avx2(j, t * W + k * DSV4_MX_BLOCK, v);
+            j->scales[t * nb + k] = fp8_block_avx2(v, j->rule, j->data + t * W + k * DSV4_MX_BLOCK);
+        }
+    return DSV4_OK;
+}
+
+DSV4_AVX2 uint8_t dsv4_mx_fp8_block_avx2(const __m256 v[4], dsv4_mx_rule rule, uint8_t *codes)
+{
+    return fp8_block_avx2(v, rule, codes);
+}
+#endif
+
+/* The rows' function: the AVX2 one where it runs (simd.h), else the
+ * portable one. */
+static dsv4_par_fn rows_fn(int fp4)
+{
+#if DSV4_HAVE_AVX2_PATHS
+    if (dsv4_simd_avx2())
+        return fp4 ? fp4_rows_range_avx2 : fp8_rows_range_avx2;
+#endif
+    return fp4 ? fp4_rows_range : fp8_rows_range;
+}
+
 /* What the four row entry points share: the check, then the rows on the
  * workers. */
 static int quant_rows(mx_rows_job j, int64_t T, int fp4, dsv4_status *st)
 {
     int rc = check_rows(T, j.W, j.rule, fp4, st);
-    return rc ? rc : dsv4_parallel_for(T, mx_row_grain(j.W), 0, fp4 ? fp4_rows_range : fp8_rows_range, &j, st);
+    return rc ? rc : dsv4_parallel_for(T, mx_row_grain(j.W), 0, rows_fn(fp4), &j, st);
 }
 
 int dsv4_mx_quant_rows_fp4(const float *x, int64_t T, int64_t W, dsv4_mx_rule rule,

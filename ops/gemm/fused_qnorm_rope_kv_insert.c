@@ -154,20 +154,21 @@ static int qi_args_of(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_qnorm_in
     return DSV4_OK;
 }
 
-/* q's ideal into q_out (NULL: computed and dropped) with its magnitudes
- * (mag, may be NULL); cache (may be NULL): the insert, in place. */
-static int qi_run(const dsv4_opctx *c, const dsv4_tensors *in, double *q_out, double *mag, uint8_t *cache,
-                  dsv4_status *st)
+/* q's ideal into q_out, or stored as bf16 into q_bf16 (both NULL: computed
+ * and dropped) with its magnitudes (mag, may be NULL, with q_out); cache
+ * (may be NULL): the insert, in place. */
+static int qi_run(const dsv4_opctx *c, const dsv4_tensors *in, double *q_out, uint16_t *q_bf16, double *mag,
+                  uint8_t *cache, dsv4_status *st)
 {
     dsv4_qnorm_insert_args a;
     dsv4_kv_layout L;
     int rc = qi_args_of(c, in, &a, &L, st);
     if (rc)
         return rc;
-    double *tmp = q_out ? NULL : malloc((size_t)(a.T * a.H * 512 + 1) * sizeof *tmp);
-    if (!q_out && !tmp)
+    double *tmp = q_out || q_bf16 ? NULL : malloc((size_t)(a.T * a.H * 512 + 1) * sizeof *tmp);
+    if (!q_out && !q_bf16 && !tmp)
         return dsv4_gemmops_oom(st);
-    rc = dsv4_ref_qnorm_rope(&a, q_out ? q_out : tmp, mag, st);
+    rc = q_bf16 ? dsv4_ref_qnorm_rope_bf16(&a, q_bf16, st) : dsv4_ref_qnorm_rope(&a, q_out ? q_out : tmp, mag, st);
     free(tmp);
     if (!rc && cache) {
         dsv4_kv_encode_opts o = dsv4_kv_encode_opts_default(0);
@@ -186,7 +187,7 @@ static int qi_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status 
         return dsv4_gemmops_oom(st);
     if (scratch)
         memcpy(scratch, cache->data, cache->nbytes);
-    int rc = qi_run(c, in, NULL, NULL, scratch, st); /* slots, positions, finiteness */
+    int rc = qi_run(c, in, NULL, NULL, NULL, scratch, st); /* slots, positions, finiteness */
     free(scratch);
     return rc;
 }
@@ -208,12 +209,14 @@ static int qi_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensor
 {
     dsv4_tensor *q = dsv4_tensors_find(out, "q"), *cache = dsv4_tensors_find(out, "swa_cache");
     if (q->dtype == DSV4_F64) /* the golden dtype: the ideal in place */
-        return qi_run(c, in, q->data, NULL, cache->data, st);
+        return qi_run(c, in, q->data, NULL, NULL, cache->data, st);
+    if (q->dtype == DSV4_BF16) /* as dsv4_tensor_set would store the ideal, without its double copy */
+        return qi_run(c, in, NULL, q->data, NULL, cache->data, st);
     const int64_t n = dsv4_tensor_numel(q);
     double *d = malloc((size_t)(n + 1) * sizeof *d);
     if (!d)
         return dsv4_gemmops_oom(st);
-    int rc = qi_run(c, in, d, NULL, cache->data, st);
+    int rc = qi_run(c, in, d, NULL, NULL, cache->data, st);
     for (int64_t i = 0; !rc && i < n; i++)
         dsv4_tensor_set(q, i, d[i]);
     free(d);
@@ -243,7 +246,7 @@ static int qi_ideal(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_bf16_ideal
     if (rc || (rc = dsv4_bf16_ideal_alloc(id, dsv4_tensor_numel(q), 0, st)))
         return rc;
     id->gamma = QNORM_RHO;
-    return qi_run(c, in, id->e, id->gauge, NULL, st);
+    return qi_run(c, in, id->e, NULL, id->gauge, NULL, st);
 }
 
 static int qi_bound(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, double *bound, int64_t n,

@@ -1,0 +1,234 @@
+/* test_simd.c - the AVX2 codec paths (ref/simd.h) against the portable
+ * ones: every row entry point that has an AVX2 path runs twice on the same
+ * inputs, once with the portable paths forced, and the output bytes must be
+ * identical.  The inputs mix random values of many magnitudes with the
+ * special ones: NaN of both signs and several payloads, +-Inf, +-0,
+ * subnormals, values past the formats' saturation, the e2m1 and e4m3
+ * rounding midpoints, and whole blocks of zeros, NaN or Inf. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ref/attention.h"
+#include "../ref/fp8quant.h"
+#include "../ref/indexer.h"
+#include "../ref/mx.h"
+#include "../ref/numerics.h"
+#include "../ref/simd.h"
+#include "testutil.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint32_t next_u32(void)
+{
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+static float bits_f32(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+/* One value: mostly random fp32 of exponents -140..+140 around 1, else a
+ * special value. */
+static float one_value(void)
+{
+    static const float mids[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f, 448.0f, 464.0f,
+                                 240.0f, 248.0f, 0.0009765625f, 0.001953125f, 0.0029296875f};
+    const uint32_t r = next_u32(), sign = (next_u32() & 1u) << 31;
+    switch (r % 16) {
+    case 0: return bits_f32(sign | 0x7F800000u);                                       /* +-Inf */
+    case 1: return bits_f32(sign | 0x7F800000u | (1u + next_u32() % 0x7FFFFFu));       /* NaN, any payload */
+    case 2: return bits_f32(sign);                                                     /* +-0 */
+    case 3: return bits_f32(sign | (next_u32() & 0x7FFFFFu));                          /* subnormal */
+    case 4: return bits_f32(sign | (uint32_t)(200 + next_u32() % 54) << 23 | (next_u32() & 0x7FFFFFu)); /* huge */
+    case 5: return sign ? -mids[next_u32() % 15] : mids[next_u32() % 15];
+    default: {
+        const uint32_t e = 127 + (uint32_t)((int)(next_u32() % 25) - 12) * (r % 3 == 0 ? 10 : 1);
+        return bits_f32(sign | (e & 0xFFu) << 23 | (next_u32() & 0x7FFFFFu));
+    }
+    }
+}
+
+/* n values; every eighth 32-block is whole zeros, NaN, Inf or small. */
+static void fill(float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = one_value();
+    for (int64_t b = 0; b + 32 <= n; b += 32 * 8) {
+        const float v[] = {0.0f, NAN, INFINITY, 1e-30f};
+        const float c = v[next_u32() % 4];
+        for (int k = 0; k < 32; k++)
+            x[b + k] = c;
+    }
+}
+
+static void to_bf16(const float *x, int64_t n, uint16_t *h)
+{
+    for (int64_t i = 0; i < n; i++)
+        h[i] = dsv4_bf16_from_f32(x[i]);
+}
+
+/* A finite copy: non-finite values become finite ones. */
+static void make_finite(float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            x[i] = (float)(i % 7) - 3.0f;
+}
+
+#define T_ROWS 37
+#define W_COLS 512
+
+typedef struct run_out {
+    uint8_t a[T_ROWS * W_COLS * 2], b[T_ROWS * W_COLS];
+    float f[T_ROWS * W_COLS];
+    int rc;
+} run_out;
+
+static run_out out_portable, out_simd;
+
+/* Runs fn with the portable paths forced into out_portable, then with the
+ * default paths into out_simd, and compares them. */
+#define COMPARE_PATHS(what, CALL)                                                                       \
+    do {                                                                                                \
+        run_out *runs[2] = {&out_portable, &out_simd};                                                  \
+        for (int pass = 0; pass < 2; pass++) {                                                          \
+            run_out *o = runs[pass];                                                                    \
+            memset(o, 0xA5, sizeof *o);                                                                 \
+            dsv4_simd_force_portable(pass == 0);                                                        \
+            dsv4_status st = {0};                                                                       \
+            o->rc = (CALL);                                                                             \
+        }                                                                                               \
+        dsv4_simd_force_portable(0);                                                                    \
+        ck_assert_msg(out_portable.rc == out_simd.rc, "%s: rc %d vs %d", what, out_portable.rc, out_simd.rc); \
+        ck_assert_msg(memcmp(&out_portable, &out_simd, sizeof out_portable) == 0, "%s: outputs differ", what); \
+    } while (0)
+
+START_TEST(avx2_path_is_on_where_supported)
+{
+    /* Without AVX2 (or under DSV4_SIMD=0) both passes below run the same
+     * portable code and this test proves nothing: say so. */
+    const char *env = getenv("DSV4_SIMD");
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && !(env && strcmp(env, "0") == 0))
+        ck_assert_msg(dsv4_simd_avx2(), "AVX2 CPU but the AVX2 paths are off");
+#endif
+    dsv4_simd_force_portable(1);
+    ck_assert(!dsv4_simd_avx2());
+    dsv4_simd_force_portable(0);
+    if (!dsv4_simd_avx2())
+        fprintf(stderr, "test_simd: the AVX2 paths do not run here; the comparisons are trivial\n");
+}
+END_TEST
+
+START_TEST(mx_rows_same_bytes)
+{
+    static float x[T_ROWS * W_COLS];
+    static uint16_t h[T_ROWS * W_COLS];
+    for (int trial = 0; trial < 4; trial++) {
+        fill(x, T_ROWS * W_COLS);
+        to_bf16(x, T_ROWS * W_COLS, h);
+        for (int rule = 0; rule < DSV4_MX_RULE_COUNT; rule++) {
+            if (dsv4_mx_rule_is_fp4((dsv4_mx_rule)rule)) {
+                for (int elem = DSV4_MX_ELEM_RNE; elem <= DSV4_MX_ELEM_HALF_AWAY; elem++) {
+                    COMPARE_PATHS("fp4 rows", dsv4_mx_quant_rows_fp4(x, T_ROWS, W_COLS, (dsv4_mx_rule)rule,
+                                                                     (dsv4_mx_elem)elem, o->a, o->b, &st));
+                    COMPARE_PATHS("fp4 bf16 rows", dsv4_mx_quant_rows_fp4_bf16(h, T_ROWS, W_COLS, (dsv4_mx_rule)rule,
+                                                                               (dsv4_mx_elem)elem, o->a, o->b, &st));
+                }
+            } else {
+                COMPARE_PATHS("fp8 rows", dsv4_mx_quant_rows_fp8(x, T_ROWS, W_COLS, (dsv4_mx_rule)rule, o->a, o->b, &st));
+                COMPARE_PATHS("fp8 bf16 rows",
+                              dsv4_mx_quant_rows_fp8_bf16(h, T_ROWS, W_COLS, (dsv4_mx_rule)rule, o->a, o->b, &st));
+            }
+        }
+    }
+}
+END_TEST
+
+START_TEST(fp8_group_rows_same_bytes)
+{
+    static float x[T_ROWS * W_COLS];
+    static uint16_t h[T_ROWS * W_COLS];
+    const int groups[] = {32, 64, 128, 256, 16};
+    for (int trial = 0; trial < 3; trial++) {
+        fill(x, T_ROWS * W_COLS);
+        to_bf16(x, T_ROWS * W_COLS, h);
+        for (int impl = 0; impl < 2; impl++)
+            for (int kind = 0; kind < 2; kind++)
+                for (int g = 0; g < 5; g++)
+                    for (int tr = 0; tr < 2; tr++) {
+                        dsv4_fp8q_cfg cfg = {(dsv4_fp8q_impl)impl, (dsv4_fp8_kind)kind,
+                                             dsv4_fp8q_default_max((dsv4_fp8q_impl)impl, (dsv4_fp8_kind)kind),
+                                             groups[g], tr};
+                        COMPARE_PATHS("fp8 group rows", dsv4_fp8q_rows(x, T_ROWS, W_COLS, &cfg, o->a, o->f, &st));
+                        COMPARE_PATHS("fp8 group bf16 rows",
+                                      dsv4_fp8q_rows_bf16(h, T_ROWS, W_COLS, &cfg, o->a, o->f, &st));
+                    }
+    }
+}
+END_TEST
+
+START_TEST(indexer_q_quant_same_bytes)
+{
+    enum { T = 5, H = 8, D = 128, POS = 7 };
+    static float x[T * H * D], cs[POS * D], w[T * H];
+    static uint16_t q[T * H * D];
+    int64_t pos[T];
+    for (int trial = 0; trial < 4; trial++) {
+        fill(x, T * H * D);
+        to_bf16(x, T * H * D, q);
+        for (int i = 0; i < POS * D; i++) /* cos | sin rows, with a NaN and an Inf in the last trial */
+            cs[i] = trial == 3 && i % 97 == 5 ? (i % 2 ? NAN : INFINITY) : (float)sin(0.37 * i + trial);
+        for (int i = 0; i < T * H; i++)
+            w[i] = one_value();
+        for (int t = 0; t < T; t++)
+            pos[t] = (t * 3 + trial) % POS;
+        for (int rope_dim = 32; rope_dim <= 128; rope_dim *= 2)
+            for (int quant = DSV4_IDX_QUANT_B; quant <= DSV4_IDX_QUANT_A; quant++) {
+                dsv4_idx_qquant_args a = {q, pos, T, H, D, cs, POS, rope_dim, w, 0.0883883, 0.125,
+                                          (dsv4_idx_quant)quant};
+                COMPARE_PATHS("indexer q quant",
+                              dsv4_ref_indexer_q_quant(&a, o->a, o->b, o->f, &st));
+            }
+    }
+}
+END_TEST
+
+START_TEST(inverse_rope_mxfp8_same_bytes)
+{
+    enum { T = 6, H = 2, D = DSV4_HEAD_DIM, POS = 9 };
+    static float x[T * H * D], cs[POS * D];
+    static uint16_t o16[T * H * D];
+    int64_t pos[T];
+    const dsv4_mx_rule rules[] = {DSV4_MX_FP8_CEIL_F32LOG2, DSV4_MX_FP8_CEIL, DSV4_MX_FP8_FLOOR};
+    for (int trial = 0; trial < 4; trial++) {
+        fill(x, T * H * D);
+        if (trial < 3) /* trial 3 keeps non-finite lanes: both paths must fail alike */
+            make_finite(x, T * H * D);
+        to_bf16(x, T * H * D, o16);
+        if (trial < 3)
+            for (int i = 0; i < T * H * D; i++) /* the bf16 rounding may overflow */
+                if (!isfinite(dsv4_bf16_to_f32(o16[i])))
+                    o16[i] = 0x3F80;
+        for (int i = 0; i < POS * D; i++) /* trial 2: a NaN and an Inf in the table */
+            cs[i] = trial == 2 && i % 89 == 7 ? (i % 2 ? NAN : INFINITY) : (float)cos(0.11 * i + trial);
+        for (int t = 0; t < T; t++)
+            pos[t] = (t * 5 + trial) % POS;
+        for (int rope_dim = 8; rope_dim <= 64; rope_dim *= 2)
+            for (int r = 0; r < 3; r++)
+                COMPARE_PATHS("inverse rope mxfp8", dsv4_ref_inverse_rope_mxfp8_rows(o16, T, H, pos, cs, POS, rope_dim,
+                                                                                     rules[r], o->a, o->b, &st));
+    }
+}
+END_TEST
+
+DSV4_TEST_MAIN("simd", "core", 120, NULL, NULL, avx2_path_is_on_where_supported, mx_rows_same_bytes,
+               fp8_group_rows_same_bytes, indexer_q_quant_same_bytes, inverse_rope_mxfp8_same_bytes)
