@@ -29,9 +29,15 @@ int dsv4_attn_gen_sink(const char *mode, uint64_t seed, float *sink, int64_t H, 
 /* The `sink` parameter as every attention generator declares it. */
 #define DSV4_ATTN_SINK_PARAM                                                                                \
     {"sink", DSV4_P_STR, "random", "generator: attn_sink: random (randn*10), none (-inf), or a number", 1}
-/* query_lens / prefix_lens of a generated batch; one prefix_lens entry
- * applies to every request. */
-int dsv4_attn_req_shape(const dsv4_params *ps, dsv4_req_shape *rs, dsv4_status *st);
+/* What both attention generators (rocm_sparse_attn_prefill and the paged
+ * ops) read first: query_lens / prefix_lens of the batch (one prefix_lens
+ * entry applies to every request), num_heads H, window_size W,
+ * compress_ratio and topk. */
+typedef struct dsv4_attn_gen_params {
+    dsv4_req_shape rs;
+    int64_t H, W, compress_ratio, topk;
+} dsv4_attn_gen_params;
+int dsv4_attn_gen_params_of(const dsv4_params *ps, dsv4_attn_gen_params *g, dsv4_status *st);
 
 /* ---- the ops over dsv4_ref_sparse_attn ---- */
 

@@ -98,9 +98,13 @@ int dsv4_attn_gen_sink(const char *mode, uint64_t seed, float *sink, int64_t H, 
     return DSV4_OK;
 }
 
-int dsv4_attn_req_shape(const dsv4_params *ps, dsv4_req_shape *rs, dsv4_status *st)
+int dsv4_attn_gen_params_of(const dsv4_params *ps, dsv4_attn_gen_params *g, dsv4_status *st)
 {
-    return dsv4_req_shape_of(ps, (int64_t)1 << 20, (int64_t)1 << 24, 1, rs, st);
+    g->H = dsv4_params_int(ps, "num_heads");
+    g->W = dsv4_params_int(ps, "window_size");
+    g->compress_ratio = dsv4_params_int(ps, "compress_ratio");
+    g->topk = dsv4_params_int(ps, "topk");
+    return dsv4_req_shape_of(ps, (int64_t)1 << 20, (int64_t)1 << 24, 1, &g->rs, st);
 }
 
 /* ------------------------------------------------------------------ */
@@ -491,13 +495,13 @@ int dsv4_paged_generate(const dsv4_paged_names *nm, const dsv4_opctx *c, dsv4_te
 {
     const dsv4_paged_attn_rule *rule = c->rule;
     const dsv4_params *ps = c->params;
-    dsv4_req_shape rs;
-    int rc = dsv4_attn_req_shape(ps, &rs, st);
+    dsv4_attn_gen_params g;
+    int rc = dsv4_attn_gen_params_of(ps, &g, st);
     if (rc)
         return rc;
-    const int64_t H = dsv4_params_int(ps, "num_heads"), W = dsv4_params_int(ps, "window_size");
+    const dsv4_req_shape rs = g.rs;
+    const int64_t H = g.H, W = g.W, ratio = g.compress_ratio, topk = g.topk;
     const int swa_only = dsv4_params_int(ps, "swa_only") != 0;
-    const int64_t ratio = dsv4_params_int(ps, "compress_ratio"), topk = dsv4_params_int(ps, "topk");
     if (H < 1 || W < 1 || (!swa_only && ratio != 4 && ratio != 128) || topk < 0)
         return dsv4_fail(st, DSV4_EINPUT, "num_heads >= 1, window_size >= 1, compress_ratio 4 or 128, topk >= 0");
     const int64_t B = 64, Bc = swa_only ? 2 : 256 / ratio; /* docs/semantics/kvcache.md A2.1 [S12, S13] */

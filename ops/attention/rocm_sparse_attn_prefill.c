@@ -103,18 +103,18 @@ static void prefill_specials(const dsv4_opctx *c, int64_t T, int64_t P, int64_t 
 static int prefill_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
     const dsv4_params *ps = c->params;
-    dsv4_req_shape rs;
-    int rc = dsv4_attn_req_shape(ps, &rs, st);
+    dsv4_attn_gen_params g;
+    int rc = dsv4_attn_gen_params_of(ps, &g, st);
     if (rc)
         return rc;
-    const int64_t H = dsv4_params_int(ps, "num_heads"), W = dsv4_params_int(ps, "window_size");
-    const int64_t c_in = dsv4_params_int(ps, "compress_ratio");
-    if (H < 1 || H > 1024 || W < 1 || c_in < 0 || dsv4_params_int(ps, "topk") < 0)
+    const dsv4_req_shape rs = g.rs;
+    const int64_t H = g.H, W = g.W, c_in = g.compress_ratio;
+    if (H < 1 || H > 1024 || W < 1 || c_in < 0 || g.topk < 0)
         return dsv4_fail(st, DSV4_EINPUT, "num_heads in [1, 1024], window_size >= 1, compress_ratio, topk >= 0");
     /* SWA-only layers: top_k = 0 and N = 0 (seed _forward_prefill); the
      * combine then needs c >= 1 (docs/semantics/indices.md A6.3: the fused
      * kernel clamps to 1). */
-    const int64_t ratio = c_in ? c_in : 1, topk = c_in ? dsv4_params_int(ps, "topk") : 0;
+    const int64_t ratio = c_in ? c_in : 1, topk = c_in ? g.topk : 0;
     int64_t mml = dsv4_params_int(ps, "max_model_len");
     int32_t qsl[DSV4_PARAM_LIST_MAX + 1], seq[DSV4_PARAM_LIST_MAX], gat[DSV4_PARAM_LIST_MAX];
     qsl[0] = 0;

@@ -88,6 +88,31 @@ int dsv4_bf16_ideal_validate(dsv4_bf16_ideal_fn ideal, const dsv4_opctx *c, cons
         return dsv4_bf16_ideal_reference(ideal, c, in, dsv4_tensors_find(out, output), st);                 \
     }
 
+/* The callbacks both wo_a ops (rocm_inv_rope_einsum, rocm_mxfp8_wo_a_bmm)
+ * build the same way from their args reader and ideals: p_validate (ideal
+ * computes; finite_inputs as dsv4_bf16_ideal_validate), p_alloc (the "out"
+ * output of dsv4_gemmops_add_wo_a_out), p_reference (ref_ideal: the ideal,
+ * gauge optional), p_policy (one bf16 policy, rule) and p_bound (what names
+ * the op in messages). */
+#define DSV4_WO_A_OP_CALLBACKS(p, args_type, args_of, ideal, ref_ideal, finite_inputs, rule, what)               \
+    static int p##_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)                      \
+    {                                                                                                           \
+        return dsv4_bf16_ideal_validate(ideal, c, in, finite_inputs, st);                                       \
+    }                                                                                                           \
+    static int p##_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)      \
+    {                                                                                                           \
+        args_type a;                                                                                            \
+        int rc = args_of(c, in, &a, st);                                                                        \
+        return rc ? rc : dsv4_gemmops_add_wo_a_out(out, a.T, a.G, a.R, st);                                     \
+    }                                                                                                           \
+    DSV4_BF16_IDEAL_REFERENCE(p##_reference, ref_ideal, "out")                                                  \
+    DSV4_FLOAT_POLICY(p##_policy, DSV4_BF16, rule)                                                              \
+    DSV4_BF16_IDEAL_BOUND(p##_bound, ideal, what)
+/* The dsv4_op fields those callbacks and p_generate fill. */
+#define DSV4_WO_A_OP_FIELDS(p)                                                                                  \
+    .generate = p##_generate, .validate = p##_validate, .alloc_outputs = p##_alloc, .reference = p##_reference, \
+    .policy = p##_policy, .bound = p##_bound
+
 /* Names flat byte `flat` of a 584-byte-per-token cache of B tokens a page:
  * page, token, slot and which part of the record (docs/semantics/kvcache.md
  * A2.1). */

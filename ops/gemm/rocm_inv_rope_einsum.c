@@ -129,25 +129,10 @@ static int einsum_ideal(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_bf16_i
     return dsv4_ref_inv_rope_einsum(&a, id->e, id->gauge, id->extra, st);
 }
 
-static int einsum_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)
-{
-    return dsv4_bf16_ideal_validate(einsum_ideal, c, in, "o or wo_a", st);
-}
-
-static int einsum_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
-{
-    dsv4_einsum_args a;
-    int rc = einsum_args_of(c, in, &a, st);
-    return rc ? rc : dsv4_gemmops_add_wo_a_out(out, a.T, a.G, a.R, st);
-}
-
-DSV4_BF16_IDEAL_REFERENCE(einsum_reference, einsum_ideal, "out")
-
-DSV4_FLOAT_POLICY(einsum_policy, DSV4_BF16,
-                  "per element: 1 ulp_bf16(|e|+d) + d, d = gamma_Dg sum_d |o_r||w| + sum_{rope d} (1 ulp_bf16 + "
-                  "3*2^-24 (|ac|+|bs|+|bc|+|as|)) |w| (bf16 fp32-rotated o_r), u = 2^-24")
-
-DSV4_BF16_IDEAL_BOUND(einsum_bound, einsum_ideal, "einsum")
+DSV4_WO_A_OP_CALLBACKS(einsum, dsv4_einsum_args, einsum_args_of, einsum_ideal, einsum_ideal, "o or wo_a",
+                       "per element: 1 ulp_bf16(|e|+d) + d, d = gamma_Dg sum_d |o_r||w| + sum_{rope d} (1 ulp_bf16 + "
+                       "3*2^-24 (|ac|+|bs|+|bc|+|as|)) |w| (bf16 fp32-rotated o_r), u = 2^-24",
+                       "einsum")
 
 const dsv4_op dsv4_op_rocm_inv_rope_einsum = {
     .name = "rocm_inv_rope_einsum",
@@ -158,10 +143,5 @@ const dsv4_op dsv4_op_rocm_inv_rope_einsum = {
     .params = einsum_params,
     .inputs = einsum_inputs,
     .outputs = einsum_outputs,
-    .generate = einsum_generate,
-    .validate = einsum_validate,
-    .alloc_outputs = einsum_alloc,
-    .reference = einsum_reference,
-    .policy = einsum_policy,
-    .bound = einsum_bound,
+    DSV4_WO_A_OP_FIELDS(einsum),
 };

@@ -140,25 +140,10 @@ static int bmm_ideal_values(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_bf
     return dsv4_ref_mxfp8_wo_a_bmm(&b, id->e, NULL, st);
 }
 
-static int bmm_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)
-{
-    return dsv4_bf16_ideal_validate(bmm_ideal, c, in, NULL, st);
-}
-
-static int bmm_alloc(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
-{
-    dsv4_wo_a_bmm_args b;
-    int rc = bmm_args_of(c, in, &b, st);
-    return rc ? rc : dsv4_gemmops_add_wo_a_out(out, b.T, b.G, b.R, st);
-}
-
-DSV4_BF16_IDEAL_REFERENCE(bmm_reference, bmm_ideal_values, "out")
-
-DSV4_FLOAT_POLICY(bmm_policy, DSV4_BF16,
-                  "per element: 1 ulp_bf16(|e|+d) + d, d = gamma_n sum_k |deq a||deq w|, n = K + 2K/32, "
-                  "u = 2^-24 (fp32 tl.dot_scaled accumulation)")
-
-DSV4_BF16_IDEAL_BOUND(bmm_bound, bmm_ideal, "bmm")
+DSV4_WO_A_OP_CALLBACKS(bmm, dsv4_wo_a_bmm_args, bmm_args_of, bmm_ideal, bmm_ideal_values, NULL,
+                       "per element: 1 ulp_bf16(|e|+d) + d, d = gamma_n sum_k |deq a||deq w|, n = K + 2K/32, "
+                       "u = 2^-24 (fp32 tl.dot_scaled accumulation)",
+                       "bmm")
 
 const dsv4_op dsv4_op_rocm_mxfp8_wo_a_bmm = {
     .name = "rocm_mxfp8_wo_a_bmm",
@@ -169,10 +154,5 @@ const dsv4_op dsv4_op_rocm_mxfp8_wo_a_bmm = {
     .params = bmm_params,
     .inputs = bmm_inputs,
     .outputs = bmm_outputs,
-    .generate = bmm_generate,
-    .validate = bmm_validate,
-    .alloc_outputs = bmm_alloc,
-    .reference = bmm_reference,
-    .policy = bmm_policy,
-    .bound = bmm_bound,
+    DSV4_WO_A_OP_FIELDS(bmm),
 };

@@ -35,6 +35,10 @@ void dsv4_indexer_gen_cos_sin(dsv4_rng *rng, float *cs, int64_t P, int R);
     {"wild", DSV4_P_INT, "0", "generator: 1 far-apart block scales (the exact fallback), 2 also NaN scales", 1}, \
     {"ties", DSV4_P_INT, "0", "generator: exact (even requests) and near (odd) ties at the k-th key", 1}
 
+/* The parameters both indexer layers (rocm_mxfp4_sparse_attn_indexer,
+ * rocm_mxfp4_sparse_mqa_indexer) start with: the logits op's, then the
+ * top-k width. */
+#define DSV4_INDEXER_LAYER_PARAMS DSV4_INDEXER_LG_PARAMS, {"topk", DSV4_P_INT, "512", "topk_tokens", 0}
 #define DSV4_INDEXER_LG_INPUTS                                                                     \
     {"q", DSV4_U8, DSV4_DT_NONE, "[rows, H, 64] e2m1 pairs"},                                      \
     {"q_scale", DSV4_I32, DSV4_DT_NONE, "[rows, H] 4 e8m0 bytes per head (little-endian int32)"},  \

@@ -21,8 +21,7 @@ static const dsv4_variant sa_variants[] = {
 };
 
 static const dsv4_param_spec sa_params[] = {
-    DSV4_INDEXER_LG_PARAMS,
-    {"topk", DSV4_P_INT, "512", "topk_tokens", 0},
+    DSV4_INDEXER_LAYER_PARAMS,
     {"candidate_block_size", DSV4_P_INT, "0", "C of the candidate pool (8 in V4.1); 0: no pool written", 0},
     {"candidate_topk_blocks", DSV4_P_INT, "0", "candidate blocks per row (a power of two)", 0},
     {NULL, 0, NULL, NULL, 0},

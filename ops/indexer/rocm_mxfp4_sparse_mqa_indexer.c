@@ -19,8 +19,7 @@ static const dsv4_variant mq_variants[] = {
 };
 
 static const dsv4_param_spec mq_params[] = {
-    DSV4_INDEXER_LG_PARAMS,
-    {"topk", DSV4_P_INT, "512", "topk_tokens", 0},
+    DSV4_INDEXER_LAYER_PARAMS,
     {"candidate_block_size", DSV4_P_INT, "8", "C of the candidate pool", 0},
     {"candidate_topk_blocks", DSV4_P_INT, "64", "generator: candidate blocks per row", 1},
     {NULL, 0, NULL, NULL, 0},

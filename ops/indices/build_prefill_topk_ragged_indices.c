@@ -64,22 +64,20 @@ static int pftopk_resolve(dsv4_params *ps, dsv4_status *st)
 static int pftopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
     const dsv4_params *ps = c->params;
-    dsv4_req_shape rs;
-    int rc = dsv4_indices_shape_of(ps, &rs, st);
+    dsv4_indices_gen_params gp;
+    int rc = dsv4_indices_gen_params_of(ps, &gp, st);
     if (rc)
         return rc;
-    const int64_t ratio = dsv4_params_int(ps, "compress_ratio"), Wk = dsv4_params_int(ps, "topk_width");
-    const int64_t bc = dsv4_params_int(ps, "block_size"), N = dsv4_params_int(ps, "num_compressed");
-    const int64_t off = dsv4_params_int(ps, "token_offset");
-    if (ratio < 1 || bc < 1 || Wk < 0 || off < 0 || off > rs.T)
+    if (gp.compress_ratio < 1 || gp.block_size < 1 || gp.topk_width < 0 || gp.token_offset < 0 ||
+        gp.token_offset > gp.rs.T)
         return dsv4_fail(st, DSV4_EINPUT, "compress_ratio, block_size >= 1; topk_width >= 0; token_offset in [0, T]");
-    int64_t width, shape[2] = {rs.T - off, Wk};
+    int64_t width, shape[2] = {gp.rs.T - gp.token_offset, gp.topk_width};
     dsv4_tensor *topk;
     if ((rc = dsv4_tensors_add(in, "topk_indices", DSV4_I32, 2, shape, &topk, st)) ||
-        (rc = dsv4_indices_gen_paged_batch(c, &rs, 1, ratio, bc, in, &width, st)))
+        (rc = dsv4_indices_gen_paged_batch(c, &gp.rs, 1, gp.compress_ratio, gp.block_size, in, &width, st)))
         return rc;
     dsv4_tensor scratch_t; /* counts against the memory limit, like the tensors */
-    int64_t n_scratch = N + 1;
+    int64_t n_scratch = gp.num_compressed + 1;
     if ((rc = dsv4_tensor_alloc(&scratch_t, "topk_indices scratch", DSV4_I32, 1, &n_scratch, st)))
         return rc;
     int32_t *scratch = scratch_t.data;
@@ -87,12 +85,13 @@ static int pftopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *s
     dsv4_rng rng, sp;
     dsv4_rng_init(&rng, c->seed, "topk_indices");
     dsv4_rng_init(&sp, c->seed, "topk_indices.special");
-    for (int64_t r = 0, t = 0; r < rs.R; r++)
-        for (int64_t i = 0; i < rs.qlen[r]; i++, t++) {
-            if (t < off)
+    for (int64_t r = 0, t = 0; r < gp.rs.R; r++)
+        for (int64_t i = 0; i < gp.rs.qlen[r]; i++, t++) {
+            if (t < gp.token_offset)
                 continue;
-            int32_t *row = (int32_t *)topk->data + (t - off) * Wk;
-            int64_t visible = (rs.prefix[r] + i + 1) / ratio, cap = visible < Wk ? visible : Wk;
+            const int64_t Wk = gp.topk_width, N = gp.num_compressed;
+            int32_t *row = (int32_t *)topk->data + (t - gp.token_offset) * Wk;
+            int64_t visible = (gp.rs.prefix[r] + i + 1) / gp.compress_ratio, cap = visible < Wk ? visible : Wk;
             dsv4_fill_topk_row(&rng, row, Wk, visible < N ? visible : N, scratch);
             /* As the upstream test does: a failed candidate and one past the
              * pool under the cap; stale values in [0, N) past it, which no

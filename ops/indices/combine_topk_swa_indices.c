@@ -72,19 +72,16 @@ static int combine_resolve(dsv4_params *ps, dsv4_status *st)
 static int combine_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
     const dsv4_params *ps = c->params;
-    dsv4_req_shape rs;
-    int rc = dsv4_indices_shape_of(ps, &rs, st);
+    dsv4_indices_gen_params gp;
+    int rc = dsv4_indices_gen_params_of(ps, &gp, st);
     if (rc)
         return rc;
-    const int64_t W = dsv4_params_int(ps, "window_size"), ratio = dsv4_params_int(ps, "compress_ratio");
-    const int64_t Wk = dsv4_params_int(ps, "topk_width"), N = dsv4_params_int(ps, "N");
-    const int64_t base = dsv4_params_int(ps, "qsl_base");
     const double invalid_frac = dsv4_params_float(ps, "invalid_frac");
     const double oob_frac = dsv4_params_float(ps, "oob_frac");
-    if (ratio < 1 || Wk < 0 || W < 0)
+    if (gp.compress_ratio < 1 || gp.topk_width < 0 || gp.window_size < 0)
         return dsv4_fail(st, DSV4_EINPUT, "compress_ratio must be >= 1, topk_width and window_size >= 0");
-    if (base < 0 || base + rs.T > INT32_MAX)
-        return dsv4_fail(st, DSV4_EINPUT, "qsl_base %" PRId64 " out of range", base);
+    if (gp.qsl_base < 0 || gp.qsl_base + gp.rs.T > INT32_MAX)
+        return dsv4_fail(st, DSV4_EINPUT, "qsl_base %" PRId64 " out of range", gp.qsl_base);
     /* The fractions are probabilities: NaN or Inf would silently turn the
      * special entries off (every comparison with NaN is false). */
     if (!(invalid_frac >= 0 && invalid_frac <= 1) || !(oob_frac >= 0 && oob_frac <= 1))
@@ -92,23 +89,23 @@ static int combine_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *
                          invalid_frac, oob_frac);
 
     dsv4_tensor *topk, *qsl, *seq, *gat;
-    int64_t shape2[2] = {rs.T, Wk}, r1 = rs.R + 1;
+    int64_t shape2[2] = {gp.rs.T, gp.topk_width}, r1 = gp.rs.R + 1;
     if ((rc = dsv4_tensors_add(in, "topk_indices", DSV4_I32, 2, shape2, &topk, st)) ||
         (rc = dsv4_tensors_add(in, "query_start_loc", DSV4_I32, 1, &r1, &qsl, st)) ||
-        (rc = dsv4_tensors_add(in, "seq_lens", DSV4_I32, 1, &rs.R, &seq, st)) ||
-        (rc = dsv4_tensors_add(in, "gather_lens", DSV4_I32, 1, &rs.R, &gat, st)))
+        (rc = dsv4_tensors_add(in, "seq_lens", DSV4_I32, 1, &gp.rs.R, &seq, st)) ||
+        (rc = dsv4_tensors_add(in, "gather_lens", DSV4_I32, 1, &gp.rs.R, &gat, st)))
         return rc;
     int32_t *q = qsl->data, *s = seq->data, *g = gat->data;
-    q[0] = (int32_t)base;
-    for (int64_t r = 0; r < rs.R; r++) {
-        q[r + 1] = (int32_t)(q[r] + rs.qlen[r]);
-        s[r] = (int32_t)(rs.prefix[r] + rs.qlen[r]);
+    q[0] = (int32_t)gp.qsl_base;
+    for (int64_t r = 0; r < gp.rs.R; r++) {
+        q[r + 1] = (int32_t)(q[r] + gp.rs.qlen[r]);
+        s[r] = (int32_t)(gp.rs.prefix[r] + gp.rs.qlen[r]);
         /* gather_len = query_len + min(prefix_len, W - 1) (docs/semantics/indices.md A5.3). */
-        int64_t keep = W > 0 ? W - 1 : 0;
-        g[r] = (int32_t)(rs.qlen[r] + (rs.prefix[r] < keep ? rs.prefix[r] : keep));
+        int64_t keep = gp.window_size > 0 ? gp.window_size - 1 : 0;
+        g[r] = (int32_t)(gp.rs.qlen[r] + (gp.rs.prefix[r] < keep ? gp.rs.prefix[r] : keep));
     }
-    const dsv4_topk_specials sp = {.hole_frac = invalid_frac, .oob_frac = oob_frac, .oob_base = N};
-    return dsv4_indices_gen_topk_rows(c, &rs, ratio, topk->data, Wk, &sp, st);
+    const dsv4_topk_specials sp = {.hole_frac = invalid_frac, .oob_frac = oob_frac, .oob_base = gp.N};
+    return dsv4_indices_gen_topk_rows(c, &gp.rs, gp.compress_ratio, topk->data, gp.topk_width, &sp, st);
 }
 
 static int combine_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_combine_args *a,

@@ -59,24 +59,21 @@ static int swa_resolve(dsv4_params *ps, dsv4_status *st)
 
 static int swa_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
-    const dsv4_params *ps = c->params;
-    dsv4_req_shape rs;
-    int rc = dsv4_indices_shape_of(ps, &rs, st);
+    dsv4_indices_gen_params gp;
+    int rc = dsv4_indices_gen_params_of(c->params, &gp, st);
     if (rc)
         return rc;
-    const int64_t W = dsv4_params_int(ps, "window_size"), B = dsv4_params_int(ps, "block_size");
-    const int64_t rows = dsv4_params_int(ps, "num_out_rows");
-    if (W < 0 || B < 1 || rows < 0)
+    if (gp.window_size < 0 || gp.block_size < 1 || gp.num_out_rows < 0)
         return dsv4_fail(st, DSV4_EINPUT, "window_size >= 0, block_size >= 1, num_out_rows >= 0");
-    int64_t width, shape[3] = {rows, 1, W};
+    int64_t width, shape[3] = {gp.num_out_rows, 1, gp.window_size};
     dsv4_tensor *stale;
-    if ((rc = dsv4_indices_gen_paged_batch(c, &rs, 1, 1, B, in, &width, st)) ||
+    if ((rc = dsv4_indices_gen_paged_batch(c, &gp.rs, 1, 1, gp.block_size, in, &width, st)) ||
         (rc = dsv4_tensors_add(in, "stale_decode_swa_indices", DSV4_I32, 3, shape, &stale, st)))
         return rc;
     /* The previous step's slots (any int32): an unwritten row must keep them. */
     dsv4_rng rng;
     dsv4_rng_init(&rng, c->seed, "stale_decode_swa_indices");
-    for (int64_t k = 0; k < rows * W; k++)
+    for (int64_t k = 0; k < gp.num_out_rows * gp.window_size; k++)
         ((int32_t *)stale->data)[k] = (int32_t)dsv4_rng_range(&rng, -1, 1 << 20);
     return DSV4_OK;
 }

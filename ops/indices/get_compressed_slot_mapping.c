@@ -54,20 +54,18 @@ static int cslot_resolve(dsv4_params *ps, dsv4_status *st)
  * for ratio c * W, which covers the virtual page). */
 static int cslot_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
-    const dsv4_params *ps = c->params;
-    dsv4_req_shape rs;
-    int rc = dsv4_indices_shape_of(ps, &rs, st);
+    dsv4_indices_gen_params gp;
+    int rc = dsv4_indices_gen_params_of(c->params, &gp, st);
     if (rc)
         return rc;
-    const int64_t ratio = dsv4_params_int(ps, "compress_ratio"), B = dsv4_params_int(ps, "block_size");
-    const int64_t W = dsv4_params_int(ps, "cp_world_size");
-    if (B < 1 || W < 1)
+    if (gp.block_size < 1 || gp.cp_world_size < 1)
         return dsv4_fail(st, DSV4_EINPUT, "block_size and cp_world_size must be >= 1");
     /* The batch generator also makes token_to_req_indices and
      * is_valid_token, which this op does not take: keep only its inputs. */
     dsv4_tensors batch = {0};
     int64_t width;
-    rc = dsv4_indices_gen_paged_batch(c, &rs, 1, 1, ratio * B * W, &batch, &width, st);
+    const int64_t virtual_page = gp.compress_ratio * gp.block_size * gp.cp_world_size;
+    rc = dsv4_indices_gen_paged_batch(c, &gp.rs, 1, 1, virtual_page, &batch, &width, st);
     for (const dsv4_io_spec *io = cslot_inputs; !rc && io->name; io++) {
         const dsv4_tensor *src = dsv4_tensors_get(&batch, io->name);
         dsv4_tensor *dst;

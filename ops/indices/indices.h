@@ -19,6 +19,16 @@ int64_t dsv4_indices_decode_tokens(const dsv4_req_shape *rs);
 /* Sets the int parameter name to value where the case left it negative
  * (-1 means "derive it"). */
 int dsv4_indices_default_to(dsv4_params *ps, const char *name, int64_t value, dsv4_status *st);
+/* What the generators read before they build anything: the batch shape
+ * (dsv4_indices_shape_of) and the integer parameters of the family, each
+ * read by name from one table (indices_common.c; a parameter the op does
+ * not declare reads 0). */
+typedef struct dsv4_indices_gen_params {
+    dsv4_req_shape rs;
+    int64_t window_size, block_size, compress_ratio, topk, topk_width, N, num_compressed, token_offset,
+        num_out_rows, qsl_base, cp_world_size;
+} dsv4_indices_gen_params;
+int dsv4_indices_gen_params_of(const dsv4_params *ps, dsv4_indices_gen_params *g, dsv4_status *st);
 /* Derives max_model_len (the longest request) and the compressed row count
  * n_name = ceil(max_model_len / compress_ratio) where they are -1; fails for
  * compress_ratio < 1 (docs/semantics/indices.md A6.1). */

@@ -3,6 +3,7 @@
  * rows, small output helpers, and the parameters, inputs, generator and
  * argument reader of the two compute_global_topk ops. */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,6 +29,29 @@ int64_t dsv4_indices_decode_tokens(const dsv4_req_shape *rs)
     for (int64_t r = 0; r < rs->R && rs->qlen[r] == 1; r++)
         n++;
     return n;
+}
+
+int dsv4_indices_gen_params_of(const dsv4_params *ps, dsv4_indices_gen_params *g, dsv4_status *st)
+{
+    static const struct {
+        const char *name;
+        size_t offset;
+    } ints[] = {
+        {"window_size", offsetof(dsv4_indices_gen_params, window_size)},
+        {"block_size", offsetof(dsv4_indices_gen_params, block_size)},
+        {"compress_ratio", offsetof(dsv4_indices_gen_params, compress_ratio)},
+        {"topk", offsetof(dsv4_indices_gen_params, topk)},
+        {"topk_width", offsetof(dsv4_indices_gen_params, topk_width)},
+        {"N", offsetof(dsv4_indices_gen_params, N)},
+        {"num_compressed", offsetof(dsv4_indices_gen_params, num_compressed)},
+        {"token_offset", offsetof(dsv4_indices_gen_params, token_offset)},
+        {"num_out_rows", offsetof(dsv4_indices_gen_params, num_out_rows)},
+        {"qsl_base", offsetof(dsv4_indices_gen_params, qsl_base)},
+        {"cp_world_size", offsetof(dsv4_indices_gen_params, cp_world_size)},
+    };
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++)
+        *(int64_t *)((char *)g + ints[k].offset) = dsv4_params_int(ps, ints[k].name);
+    return dsv4_indices_shape_of(ps, &g->rs, st);
 }
 
 int dsv4_indices_default_to(dsv4_params *ps, const char *name, int64_t value, dsv4_status *st)
@@ -267,28 +291,26 @@ const dsv4_io_spec dsv4_indices_gtopk_inputs[] = {
 int dsv4_indices_gtopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
     const dsv4_params *ps = c->params;
-    dsv4_req_shape rs;
-    int rc = dsv4_indices_shape_of(ps, &rs, st);
+    dsv4_indices_gen_params gp;
+    int rc = dsv4_indices_gen_params_of(ps, &gp, st);
     if (rc)
         return rc;
-    const int64_t ratio = dsv4_params_int(ps, "compress_ratio"), K = dsv4_params_int(ps, "topk");
-    const int64_t bc = dsv4_params_int(ps, "block_size");
-    if (ratio < 1 || K < 0 || bc < 1)
+    if (gp.compress_ratio < 1 || gp.topk < 0 || gp.block_size < 1)
         return dsv4_fail(st, DSV4_EINPUT, "compress_ratio and block_size must be >= 1, topk >= 0");
-    int64_t width, shape[2] = {rs.T, K};
+    int64_t width, shape[2] = {gp.rs.T, gp.topk};
     dsv4_tensor *topk;
     if ((rc = dsv4_tensors_add(in, "topk_indices", DSV4_I32, 2, shape, &topk, st)) ||
-        (rc = dsv4_indices_gen_paged_batch(c, &rs, 0, ratio, bc, in, &width, st)))
+        (rc = dsv4_indices_gen_paged_batch(c, &gp.rs, 0, gp.compress_ratio, gp.block_size, in, &width, st)))
         return rc;
     /* Out of range: past the block-table width, or a negative other than -1. */
     const dsv4_topk_specials sp = {
         .hole_frac = dsv4_params_float(ps, "hole_frac"),
         .oob_frac = dsv4_params_float(ps, "oob_frac"),
-        .oob_base = width * bc,
+        .oob_base = width * gp.block_size,
         .token_to_req = dsv4_tensors_find(in, "token_to_req_indices")->data,
         .bad_req_frac = dsv4_params_float(ps, "bad_req_frac"),
     };
-    return dsv4_indices_gen_topk_rows(c, &rs, ratio, topk->data, K, &sp, st);
+    return dsv4_indices_gen_topk_rows(c, &gp.rs, gp.compress_ratio, topk->data, gp.topk, &sp, st);
 }
 
 int dsv4_indices_gtopk_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_gtopk_args *a, dsv4_status *st)
