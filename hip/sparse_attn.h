@@ -357,7 +357,7 @@ __global__ void GPU_LAUNCH_BOUNDS_OCC(NT, 3) attn_kernel(Src src, const uint16_t
  * out = (sum_s w_s acc_s) / max(l_f, 1e-30), or 0 if l_f <= 0; sums in split
  * order (bitwise identical reruns).  With one split this is the single-pass
  * kernel's own sink merge.  Grid: T * ceil(H / HG) blocks of NT threads. */
-__global__ void __launch_bounds__(NT) combine_kernel(const float *__restrict__ part, const float *__restrict__ sink,
+static __global__ void __launch_bounds__(NT) combine_kernel(const float *__restrict__ part, const float *__restrict__ sink,
                                                      long long H, int groups, int splits,
                                                      uint16_t *__restrict__ out)
 {
