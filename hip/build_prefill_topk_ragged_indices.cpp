@@ -121,19 +121,13 @@ struct pf_shape {
 int shape_of(const dsv4_hip_call *c, pf_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "topk_indices", DSV4_PLUGIN_INT32, 2, &s->topk, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "token_to_req_indices", DSV4_PLUGIN_INT32, 1, &s->t2r, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "is_valid_token", DSV4_PLUGIN_UINT8, 1, &s->valid, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "query_start_loc", DSV4_PLUGIN_INT32, 1, &s->qsl, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "seq_lens", DSV4_PLUGIN_INT32, 1, &s->seq, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "block_table", DSV4_PLUGIN_INT32, 2, &s->bt, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "topk_ragged_indices", DSV4_PLUGIN_INT32, 1, &s->flat, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "topk_ragged_indptr", DSV4_PLUGIN_INT32, 1, &s->indptr, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "block_size", &s->bc, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "compress_ratio", &s->c, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "num_compressed", &s->N, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "token_offset", &s->off, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "num_rows", &s->num_rows, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "topk_indices:int32:2 token_to_req_indices:int32:1 is_valid_token:uint8:1 "
+                                  "query_start_loc:int32:1 seq_lens:int32:1 block_table:int32:2 -> "
+                                  "topk_ragged_indices:int32:1 topk_ragged_indptr:int32:1",
+                               {&s->topk, &s->t2r, &s->valid, &s->qsl, &s->seq, &s->bt, &s->flat,
+                                &s->indptr}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "block_size compress_ratio num_compressed token_offset num_rows",
+                            {&s->bc, &s->c, &s->N, &s->off, &s->num_rows}, err, errlen)))
         return rc;
     s->T_pf = c->in[s->topk].shape[0];
     s->Wk = c->in[s->topk].shape[1];

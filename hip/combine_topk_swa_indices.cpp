@@ -119,16 +119,11 @@ struct combine_shape {
 int shape_of(const dsv4_hip_call *c, combine_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "topk_indices", DSV4_PLUGIN_INT32, 2, &s->topk, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "query_start_loc", DSV4_PLUGIN_INT32, 1, &s->qsl, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "seq_lens", DSV4_PLUGIN_INT32, 1, &s->seq, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "gather_lens", DSV4_PLUGIN_INT32, 1, &s->gat, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "combined_indices", DSV4_PLUGIN_INT32, 2, &s->ci, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "combined_lens", DSV4_PLUGIN_INT32, 1, &s->cl, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "window_size", &s->W, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "compress_ratio", &s->c, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "topk", &s->K, err, errlen)) || (rc = dsv4_hip_int(c, "M", &s->M, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "N", &s->N, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "topk_indices:int32:2 query_start_loc:int32:1 seq_lens:int32:1 "
+                                  "gather_lens:int32:1 -> combined_indices:int32:2 combined_lens:int32:1",
+                               {&s->topk, &s->qsl, &s->seq, &s->gat, &s->ci, &s->cl}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "window_size compress_ratio topk M N",
+                            {&s->W, &s->c, &s->K, &s->M, &s->N}, err, errlen)))
         return rc;
     s->T = c->in[s->topk].shape[0];
     s->Wk = c->in[s->topk].shape[1];

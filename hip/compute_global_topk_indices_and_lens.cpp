@@ -94,8 +94,7 @@ int dense_check(const dsv4_hip_call *c, char *err, size_t errlen)
     if (rc)
         return rc;
     int g, l;
-    if ((rc = dsv4_hip_tensor(c, 1, "global_topk_indices", DSV4_PLUGIN_INT32, 2, &g, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "topk_lens", DSV4_PLUGIN_INT32, 1, &l, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "-> global_topk_indices:int32:2 topk_lens:int32:1", {&g, &l}, err, errlen)))
         return rc;
     if (c->out[g].shape[0] != s.T || c->out[g].shape[1] != s.K || c->out[l].shape[0] != s.T)
         return IDX_FAIL("gtopk: outputs must be [T, K] and [T]");

@@ -86,9 +86,8 @@ struct ragged_out {
 int ragged_outputs(const dsv4_hip_call *c, ragged_out *o, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 1, "topk_ragged_indices", DSV4_PLUGIN_INT32, 1, &o->flat, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "topk_ragged_indptr", DSV4_PLUGIN_INT32, 1, &o->indptr, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "topk_lens", DSV4_PLUGIN_INT32, 1, &o->lens, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "-> topk_ragged_indices:int32:1 topk_ragged_indptr:int32:1 topk_lens:int32:1",
+                               {&o->flat, &o->indptr, &o->lens}, err, errlen)))
         return rc;
     return DSV4_PLUGIN_OK;
 }

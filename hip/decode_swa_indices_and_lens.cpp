@@ -86,20 +86,14 @@ struct swa_shape {
 int shape_of(const dsv4_hip_call *c, swa_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "query_start_loc", DSV4_PLUGIN_INT32, 1, &s->qsl, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "seq_lens", DSV4_PLUGIN_INT32, 1, &s->seq, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "token_to_req_indices", DSV4_PLUGIN_INT32, 1, &s->t2r, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "is_valid_token", DSV4_PLUGIN_UINT8, 1, &s->valid, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "block_table", DSV4_PLUGIN_INT32, 2, &s->bt, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "decode_swa_indices", DSV4_PLUGIN_INT32, 3, &s->dense, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "decode_swa_lens", DSV4_PLUGIN_INT32, 1, &s->lens, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "decode_swa_ragged_indices", DSV4_PLUGIN_INT32, 1, &s->flat, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "decode_swa_ragged_indptr", DSV4_PLUGIN_INT32, 1, &s->indptr, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "window_size", &s->W, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "block_size", &s->B, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "token_offset", &s->off, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "num_out_rows", &s->rows, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "ragged_num_rows", &s->num_rows, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "query_start_loc:int32:1 seq_lens:int32:1 token_to_req_indices:int32:1 "
+                                  "is_valid_token:uint8:1 block_table:int32:2 -> decode_swa_indices:int32:3 "
+                                  "decode_swa_lens:int32:1 decode_swa_ragged_indices:int32:1 "
+                                  "decode_swa_ragged_indptr:int32:1",
+                               {&s->qsl, &s->seq, &s->t2r, &s->valid, &s->bt, &s->dense, &s->lens,
+                                &s->flat, &s->indptr}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "window_size block_size token_offset num_out_rows ragged_num_rows",
+                            {&s->W, &s->B, &s->off, &s->rows, &s->num_rows}, err, errlen)))
         return rc;
     s->R = c->in[s->seq].shape[0];
     s->T = c->in[s->t2r].shape[0];

@@ -157,12 +157,9 @@ int shape_of(const dsv4_hip_call *c, ga_shape *s, char *err, size_t errlen)
 {
     int rc;
     if ((rc = dsv4_hip_tensor(c, 1, "out", DSV4_PLUGIN_BFLOAT16, 3, &s->out, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "k_cache", DSV4_PLUGIN_UINT8, 3, &s->kc, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "seq_lens", DSV4_PLUGIN_INT32, 1, &s->seq, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "block_table", DSV4_PLUGIN_INT32, 2, &s->bt, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "block_size", &s->B, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "offset", &s->offset, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "use_fnuz", &s->fnuz, err, errlen)))
+        (rc = dsv4_hip_tensors(c, "k_cache:uint8:3 seq_lens:int32:1 block_table:int32:2",
+                               {&s->kc, &s->seq, &s->bt}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "block_size offset use_fnuz", {&s->B, &s->offset, &s->fnuz}, err, errlen)))
         return rc;
     s->gat = dsv4_hip_input(c, "gather_lens"); /* absent: G = S */
     s->R = c->in[s->seq].shape[0];

@@ -136,15 +136,10 @@ struct fq_shape {
 int shape_of(const dsv4_hip_call *c, fq_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "q", DSV4_PLUGIN_BFLOAT16, 2, &s->q, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "q_weight", DSV4_PLUGIN_BFLOAT16, 1, &s->qw, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "kv", DSV4_PLUGIN_BFLOAT16, 2, &s->kv, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "kv_weight", DSV4_PLUGIN_BFLOAT16, 1, &s->kvw, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "q_out", DSV4_PLUGIN_FLOAT8_E4M3FN, 2, &s->qo, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "q_scale", DSV4_PLUGIN_FLOAT32, 2, &s->qs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "kv_out", DSV4_PLUGIN_BFLOAT16, 2, &s->ko, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "group_size", &s->g, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "transpose_scale", &s->tr, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "q:bfloat16:2 q_weight:bfloat16:1 kv:bfloat16:2 kv_weight:bfloat16:1 -> "
+                                  "q_out:float8_e4m3fn:2 q_scale:float32:2 kv_out:bfloat16:2",
+                               {&s->q, &s->qw, &s->kv, &s->kvw, &s->qo, &s->qs, &s->ko}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "group_size transpose_scale", {&s->g, &s->tr}, err, errlen)))
         return rc;
     s->m = c->in[s->q].shape[0];
     s->n1 = c->in[s->q].shape[1];

@@ -100,13 +100,9 @@ struct qi_shape {
 int shape_of(const dsv4_hip_call *c, qi_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "q", DSV4_PLUGIN_BFLOAT16, 3, &s->q, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "kv", DSV4_PLUGIN_BFLOAT16, 2, &s->kv, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "slot_mapping", DSV4_PLUGIN_INT64, 1, &s->sm, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "positions", DSV4_PLUGIN_INT64, 1, &s->pos, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "cos_sin_cache", DSV4_PLUGIN_FLOAT32, 2, &s->cs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "q", DSV4_PLUGIN_BFLOAT16, 3, &s->qo, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "swa_cache", DSV4_PLUGIN_UINT8, 3, &s->co, err, errlen)) ||
+    if ((rc = dsv4_hip_tensors(c, "q:bfloat16:3 kv:bfloat16:2 slot_mapping:int64:1 positions:int64:1 "
+                                  "cos_sin_cache:float32:2 -> q:bfloat16:3 swa_cache:uint8:3",
+                               {&s->q, &s->kv, &s->sm, &s->pos, &s->cs, &s->qo, &s->co}, err, errlen)) ||
         (rc = dsv4_hip_int(c, "block_size", &s->B, err, errlen)))
         return rc;
     const dsv4_plugin_param *e = dsv4_hip_param(c, "eps");

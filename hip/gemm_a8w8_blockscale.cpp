@@ -136,9 +136,8 @@ int shape_of(const dsv4_hip_call *c, gemm_shape *s, char *err, size_t errlen)
     int rc;
     if ((rc = dsv4_hip_tensor(c, 0, "XQ", dt, 2, &s->xq, err, errlen)) ||
         (rc = dsv4_hip_tensor(c, 0, "WQ", dt, 2, &s->wq, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "x_scale", DSV4_PLUGIN_FLOAT32, 2, &s->xs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "w_scale", DSV4_PLUGIN_FLOAT32, 2, &s->ws, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "Y", DSV4_PLUGIN_BFLOAT16, 2, &s->y, err, errlen)))
+        (rc = dsv4_hip_tensors(c, "x_scale:float32:2 w_scale:float32:2 -> Y:bfloat16:2",
+                               {&s->xs, &s->ws, &s->y}, err, errlen)))
         return rc;
     s->M = c->in[s->xq].shape[0];
     s->K = c->in[s->xq].shape[1];

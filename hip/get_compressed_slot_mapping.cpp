@@ -56,14 +56,11 @@ int shape_of(const dsv4_hip_call *c, cslot_shape *s, char *err, size_t errlen)
 {
     int64_t ratio, B, W, rank, I;
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "query_start_loc", DSV4_PLUGIN_INT32, 1, &s->qsl, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "seq_lens", DSV4_PLUGIN_INT32, 1, &s->seq, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "block_table", DSV4_PLUGIN_INT32, 2, &s->bt, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "slot_mapping", DSV4_PLUGIN_INT64, 1, &s->out, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "compress_ratio", &ratio, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "block_size", &B, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "cp_world_size", &W, err, errlen)) || (rc = dsv4_hip_int(c, "cp_rank", &rank, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "cp_interleave", &I, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "query_start_loc:int32:1 seq_lens:int32:1 block_table:int32:2 -> "
+                                  "slot_mapping:int64:1",
+                               {&s->qsl, &s->seq, &s->bt, &s->out}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "compress_ratio block_size cp_world_size cp_rank cp_interleave",
+                            {&ratio, &B, &W, &rank, &I}, err, errlen)))
         return rc;
     const void *const *d = c->din;
     s->dev = cslot_dev{d ? (const int32_t *)d[s->qsl] : NULL, d ? (const int32_t *)d[s->seq] : NULL,

@@ -90,16 +90,13 @@ struct plan_shape {
 int shape_of(const dsv4_hip_call *c, plan_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "prefill_seq_lens", DSV4_PLUGIN_INT32, 1, &s->seq, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "prefill_query_lens", DSV4_PLUGIN_INT32, 1, &s->q, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "chunk_plan", DSV4_PLUGIN_INT64, 2, &s->plan, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "num_chunks", DSV4_PLUGIN_INT64, 1, &s->nc, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "compress_ratio", &s->c, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "prefill_chunk_size", &s->chunk, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "window_size", &s->W, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "max_model_len", &s->mml, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "max_num_batched_tokens", &s->mnbt, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "has_compressed", &s->has, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "prefill_seq_lens:int32:1 prefill_query_lens:int32:1 -> chunk_plan:int64:2 "
+                                  "num_chunks:int64:1",
+                               {&s->seq, &s->q, &s->plan, &s->nc}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c,
+                            "compress_ratio prefill_chunk_size window_size max_model_len max_num_batched_tokens "
+                            "has_compressed",
+                            {&s->c, &s->chunk, &s->W, &s->mml, &s->mnbt, &s->has}, err, errlen)))
         return rc;
     return DSV4_PLUGIN_OK;
 }

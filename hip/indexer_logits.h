@@ -329,18 +329,12 @@ struct lg_shape {
 static inline int lg_shape_of(const dsv4_hip_call *c, lg_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "q", DSV4_PLUGIN_UINT8, 3, &s->q, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "q_scale", DSV4_PLUGIN_INT32, 2, &s->qs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "weights", DSV4_PLUGIN_FLOAT32, 2, &s->w, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "kv_cache", DSV4_PLUGIN_UINT8, 3, &s->kc, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "context_lens", DSV4_PLUGIN_INT32, 1, &s->ctx, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "block_table", DSV4_PLUGIN_INT32, 2, &s->bt, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "query_start_loc", DSV4_PLUGIN_INT32, 1, &s->qsl, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "row_ends", DSV4_PLUGIN_INT32, 1, &s->re, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "logits", DSV4_PLUGIN_FLOAT32, 2, &s->logits, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "heads", &s->heads, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "page_entries", &s->P, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "shuffle", &s->shuffle, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "q:uint8:3 q_scale:int32:2 weights:float32:2 kv_cache:uint8:3 "
+                                  "context_lens:int32:1 block_table:int32:2 query_start_loc:int32:1 "
+                                  "row_ends:int32:1 -> logits:float32:2",
+                               {&s->q, &s->qs, &s->w, &s->kc, &s->ctx, &s->bt, &s->qsl, &s->re,
+                                &s->logits}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "heads page_entries shuffle", {&s->heads, &s->P, &s->shuffle}, err, errlen)))
         return rc;
     return layout_make((int)s->heads, s->P, (int)(s->shuffle != 0), &s->l, err, errlen);
 }

@@ -29,9 +29,8 @@ static int shape_of(const names &nm, const dsv4_hip_call *c, shape *s, char *err
 {
     int rc;
     int64_t swa_only;
-    if ((rc = dsv4_hip_tensor(c, 0, "q", DSV4_PLUGIN_BFLOAT16, 3, &s->q, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "attn_sink", DSV4_PLUGIN_FLOAT32, 1, &s->sink, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "output", DSV4_PLUGIN_BFLOAT16, 3, &s->out, err, errlen)) ||
+    if ((rc = dsv4_hip_tensors(c, "q:bfloat16:3 attn_sink:float32:1 -> output:bfloat16:3",
+                               {&s->q, &s->sink, &s->out}, err, errlen)) ||
         (rc = dsv4_hip_int(c, "swa_only", &swa_only, err, errlen)))
         return rc;
     const dsv4_plugin_param *sc = dsv4_hip_param(c, "scale");

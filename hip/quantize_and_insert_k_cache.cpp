@@ -128,10 +128,8 @@ struct ins_shape {
 int shape_of(const dsv4_hip_call *c, ins_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "k", DSV4_PLUGIN_BFLOAT16, 2, &s->k, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "k_cache", DSV4_PLUGIN_UINT8, 3, &s->kc, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "block_size", &s->B, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "use_fnuz", &s->fnuz, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "k:bfloat16:2 -> k_cache:uint8:3", {&s->k, &s->kc}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "block_size use_fnuz", {&s->B, &s->fnuz}, err, errlen)))
         return rc;
     s->sm = dsv4_hip_input(c, "slot_mapping");
     if (s->sm < 0 || c->in[s->sm].ndim != 1 ||

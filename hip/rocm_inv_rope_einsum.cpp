@@ -61,15 +61,11 @@ struct es_shape {
 int shape_of(const dsv4_hip_call *c, es_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "o", DSV4_PLUGIN_BFLOAT16, 3, &s->o, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "positions", DSV4_PLUGIN_INT64, 1, &s->pos, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "cos_sin_cache", DSV4_PLUGIN_FLOAT32, 2, &s->cs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "wo_a", DSV4_PLUGIN_BFLOAT16, 2, &s->w, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "out", DSV4_PLUGIN_BFLOAT16, 2, &s->out, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "n_local_groups", &s->G, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "o_lora_rank", &s->R, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "rope_head_dim", &s->rd, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "inverse_rope", &s->inv, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "o:bfloat16:3 positions:int64:1 cos_sin_cache:float32:2 wo_a:bfloat16:2 -> "
+                                  "out:bfloat16:2",
+                               {&s->o, &s->pos, &s->cs, &s->w, &s->out}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "n_local_groups o_lora_rank rope_head_dim inverse_rope",
+                            {&s->G, &s->R, &s->rd, &s->inv}, err, errlen)))
         return rc;
     s->T = c->in[s->o].shape[0];
     s->H = c->in[s->o].shape[1];

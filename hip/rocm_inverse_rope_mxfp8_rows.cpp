@@ -77,11 +77,9 @@ struct rmx_shape {
 int shape_of(const dsv4_hip_call *c, rmx_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "o", DSV4_PLUGIN_BFLOAT16, 3, &s->o, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "positions", DSV4_PLUGIN_INT64, 1, &s->pos, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "cos_sin_cache", DSV4_PLUGIN_FLOAT32, 2, &s->cs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "data", DSV4_PLUGIN_FLOAT8_E4M3FN, 2, &s->d, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "scale", DSV4_PLUGIN_UINT8, 2, &s->s, err, errlen)) ||
+    if ((rc = dsv4_hip_tensors(c, "o:bfloat16:3 positions:int64:1 cos_sin_cache:float32:2 -> data:float8_e4m3fn:2 "
+                                  "scale:uint8:2",
+                               {&s->o, &s->pos, &s->cs, &s->d, &s->s}, err, errlen)) ||
         (rc = dsv4_hip_int(c, "rope_head_dim", &s->rd, err, errlen)))
         return rc;
     s->T = c->in[s->o].shape[0];

@@ -53,11 +53,9 @@ struct rope_shape {
 int shape_of(const dsv4_hip_call *c, rope_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "positions", DSV4_PLUGIN_INT64, 1, &s->pos, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "cos_sin_cache", DSV4_PLUGIN_FLOAT32, 2, &s->cs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "o", DSV4_PLUGIN_BFLOAT16, 3, &s->o_out, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "rotated", &s->rotated, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "rope_head_dim", &s->rd, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "positions:int64:1 cos_sin_cache:float32:2 -> o:bfloat16:3",
+                               {&s->pos, &s->cs, &s->o_out}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "rotated rope_head_dim", {&s->rotated, &s->rd}, err, errlen)))
         return rc;
     s->T = c->out[s->o_out].shape[0];
     s->H = c->out[s->o_out].shape[1];

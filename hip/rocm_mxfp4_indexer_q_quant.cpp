@@ -69,13 +69,10 @@ struct qq_shape {
 int shape_of(const dsv4_hip_call *c, qq_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "positions", DSV4_PLUGIN_INT64, 1, &s->pos, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "index_q", DSV4_PLUGIN_BFLOAT16, 3, &s->q, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "index_q_cos_sin_cache", DSV4_PLUGIN_FLOAT32, 2, &s->cs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "index_weights", DSV4_PLUGIN_FLOAT32, 2, &s->w, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "q_packed", DSV4_PLUGIN_UINT8, 3, &s->op, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "q_scale", DSV4_PLUGIN_INT32, 2, &s->os, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "weights_out", DSV4_PLUGIN_FLOAT32, 2, &s->ow, err, errlen)) ||
+    if ((rc = dsv4_hip_tensors(c, "positions:int64:1 index_q:bfloat16:3 index_q_cos_sin_cache:float32:2 "
+                                  "index_weights:float32:2 -> q_packed:uint8:3 q_scale:int32:2 "
+                                  "weights_out:float32:2",
+                               {&s->pos, &s->q, &s->cs, &s->w, &s->op, &s->os, &s->ow}, err, errlen)) ||
         (rc = float_param(c, "softmax_scale", &s->ss, err, errlen)) ||
         (rc = float_param(c, "head_scale", &s->hs, err, errlen)))
         return rc;

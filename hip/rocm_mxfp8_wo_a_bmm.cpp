@@ -54,13 +54,10 @@ struct bmm_shape {
 int shape_of(const dsv4_hip_call *c, bmm_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "a", DSV4_PLUGIN_FLOAT8_E4M3FN, 2, &s->a, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "a_scale", DSV4_PLUGIN_UINT8, 2, &s->as, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "wo_a", DSV4_PLUGIN_FLOAT8_E4M3FN, 2, &s->w, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "wo_a_scale", DSV4_PLUGIN_UINT8, 2, &s->ws, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "out", DSV4_PLUGIN_BFLOAT16, 2, &s->out, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "n_local_groups", &s->G, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "o_lora_rank", &s->R, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "a:float8_e4m3fn:2 a_scale:uint8:2 wo_a:float8_e4m3fn:2 wo_a_scale:uint8:2 -> "
+                                  "out:bfloat16:2",
+                               {&s->a, &s->as, &s->w, &s->ws, &s->out}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "n_local_groups o_lora_rank", {&s->G, &s->R}, err, errlen)))
         return rc;
     s->T = c->in[s->a].shape[0];
     s->K = c->in[s->w].shape[1];

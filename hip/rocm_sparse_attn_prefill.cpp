@@ -20,12 +20,9 @@ struct prefill_shape {
 int shape_of(const dsv4_hip_call *c, prefill_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "q", DSV4_PLUGIN_BFLOAT16, 3, &s->q, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "kv", DSV4_PLUGIN_BFLOAT16, 3, &s->kv, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "indices", DSV4_PLUGIN_INT32, 3, &s->idx, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "topk_length", DSV4_PLUGIN_INT32, 1, &s->len, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "attn_sink", DSV4_PLUGIN_FLOAT32, 1, &s->sink, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "output", DSV4_PLUGIN_BFLOAT16, 3, &s->out, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "q:bfloat16:3 kv:bfloat16:3 indices:int32:3 topk_length:int32:1 "
+                                  "attn_sink:float32:1 -> output:bfloat16:3",
+                               {&s->q, &s->kv, &s->idx, &s->len, &s->sink, &s->out}, err, errlen)))
         return rc;
     const dsv4_plugin_param *sc = dsv4_hip_param(c, "scale");
     if (!sc || sc->kind != DSV4_PLUGIN_FLOAT)

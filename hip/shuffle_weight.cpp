@@ -47,8 +47,7 @@ struct sh_shape {
 int shape_of(const dsv4_hip_call *c, sh_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "x", DSV4_PLUGIN_FLOAT8_E4M3FN, 2, &s->x, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "out", DSV4_PLUGIN_FLOAT8_E4M3FN, 2, &s->o, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "x:float8_e4m3fn:2 -> out:float8_e4m3fn:2", {&s->x, &s->o}, err, errlen)))
         return rc;
     s->N = c->in[s->x].shape[0];
     s->K = c->in[s->x].shape[1];
