@@ -145,12 +145,8 @@ int shape_of(const dsv4_hip_call *c, pf_shape *s, char *err, size_t errlen)
 /* What the kernels rely on: dsv4_pftopk_check (ref/indices.c) -- each valid
  * token inside its request's query range, every block-table read in range
  * -- plus the shapes. */
-int pf_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const pf_shape &s, char *err, size_t errlen)
 {
-    pf_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (s.bc < 1 || s.bc > INT32_MAX || s.c < 1 || s.N < 0 || s.off < 0)
         return IDX_FAIL("pftopk: block_size and compress_ratio must be >= 1, num_compressed, token_offset >= 0");
     if (s.off + s.T_pf > s.T || c->in[s.valid].shape[0] != s.T || c->in[s.qsl].shape[0] != s.R + 1)
@@ -191,12 +187,8 @@ int pf_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t pf_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const pf_shape &s, hipStream_t stream)
 {
-    pf_shape s;
-    char err[256];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     int32_t *flat = (int32_t *)c->dout[s.flat], *indptr = (int32_t *)c->dout[s.indptr];
     const unsigned rows = (unsigned)s.T_pf;
     hipError_t e;
@@ -224,5 +216,4 @@ hipError_t pf_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_build_prefill_topk_ragged_indices = {"build_prefill_topk_ragged_indices", variants,
-                                                              pf_check, pf_launch};
+DSV4_HIP_SHAPE_KERNEL(build_prefill_topk_ragged_indices, variants, pf_shape);

@@ -136,12 +136,8 @@ int shape_of(const dsv4_hip_call *c, combine_shape *s, char *err, size_t errlen)
 
 /* What the kernel relies on: the contract of dsv4_combine_check
  * (ref/indices.c) plus the output shapes. */
-int combine_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const combine_shape &s, char *err, size_t errlen)
 {
-    combine_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (c->in[s.qsl].shape[0] != s.R + 1 || c->in[s.gat].shape[0] != s.R)
         return FAIL("combine: query_start_loc, seq_lens, gather_lens must be [R+1], [R], [R]");
     if (s.c < 1 || s.W < 0 || s.K < 0 || s.M < 0 || s.N < 0)
@@ -166,12 +162,8 @@ int combine_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t combine_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const combine_shape &s, hipStream_t stream)
 {
-    combine_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     if (s.T == 0)
         return hipSuccess;
     const int threads = 256;
@@ -185,7 +177,4 @@ hipError_t combine_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-/* Not const: clang's HIP device pass would emit a const global (and its host
- * function pointers) for the device too. */
-dsv4_hip_kernel dsv4_hip_combine_topk_swa_indices = {
-    "combine_topk_swa_indices", variants, combine_check, combine_launch};
+DSV4_HIP_SHAPE_KERNEL(combine_topk_swa_indices, variants, combine_shape);

@@ -161,12 +161,8 @@ static int same_shape(const dsv4_plugin_tensor *a, const dsv4_plugin_tensor *b)
 
 /* comp_args_of's shapes and dsv4_compressor_check's indices: every state
  * row of an emitting token's window, its compressed slot and RoPE row. */
-int comp_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const comp_shape &s, char *err, size_t errlen)
 {
-    comp_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (s.c != 4 && s.c != 128)
         return QFAIL("compressor: compress_ratio = %lld: 4 or 128", (long long)s.c);
     const long long coff = s.c == 4 ? 2 : 1, Bs = s.c == 4 ? 4 : 8, W2 = 2 * coff * D, B = 256 / s.c;
@@ -215,12 +211,8 @@ int comp_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t comp_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const comp_shape &s, hipStream_t stream)
 {
-    comp_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     if (s.T == 0)
         return hipSuccess;
     const int coff = s.c == 4 ? 2 : 1, half = coff * D;
@@ -257,4 +249,4 @@ hipError_t comp_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_compressor = {"compressor", variants, comp_check, comp_launch};
+DSV4_HIP_SHAPE_KERNEL(compressor, variants, comp_shape);

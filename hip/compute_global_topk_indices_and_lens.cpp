@@ -119,6 +119,6 @@ hipError_t dense_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-/* Not const: see combine_topk_swa_indices.cpp. */
+/* Not const: see DSV4_HIP_SHAPE_KERNEL in kernels.h. */
 dsv4_hip_kernel dsv4_hip_compute_global_topk_indices_and_lens = {
     "compute_global_topk_indices_and_lens", dense_variants, dense_check, dense_launch};

@@ -135,6 +135,6 @@ hipError_t ragged_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-/* Not const: see combine_topk_swa_indices.cpp. */
+/* Not const: see DSV4_HIP_SHAPE_KERNEL in kernels.h. */
 dsv4_hip_kernel dsv4_hip_compute_global_topk_ragged_indices_and_indptr = {
     "compute_global_topk_ragged_indices_and_indptr", ragged_variants, ragged_check, ragged_launch};

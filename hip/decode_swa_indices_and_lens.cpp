@@ -108,12 +108,8 @@ int shape_of(const dsv4_hip_call *c, swa_shape *s, char *err, size_t errlen)
 /* What the kernels rely on: dsv4_swa_check (ref/indices.c) -- each valid
  * token in its request's range, pos >= 0, its pages in the block table --
  * plus the shapes. */
-int swa_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const swa_shape &s, char *err, size_t errlen)
 {
-    swa_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (s.B < 1 || s.B > INT32_MAX || s.W < 0 || s.off < 0 || s.rows < 0 || s.off + s.rows > s.T)
         return IDX_FAIL("swa: block_size >= 1, window_size, token_offset >= 0, token_offset + rows <= tokens");
     if (c->in[s.valid].shape[0] != s.T || c->in[s.qsl].shape[0] != s.R + 1)
@@ -150,12 +146,8 @@ int swa_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t swa_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const swa_shape &s, hipStream_t stream)
 {
-    swa_shape s;
-    char err[256];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     int32_t *indptr = (int32_t *)c->dout[s.indptr];
     hipLaunchKernelGGL(idx::lens_scan_kernel<swa_len>, dim3(1), dim3(idx::SCAN_THREADS), 0, stream, swa_len{s.dev},
                        (long long)s.rows, (int32_t *)c->dout[s.lens], indptr);
@@ -169,5 +161,4 @@ hipError_t swa_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_decode_swa_indices_and_lens = {"decode_swa_indices_and_lens", variants, swa_check,
-                                                        swa_launch};
+DSV4_HIP_SHAPE_KERNEL(decode_swa_indices_and_lens, variants, swa_shape);

@@ -147,12 +147,8 @@ int shape_of(const dsv4_hip_call *c, fq_shape *s, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-int fused_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const fq_shape &s, char *err, size_t errlen)
 {
-    fq_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (s.g != 128 || s.n1 % 128 != 0 || s.n1 <= 0)
         return QFAIL("fused_qk_rmsnorm_group_quant: group_size must be 128 and n1 a positive multiple of it");
     if (s.n2 % 8 != 0 || s.n2 <= 0)
@@ -173,12 +169,8 @@ int fused_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t fused_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const fq_shape &s, hipStream_t stream)
 {
-    fq_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     if (s.m == 0)
         return hipSuccess;
     const float qe = (float)dsv4_hip_param(c, "q_epsilon")->f, ke = (float)dsv4_hip_param(c, "kv_epsilon")->f;
@@ -191,5 +183,4 @@ hipError_t fused_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_fused_qk_rmsnorm_group_quant = {"fused_qk_rmsnorm_group_quant", variants, fused_check,
-                                                         fused_launch};
+DSV4_HIP_SHAPE_KERNEL(fused_qk_rmsnorm_group_quant, variants, fq_shape);

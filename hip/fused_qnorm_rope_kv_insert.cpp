@@ -119,12 +119,8 @@ int shape_of(const dsv4_hip_call *c, qi_shape *s, char *err, size_t errlen)
 
 /* qi_args_of's shapes; positions of all T rows inside the table; slots -1
  * or inside the cache. */
-int qi_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const qi_shape &s, char *err, size_t errlen)
 {
-    qi_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const int64_t *cs = c->in[s.cs].shape, *kv = c->in[s.kv].shape, *co = c->out[s.co].shape, *qo = c->out[s.qo].shape;
     if (c->in[s.q].shape[2] != D || kv[1] != D || kv[0] != s.T || c->in[s.pos].shape[0] != s.T || s.Ts > s.T ||
         cs[1] != RD || s.B < 1 || co[1] != s.B || co[2] != 584 || qo[0] != s.T || qo[1] != s.H || qo[2] != D)
@@ -143,12 +139,8 @@ int qi_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t qi_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const qi_shape &s, hipStream_t stream)
 {
-    qi_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const long long n = (s.T * s.H + Q_ROWS - 1) / Q_ROWS + s.Ts;
     if (n == 0)
         return hipSuccess;
@@ -161,4 +153,4 @@ hipError_t qi_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_fused_qnorm_rope_kv_insert = {"fused_qnorm_rope_kv_insert", variants, qi_check, qi_launch};
+DSV4_HIP_SHAPE_KERNEL(fused_qnorm_rope_kv_insert, variants, qi_shape);

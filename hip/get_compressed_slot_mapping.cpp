@@ -72,12 +72,8 @@ int shape_of(const dsv4_hip_call *c, cslot_shape *s, char *err, size_t errlen)
 
 /* What the kernel relies on: dsv4_cslot_check (ref/indices.c) -- positions
  * >= 0, every written slot's page inside the block table -- plus shapes. */
-int cslot_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const cslot_shape &s, char *err, size_t errlen)
 {
-    cslot_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const cslot_dev &a = s.dev;
     if (a.c < 1 || a.B < 1 || a.W < 1 || a.I < 1 || a.rank < 0 || a.rank >= a.W)
         return IDX_FAIL("cslot: compress_ratio, block_size, cp_world_size, cp_interleave >= 1, 0 <= cp_rank < ranks");
@@ -108,12 +104,8 @@ int cslot_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t cslot_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const cslot_shape &s, hipStream_t stream)
 {
-    cslot_shape s;
-    char err[256];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     if (s.dev.out_len == 0)
         return hipSuccess;
     const unsigned blocks = (unsigned)((s.dev.out_len + THREADS - 1) / THREADS);
@@ -123,5 +115,4 @@ hipError_t cslot_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_get_compressed_slot_mapping = {"get_compressed_slot_mapping", variants, cslot_check,
-                                                        cslot_launch};
+DSV4_HIP_SHAPE_KERNEL(get_compressed_slot_mapping, variants, cslot_shape);

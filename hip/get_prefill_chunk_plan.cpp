@@ -103,12 +103,8 @@ int shape_of(const dsv4_hip_call *c, plan_shape *s, char *err, size_t errlen)
 
 /* dsv4_chunkplan_check (ref/indices.c) plus the shapes: the plan has at
  * most one chunk per prefill, so [n, 4] always holds it. */
-int plan_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const plan_shape &s, char *err, size_t errlen)
 {
-    plan_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const int64_t n = c->in[s.seq].shape[0];
     if (c->in[s.q].shape[0] != n || c->out[s.plan].shape[0] != n || c->out[s.plan].shape[1] != 4 ||
         c->out[s.nc].shape[0] != 1)
@@ -122,12 +118,8 @@ int plan_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t plan_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const plan_shape &s, hipStream_t stream)
 {
-    plan_shape s;
-    char err[256];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     /* c <= 1: zeros [S12]; has_compressed = 0: SWA-only layer (inferred). */
     const plan_args a{(long long)c->in[s.seq].shape[0], (long long)s.c, (long long)s.chunk, (long long)s.W,
                       (long long)s.mml, (long long)s.mnbt, s.has != 0 && s.c > 1};
@@ -138,4 +130,4 @@ hipError_t plan_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_get_prefill_chunk_plan = {"get_prefill_chunk_plan", variants, plan_check, plan_launch};
+DSV4_HIP_SHAPE_KERNEL(get_prefill_chunk_plan, variants, plan_shape);

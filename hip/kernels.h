@@ -201,4 +201,11 @@ template <class Shape> hipError_t dsv4_hip_launch_shape(const dsv4_hip_call *c, 
     return shape_of(c, &s, err, sizeof err) ? hipErrorInvalidValue : launch_shape(c, s, stream);
 }
 
+/* The kernel of op (the table entry backend.cpp names) for host code written
+ * as shape_of / check_shape / launch_shape over Shape.  Not const: clang's HIP
+ * device pass would emit a const global (and its host function pointers) for
+ * the device too. */
+#define DSV4_HIP_SHAPE_KERNEL(op, variants, Shape) \
+    dsv4_hip_kernel dsv4_hip_##op = {#op, variants, dsv4_hip_check_shape<Shape>, dsv4_hip_launch_shape<Shape>}
+
 #endif

@@ -3,6 +3,8 @@
 #ifndef DSV4_HIP_QUANT_DEVICE_H
 #define DSV4_HIP_QUANT_DEVICE_H
 
+#include <type_traits>
+
 #include "kernels.h"
 #include "quant_rules.h"
 
@@ -191,6 +193,16 @@ static inline int mx_rows_of(const dsv4_hip_call *c, const char *codes, int code
     if (s->T * s->W / 8 > (long long)0x7fffffff * 256)
         return QFAIL("%s: tensor too large for the grid", c->op);
     return DSV4_PLUGIN_OK;
+}
+
+/* The quant kernels take the input dtype as a template argument: launch is
+ * called with std::true_type for a bf16 input, std::false_type for fp32. */
+template <class Launch> static inline void launch_by_input_dtype(int is_bf16, Launch launch)
+{
+    if (is_bf16)
+        launch(std::true_type{});
+    else
+        launch(std::false_type{});
 }
 
 /* Blocks of `threads` covering n work items (host side). */

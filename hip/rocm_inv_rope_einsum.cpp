@@ -74,12 +74,8 @@ int shape_of(const dsv4_hip_call *c, es_shape *s, char *err, size_t errlen)
 }
 
 /* einsum_args_of / dsv4_ref_inv_rope_einsum's contract. */
-int einsum_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const es_shape &s, char *err, size_t errlen)
 {
-    es_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (c->in[s.o].shape[2] != 512 || c->in[s.pos].shape[0] != s.T || c->in[s.cs].shape[1] != s.rd)
         return QFAIL("rocm_inv_rope_einsum: o [T, H, 512], positions [T], cos_sin_cache [P, rope_head_dim]");
     if (s.G < 1 || s.R < 0 || s.H < 1 || (s.H * 512) % s.G)
@@ -101,12 +97,8 @@ int einsum_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t einsum_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const es_shape &s, hipStream_t stream)
 {
-    es_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const long long n = s.T * s.G * s.R;
     if (n == 0)
         return hipSuccess;
@@ -119,4 +111,4 @@ hipError_t einsum_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_rocm_inv_rope_einsum = {"rocm_inv_rope_einsum", variants, einsum_check, einsum_launch};
+DSV4_HIP_SHAPE_KERNEL(rocm_inv_rope_einsum, variants, es_shape);

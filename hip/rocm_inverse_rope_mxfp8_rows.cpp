@@ -90,12 +90,8 @@ int shape_of(const dsv4_hip_call *c, rmx_shape *s, char *err, size_t errlen)
 
 /* rmx_inputs_of / rope_check: shapes, rope_head_dim a multiple of 32 up to
  * 512, positions inside the table, o finite. */
-int rmx_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const rmx_shape &s, char *err, size_t errlen)
 {
-    rmx_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (c->in[s.o].shape[2] != D || c->in[s.pos].shape[0] != s.T || c->in[s.cs].shape[1] != s.rd)
         return QFAIL("%s: o [T, H, 512], positions [T], cos_sin_cache [P, rope_head_dim]", c->op);
     if (s.rd <= 0 || s.rd > D || s.rd % 32)
@@ -117,12 +113,8 @@ int rmx_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t rmx_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const rmx_shape &s, hipStream_t stream)
 {
-    rmx_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const long long nchunks = s.T * s.H * 64;
     if (nchunks == 0)
         return hipSuccess;
@@ -146,5 +138,4 @@ hipError_t rmx_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_rocm_inverse_rope_mxfp8_rows = {"rocm_inverse_rope_mxfp8_rows", variants, rmx_check,
-                                                         rmx_launch};
+DSV4_HIP_SHAPE_KERNEL(rocm_inverse_rope_mxfp8_rows, variants, rmx_shape);

@@ -65,12 +65,8 @@ int shape_of(const dsv4_hip_call *c, rope_shape *s, char *err, size_t errlen)
 
 /* The contract of rope_check (ref/attention.c): rope_dim even in (0, 512],
  * rotated in [0, T], positions of the rotated rows inside the cache. */
-int rope_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const rope_shape &s, char *err, size_t errlen)
 {
-    rope_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (c->out[s.o_out].shape[2] != D || c->in[s.pos].shape[0] != s.T)
         return FAIL("%s: o must be [T, H, 512] and positions [T]", c->op);
     if (s.rd <= 0 || s.rd > D || s.rd % 2 || c->in[s.cs].shape[1] != s.rd)
@@ -86,12 +82,8 @@ int rope_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t rope_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const rope_shape &s, hipStream_t stream)
 {
-    rope_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const long long npairs = (long long)(s.T - s.rotated) * s.H * (s.rd / 2);
     if (npairs <= 0)
         return hipSuccess;
@@ -107,4 +99,4 @@ hipError_t rope_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_rocm_inverse_rope_rows = {"rocm_inverse_rope_rows", variants, rope_check, rope_launch};
+DSV4_HIP_SHAPE_KERNEL(rocm_inverse_rope_rows, variants, rope_shape);

@@ -80,12 +80,8 @@ int shape_of(const dsv4_hip_call *c, qq_shape *s, char *err, size_t errlen)
 }
 
 /* Memory safety: shapes and every position inside cos_sin_cache. */
-int qq_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const qq_shape &s, char *err, size_t errlen)
 {
-    qq_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const dsv4_plugin_tensor *q = &c->in[s.q];
     const long long T = q->shape[0], H = q->shape[1];
     const dsv4_plugin_tensor *w = &c->in[s.w], *op = &c->out[s.op], *os = &c->out[s.os], *ow = &c->out[s.ow];
@@ -104,12 +100,8 @@ int qq_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t qq_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const qq_shape &s, hipStream_t stream)
 {
-    qq_shape s;
-    char err[160];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const long long T = c->in[s.q].shape[0], H = c->in[s.q].shape[1];
     if (T * H == 0)
         return hipSuccess;
@@ -130,5 +122,4 @@ hipError_t qq_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_rocm_mxfp4_indexer_q_quant = {"rocm_mxfp4_indexer_q_quant", idxr::quant_variants, qq_check,
-                                                        qq_launch};
+DSV4_HIP_SHAPE_KERNEL(rocm_mxfp4_indexer_q_quant, idxr::quant_variants, qq_shape);

@@ -66,12 +66,8 @@ int shape_of(const dsv4_hip_call *c, bmm_shape *s, char *err, size_t errlen)
 
 /* bmm_args_of / dsv4_ref_mxfp8_wo_a_bmm's contract: shapes, no NaN codes,
  * no e8m0 NaN scale 0xFF. */
-int bmm_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const bmm_shape &s, char *err, size_t errlen)
 {
-    bmm_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const long long G = s.G, R = s.R, K = s.K, T = s.T;
     if (G < 1 || R < 0 || K % 32 || c->in[s.a].shape[1] != G * K || c->in[s.w].shape[0] != G * R ||
         c->in[s.as].shape[0] != T || c->in[s.as].shape[1] != G * K / 32 || c->in[s.ws].shape[0] != G * R ||
@@ -93,12 +89,8 @@ int bmm_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t bmm_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const bmm_shape &s, hipStream_t stream)
 {
-    bmm_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const long long n = s.T * s.G * s.R;
     if (n == 0)
         return hipSuccess;
@@ -110,4 +102,4 @@ hipError_t bmm_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_rocm_mxfp8_wo_a_bmm = {"rocm_mxfp8_wo_a_bmm", variants, bmm_check, bmm_launch};
+DSV4_HIP_SHAPE_KERNEL(rocm_mxfp8_wo_a_bmm, variants, bmm_shape);

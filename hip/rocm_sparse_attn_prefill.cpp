@@ -37,12 +37,8 @@ int shape_of(const dsv4_hip_call *c, prefill_shape *s, char *err, size_t errlen)
 
 /* Shapes the launch relies on (dsv4_attn_check's contract for the dense
  * form; the values are the validator's business). */
-int prefill_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const prefill_shape &s, char *err, size_t errlen)
 {
-    prefill_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const int64_t *qs = c->in[s.q].shape, *ks = c->in[s.kv].shape, *is = c->in[s.idx].shape,
                   *os = c->out[s.out].shape;
     if (qs[2] != sattn::D || ks[1] != 1 || ks[2] != sattn::D)
@@ -61,12 +57,8 @@ int prefill_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t prefill_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const prefill_shape &s, hipStream_t stream)
 {
-    prefill_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     sattn::dense_src src;
     src.kv = (const uint16_t *)c->din[s.kv];
     src.rows = s.rows; /* num_rows = kv.shape[0] (docs/semantics/attention.md A8.2 [S9]) */
@@ -78,5 +70,4 @@ hipError_t prefill_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_rocm_sparse_attn_prefill = {"rocm_sparse_attn_prefill", variants, prefill_check,
-                                                     prefill_launch};
+DSV4_HIP_SHAPE_KERNEL(rocm_sparse_attn_prefill, variants, prefill_shape);

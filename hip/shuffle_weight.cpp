@@ -57,12 +57,8 @@ int shape_of(const dsv4_hip_call *c, sh_shape *s, char *err, size_t errlen)
 #define FAIL(...) (snprintf(err, errlen, __VA_ARGS__), DSV4_PLUGIN_EINPUT)
 
 /* dsv4_shuffle_check (ref/gemm.c): N % 16 == 0, K % 32 == 0; out as x. */
-int shuffle_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const sh_shape &s, char *err, size_t errlen)
 {
-    sh_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (s.N < 0 || s.K < 0 || s.N % 16 || s.K % 32)
         return FAIL("shuffle_weight: [N = %lld, K = %lld] needs N %% 16 == 0 and K %% 32 == 0", s.N, s.K);
     if (c->out[s.o].shape[0] != s.N || c->out[s.o].shape[1] != s.K)
@@ -70,12 +66,8 @@ int shuffle_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t shuffle_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const sh_shape &s, hipStream_t stream)
 {
-    sh_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const long long nchunks = s.N * (s.K / 16);
     if (nchunks == 0)
         return hipSuccess;
@@ -89,4 +81,4 @@ hipError_t shuffle_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_shuffle_weight = {"shuffle_weight", variants, shuffle_check, shuffle_launch};
+DSV4_HIP_SHAPE_KERNEL(shuffle_weight, variants, sh_shape);
