@@ -108,6 +108,31 @@ static const char *const dsv4_hip_dtype_names[] = {
     "float64", "float32", "bfloat16", "float16", "int64", "int32", "uint8", "float8_e4m3fn", "float8_e4m3fnuz",
     "float8_e8m0fnu", "float4_e2m1fn_x2", "bytes"};
 
+/* Calls word(text, length) for each space-separated word of list, stopping
+ * at the first nonzero return. */
+template <class Word> static inline int dsv4_hip_each_word(const char *list, Word word)
+{
+    for (const char *p = list + strspn(list, " "); *p; p += strspn(p, " ")) {
+        const size_t len = strcspn(p, " ");
+        const int rc = word(p, len);
+        if (rc)
+            return rc;
+        p += len;
+    }
+    return DSV4_PLUGIN_OK;
+}
+
+/* A list that names fewer or more entries than the pointers given with it is
+ * the kernel's mistake; reported like a bad input, naming the op. */
+static inline int dsv4_hip_all_used(const dsv4_hip_call *c, const char *list, size_t used, size_t given, char *err,
+                                    size_t errlen)
+{
+    if (used == given)
+        return DSV4_PLUGIN_OK;
+    snprintf(err, errlen, "%s: '%s' names %zu entries for %zu pointers", c->op, list, used, given);
+    return DSV4_PLUGIN_EINPUT;
+}
+
 /* Every tensor of a signature "name:dtype:rank ... -> name:dtype:rank ..."
  * (inputs, then outputs), each checked as dsv4_hip_tensor does and its index
  * stored through the pointer of the same position in index.  One line of
@@ -116,18 +141,12 @@ static const char *const dsv4_hip_dtype_names[] = {
 static inline int dsv4_hip_tensors(const dsv4_hip_call *c, const char *signature,
                                    std::initializer_list<int *> index, char *err, size_t errlen)
 {
-    const char *p = signature;
     int is_output = 0;
-    size_t k = 0;
-    for (;;) {
-        p += strspn(p, " ");
-        const size_t len = strcspn(p, " ");
-        if (len == 0)
-            break;
+    size_t found = 0;
+    const int rc = dsv4_hip_each_word(signature, [&](const char *p, size_t len) -> int {
         if (len == 2 && strncmp(p, "->", 2) == 0) {
             is_output = 1;
-            p += len;
-            continue;
+            return DSV4_PLUGIN_OK;
         }
         char name[64], dtype[32];
         int rank = -1, used = 0, code = -1;
@@ -135,20 +154,14 @@ static inline int dsv4_hip_tensors(const dsv4_hip_call *c, const char *signature
             for (int d = 0; d < (int)(sizeof dsv4_hip_dtype_names / sizeof dsv4_hip_dtype_names[0]); d++)
                 if (strcmp(dtype, dsv4_hip_dtype_names[d]) == 0)
                     code = d;
-        if (code < 0 || k >= index.size()) {
-            snprintf(err, errlen, "%s: tensor signature entry '%.*s' is malformed or has no index", c->op, (int)len, p);
+        if (code < 0 || found >= index.size()) {
+            snprintf(err, errlen, "%s: signature entry '%.*s' is not name:dtype:rank or has no index", c->op,
+                     (int)len, p);
             return DSV4_PLUGIN_EINPUT;
         }
-        const int rc = dsv4_hip_tensor(c, is_output, name, code, rank, index.begin()[k++], err, errlen);
-        if (rc)
-            return rc;
-        p += len;
-    }
-    if (k != index.size()) {
-        snprintf(err, errlen, "%s: tensor signature names %zu tensors for %zu indices", c->op, k, index.size());
-        return DSV4_PLUGIN_EINPUT;
-    }
-    return DSV4_PLUGIN_OK;
+        return dsv4_hip_tensor(c, is_output, name, code, rank, index.begin()[found++], err, errlen);
+    });
+    return rc ? rc : dsv4_hip_all_used(c, signature, found, index.size(), err, errlen);
 }
 
 /* The integer parameters named (space-separated) in names, each read as
@@ -156,30 +169,18 @@ static inline int dsv4_hip_tensors(const dsv4_hip_call *c, const char *signature
 static inline int dsv4_hip_ints(const dsv4_hip_call *c, const char *names, std::initializer_list<int64_t *> value,
                                 char *err, size_t errlen)
 {
-    const char *p = names;
-    size_t k = 0;
-    for (;;) {
-        p += strspn(p, " ");
-        const size_t len = strcspn(p, " ");
-        if (len == 0)
-            break;
+    size_t found = 0;
+    const int rc = dsv4_hip_each_word(names, [&](const char *p, size_t len) -> int {
         char name[64];
-        if (len >= sizeof name || k >= value.size()) {
+        if (len >= sizeof name || found >= value.size()) {
             snprintf(err, errlen, "%s: parameter list entry '%.*s' is too long or has no value", c->op, (int)len, p);
             return DSV4_PLUGIN_EINPUT;
         }
         memcpy(name, p, len);
         name[len] = '\0';
-        const int rc = dsv4_hip_int(c, name, value.begin()[k++], err, errlen);
-        if (rc)
-            return rc;
-        p += len;
-    }
-    if (k != value.size()) {
-        snprintf(err, errlen, "%s: parameter list names %zu parameters for %zu values", c->op, k, value.size());
-        return DSV4_PLUGIN_EINPUT;
-    }
-    return DSV4_PLUGIN_OK;
+        return dsv4_hip_int(c, name, value.begin()[found++], err, errlen);
+    });
+    return rc ? rc : dsv4_hip_all_used(c, names, found, value.size(), err, errlen);
 }
 
 /* The check and the launch of a kernel whose host code starts from one shape

@@ -108,6 +108,18 @@ static hipError_t launch(const names &nm, const dsv4_hip_call *c, hipStream_t st
     return sattn::attn_launch(src, c->din[s.q], c->din[s.sink], s.T, s.H, s.scale, c->dout[s.out], stream);
 }
 
+/* The check and launch of the op whose tensors are called nm: the two ops
+ * are these two with their own names. */
+template <const names &nm> int check_named(const dsv4_hip_call *c, char *err, size_t errlen)
+{
+    return check(nm, c, err, errlen);
+}
+
+template <const names &nm> hipError_t launch_named(const dsv4_hip_call *c, hipStream_t stream)
+{
+    return launch(nm, c, stream);
+}
+
 } // namespace pattn
 
 #endif
