@@ -129,8 +129,7 @@ int shape_of(const dsv4_hip_call *c, pf_shape *s, char *err, size_t errlen)
         (rc = dsv4_hip_ints(c, "block_size compress_ratio num_compressed token_offset num_rows",
                             {&s->bc, &s->c, &s->N, &s->off, &s->num_rows}, err, errlen)))
         return rc;
-    s->T_pf = c->in[s->topk].shape[0];
-    s->Wk = c->in[s->topk].shape[1];
+    dsv4_hip_dims(c->in[s->topk], &s->T_pf, &s->Wk);
     s->T = c->in[s->t2r].shape[0];
     s->R = c->in[s->seq].shape[0];
     const void *const *d = c->din;

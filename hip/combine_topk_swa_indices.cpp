@@ -125,8 +125,7 @@ int shape_of(const dsv4_hip_call *c, combine_shape *s, char *err, size_t errlen)
         (rc = dsv4_hip_ints(c, "window_size compress_ratio topk M N",
                             {&s->W, &s->c, &s->K, &s->M, &s->N}, err, errlen)))
         return rc;
-    s->T = c->in[s->topk].shape[0];
-    s->Wk = c->in[s->topk].shape[1];
+    dsv4_hip_dims(c->in[s->topk], &s->T, &s->Wk);
     s->R = c->in[s->seq].shape[0];
     s->P = c->out[s->ci].shape[1];
     return DSV4_PLUGIN_OK;

@@ -91,8 +91,7 @@ int shape_of(const dsv4_hip_call *c, gq_shape *s, char *err, size_t errlen)
         (rc = dsv4_hip_int(c, "group_size", &s->g, err, errlen)) ||
         (rc = dsv4_hip_int(c, "transpose_scale", &s->tr, err, errlen)))
         return rc;
-    s->M = c->in[s->x].shape[0];
-    s->K = c->in[s->x].shape[1];
+    dsv4_hip_dims(c->in[s->x], &s->M, &s->K);
     return DSV4_PLUGIN_OK;
 }
 

@@ -141,8 +141,7 @@ int shape_of(const dsv4_hip_call *c, fq_shape *s, char *err, size_t errlen)
                                {&s->q, &s->qw, &s->kv, &s->kvw, &s->qo, &s->qs, &s->ko}, err, errlen)) ||
         (rc = dsv4_hip_ints(c, "group_size transpose_scale", {&s->g, &s->tr}, err, errlen)))
         return rc;
-    s->m = c->in[s->q].shape[0];
-    s->n1 = c->in[s->q].shape[1];
+    dsv4_hip_dims(c->in[s->q], &s->m, &s->n1);
     s->n2 = c->in[s->kv].shape[1];
     return DSV4_PLUGIN_OK;
 }

@@ -109,8 +109,7 @@ int shape_of(const dsv4_hip_call *c, qi_shape *s, char *err, size_t errlen)
     if (!e || e->kind != DSV4_PLUGIN_FLOAT)
         return QFAIL("fused_qnorm_rope_kv_insert: float parameter 'eps' missing");
     s->eps = e->f;
-    s->T = c->in[s->q].shape[0];
-    s->H = c->in[s->q].shape[1];
+    dsv4_hip_dims(c->in[s->q], &s->T, &s->H);
     s->Ts = c->in[s->sm].shape[0];
     s->nb = c->out[s->co].shape[0];
     s->P = c->in[s->cs].shape[0];

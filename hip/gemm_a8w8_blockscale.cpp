@@ -139,8 +139,7 @@ int shape_of(const dsv4_hip_call *c, gemm_shape *s, char *err, size_t errlen)
         (rc = dsv4_hip_tensors(c, "x_scale:float32:2 w_scale:float32:2 -> Y:bfloat16:2",
                                {&s->xs, &s->ws, &s->y}, err, errlen)))
         return rc;
-    s->M = c->in[s->xq].shape[0];
-    s->K = c->in[s->xq].shape[1];
+    dsv4_hip_dims(c->in[s->xq], &s->M, &s->K);
     s->N = c->in[s->wq].shape[0];
     return DSV4_PLUGIN_OK;
 }

@@ -50,8 +50,7 @@ inline int shape_of(const dsv4_hip_call *c, gtopk_shape *s, char *err, size_t er
                                {&s->topk, &s->t2r, &s->bt, &s->valid}, err, errlen)) ||
         (rc = dsv4_hip_int(c, "block_size", &s->bc, err, errlen)))
         return rc;
-    s->T = c->in[s->topk].shape[0];
-    s->K = c->in[s->topk].shape[1];
+    dsv4_hip_dims(c->in[s->topk], &s->T, &s->K);
     const int64_t *bts = c->in[s->bt].shape;
     s->dev = gtopk_dev{c->din ? (const int32_t *)c->din[s->topk] : NULL, (long long)s->K,
                        c->din ? (const int32_t *)c->din[s->t2r] : NULL,

@@ -183,6 +183,14 @@ static inline int dsv4_hip_ints(const dsv4_hip_call *c, const char *names, std::
     return rc ? rc : dsv4_hip_all_used(c, names, found, value.size(), err, errlen);
 }
 
+/* The leading dimensions of t, in order, into the variables dims point to
+ * (t's rank already checked by the lookup that found it). */
+template <class... Dim> static inline void dsv4_hip_dims(const dsv4_plugin_tensor &t, Dim *...dims)
+{
+    int k = 0;
+    ((*dims = (Dim)t.shape[k++]), ...);
+}
+
 /* The check and the launch of a kernel whose host code starts from one shape
  * struct: shape_of(c, &s, err, errlen) reads it, then check_shape(c, s, err,
  * errlen) or launch_shape(c, s, stream) does the op's part.  The three are

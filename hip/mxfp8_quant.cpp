@@ -26,17 +26,7 @@ __global__ void __launch_bounds__(QUANT_THREADS)
     float v[CHUNKS_PER_THREAD][8];
     int32_t key[CHUNKS_PER_THREAD];
     load_chunks_amax(x, BF16, nchunks, -1 /* "none seen" */, v, key);
-    #pragma unroll
-    for (int k = 0; k < CHUNKS_PER_THREAD; k++) {
-        const long long c = quant_chunk(k);
-        const float m = dsv4q_amax_of_key(group_max_key(key[k], 4)); /* whole warps */
-        if (c >= nchunks)
-            continue;
-        uint8_t b;
-        data[c] = mxfp8_encode8<VARIANT, true>(v[k], m, &b);
-        if ((c & 3) == 0)
-            scales[c / 4] = b;
-    }
+    store_mxfp8_chunks<VARIANT, true>(v, key, nchunks, data, scales);
 }
 
 template <int VARIANT>

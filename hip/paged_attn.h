@@ -45,8 +45,7 @@ static int shape_of(const names &nm, const dsv4_hip_call *c, shape *s, char *err
             (rc = dsv4_hip_tensor(c, 0, in[k], DSV4_PLUGIN_INT32, 1, &s->idx[k], err, errlen)) ||
             (rc = dsv4_hip_tensor(c, 0, pn[k], DSV4_PLUGIN_INT32, 1, &s->ptr[k], err, errlen)))
             return rc;
-    s->T = c->in[s->q].shape[0];
-    s->H = c->in[s->q].shape[1];
+    dsv4_hip_dims(c->in[s->q], &s->T, &s->H);
     return DSV4_PLUGIN_OK;
 }
 

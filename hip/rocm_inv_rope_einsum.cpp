@@ -67,8 +67,7 @@ int shape_of(const dsv4_hip_call *c, es_shape *s, char *err, size_t errlen)
         (rc = dsv4_hip_ints(c, "n_local_groups o_lora_rank rope_head_dim inverse_rope",
                             {&s->G, &s->R, &s->rd, &s->inv}, err, errlen)))
         return rc;
-    s->T = c->in[s->o].shape[0];
-    s->H = c->in[s->o].shape[1];
+    dsv4_hip_dims(c->in[s->o], &s->T, &s->H);
     s->P = c->in[s->cs].shape[0];
     return DSV4_PLUGIN_OK;
 }
@@ -99,14 +98,12 @@ int check_shape(const dsv4_hip_call *c, const es_shape &s, char *err, size_t err
 
 hipError_t launch_shape(const dsv4_hip_call *c, const es_shape &s, hipStream_t stream)
 {
-    const long long n = s.T * s.G * s.R;
-    if (n == 0)
-        return hipSuccess;
-    hipLaunchKernelGGL(einsum_kernel, dim3(warp_grid(n, c->prop)), dim3(256), 0, stream, (const uint16_t *)c->din[s.o],
-                       (const int64_t *)c->din[s.pos], (const float *)c->din[s.cs], (const uint16_t *)c->din[s.w],
-                       s.T, s.H, (long long)s.G, (long long)s.R, (int)s.rd, (int)(s.inv != 0),
-                       (uint16_t *)c->dout[s.out]);
-    return hipGetLastError();
+    return launch_per_output(s.T * s.G * s.R, c->prop, [&](dim3 grid, dim3 block) {
+        hipLaunchKernelGGL(einsum_kernel, grid, block, 0, stream, (const uint16_t *)c->din[s.o],
+                           (const int64_t *)c->din[s.pos], (const float *)c->din[s.cs], (const uint16_t *)c->din[s.w],
+                           s.T, s.H, (long long)s.G, (long long)s.R, (int)s.rd, (int)(s.inv != 0),
+                           (uint16_t *)c->dout[s.out]);
+    });
 }
 
 } // namespace

@@ -55,17 +55,7 @@ __global__ void __launch_bounds__(QUANT_THREADS)
             key[k] = fold_amax_key(v[k], -1);
         }
     }
-    #pragma unroll
-    for (int k = 0; k < CHUNKS_PER_THREAD; k++) {
-        const long long c = quant_chunk(k);
-        const float m = dsv4q_amax_of_key(group_max_key(key[k], 4)); /* whole warps */
-        if (c >= nchunks)
-            continue;
-        uint8_t b; /* step 3: MXFP8 per 32-block (mx.c rules, quant_rules.h) */
-        data[c] = mxfp8_encode8<VARIANT, false>(v[k], m, &b);
-        if ((c & 3) == 0)
-            scales[c / 4] = b;
-    }
+    store_mxfp8_chunks<VARIANT, false>(v, key, nchunks, data, scales); /* step 3: MXFP8 per 32-block (mx.c rules) */
 }
 
 struct rmx_shape {
@@ -82,8 +72,7 @@ int shape_of(const dsv4_hip_call *c, rmx_shape *s, char *err, size_t errlen)
                                {&s->o, &s->pos, &s->cs, &s->d, &s->s}, err, errlen)) ||
         (rc = dsv4_hip_int(c, "rope_head_dim", &s->rd, err, errlen)))
         return rc;
-    s->T = c->in[s->o].shape[0];
-    s->H = c->in[s->o].shape[1];
+    dsv4_hip_dims(c->in[s->o], &s->T, &s->H);
     s->P = c->in[s->cs].shape[0];
     return DSV4_PLUGIN_OK;
 }

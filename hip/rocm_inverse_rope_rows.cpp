@@ -57,8 +57,7 @@ int shape_of(const dsv4_hip_call *c, rope_shape *s, char *err, size_t errlen)
                                {&s->pos, &s->cs, &s->o_out}, err, errlen)) ||
         (rc = dsv4_hip_ints(c, "rotated rope_head_dim", {&s->rotated, &s->rd}, err, errlen)))
         return rc;
-    s->T = c->out[s->o_out].shape[0];
-    s->H = c->out[s->o_out].shape[1];
+    dsv4_hip_dims(c->out[s->o_out], &s->T, &s->H);
     s->num_pos = c->in[s->cs].shape[0];
     return DSV4_PLUGIN_OK;
 }

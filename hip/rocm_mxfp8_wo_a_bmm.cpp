@@ -91,13 +91,11 @@ int check_shape(const dsv4_hip_call *c, const bmm_shape &s, char *err, size_t er
 
 hipError_t launch_shape(const dsv4_hip_call *c, const bmm_shape &s, hipStream_t stream)
 {
-    const long long n = s.T * s.G * s.R;
-    if (n == 0)
-        return hipSuccess;
-    hipLaunchKernelGGL(bmm_kernel, dim3(warp_grid(n, c->prop)), dim3(256), 0, stream, (const uint8_t *)c->din[s.a],
-                       (const uint8_t *)c->din[s.as], (const uint8_t *)c->din[s.w], (const uint8_t *)c->din[s.ws], s.T,
-                       (long long)s.G, (long long)s.R, s.K, (uint16_t *)c->dout[s.out]);
-    return hipGetLastError();
+    return launch_per_output(s.T * s.G * s.R, c->prop, [&](dim3 grid, dim3 block) {
+        hipLaunchKernelGGL(bmm_kernel, grid, block, 0, stream, (const uint8_t *)c->din[s.a],
+                           (const uint8_t *)c->din[s.as], (const uint8_t *)c->din[s.w], (const uint8_t *)c->din[s.ws],
+                           s.T, (long long)s.G, (long long)s.R, s.K, (uint16_t *)c->dout[s.out]);
+    });
 }
 
 } // namespace

@@ -28,8 +28,7 @@ int shape_of(const dsv4_hip_call *c, prefill_shape *s, char *err, size_t errlen)
     if (!sc || sc->kind != DSV4_PLUGIN_FLOAT)
         return FAIL("%s: float parameter 'scale' missing", c->op);
     s->scale = sc->f;
-    s->T = c->in[s->q].shape[0];
-    s->H = c->in[s->q].shape[1];
+    dsv4_hip_dims(c->in[s->q], &s->T, &s->H);
     s->rows = c->in[s->kv].shape[0];
     s->P = c->in[s->idx].shape[2];
     return DSV4_PLUGIN_OK;

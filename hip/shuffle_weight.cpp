@@ -49,8 +49,7 @@ int shape_of(const dsv4_hip_call *c, sh_shape *s, char *err, size_t errlen)
     int rc;
     if ((rc = dsv4_hip_tensors(c, "x:float8_e4m3fn:2 -> out:float8_e4m3fn:2", {&s->x, &s->o}, err, errlen)))
         return rc;
-    s->N = c->in[s->x].shape[0];
-    s->K = c->in[s->x].shape[1];
+    dsv4_hip_dims(c->in[s->x], &s->N, &s->K);
     return DSV4_PLUGIN_OK;
 }
 
