@@ -246,9 +246,12 @@ static int make_call(const char *op, const char *variant, const dsv4_plugin_para
     return (*k)->check(c, err, errlen);
 }
 
-static int run_with_guards(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
-                           const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs,
-                           int noutputs, const guard_fill *f, char *err, size_t errlen)
+/* The case on the device: make_call, the device copies (dev_setup), then
+ * body(c, k, d) with c pointing at them; the copies freed after. */
+template <class Body>
+static int on_device(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
+                     const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs, int noutputs,
+                     const guard_fill *f, char *err, size_t errlen, Body body)
 {
     dsv4_hip_call c;
     const dsv4_hip_kernel *k;
@@ -256,24 +259,36 @@ static int run_with_guards(const char *op, const char *variant, const dsv4_plugi
     if (rc)
         return rc;
     dev_case d;
-    hipError_t e;
     if (!(rc = dev_setup(&c, f, &d, err, errlen))) {
         c.din = d.din;
         c.dout = d.dout;
-        if ((e = k->launch(&c, 0)) != hipSuccess)
-            rc = hip_fail(err, errlen, "kernel launch", e);
-        else if ((e = hipDeviceSynchronize()) != hipSuccess)
-            rc = hip_fail(err, errlen, "kernel execution", e);
-        else
-            rc = check_guards(&c, f, &d, err, errlen);
-        for (int i = 0; i < noutputs && !rc; i++)
-            if (outputs[i].nbytes &&
-                (e = hipMemcpy(outputs[i].data, d.dout[i], outputs[i].nbytes, hipMemcpyDeviceToHost)) !=
-                    hipSuccess)
-                rc = hip_fail(err, errlen, "hipMemcpy (output download)", e);
+        rc = body(c, k, d);
     }
     dev_free(&d);
     return rc;
+}
+
+static int run_with_guards(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
+                           const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs,
+                           int noutputs, const guard_fill *f, char *err, size_t errlen)
+{
+    return on_device(op, variant, params, nparams, inputs, ninputs, outputs, noutputs, f, err, errlen,
+                     [&](const dsv4_hip_call &c, const dsv4_hip_kernel *k, const dev_case &d) {
+                         hipError_t e;
+                         int rc;
+                         if ((e = k->launch(&c, 0)) != hipSuccess)
+                             rc = hip_fail(err, errlen, "kernel launch", e);
+                         else if ((e = hipDeviceSynchronize()) != hipSuccess)
+                             rc = hip_fail(err, errlen, "kernel execution", e);
+                         else
+                             rc = check_guards(&c, f, &d, err, errlen);
+                         for (int i = 0; i < noutputs && !rc; i++)
+                             if (outputs[i].nbytes &&
+                                 (e = hipMemcpy(outputs[i].data, d.dout[i], outputs[i].nbytes,
+                                                hipMemcpyDeviceToHost)) != hipSuccess)
+                                 rc = hip_fail(err, errlen, "hipMemcpy (output download)", e);
+                         return rc;
+                     });
 }
 
 static const guard_fill all_poison = {-1, 0};
@@ -443,24 +458,16 @@ static int plugin_time(const char *op, const char *variant, const dsv4_plugin_pa
             return fail(err, errlen, DSV4_PLUGIN_ERUNTIME, "hip backend used before init");
         return time_mma(params, nparams, iters, ms, err, errlen);
     }
-    dsv4_hip_call c;
-    const dsv4_hip_kernel *k;
-    int rc = make_call(op, variant, params, nparams, inputs, ninputs, outputs, noutputs, &c, &k, err, errlen);
-    if (rc)
-        return rc;
-    dev_case d;
-    if (!(rc = dev_setup(&c, &all_poison, &d, err, errlen))) {
-        c.din = d.din;
-        c.dout = d.dout;
-        rc = time_launches([&]() { return k->launch(&c, 0); }, iters, ms, err, errlen);
-        if (!rc) {
-            hipError_t e = hipDeviceSynchronize();
-            rc = e != hipSuccess ? hip_fail(err, errlen, "kernel execution", e)
-                                 : check_guards(&c, &all_poison, &d, err, errlen);
-        }
-    }
-    dev_free(&d);
-    return rc;
+    return on_device(op, variant, params, nparams, inputs, ninputs, outputs, noutputs, &all_poison, err, errlen,
+                     [&](const dsv4_hip_call &c, const dsv4_hip_kernel *k, const dev_case &d) {
+                         int rc = time_launches([&]() { return k->launch(&c, 0); }, iters, ms, err, errlen);
+                         if (!rc) {
+                             hipError_t e = hipDeviceSynchronize();
+                             rc = e != hipSuccess ? hip_fail(err, errlen, "kernel execution", e)
+                                                  : check_guards(&c, &all_poison, &d, err, errlen);
+                         }
+                         return rc;
+                     });
 }
 
 static void plugin_fini(void)

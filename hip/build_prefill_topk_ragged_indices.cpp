@@ -121,22 +121,15 @@ struct pf_shape {
 int shape_of(const dsv4_hip_call *c, pf_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "topk_indices", DSV4_PLUGIN_INT32, 2, &s->topk, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "token_to_req_indices", DSV4_PLUGIN_INT32, 1, &s->t2r, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "is_valid_token", DSV4_PLUGIN_UINT8, 1, &s->valid, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "query_start_loc", DSV4_PLUGIN_INT32, 1, &s->qsl, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "seq_lens", DSV4_PLUGIN_INT32, 1, &s->seq, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "block_table", DSV4_PLUGIN_INT32, 2, &s->bt, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "topk_ragged_indices", DSV4_PLUGIN_INT32, 1, &s->flat, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "topk_ragged_indptr", DSV4_PLUGIN_INT32, 1, &s->indptr, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "block_size", &s->bc, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "compress_ratio", &s->c, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "num_compressed", &s->N, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "token_offset", &s->off, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "num_rows", &s->num_rows, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "topk_indices:int32:2 token_to_req_indices:int32:1 is_valid_token:uint8:1 "
+                                  "query_start_loc:int32:1 seq_lens:int32:1 block_table:int32:2 -> "
+                                  "topk_ragged_indices:int32:1 topk_ragged_indptr:int32:1",
+                               {&s->topk, &s->t2r, &s->valid, &s->qsl, &s->seq, &s->bt, &s->flat,
+                                &s->indptr}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "block_size compress_ratio num_compressed token_offset num_rows",
+                            {&s->bc, &s->c, &s->N, &s->off, &s->num_rows}, err, errlen)))
         return rc;
-    s->T_pf = c->in[s->topk].shape[0];
-    s->Wk = c->in[s->topk].shape[1];
+    dsv4_hip_dims(c->in[s->topk], &s->T_pf, &s->Wk);
     s->T = c->in[s->t2r].shape[0];
     s->R = c->in[s->seq].shape[0];
     const void *const *d = c->din;
@@ -151,12 +144,8 @@ int shape_of(const dsv4_hip_call *c, pf_shape *s, char *err, size_t errlen)
 /* What the kernels rely on: dsv4_pftopk_check (ref/indices.c) -- each valid
  * token inside its request's query range, every block-table read in range
  * -- plus the shapes. */
-int pf_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const pf_shape &s, char *err, size_t errlen)
 {
-    pf_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (s.bc < 1 || s.bc > INT32_MAX || s.c < 1 || s.N < 0 || s.off < 0)
         return IDX_FAIL("pftopk: block_size and compress_ratio must be >= 1, num_compressed, token_offset >= 0");
     if (s.off + s.T_pf > s.T || c->in[s.valid].shape[0] != s.T || c->in[s.qsl].shape[0] != s.R + 1)
@@ -197,12 +186,8 @@ int pf_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t pf_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const pf_shape &s, hipStream_t stream)
 {
-    pf_shape s;
-    char err[256];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     int32_t *flat = (int32_t *)c->dout[s.flat], *indptr = (int32_t *)c->dout[s.indptr];
     const unsigned rows = (unsigned)s.T_pf;
     hipError_t e;
@@ -230,5 +215,4 @@ hipError_t pf_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_build_prefill_topk_ragged_indices = {"build_prefill_topk_ragged_indices", variants,
-                                                              pf_check, pf_launch};
+DSV4_HIP_SHAPE_KERNEL(build_prefill_topk_ragged_indices, variants, pf_shape);

@@ -119,19 +119,13 @@ struct combine_shape {
 int shape_of(const dsv4_hip_call *c, combine_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "topk_indices", DSV4_PLUGIN_INT32, 2, &s->topk, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "query_start_loc", DSV4_PLUGIN_INT32, 1, &s->qsl, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "seq_lens", DSV4_PLUGIN_INT32, 1, &s->seq, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "gather_lens", DSV4_PLUGIN_INT32, 1, &s->gat, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "combined_indices", DSV4_PLUGIN_INT32, 2, &s->ci, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "combined_lens", DSV4_PLUGIN_INT32, 1, &s->cl, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "window_size", &s->W, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "compress_ratio", &s->c, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "topk", &s->K, err, errlen)) || (rc = dsv4_hip_int(c, "M", &s->M, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "N", &s->N, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "topk_indices:int32:2 query_start_loc:int32:1 seq_lens:int32:1 "
+                                  "gather_lens:int32:1 -> combined_indices:int32:2 combined_lens:int32:1",
+                               {&s->topk, &s->qsl, &s->seq, &s->gat, &s->ci, &s->cl}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "window_size compress_ratio topk M N",
+                            {&s->W, &s->c, &s->K, &s->M, &s->N}, err, errlen)))
         return rc;
-    s->T = c->in[s->topk].shape[0];
-    s->Wk = c->in[s->topk].shape[1];
+    dsv4_hip_dims(c->in[s->topk], &s->T, &s->Wk);
     s->R = c->in[s->seq].shape[0];
     s->P = c->out[s->ci].shape[1];
     return DSV4_PLUGIN_OK;
@@ -141,12 +135,8 @@ int shape_of(const dsv4_hip_call *c, combine_shape *s, char *err, size_t errlen)
 
 /* What the kernel relies on: the contract of dsv4_combine_check
  * (ref/indices.c) plus the output shapes. */
-int combine_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const combine_shape &s, char *err, size_t errlen)
 {
-    combine_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (c->in[s.qsl].shape[0] != s.R + 1 || c->in[s.gat].shape[0] != s.R)
         return FAIL("combine: query_start_loc, seq_lens, gather_lens must be [R+1], [R], [R]");
     if (s.c < 1 || s.W < 0 || s.K < 0 || s.M < 0 || s.N < 0)
@@ -171,12 +161,8 @@ int combine_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t combine_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const combine_shape &s, hipStream_t stream)
 {
-    combine_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     if (s.T == 0)
         return hipSuccess;
     const int threads = 256;
@@ -190,7 +176,4 @@ hipError_t combine_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-/* Not const: clang's HIP device pass would emit a const global (and its host
- * function pointers) for the device too. */
-dsv4_hip_kernel dsv4_hip_combine_topk_swa_indices = {
-    "combine_topk_swa_indices", variants, combine_check, combine_launch};
+DSV4_HIP_SHAPE_KERNEL(combine_topk_swa_indices, variants, combine_shape);

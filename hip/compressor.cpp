@@ -134,19 +134,12 @@ struct comp_shape {
 int shape_of(const dsv4_hip_call *c, comp_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "kv_score", DSV4_PLUGIN_FLOAT32, 2, &s->ks, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "positions", DSV4_PLUGIN_INT64, 1, &s->pos, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "query_start_loc", DSV4_PLUGIN_INT32, 1, &s->qsl, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "ape", DSV4_PLUGIN_FLOAT32, 2, &s->ape, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "state_cache", DSV4_PLUGIN_FLOAT32, 3, &s->sc, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "state_slot_mapping", DSV4_PLUGIN_INT64, 1, &s->ssm, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "state_block_table", DSV4_PLUGIN_INT32, 2, &s->sbt, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "norm_weight", DSV4_PLUGIN_FLOAT32, 1, &s->nw, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "cos_sin_cache", DSV4_PLUGIN_FLOAT32, 2, &s->cs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "kv_cache", DSV4_PLUGIN_UINT8, 3, &s->kc, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "block_table", DSV4_PLUGIN_INT32, 2, &s->bt, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "state_cache", DSV4_PLUGIN_FLOAT32, 3, &s->osc, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "kv_cache", DSV4_PLUGIN_UINT8, 3, &s->okc, err, errlen)) ||
+    if ((rc = dsv4_hip_tensors(c, "kv_score:float32:2 positions:int64:1 query_start_loc:int32:1 ape:float32:2 "
+                                  "state_cache:float32:3 state_slot_mapping:int64:1 state_block_table:int32:2 "
+                                  "norm_weight:float32:1 cos_sin_cache:float32:2 kv_cache:uint8:3 "
+                                  "block_table:int32:2 -> state_cache:float32:3 kv_cache:uint8:3",
+                               {&s->ks, &s->pos, &s->qsl, &s->ape, &s->sc, &s->ssm, &s->sbt, &s->nw,
+                                &s->cs, &s->kc, &s->bt, &s->osc, &s->okc}, err, errlen)) ||
         (rc = dsv4_hip_int(c, "compress_ratio", &s->c, err, errlen)))
         return rc;
     const dsv4_plugin_param *e = dsv4_hip_param(c, "eps");
@@ -168,12 +161,8 @@ static int same_shape(const dsv4_plugin_tensor *a, const dsv4_plugin_tensor *b)
 
 /* comp_args_of's shapes and dsv4_compressor_check's indices: every state
  * row of an emitting token's window, its compressed slot and RoPE row. */
-int comp_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const comp_shape &s, char *err, size_t errlen)
 {
-    comp_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (s.c != 4 && s.c != 128)
         return QFAIL("compressor: compress_ratio = %lld: 4 or 128", (long long)s.c);
     const long long coff = s.c == 4 ? 2 : 1, Bs = s.c == 4 ? 4 : 8, W2 = 2 * coff * D, B = 256 / s.c;
@@ -222,12 +211,8 @@ int comp_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t comp_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const comp_shape &s, hipStream_t stream)
 {
-    comp_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     if (s.T == 0)
         return hipSuccess;
     const int coff = s.c == 4 ? 2 : 1, half = coff * D;
@@ -264,4 +249,4 @@ hipError_t comp_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_compressor = {"compressor", variants, comp_check, comp_launch};
+DSV4_HIP_SHAPE_KERNEL(compressor, variants, comp_shape);

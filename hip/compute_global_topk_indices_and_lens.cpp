@@ -94,8 +94,7 @@ int dense_check(const dsv4_hip_call *c, char *err, size_t errlen)
     if (rc)
         return rc;
     int g, l;
-    if ((rc = dsv4_hip_tensor(c, 1, "global_topk_indices", DSV4_PLUGIN_INT32, 2, &g, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "topk_lens", DSV4_PLUGIN_INT32, 1, &l, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "-> global_topk_indices:int32:2 topk_lens:int32:1", {&g, &l}, err, errlen)))
         return rc;
     if (c->out[g].shape[0] != s.T || c->out[g].shape[1] != s.K || c->out[l].shape[0] != s.T)
         return IDX_FAIL("gtopk: outputs must be [T, K] and [T]");
@@ -120,6 +119,6 @@ hipError_t dense_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-/* Not const: see combine_topk_swa_indices.cpp. */
+/* Not const: see DSV4_HIP_SHAPE_KERNEL in kernels.h. */
 dsv4_hip_kernel dsv4_hip_compute_global_topk_indices_and_lens = {
     "compute_global_topk_indices_and_lens", dense_variants, dense_check, dense_launch};

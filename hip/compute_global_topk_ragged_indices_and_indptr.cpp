@@ -86,9 +86,8 @@ struct ragged_out {
 int ragged_outputs(const dsv4_hip_call *c, ragged_out *o, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 1, "topk_ragged_indices", DSV4_PLUGIN_INT32, 1, &o->flat, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "topk_ragged_indptr", DSV4_PLUGIN_INT32, 1, &o->indptr, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "topk_lens", DSV4_PLUGIN_INT32, 1, &o->lens, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "-> topk_ragged_indices:int32:1 topk_ragged_indptr:int32:1 topk_lens:int32:1",
+                               {&o->flat, &o->indptr, &o->lens}, err, errlen)))
         return rc;
     return DSV4_PLUGIN_OK;
 }
@@ -136,6 +135,6 @@ hipError_t ragged_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-/* Not const: see combine_topk_swa_indices.cpp. */
+/* Not const: see DSV4_HIP_SHAPE_KERNEL in kernels.h. */
 dsv4_hip_kernel dsv4_hip_compute_global_topk_ragged_indices_and_indptr = {
     "compute_global_topk_ragged_indices_and_indptr", ragged_variants, ragged_check, ragged_launch};

@@ -68,15 +68,11 @@ struct gc_shape {
 int shape_of(const dsv4_hip_call *c, gc_shape *s, char *err, size_t errlen)
 {
     int rc, sb, sp;
-    if ((rc = dsv4_hip_tensor(c, 0, "ragged_indices", DSV4_PLUGIN_INT32, 1, &s->ri, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "ragged_indptr", DSV4_PLUGIN_INT32, 1, &s->rp, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "stale_indices_buffer", DSV4_PLUGIN_INT32, 1, &sb, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "stale_indptr_buffer", DSV4_PLUGIN_INT32, 1, &sp, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "ragged_indices_buffer", DSV4_PLUGIN_INT32, 1, &s->ob, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "ragged_indptr_buffer", DSV4_PLUGIN_INT32, 1, &s->op, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "view_lens", DSV4_PLUGIN_INT64, 1, &s->vl, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "num_rows", &s->rows, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "max_entries_per_row", &s->mepr, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "ragged_indices:int32:1 ragged_indptr:int32:1 stale_indices_buffer:int32:1 "
+                                  "stale_indptr_buffer:int32:1 -> ragged_indices_buffer:int32:1 "
+                                  "ragged_indptr_buffer:int32:1 view_lens:int64:1",
+                               {&s->ri, &s->rp, &sb, &sp, &s->ob, &s->op, &s->vl}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "num_rows max_entries_per_row", {&s->rows, &s->mepr}, err, errlen)))
         return rc;
     return DSV4_PLUGIN_OK;
 }

@@ -86,20 +86,14 @@ struct swa_shape {
 int shape_of(const dsv4_hip_call *c, swa_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "query_start_loc", DSV4_PLUGIN_INT32, 1, &s->qsl, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "seq_lens", DSV4_PLUGIN_INT32, 1, &s->seq, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "token_to_req_indices", DSV4_PLUGIN_INT32, 1, &s->t2r, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "is_valid_token", DSV4_PLUGIN_UINT8, 1, &s->valid, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "block_table", DSV4_PLUGIN_INT32, 2, &s->bt, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "decode_swa_indices", DSV4_PLUGIN_INT32, 3, &s->dense, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "decode_swa_lens", DSV4_PLUGIN_INT32, 1, &s->lens, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "decode_swa_ragged_indices", DSV4_PLUGIN_INT32, 1, &s->flat, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "decode_swa_ragged_indptr", DSV4_PLUGIN_INT32, 1, &s->indptr, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "window_size", &s->W, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "block_size", &s->B, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "token_offset", &s->off, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "num_out_rows", &s->rows, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "ragged_num_rows", &s->num_rows, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "query_start_loc:int32:1 seq_lens:int32:1 token_to_req_indices:int32:1 "
+                                  "is_valid_token:uint8:1 block_table:int32:2 -> decode_swa_indices:int32:3 "
+                                  "decode_swa_lens:int32:1 decode_swa_ragged_indices:int32:1 "
+                                  "decode_swa_ragged_indptr:int32:1",
+                               {&s->qsl, &s->seq, &s->t2r, &s->valid, &s->bt, &s->dense, &s->lens,
+                                &s->flat, &s->indptr}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "window_size block_size token_offset num_out_rows ragged_num_rows",
+                            {&s->W, &s->B, &s->off, &s->rows, &s->num_rows}, err, errlen)))
         return rc;
     s->R = c->in[s->seq].shape[0];
     s->T = c->in[s->t2r].shape[0];
@@ -114,12 +108,8 @@ int shape_of(const dsv4_hip_call *c, swa_shape *s, char *err, size_t errlen)
 /* What the kernels rely on: dsv4_swa_check (ref/indices.c) -- each valid
  * token in its request's range, pos >= 0, its pages in the block table --
  * plus the shapes. */
-int swa_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const swa_shape &s, char *err, size_t errlen)
 {
-    swa_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (s.B < 1 || s.B > INT32_MAX || s.W < 0 || s.off < 0 || s.rows < 0 || s.off + s.rows > s.T)
         return IDX_FAIL("swa: block_size >= 1, window_size, token_offset >= 0, token_offset + rows <= tokens");
     if (c->in[s.valid].shape[0] != s.T || c->in[s.qsl].shape[0] != s.R + 1)
@@ -156,12 +146,8 @@ int swa_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t swa_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const swa_shape &s, hipStream_t stream)
 {
-    swa_shape s;
-    char err[256];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     int32_t *indptr = (int32_t *)c->dout[s.indptr];
     hipLaunchKernelGGL(idx::lens_scan_kernel<swa_len>, dim3(1), dim3(idx::SCAN_THREADS), 0, stream, swa_len{s.dev},
                        (long long)s.rows, (int32_t *)c->dout[s.lens], indptr);
@@ -175,5 +161,4 @@ hipError_t swa_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_decode_swa_indices_and_lens = {"decode_swa_indices_and_lens", variants, swa_check,
-                                                        swa_launch};
+DSV4_HIP_SHAPE_KERNEL(decode_swa_indices_and_lens, variants, swa_shape);

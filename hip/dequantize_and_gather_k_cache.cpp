@@ -157,12 +157,9 @@ int shape_of(const dsv4_hip_call *c, ga_shape *s, char *err, size_t errlen)
 {
     int rc;
     if ((rc = dsv4_hip_tensor(c, 1, "out", DSV4_PLUGIN_BFLOAT16, 3, &s->out, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "k_cache", DSV4_PLUGIN_UINT8, 3, &s->kc, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "seq_lens", DSV4_PLUGIN_INT32, 1, &s->seq, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "block_table", DSV4_PLUGIN_INT32, 2, &s->bt, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "block_size", &s->B, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "offset", &s->offset, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "use_fnuz", &s->fnuz, err, errlen)))
+        (rc = dsv4_hip_tensors(c, "k_cache:uint8:3 seq_lens:int32:1 block_table:int32:2",
+                               {&s->kc, &s->seq, &s->bt}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "block_size offset use_fnuz", {&s->B, &s->offset, &s->fnuz}, err, errlen)))
         return rc;
     s->gat = dsv4_hip_input(c, "gather_lens"); /* absent: G = S */
     s->R = c->in[s->seq].shape[0];
@@ -173,12 +170,8 @@ int shape_of(const dsv4_hip_call *c, ga_shape *s, char *err, size_t errlen)
 }
 
 /* Memory safety: the contract of dsv4_gather_check (ref/kvcache.c). */
-int gather_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const ga_shape &s, char *err, size_t errlen)
 {
-    ga_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const dsv4_plugin_tensor *o = &c->out[s.out], *kc = &c->in[s.kc];
     const int v41 = c->variant == V_FP8 || c->variant == V_FP4;
     const long long tb = c->variant == V_FP8 ? 528 : c->variant == V_FP4 ? 288 : 584;
@@ -212,12 +205,8 @@ int gather_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t gather_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const ga_shape &s, hipStream_t stream)
 {
-    ga_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const long long rows = s.Wout - s.offset; /* G <= Wout - offset (host check) */
     if (s.R == 0 || rows <= 0)
         return hipSuccess;
@@ -237,5 +226,4 @@ hipError_t gather_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_dequantize_and_gather_k_cache = {"dequantize_and_gather_k_cache", variants, gather_check,
-                                                          gather_launch};
+DSV4_HIP_SHAPE_KERNEL(dequantize_and_gather_k_cache, variants, ga_shape);

@@ -68,12 +68,10 @@ template <bool TRITON, bool FNUZ>
 void launch_form(const group_args &a, int is_bf16, hipStream_t stream, uint2 *y, float *scale)
 {
     const unsigned grid = grid_for(a.nchunks, QUANT_THREADS * CHUNKS_PER_THREAD);
-    if (is_bf16)
-        hipLaunchKernelGGL((group_kernel<TRITON, FNUZ, true>), dim3(grid), dim3(QUANT_THREADS), 0, stream, a.x,
-                           a.nchunks, a.M, a.K, a.lanes, a.mx, 1.0f / a.mx, a.transpose, y, scale);
-    else
-        hipLaunchKernelGGL((group_kernel<TRITON, FNUZ, false>), dim3(grid), dim3(QUANT_THREADS), 0, stream, a.x,
-                           a.nchunks, a.M, a.K, a.lanes, a.mx, 1.0f / a.mx, a.transpose, y, scale);
+    launch_by_input_dtype(is_bf16, [&](auto bf16) {
+        hipLaunchKernelGGL((group_kernel<TRITON, FNUZ, decltype(bf16)::value>), dim3(grid), dim3(QUANT_THREADS), 0,
+                           stream, a.x, a.nchunks, a.M, a.K, a.lanes, a.mx, 1.0f / a.mx, a.transpose, y, scale);
+    });
 }
 
 struct gq_shape {
@@ -93,17 +91,12 @@ int shape_of(const dsv4_hip_call *c, gq_shape *s, char *err, size_t errlen)
         (rc = dsv4_hip_int(c, "group_size", &s->g, err, errlen)) ||
         (rc = dsv4_hip_int(c, "transpose_scale", &s->tr, err, errlen)))
         return rc;
-    s->M = c->in[s->x].shape[0];
-    s->K = c->in[s->x].shape[1];
+    dsv4_hip_dims(c->in[s->x], &s->M, &s->K);
     return DSV4_PLUGIN_OK;
 }
 
-int group_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const gq_shape &s, char *err, size_t errlen)
 {
-    gq_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const long long lanes = s.g / 8;
     if (s.g % 8 != 0 || lanes < 1 || lanes > 32 || (lanes & (lanes - 1)))
         return QFAIL("fp8_group_quant: group_size %lld: the kernel needs 8 * 2^k <= 256", (long long)s.g);
@@ -119,12 +112,8 @@ int group_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t group_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const gq_shape &s, hipStream_t stream)
 {
-    gq_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const long long nchunks = s.M * s.K / 8;
     if (nchunks == 0)
         return hipSuccess;
@@ -143,4 +132,4 @@ hipError_t group_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_fp8_group_quant = {"fp8_group_quant", variants, group_check, group_launch};
+DSV4_HIP_SHAPE_KERNEL(fp8_group_quant, variants, gq_shape);

@@ -136,28 +136,18 @@ struct fq_shape {
 int shape_of(const dsv4_hip_call *c, fq_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "q", DSV4_PLUGIN_BFLOAT16, 2, &s->q, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "q_weight", DSV4_PLUGIN_BFLOAT16, 1, &s->qw, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "kv", DSV4_PLUGIN_BFLOAT16, 2, &s->kv, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "kv_weight", DSV4_PLUGIN_BFLOAT16, 1, &s->kvw, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "q_out", DSV4_PLUGIN_FLOAT8_E4M3FN, 2, &s->qo, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "q_scale", DSV4_PLUGIN_FLOAT32, 2, &s->qs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "kv_out", DSV4_PLUGIN_BFLOAT16, 2, &s->ko, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "group_size", &s->g, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "transpose_scale", &s->tr, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "q:bfloat16:2 q_weight:bfloat16:1 kv:bfloat16:2 kv_weight:bfloat16:1 -> "
+                                  "q_out:float8_e4m3fn:2 q_scale:float32:2 kv_out:bfloat16:2",
+                               {&s->q, &s->qw, &s->kv, &s->kvw, &s->qo, &s->qs, &s->ko}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "group_size transpose_scale", {&s->g, &s->tr}, err, errlen)))
         return rc;
-    s->m = c->in[s->q].shape[0];
-    s->n1 = c->in[s->q].shape[1];
+    dsv4_hip_dims(c->in[s->q], &s->m, &s->n1);
     s->n2 = c->in[s->kv].shape[1];
     return DSV4_PLUGIN_OK;
 }
 
-int fused_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const fq_shape &s, char *err, size_t errlen)
 {
-    fq_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (s.g != 128 || s.n1 % 128 != 0 || s.n1 <= 0)
         return QFAIL("fused_qk_rmsnorm_group_quant: group_size must be 128 and n1 a positive multiple of it");
     if (s.n2 % 8 != 0 || s.n2 <= 0)
@@ -178,12 +168,8 @@ int fused_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t fused_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const fq_shape &s, hipStream_t stream)
 {
-    fq_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     if (s.m == 0)
         return hipSuccess;
     const float qe = (float)dsv4_hip_param(c, "q_epsilon")->f, ke = (float)dsv4_hip_param(c, "kv_epsilon")->f;
@@ -196,5 +182,4 @@ hipError_t fused_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_fused_qk_rmsnorm_group_quant = {"fused_qk_rmsnorm_group_quant", variants, fused_check,
-                                                         fused_launch};
+DSV4_HIP_SHAPE_KERNEL(fused_qk_rmsnorm_group_quant, variants, fq_shape);

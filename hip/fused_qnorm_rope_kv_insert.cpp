@@ -100,21 +100,16 @@ struct qi_shape {
 int shape_of(const dsv4_hip_call *c, qi_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "q", DSV4_PLUGIN_BFLOAT16, 3, &s->q, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "kv", DSV4_PLUGIN_BFLOAT16, 2, &s->kv, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "slot_mapping", DSV4_PLUGIN_INT64, 1, &s->sm, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "positions", DSV4_PLUGIN_INT64, 1, &s->pos, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "cos_sin_cache", DSV4_PLUGIN_FLOAT32, 2, &s->cs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "q", DSV4_PLUGIN_BFLOAT16, 3, &s->qo, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "swa_cache", DSV4_PLUGIN_UINT8, 3, &s->co, err, errlen)) ||
+    if ((rc = dsv4_hip_tensors(c, "q:bfloat16:3 kv:bfloat16:2 slot_mapping:int64:1 positions:int64:1 "
+                                  "cos_sin_cache:float32:2 -> q:bfloat16:3 swa_cache:uint8:3",
+                               {&s->q, &s->kv, &s->sm, &s->pos, &s->cs, &s->qo, &s->co}, err, errlen)) ||
         (rc = dsv4_hip_int(c, "block_size", &s->B, err, errlen)))
         return rc;
     const dsv4_plugin_param *e = dsv4_hip_param(c, "eps");
     if (!e || e->kind != DSV4_PLUGIN_FLOAT)
         return QFAIL("fused_qnorm_rope_kv_insert: float parameter 'eps' missing");
     s->eps = e->f;
-    s->T = c->in[s->q].shape[0];
-    s->H = c->in[s->q].shape[1];
+    dsv4_hip_dims(c->in[s->q], &s->T, &s->H);
     s->Ts = c->in[s->sm].shape[0];
     s->nb = c->out[s->co].shape[0];
     s->P = c->in[s->cs].shape[0];
@@ -123,12 +118,8 @@ int shape_of(const dsv4_hip_call *c, qi_shape *s, char *err, size_t errlen)
 
 /* qi_args_of's shapes; positions of all T rows inside the table; slots -1
  * or inside the cache. */
-int qi_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const qi_shape &s, char *err, size_t errlen)
 {
-    qi_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const int64_t *cs = c->in[s.cs].shape, *kv = c->in[s.kv].shape, *co = c->out[s.co].shape, *qo = c->out[s.qo].shape;
     if (c->in[s.q].shape[2] != D || kv[1] != D || kv[0] != s.T || c->in[s.pos].shape[0] != s.T || s.Ts > s.T ||
         cs[1] != RD || s.B < 1 || co[1] != s.B || co[2] != 584 || qo[0] != s.T || qo[1] != s.H || qo[2] != D)
@@ -147,12 +138,8 @@ int qi_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t qi_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const qi_shape &s, hipStream_t stream)
 {
-    qi_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const long long n = (s.T * s.H + Q_ROWS - 1) / Q_ROWS + s.Ts;
     if (n == 0)
         return hipSuccess;
@@ -165,4 +152,4 @@ hipError_t qi_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_fused_qnorm_rope_kv_insert = {"fused_qnorm_rope_kv_insert", variants, qi_check, qi_launch};
+DSV4_HIP_SHAPE_KERNEL(fused_qnorm_rope_kv_insert, variants, qi_shape);

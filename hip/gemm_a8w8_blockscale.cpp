@@ -168,24 +168,18 @@ int shape_of(const dsv4_hip_call *c, gemm_shape *s, char *err, size_t errlen)
     int rc;
     if ((rc = dsv4_hip_tensor(c, 0, "XQ", dt, 2, &s->xq, err, errlen)) ||
         (rc = dsv4_hip_tensor(c, 0, "WQ", dt, 2, &s->wq, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "x_scale", DSV4_PLUGIN_FLOAT32, 2, &s->xs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "w_scale", DSV4_PLUGIN_FLOAT32, 2, &s->ws, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "Y", DSV4_PLUGIN_BFLOAT16, 2, &s->y, err, errlen)))
+        (rc = dsv4_hip_tensors(c, "x_scale:float32:2 w_scale:float32:2 -> Y:bfloat16:2",
+                               {&s->xs, &s->ws, &s->y}, err, errlen)))
         return rc;
-    s->M = c->in[s->xq].shape[0];
-    s->K = c->in[s->xq].shape[1];
+    dsv4_hip_dims(c->in[s->xq], &s->M, &s->K);
     s->N = c->in[s->wq].shape[0];
     return DSV4_PLUGIN_OK;
 }
 
 /* The contract of dsv4_gemm_check (ref/gemm.c): shapes, K % 128, N % 16 for
  * a shuffled weight, no NaN code (the LUT would carry it). */
-int gemm_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const gemm_shape &s, char *err, size_t errlen)
 {
-    gemm_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const int tr = c->variant == V_BPRESHUFFLE;
     const long long KB = s.K / KBLK, NB = (s.N + KBLK - 1) / KBLK;
     if (s.K % KBLK)
@@ -214,12 +208,8 @@ int gemm_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t gemm_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const gemm_shape &s, hipStream_t stream)
 {
-    gemm_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     if (s.M == 0 || s.N == 0)
         return hipSuccess;
     const dim3 grid((unsigned)((s.N + BN - 1) / BN), (unsigned)((s.M + BM - 1) / BM));
@@ -232,4 +222,4 @@ hipError_t gemm_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_gemm_a8w8_blockscale = {"gemm_a8w8_blockscale", variants, gemm_check, gemm_launch};
+DSV4_HIP_SHAPE_KERNEL(gemm_a8w8_blockscale, variants, gemm_shape);

@@ -56,14 +56,11 @@ int shape_of(const dsv4_hip_call *c, cslot_shape *s, char *err, size_t errlen)
 {
     int64_t ratio, B, W, rank, I;
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "query_start_loc", DSV4_PLUGIN_INT32, 1, &s->qsl, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "seq_lens", DSV4_PLUGIN_INT32, 1, &s->seq, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "block_table", DSV4_PLUGIN_INT32, 2, &s->bt, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "slot_mapping", DSV4_PLUGIN_INT64, 1, &s->out, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "compress_ratio", &ratio, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "block_size", &B, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "cp_world_size", &W, err, errlen)) || (rc = dsv4_hip_int(c, "cp_rank", &rank, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "cp_interleave", &I, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "query_start_loc:int32:1 seq_lens:int32:1 block_table:int32:2 -> "
+                                  "slot_mapping:int64:1",
+                               {&s->qsl, &s->seq, &s->bt, &s->out}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "compress_ratio block_size cp_world_size cp_rank cp_interleave",
+                            {&ratio, &B, &W, &rank, &I}, err, errlen)))
         return rc;
     const void *const *d = c->din;
     s->dev = cslot_dev{d ? (const int32_t *)d[s->qsl] : NULL, d ? (const int32_t *)d[s->seq] : NULL,
@@ -75,12 +72,8 @@ int shape_of(const dsv4_hip_call *c, cslot_shape *s, char *err, size_t errlen)
 
 /* What the kernel relies on: dsv4_cslot_check (ref/indices.c) -- positions
  * >= 0, every written slot's page inside the block table -- plus shapes. */
-int cslot_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const cslot_shape &s, char *err, size_t errlen)
 {
-    cslot_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const cslot_dev &a = s.dev;
     if (a.c < 1 || a.B < 1 || a.W < 1 || a.I < 1 || a.rank < 0 || a.rank >= a.W)
         return IDX_FAIL("cslot: compress_ratio, block_size, cp_world_size, cp_interleave >= 1, 0 <= cp_rank < ranks");
@@ -111,12 +104,8 @@ int cslot_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t cslot_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const cslot_shape &s, hipStream_t stream)
 {
-    cslot_shape s;
-    char err[256];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     if (s.dev.out_len == 0)
         return hipSuccess;
     const unsigned blocks = (unsigned)((s.dev.out_len + THREADS - 1) / THREADS);
@@ -126,5 +115,4 @@ hipError_t cslot_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_get_compressed_slot_mapping = {"get_compressed_slot_mapping", variants, cslot_check,
-                                                        cslot_launch};
+DSV4_HIP_SHAPE_KERNEL(get_compressed_slot_mapping, variants, cslot_shape);

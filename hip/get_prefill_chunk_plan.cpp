@@ -90,28 +90,21 @@ struct plan_shape {
 int shape_of(const dsv4_hip_call *c, plan_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "prefill_seq_lens", DSV4_PLUGIN_INT32, 1, &s->seq, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "prefill_query_lens", DSV4_PLUGIN_INT32, 1, &s->q, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "chunk_plan", DSV4_PLUGIN_INT64, 2, &s->plan, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "num_chunks", DSV4_PLUGIN_INT64, 1, &s->nc, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "compress_ratio", &s->c, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "prefill_chunk_size", &s->chunk, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "window_size", &s->W, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "max_model_len", &s->mml, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "max_num_batched_tokens", &s->mnbt, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "has_compressed", &s->has, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "prefill_seq_lens:int32:1 prefill_query_lens:int32:1 -> chunk_plan:int64:2 "
+                                  "num_chunks:int64:1",
+                               {&s->seq, &s->q, &s->plan, &s->nc}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c,
+                            "compress_ratio prefill_chunk_size window_size max_model_len max_num_batched_tokens "
+                            "has_compressed",
+                            {&s->c, &s->chunk, &s->W, &s->mml, &s->mnbt, &s->has}, err, errlen)))
         return rc;
     return DSV4_PLUGIN_OK;
 }
 
 /* dsv4_chunkplan_check (ref/indices.c) plus the shapes: the plan has at
  * most one chunk per prefill, so [n, 4] always holds it. */
-int plan_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const plan_shape &s, char *err, size_t errlen)
 {
-    plan_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const int64_t n = c->in[s.seq].shape[0];
     if (c->in[s.q].shape[0] != n || c->out[s.plan].shape[0] != n || c->out[s.plan].shape[1] != 4 ||
         c->out[s.nc].shape[0] != 1)
@@ -125,12 +118,8 @@ int plan_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t plan_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const plan_shape &s, hipStream_t stream)
 {
-    plan_shape s;
-    char err[256];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     /* c <= 1: zeros [S12]; has_compressed = 0: SWA-only layer (inferred). */
     const plan_args a{(long long)c->in[s.seq].shape[0], (long long)s.c, (long long)s.chunk, (long long)s.W,
                       (long long)s.mml, (long long)s.mnbt, s.has != 0 && s.c > 1};
@@ -141,4 +130,4 @@ hipError_t plan_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_get_prefill_chunk_plan = {"get_prefill_chunk_plan", variants, plan_check, plan_launch};
+DSV4_HIP_SHAPE_KERNEL(get_prefill_chunk_plan, variants, plan_shape);

@@ -45,14 +45,12 @@ struct gtopk_shape {
 inline int shape_of(const dsv4_hip_call *c, gtopk_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "topk_indices", DSV4_PLUGIN_INT32, 2, &s->topk, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "token_to_req_indices", DSV4_PLUGIN_INT32, 1, &s->t2r, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "block_table", DSV4_PLUGIN_INT32, 2, &s->bt, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "is_valid_token", DSV4_PLUGIN_UINT8, 1, &s->valid, err, errlen)) ||
+    if ((rc = dsv4_hip_tensors(c, "topk_indices:int32:2 token_to_req_indices:int32:1 block_table:int32:2 "
+                                  "is_valid_token:uint8:1",
+                               {&s->topk, &s->t2r, &s->bt, &s->valid}, err, errlen)) ||
         (rc = dsv4_hip_int(c, "block_size", &s->bc, err, errlen)))
         return rc;
-    s->T = c->in[s->topk].shape[0];
-    s->K = c->in[s->topk].shape[1];
+    dsv4_hip_dims(c->in[s->topk], &s->T, &s->K);
     const int64_t *bts = c->in[s->bt].shape;
     s->dev = gtopk_dev{c->din ? (const int32_t *)c->din[s->topk] : NULL, (long long)s->K,
                        c->din ? (const int32_t *)c->din[s->t2r] : NULL,

@@ -329,18 +329,12 @@ struct lg_shape {
 static inline int lg_shape_of(const dsv4_hip_call *c, lg_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "q", DSV4_PLUGIN_UINT8, 3, &s->q, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "q_scale", DSV4_PLUGIN_INT32, 2, &s->qs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "weights", DSV4_PLUGIN_FLOAT32, 2, &s->w, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "kv_cache", DSV4_PLUGIN_UINT8, 3, &s->kc, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "context_lens", DSV4_PLUGIN_INT32, 1, &s->ctx, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "block_table", DSV4_PLUGIN_INT32, 2, &s->bt, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "query_start_loc", DSV4_PLUGIN_INT32, 1, &s->qsl, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "row_ends", DSV4_PLUGIN_INT32, 1, &s->re, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "logits", DSV4_PLUGIN_FLOAT32, 2, &s->logits, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "heads", &s->heads, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "page_entries", &s->P, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "shuffle", &s->shuffle, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "q:uint8:3 q_scale:int32:2 weights:float32:2 kv_cache:uint8:3 "
+                                  "context_lens:int32:1 block_table:int32:2 query_start_loc:int32:1 "
+                                  "row_ends:int32:1 -> logits:float32:2",
+                               {&s->q, &s->qs, &s->w, &s->kc, &s->ctx, &s->bt, &s->qsl, &s->re,
+                                &s->logits}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "heads page_entries shuffle", {&s->heads, &s->P, &s->shuffle}, err, errlen)))
         return rc;
     return layout_make((int)s->heads, s->P, (int)(s->shuffle != 0), &s->l, err, errlen);
 }
@@ -362,28 +356,25 @@ static inline long long host_row_end(const int32_t *qsl, const int32_t *ctx, con
  * shared tiles are sized for the V4.1 index heads), query_start_loc from 0
  * to rows and non-decreasing, every row end <= the logits width, and every
  * block-table entry a key below a row end reads inside the cache
- * (ref/indexer.c dsv4_idx_logits_check). */
-static inline int lg_check(const dsv4_hip_call *c, lg_shape *s, char *err, size_t errlen)
+ * (ref/indexer.c dsv4_idx_logits_check).  s: from lg_shape_of. */
+static inline int lg_check(const dsv4_hip_call *c, const lg_shape &s, char *err, size_t errlen)
 {
-    int rc = lg_shape_of(c, s, err, errlen);
-    if (rc)
-        return rc;
-    const dsv4_plugin_tensor *q = &c->in[s->q], *kc = &c->in[s->kc], *bt = &c->in[s->bt], *lg = &c->out[s->logits];
-    const long long rows = q->shape[0], H = q->shape[1], B = c->in[s->ctx].shape[0];
-    if (H != s->heads || q->shape[2] != TB || c->in[s->qs].shape[0] != rows || c->in[s->qs].shape[1] != H ||
-        c->in[s->w].shape[0] != rows || c->in[s->w].shape[1] != H || c->in[s->re].shape[0] != rows ||
-        c->in[s->qsl].shape[0] != B + 1 || bt->shape[0] != B || kc->shape[1] != s->P || kc->shape[2] != ENTRY ||
+    const dsv4_plugin_tensor *q = &c->in[s.q], *kc = &c->in[s.kc], *bt = &c->in[s.bt], *lg = &c->out[s.logits];
+    const long long rows = q->shape[0], H = q->shape[1], B = c->in[s.ctx].shape[0];
+    if (H != s.heads || q->shape[2] != TB || c->in[s.qs].shape[0] != rows || c->in[s.qs].shape[1] != H ||
+        c->in[s.w].shape[0] != rows || c->in[s.w].shape[1] != H || c->in[s.re].shape[0] != rows ||
+        c->in[s.qsl].shape[0] != B + 1 || bt->shape[0] != B || kc->shape[1] != s.P || kc->shape[2] != ENTRY ||
         lg->shape[0] != rows || B < 1)
         return IFAIL("%s: q [rows, heads, 64], q_scale and weights [rows, heads], row_ends [rows], query_start_loc "
                      "[B + 1], block_table [B, *], kv_cache [pages, %lld, 68], logits [rows, width] expected",
-                     c->op, (long long)s->P);
+                     c->op, (long long)s.P);
     if (H > MAX_H)
         return snprintf(err, errlen, "%s: %lld heads: the kernel's shared tiles hold at most %d", c->op, H, MAX_H),
                DSV4_PLUGIN_ESKIP;
     if (rows > (long long)0x7fffffff || lg->shape[1] / KT >= 65535)
         return IFAIL("%s: rows %lld / width %lld too large for the grid", c->op, rows, (long long)lg->shape[1]);
-    const int32_t *qsl = (const int32_t *)c->in[s->qsl].data, *ctx = (const int32_t *)c->in[s->ctx].data;
-    const int32_t *re = (const int32_t *)c->in[s->re].data, *btd = (const int32_t *)bt->data;
+    const int32_t *qsl = (const int32_t *)c->in[s.qsl].data, *ctx = (const int32_t *)c->in[s.ctx].data;
+    const int32_t *re = (const int32_t *)c->in[s.re].data, *btd = (const int32_t *)bt->data;
     if (qsl[0] != 0 || qsl[B] != rows)
         return IFAIL("%s: query_start_loc must run from 0 to rows = %lld", c->op, rows);
     for (long long b = 0; b < B; b++)
@@ -394,10 +385,10 @@ static inline int lg_check(const dsv4_hip_call *c, lg_shape *s, char *err, size_
         const long long e = host_row_end(qsl, ctx, re, B, r, &b);
         if (re[r] > lg->shape[1])
             return IFAIL("%s: row_ends[%lld] = %d > width %lld", c->op, r, re[r], (long long)lg->shape[1]);
-        if ((e + s->P - 1) / s->P > bt->shape[1])
+        if ((e + s.P - 1) / s.P > bt->shape[1])
             return IFAIL("%s: row %lld ends at %lld, past block_table's %lld blocks", c->op, r, e,
                          (long long)bt->shape[1]);
-        for (long long i = 0; i * s->P < e; i++) {
+        for (long long i = 0; i * s.P < e; i++) {
             const int32_t pg = btd[b * bt->shape[1] + i];
             if (pg < 0 || pg >= kc->shape[0])
                 return IFAIL("%s: block_table[%lld, %lld] = %d: not a page in [0, %lld) (row %lld reads it)", c->op, b,

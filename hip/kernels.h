@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <initializer_list>
+
 #include "../include/dsv4_plugin.h"
 #include "gpu_compat.h"
 
@@ -107,5 +109,119 @@ static inline int dsv4_hip_tensor(const dsv4_hip_call *c, int is_output, const c
     *index = k;
     return DSV4_PLUGIN_OK;
 }
+
+/* Dtype names as dsv4check spells them (ref/tensor.c), by dtype code. */
+static const char *const dsv4_hip_dtype_names[] = {
+    "float64", "float32", "bfloat16", "float16", "int64", "int32", "uint8", "float8_e4m3fn", "float8_e4m3fnuz",
+    "float8_e8m0fnu", "float4_e2m1fn_x2", "bytes"};
+
+/* Calls word(text, length) for each space-separated word of list, stopping
+ * at the first nonzero return. */
+template <class Word> static inline int dsv4_hip_each_word(const char *list, Word word)
+{
+    for (const char *p = list + strspn(list, " "); *p; p += strspn(p, " ")) {
+        const size_t len = strcspn(p, " ");
+        const int rc = word(p, len);
+        if (rc)
+            return rc;
+        p += len;
+    }
+    return DSV4_PLUGIN_OK;
+}
+
+/* A list that names fewer or more entries than the pointers given with it is
+ * the kernel's mistake; reported like a bad input, naming the op. */
+static inline int dsv4_hip_all_used(const dsv4_hip_call *c, const char *list, size_t used, size_t given, char *err,
+                                    size_t errlen)
+{
+    if (used == given)
+        return DSV4_PLUGIN_OK;
+    snprintf(err, errlen, "%s: '%s' names %zu entries for %zu pointers", c->op, list, used, given);
+    return DSV4_PLUGIN_EINPUT;
+}
+
+/* Every tensor of a signature "name:dtype:rank ... -> name:dtype:rank ..."
+ * (inputs, then outputs), each checked as dsv4_hip_tensor does and its index
+ * stored through the pointer of the same position in index.  One line of
+ * names instead of a lookup call per tensor; a malformed signature is
+ * reported like a bad input (it names the op). */
+static inline int dsv4_hip_tensors(const dsv4_hip_call *c, const char *signature,
+                                   std::initializer_list<int *> index, char *err, size_t errlen)
+{
+    int is_output = 0;
+    size_t found = 0;
+    const int rc = dsv4_hip_each_word(signature, [&](const char *p, size_t len) -> int {
+        if (len == 2 && strncmp(p, "->", 2) == 0) {
+            is_output = 1;
+            return DSV4_PLUGIN_OK;
+        }
+        char name[64], dtype[32];
+        int rank = -1, used = 0, code = -1;
+        if (sscanf(p, "%63[^: ]:%31[^: ]:%d%n", name, dtype, &rank, &used) == 3 && (size_t)used == len)
+            for (int d = 0; d < (int)(sizeof dsv4_hip_dtype_names / sizeof dsv4_hip_dtype_names[0]); d++)
+                if (strcmp(dtype, dsv4_hip_dtype_names[d]) == 0)
+                    code = d;
+        if (code < 0 || found >= index.size()) {
+            snprintf(err, errlen, "%s: signature entry '%.*s' is not name:dtype:rank or has no index", c->op,
+                     (int)len, p);
+            return DSV4_PLUGIN_EINPUT;
+        }
+        return dsv4_hip_tensor(c, is_output, name, code, rank, index.begin()[found++], err, errlen);
+    });
+    return rc ? rc : dsv4_hip_all_used(c, signature, found, index.size(), err, errlen);
+}
+
+/* The integer parameters named (space-separated) in names, each read as
+ * dsv4_hip_int does into the pointer of the same position in value. */
+static inline int dsv4_hip_ints(const dsv4_hip_call *c, const char *names, std::initializer_list<int64_t *> value,
+                                char *err, size_t errlen)
+{
+    size_t found = 0;
+    const int rc = dsv4_hip_each_word(names, [&](const char *p, size_t len) -> int {
+        char name[64];
+        if (len >= sizeof name || found >= value.size()) {
+            snprintf(err, errlen, "%s: parameter list entry '%.*s' is too long or has no value", c->op, (int)len, p);
+            return DSV4_PLUGIN_EINPUT;
+        }
+        memcpy(name, p, len);
+        name[len] = '\0';
+        return dsv4_hip_int(c, name, value.begin()[found++], err, errlen);
+    });
+    return rc ? rc : dsv4_hip_all_used(c, names, found, value.size(), err, errlen);
+}
+
+/* The leading dimensions of t, in order, into the variables dims point to
+ * (t's rank already checked by the lookup that found it). */
+template <class... Dim> static inline void dsv4_hip_dims(const dsv4_plugin_tensor &t, Dim *...dims)
+{
+    int k = 0;
+    ((*dims = (Dim)t.shape[k++]), ...);
+}
+
+/* The check and the launch of a kernel whose host code starts from one shape
+ * struct: shape_of(c, &s, err, errlen) reads it, then check_shape(c, s, err,
+ * errlen) or launch_shape(c, s, stream) does the op's part.  The three are
+ * found by argument-dependent lookup in the namespace of Shape, so each
+ * kernel file keeps its own. */
+template <class Shape> int dsv4_hip_check_shape(const dsv4_hip_call *c, char *err, size_t errlen)
+{
+    Shape s;
+    const int rc = shape_of(c, &s, err, errlen);
+    return rc ? rc : check_shape(c, s, err, errlen);
+}
+
+template <class Shape> hipError_t dsv4_hip_launch_shape(const dsv4_hip_call *c, hipStream_t stream)
+{
+    Shape s;
+    char err[8]; /* the check has reported the message; here only the verdict counts */
+    return shape_of(c, &s, err, sizeof err) ? hipErrorInvalidValue : launch_shape(c, s, stream);
+}
+
+/* The kernel of op (the table entry backend.cpp names) for host code written
+ * as shape_of / check_shape / launch_shape over Shape.  Not const: clang's HIP
+ * device pass would emit a const global (and its host function pointers) for
+ * the device too. */
+#define DSV4_HIP_SHAPE_KERNEL(op, variants, Shape) \
+    dsv4_hip_kernel dsv4_hip_##op = {#op, variants, dsv4_hip_check_shape<Shape>, dsv4_hip_launch_shape<Shape>}
 
 #endif

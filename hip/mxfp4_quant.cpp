@@ -72,25 +72,23 @@ template <int RULE, int ELEM, bool SHUF>
 void launch_rule(const mx4_args &a, int is_bf16, hipStream_t stream, uint32_t *packed, uint8_t *scales)
 {
     const unsigned grid = grid_for(a.nchunks > a.npad ? a.nchunks : a.npad, QUANT_THREADS * CHUNKS_PER_THREAD);
-    if (is_bf16)
-        hipLaunchKernelGGL((mxfp4_kernel<RULE, ELEM, SHUF, true>), dim3(grid), dim3(QUANT_THREADS), 0, stream, a,
-                           packed, scales);
-    else
-        hipLaunchKernelGGL((mxfp4_kernel<RULE, ELEM, SHUF, false>), dim3(grid), dim3(QUANT_THREADS), 0, stream, a,
-                           packed, scales);
+    launch_by_input_dtype(is_bf16, [&](auto bf16) {
+        hipLaunchKernelGGL((mxfp4_kernel<RULE, ELEM, SHUF, decltype(bf16)::value>), dim3(grid), dim3(QUANT_THREADS),
+                           0, stream, a, packed, scales);
+    });
 }
 
-int shape_of(const dsv4_hip_call *c, mx_rows *s, char *err, size_t errlen)
+/* This file's name for the shared MX shape: dsv4_hip_check_shape finds the
+ * functions below through it. */
+struct mx4_shape : mx_rows {};
+
+int shape_of(const dsv4_hip_call *c, mx4_shape *s, char *err, size_t errlen)
 {
     return mx_rows_of(c, "x_fp4", DSV4_PLUGIN_FLOAT4_E2M1FN_X2, "scales", DSV4_PLUGIN_FLOAT8_E8M0FNU, s, err, errlen);
 }
 
-int mxfp4_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const mx4_shape &s, char *err, size_t errlen)
 {
-    mx_rows s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const dsv4_plugin_tensor *d = &c->out[s.d], *sc = &c->out[s.s];
     long long sr = s.T, scol = s.W / 32;
     if (c->variant == V_SHUFFLED) { /* ceil(M/256)*256, ceil(ceil(N/32)/8)*8 (docs/semantics/quant.md Q1.3) */
@@ -102,12 +100,8 @@ int mxfp4_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t mxfp4_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const mx4_shape &s, hipStream_t stream)
 {
-    mx_rows s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const int shuffled = c->variant == V_SHUFFLED;
     const long long nchunks = s.T * s.W / 8;
     const long long pcols = c->out[s.s].shape[1], npad = shuffled ? c->out[s.s].shape[0] * pcols : 0;
@@ -130,4 +124,4 @@ hipError_t mxfp4_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_mxfp4_quant = {"mxfp4_quant", variants, mxfp4_check, mxfp4_launch};
+DSV4_HIP_SHAPE_KERNEL(mxfp4_quant, variants, mx4_shape);

@@ -26,54 +26,38 @@ __global__ void __launch_bounds__(QUANT_THREADS)
     float v[CHUNKS_PER_THREAD][8];
     int32_t key[CHUNKS_PER_THREAD];
     load_chunks_amax(x, BF16, nchunks, -1 /* "none seen" */, v, key);
-    #pragma unroll
-    for (int k = 0; k < CHUNKS_PER_THREAD; k++) {
-        const long long c = quant_chunk(k);
-        const float m = dsv4q_amax_of_key(group_max_key(key[k], 4)); /* whole warps */
-        if (c >= nchunks)
-            continue;
-        uint8_t b;
-        data[c] = mxfp8_encode8<VARIANT, true>(v[k], m, &b);
-        if ((c & 3) == 0)
-            scales[c / 4] = b;
-    }
+    store_mxfp8_chunks<VARIANT, true>(v, key, nchunks, data, scales);
 }
 
 template <int VARIANT>
 void launch_variant(const void *x, int is_bf16, long long nchunks, hipStream_t stream, uint2 *data, uint8_t *scales)
 {
     const unsigned grid = grid_for(nchunks, QUANT_THREADS * CHUNKS_PER_THREAD);
-    if (is_bf16)
-        hipLaunchKernelGGL((mxfp8_kernel<VARIANT, true>), dim3(grid), dim3(QUANT_THREADS), 0, stream, x, nchunks,
-                           data, scales);
-    else
-        hipLaunchKernelGGL((mxfp8_kernel<VARIANT, false>), dim3(grid), dim3(QUANT_THREADS), 0, stream, x, nchunks,
-                           data, scales);
+    launch_by_input_dtype(is_bf16, [&](auto bf16) {
+        hipLaunchKernelGGL((mxfp8_kernel<VARIANT, decltype(bf16)::value>), dim3(grid), dim3(QUANT_THREADS), 0, stream,
+                           x, nchunks, data, scales);
+    });
 }
 
-int shape_of(const dsv4_hip_call *c, mx_rows *s, char *err, size_t errlen)
+/* This file's name for the shared MX shape: dsv4_hip_check_shape finds the
+ * functions below through it. */
+struct mx8_shape : mx_rows {};
+
+int shape_of(const dsv4_hip_call *c, mx8_shape *s, char *err, size_t errlen)
 {
     return mx_rows_of(c, "data", DSV4_PLUGIN_FLOAT8_E4M3FN, "scale", DSV4_PLUGIN_UINT8, s, err, errlen);
 }
 
-int mxfp8_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const mx8_shape &s, char *err, size_t errlen)
 {
-    mx_rows s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const dsv4_plugin_tensor *d = &c->out[s.d], *sc = &c->out[s.s];
     if (d->shape[0] != s.T || d->shape[1] != s.W || sc->shape[0] != s.T || sc->shape[1] != s.W / 32)
         return QFAIL("mxfp8_quant: outputs must be [%lld, %lld] and [%lld, %lld]", s.T, s.W, s.T, s.W / 32);
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t mxfp8_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const mx8_shape &s, hipStream_t stream)
 {
-    mx_rows s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const long long nchunks = s.T * s.W / 8;
     if (nchunks == 0)
         return hipSuccess;
@@ -90,4 +74,4 @@ hipError_t mxfp8_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_mxfp8_quant = {"mxfp8_quant", variants, mxfp8_check, mxfp8_launch};
+DSV4_HIP_SHAPE_KERNEL(mxfp8_quant, variants, mx8_shape);

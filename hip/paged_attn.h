@@ -29,9 +29,8 @@ static int shape_of(const names &nm, const dsv4_hip_call *c, shape *s, char *err
 {
     int rc;
     int64_t swa_only;
-    if ((rc = dsv4_hip_tensor(c, 0, "q", DSV4_PLUGIN_BFLOAT16, 3, &s->q, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "attn_sink", DSV4_PLUGIN_FLOAT32, 1, &s->sink, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "output", DSV4_PLUGIN_BFLOAT16, 3, &s->out, err, errlen)) ||
+    if ((rc = dsv4_hip_tensors(c, "q:bfloat16:3 attn_sink:float32:1 -> output:bfloat16:3",
+                               {&s->q, &s->sink, &s->out}, err, errlen)) ||
         (rc = dsv4_hip_int(c, "swa_only", &swa_only, err, errlen)))
         return rc;
     const dsv4_plugin_param *sc = dsv4_hip_param(c, "scale");
@@ -46,8 +45,7 @@ static int shape_of(const names &nm, const dsv4_hip_call *c, shape *s, char *err
             (rc = dsv4_hip_tensor(c, 0, in[k], DSV4_PLUGIN_INT32, 1, &s->idx[k], err, errlen)) ||
             (rc = dsv4_hip_tensor(c, 0, pn[k], DSV4_PLUGIN_INT32, 1, &s->ptr[k], err, errlen)))
             return rc;
-    s->T = c->in[s->q].shape[0];
-    s->H = c->in[s->q].shape[1];
+    dsv4_hip_dims(c->in[s->q], &s->T, &s->H);
     return DSV4_PLUGIN_OK;
 }
 
@@ -116,6 +114,18 @@ static hipError_t launch(const names &nm, const dsv4_hip_call *c, hipStream_t st
         max_n = n > max_n ? n : max_n;
     }
     return sattn::attn_launch(src, c->din[s.q], c->din[s.sink], s.T, s.H, s.scale, max_n, c->dout[s.out], stream);
+}
+
+/* The check and launch of the op whose tensors are called nm: the two ops
+ * are these two with their own names. */
+template <const names &nm> int check_named(const dsv4_hip_call *c, char *err, size_t errlen)
+{
+    return check(nm, c, err, errlen);
+}
+
+template <const names &nm> hipError_t launch_named(const dsv4_hip_call *c, hipStream_t stream)
+{
+    return launch(nm, c, stream);
 }
 
 } // namespace pattn

@@ -13,10 +13,18 @@ using namespace idxr;
 
 const char *const variants[] = {"default", "mode=faithful", NULL};
 
-int lgop_check(const dsv4_hip_call *c, char *err, size_t errlen)
+/* This file's name for the logits shape: dsv4_hip_check_shape finds the
+ * functions below through it. */
+struct pl_shape : lg_shape {};
+
+int shape_of(const dsv4_hip_call *c, pl_shape *s, char *err, size_t errlen)
 {
-    lg_shape s;
-    int rc = lg_check(c, &s, err, errlen);
+    return lg_shape_of(c, s, err, errlen);
+}
+
+int check_shape(const dsv4_hip_call *c, const pl_shape &s, char *err, size_t errlen)
+{
+    const int rc = lg_check(c, s, err, errlen);
     if (rc)
         return rc;
     /* the 32x32 MFMA fold (docs/semantics/indexer.md Q6.2 step 3) */
@@ -25,16 +33,12 @@ int lgop_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t lgop_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const pl_shape &s, hipStream_t stream)
 {
-    lg_shape s;
-    char err[160];
-    if (lg_shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const lg_args a = lg_make_args(c, s);
     return launch_logits(a, (float *)c->dout[s.logits], a.width, stream);
 }
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_paged_mxfp4_mqa_logits = {"paged_mxfp4_mqa_logits", variants, lgop_check, lgop_launch};
+DSV4_HIP_SHAPE_KERNEL(paged_mxfp4_mqa_logits, variants, pl_shape);

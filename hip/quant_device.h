@@ -3,6 +3,8 @@
 #ifndef DSV4_HIP_QUANT_DEVICE_H
 #define DSV4_HIP_QUANT_DEVICE_H
 
+#include <type_traits>
+
 #include "kernels.h"
 #include "quant_rules.h"
 
@@ -133,6 +135,28 @@ template <int RULE, bool NAN_FILL> __device__ inline uint2 mxfp8_encode8(const f
     return make_uint2(lo, hi);
 }
 
+/* The MXFP8 codes and scale bytes of a thread's chunks (8 elements each; a
+ * lane group of 4 chunks is one 32-block): every lane takes part in the
+ * group's amax reduction, then the chunks below nchunks are encoded.  The
+ * rule and NAN_FILL as for mxfp8_encode8. */
+template <int RULE, bool NAN_FILL>
+__device__ inline void store_mxfp8_chunks(const float (&v)[CHUNKS_PER_THREAD][8],
+                                          const int32_t (&key)[CHUNKS_PER_THREAD], long long nchunks,
+                                          uint2 *__restrict__ data, uint8_t *__restrict__ scales)
+{
+    #pragma unroll
+    for (int k = 0; k < CHUNKS_PER_THREAD; k++) {
+        const long long c = quant_chunk(k);
+        const float m = dsv4q_amax_of_key(group_max_key(key[k], 4)); /* whole warps */
+        if (c >= nchunks)
+            continue;
+        uint8_t b;
+        data[c] = mxfp8_encode8<RULE, NAN_FILL>(v[k], m, &b);
+        if ((c & 3) == 0)
+            scales[c / 4] = b;
+    }
+}
+
 /* Sum over the whole block (blockDim a multiple of warpSize); every thread
  * gets the result.  The fp32 tree order differs from a sequential sum; the
  * fused op's policy bounds the sequential error, which is the larger one. */
@@ -184,13 +208,22 @@ static inline int mx_rows_of(const dsv4_hip_call *c, const char *codes, int code
         (rc = dsv4_hip_tensor(c, 1, codes, codes_dtype, 2, &s->d, err, errlen)) ||
         (rc = dsv4_hip_tensor(c, 1, scales, scales_dtype, 2, &s->s, err, errlen)))
         return rc;
-    s->T = c->in[s->x].shape[0];
-    s->W = c->in[s->x].shape[1];
+    dsv4_hip_dims(c->in[s->x], &s->T, &s->W);
     if (s->W % 32 != 0)
         return QFAIL("%s: W = %lld is not a multiple of 32", c->op, s->W);
     if (s->T * s->W / 8 > (long long)0x7fffffff * 256)
         return QFAIL("%s: tensor too large for the grid", c->op);
     return DSV4_PLUGIN_OK;
+}
+
+/* The quant kernels take the input dtype as a template argument: launch is
+ * called with std::true_type for a bf16 input, std::false_type for fp32. */
+template <class Launch> static inline void launch_by_input_dtype(int is_bf16, Launch launch)
+{
+    if (is_bf16)
+        launch(std::true_type{});
+    else
+        launch(std::false_type{});
 }
 
 /* Blocks of `threads` covering n work items (host side). */

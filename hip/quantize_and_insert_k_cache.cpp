@@ -128,10 +128,8 @@ struct ins_shape {
 int shape_of(const dsv4_hip_call *c, ins_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "k", DSV4_PLUGIN_BFLOAT16, 2, &s->k, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "k_cache", DSV4_PLUGIN_UINT8, 3, &s->kc, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "block_size", &s->B, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "use_fnuz", &s->fnuz, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "k:bfloat16:2 -> k_cache:uint8:3", {&s->k, &s->kc}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "block_size use_fnuz", {&s->B, &s->fnuz}, err, errlen)))
         return rc;
     s->sm = dsv4_hip_input(c, "slot_mapping");
     if (s->sm < 0 || c->in[s->sm].ndim != 1 ||
@@ -143,12 +141,8 @@ int shape_of(const dsv4_hip_call *c, ins_shape *s, char *err, size_t errlen)
 }
 
 /* Memory safety: shapes, and every slot -1 or inside the cache. */
-int insert_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const ins_shape &s, char *err, size_t errlen)
 {
-    ins_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const dsv4_plugin_tensor *kc = &c->out[s.kc], *k = &c->in[s.k], *sm = &c->in[s.sm];
     const long long tb = c->variant == V_FP8 ? 528 : c->variant == V_FP4 ? 288 : 584;
     if (s.B <= 0 || kc->shape[1] != s.B || kc->shape[2] != tb)
@@ -171,12 +165,8 @@ int insert_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t insert_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const ins_shape &s, hipStream_t stream)
 {
-    ins_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     if (s.T == 0)
         return hipSuccess;
     if (c->variant != V_DS_MLA) {
@@ -193,5 +183,4 @@ hipError_t insert_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_quantize_and_insert_k_cache = {"quantize_and_insert_k_cache", variants, insert_check,
-                                                        insert_launch};
+DSV4_HIP_SHAPE_KERNEL(quantize_and_insert_k_cache, variants, ins_shape);

@@ -61,29 +61,20 @@ struct es_shape {
 int shape_of(const dsv4_hip_call *c, es_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "o", DSV4_PLUGIN_BFLOAT16, 3, &s->o, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "positions", DSV4_PLUGIN_INT64, 1, &s->pos, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "cos_sin_cache", DSV4_PLUGIN_FLOAT32, 2, &s->cs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "wo_a", DSV4_PLUGIN_BFLOAT16, 2, &s->w, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "out", DSV4_PLUGIN_BFLOAT16, 2, &s->out, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "n_local_groups", &s->G, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "o_lora_rank", &s->R, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "rope_head_dim", &s->rd, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "inverse_rope", &s->inv, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "o:bfloat16:3 positions:int64:1 cos_sin_cache:float32:2 wo_a:bfloat16:2 -> "
+                                  "out:bfloat16:2",
+                               {&s->o, &s->pos, &s->cs, &s->w, &s->out}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "n_local_groups o_lora_rank rope_head_dim inverse_rope",
+                            {&s->G, &s->R, &s->rd, &s->inv}, err, errlen)))
         return rc;
-    s->T = c->in[s->o].shape[0];
-    s->H = c->in[s->o].shape[1];
+    dsv4_hip_dims(c->in[s->o], &s->T, &s->H);
     s->P = c->in[s->cs].shape[0];
     return DSV4_PLUGIN_OK;
 }
 
 /* einsum_args_of / dsv4_ref_inv_rope_einsum's contract. */
-int einsum_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const es_shape &s, char *err, size_t errlen)
 {
-    es_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (c->in[s.o].shape[2] != 512 || c->in[s.pos].shape[0] != s.T || c->in[s.cs].shape[1] != s.rd)
         return QFAIL("rocm_inv_rope_einsum: o [T, H, 512], positions [T], cos_sin_cache [P, rope_head_dim]");
     if (s.G < 1 || s.R < 0 || s.H < 1 || (s.H * 512) % s.G)
@@ -105,22 +96,16 @@ int einsum_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t einsum_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const es_shape &s, hipStream_t stream)
 {
-    es_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
-    const long long n = s.T * s.G * s.R;
-    if (n == 0)
-        return hipSuccess;
-    hipLaunchKernelGGL(einsum_kernel, dim3(warp_grid(n, c->prop)), dim3(256), 0, stream, (const uint16_t *)c->din[s.o],
-                       (const int64_t *)c->din[s.pos], (const float *)c->din[s.cs], (const uint16_t *)c->din[s.w],
-                       s.T, s.H, (long long)s.G, (long long)s.R, (int)s.rd, (int)(s.inv != 0),
-                       (uint16_t *)c->dout[s.out]);
-    return hipGetLastError();
+    return launch_per_output(s.T * s.G * s.R, c->prop, [&](dim3 grid, dim3 block) {
+        hipLaunchKernelGGL(einsum_kernel, grid, block, 0, stream, (const uint16_t *)c->din[s.o],
+                           (const int64_t *)c->din[s.pos], (const float *)c->din[s.cs], (const uint16_t *)c->din[s.w],
+                           s.T, s.H, (long long)s.G, (long long)s.R, (int)s.rd, (int)(s.inv != 0),
+                           (uint16_t *)c->dout[s.out]);
+    });
 }
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_rocm_inv_rope_einsum = {"rocm_inv_rope_einsum", variants, einsum_check, einsum_launch};
+DSV4_HIP_SHAPE_KERNEL(rocm_inv_rope_einsum, variants, es_shape);

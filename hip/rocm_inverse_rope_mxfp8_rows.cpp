@@ -55,17 +55,7 @@ __global__ void __launch_bounds__(QUANT_THREADS)
             key[k] = fold_amax_key(v[k], -1);
         }
     }
-    #pragma unroll
-    for (int k = 0; k < CHUNKS_PER_THREAD; k++) {
-        const long long c = quant_chunk(k);
-        const float m = dsv4q_amax_of_key(group_max_key(key[k], 4)); /* whole warps */
-        if (c >= nchunks)
-            continue;
-        uint8_t b; /* step 3: MXFP8 per 32-block (mx.c rules, quant_rules.h) */
-        data[c] = mxfp8_encode8<VARIANT, false>(v[k], m, &b);
-        if ((c & 3) == 0)
-            scales[c / 4] = b;
-    }
+    store_mxfp8_chunks<VARIANT, false>(v, key, nchunks, data, scales); /* step 3: MXFP8 per 32-block (mx.c rules) */
 }
 
 struct rmx_shape {
@@ -77,27 +67,20 @@ struct rmx_shape {
 int shape_of(const dsv4_hip_call *c, rmx_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "o", DSV4_PLUGIN_BFLOAT16, 3, &s->o, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "positions", DSV4_PLUGIN_INT64, 1, &s->pos, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "cos_sin_cache", DSV4_PLUGIN_FLOAT32, 2, &s->cs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "data", DSV4_PLUGIN_FLOAT8_E4M3FN, 2, &s->d, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "scale", DSV4_PLUGIN_UINT8, 2, &s->s, err, errlen)) ||
+    if ((rc = dsv4_hip_tensors(c, "o:bfloat16:3 positions:int64:1 cos_sin_cache:float32:2 -> data:float8_e4m3fn:2 "
+                                  "scale:uint8:2",
+                               {&s->o, &s->pos, &s->cs, &s->d, &s->s}, err, errlen)) ||
         (rc = dsv4_hip_int(c, "rope_head_dim", &s->rd, err, errlen)))
         return rc;
-    s->T = c->in[s->o].shape[0];
-    s->H = c->in[s->o].shape[1];
+    dsv4_hip_dims(c->in[s->o], &s->T, &s->H);
     s->P = c->in[s->cs].shape[0];
     return DSV4_PLUGIN_OK;
 }
 
 /* rmx_inputs_of / rope_check: shapes, rope_head_dim a multiple of 32 up to
  * 512, positions inside the table, o finite. */
-int rmx_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const rmx_shape &s, char *err, size_t errlen)
 {
-    rmx_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (c->in[s.o].shape[2] != D || c->in[s.pos].shape[0] != s.T || c->in[s.cs].shape[1] != s.rd)
         return QFAIL("%s: o [T, H, 512], positions [T], cos_sin_cache [P, rope_head_dim]", c->op);
     if (s.rd <= 0 || s.rd > D || s.rd % 32)
@@ -119,12 +102,8 @@ int rmx_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t rmx_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const rmx_shape &s, hipStream_t stream)
 {
-    rmx_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const long long nchunks = s.T * s.H * 64;
     if (nchunks == 0)
         return hipSuccess;
@@ -148,5 +127,4 @@ hipError_t rmx_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_rocm_inverse_rope_mxfp8_rows = {"rocm_inverse_rope_mxfp8_rows", variants, rmx_check,
-                                                         rmx_launch};
+DSV4_HIP_SHAPE_KERNEL(rocm_inverse_rope_mxfp8_rows, variants, rmx_shape);

@@ -53,26 +53,19 @@ struct rope_shape {
 int shape_of(const dsv4_hip_call *c, rope_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "positions", DSV4_PLUGIN_INT64, 1, &s->pos, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "cos_sin_cache", DSV4_PLUGIN_FLOAT32, 2, &s->cs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "o", DSV4_PLUGIN_BFLOAT16, 3, &s->o_out, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "rotated", &s->rotated, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "rope_head_dim", &s->rd, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "positions:int64:1 cos_sin_cache:float32:2 -> o:bfloat16:3",
+                               {&s->pos, &s->cs, &s->o_out}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "rotated rope_head_dim", {&s->rotated, &s->rd}, err, errlen)))
         return rc;
-    s->T = c->out[s->o_out].shape[0];
-    s->H = c->out[s->o_out].shape[1];
+    dsv4_hip_dims(c->out[s->o_out], &s->T, &s->H);
     s->num_pos = c->in[s->cs].shape[0];
     return DSV4_PLUGIN_OK;
 }
 
 /* The contract of rope_check (ref/attention.c): rope_dim even in (0, 512],
  * rotated in [0, T], positions of the rotated rows inside the cache. */
-int rope_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const rope_shape &s, char *err, size_t errlen)
 {
-    rope_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (c->out[s.o_out].shape[2] != D || c->in[s.pos].shape[0] != s.T)
         return FAIL("%s: o must be [T, H, 512] and positions [T]", c->op);
     if (s.rd <= 0 || s.rd > D || s.rd % 2 || c->in[s.cs].shape[1] != s.rd)
@@ -88,12 +81,8 @@ int rope_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t rope_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const rope_shape &s, hipStream_t stream)
 {
-    rope_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const long long npairs = (long long)(s.T - s.rotated) * s.H * (s.rd / 2);
     if (npairs <= 0)
         return hipSuccess;
@@ -109,4 +98,4 @@ hipError_t rope_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_rocm_inverse_rope_rows = {"rocm_inverse_rope_rows", variants, rope_check, rope_launch};
+DSV4_HIP_SHAPE_KERNEL(rocm_inverse_rope_rows, variants, rope_shape);

@@ -116,17 +116,11 @@ int shape_of(const dsv4_hip_call *c, ks_shape *s, char *err, size_t errlen)
 {
     int rc;
     int64_t hd;
-    if ((rc = dsv4_hip_tensor(c, 0, "k_pre", DSV4_PLUGIN_BFLOAT16, 2, &s->k, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "positions", DSV4_PLUGIN_INT64, 1, &s->pos, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "cos_sin_cache", DSV4_PLUGIN_FLOAT32, 2, &s->cs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "rms_norm_weight", DSV4_PLUGIN_BFLOAT16, 1, &s->w, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "kv_slot_mapping", DSV4_PLUGIN_INT64, 1, &s->slots, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "k_cache", DSV4_PLUGIN_UINT8, 3, &s->out, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "num_heads", &s->heads, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "head_dim", &hd, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "page_entries", &s->P, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "shuffle", &s->shuffle, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "compress_ratio", &s->ratio, err, errlen)) ||
+    if ((rc = dsv4_hip_tensors(c, "k_pre:bfloat16:2 positions:int64:1 cos_sin_cache:float32:2 "
+                                  "rms_norm_weight:bfloat16:1 kv_slot_mapping:int64:1 -> k_cache:uint8:3",
+                               {&s->k, &s->pos, &s->cs, &s->w, &s->slots, &s->out}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "num_heads head_dim page_entries shuffle compress_ratio",
+                            {&s->heads, &hd, &s->P, &s->shuffle, &s->ratio}, err, errlen)) ||
         (rc = float_param(c, "rms_norm_eps", &s->eps, err, errlen)))
         return rc;
     if (hd != D)

@@ -69,13 +69,10 @@ struct qq_shape {
 int shape_of(const dsv4_hip_call *c, qq_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "positions", DSV4_PLUGIN_INT64, 1, &s->pos, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "index_q", DSV4_PLUGIN_BFLOAT16, 3, &s->q, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "index_q_cos_sin_cache", DSV4_PLUGIN_FLOAT32, 2, &s->cs, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "index_weights", DSV4_PLUGIN_FLOAT32, 2, &s->w, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "q_packed", DSV4_PLUGIN_UINT8, 3, &s->op, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "q_scale", DSV4_PLUGIN_INT32, 2, &s->os, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "weights_out", DSV4_PLUGIN_FLOAT32, 2, &s->ow, err, errlen)) ||
+    if ((rc = dsv4_hip_tensors(c, "positions:int64:1 index_q:bfloat16:3 index_q_cos_sin_cache:float32:2 "
+                                  "index_weights:float32:2 -> q_packed:uint8:3 q_scale:int32:2 "
+                                  "weights_out:float32:2",
+                               {&s->pos, &s->q, &s->cs, &s->w, &s->op, &s->os, &s->ow}, err, errlen)) ||
         (rc = float_param(c, "softmax_scale", &s->ss, err, errlen)) ||
         (rc = float_param(c, "head_scale", &s->hs, err, errlen)))
         return rc;
@@ -83,12 +80,8 @@ int shape_of(const dsv4_hip_call *c, qq_shape *s, char *err, size_t errlen)
 }
 
 /* Memory safety: shapes and every position inside cos_sin_cache. */
-int qq_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const qq_shape &s, char *err, size_t errlen)
 {
-    qq_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const dsv4_plugin_tensor *q = &c->in[s.q];
     const long long T = q->shape[0], H = q->shape[1];
     const dsv4_plugin_tensor *w = &c->in[s.w], *op = &c->out[s.op], *os = &c->out[s.os], *ow = &c->out[s.ow];
@@ -107,12 +100,8 @@ int qq_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t qq_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const qq_shape &s, hipStream_t stream)
 {
-    qq_shape s;
-    char err[160];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const long long T = c->in[s.q].shape[0], H = c->in[s.q].shape[1];
     if (T * H == 0)
         return hipSuccess;
@@ -133,5 +122,4 @@ hipError_t qq_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_rocm_mxfp4_indexer_q_quant = {"rocm_mxfp4_indexer_q_quant", idxr::quant_variants, qq_check,
-                                                        qq_launch};
+DSV4_HIP_SHAPE_KERNEL(rocm_mxfp4_indexer_q_quant, idxr::quant_variants, qq_shape);

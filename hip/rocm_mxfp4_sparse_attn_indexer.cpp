@@ -64,27 +64,25 @@ struct sa_shape {
     int64_t topk, C, nb;
 };
 
-int sa_shape_of(const dsv4_hip_call *c, sa_shape *s, char *err, size_t errlen)
+int shape_of(const dsv4_hip_call *c, sa_shape *s, char *err, size_t errlen)
 {
     int rc;
     if ((rc = lg_shape_of(c, &s->l, err, errlen)) ||
         (rc = dsv4_hip_tensor(c, 1, "topk_indices", DSV4_PLUGIN_INT32, 2, &s->ti, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "topk", &s->topk, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "candidate_block_size", &s->C, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "candidate_topk_blocks", &s->nb, err, errlen)))
+        (rc = dsv4_hip_ints(c, "topk candidate_block_size candidate_topk_blocks", {&s->topk, &s->C, &s->nb}, err,
+                            errlen)))
         return rc;
     s->bs = s->cb = -1;
-    if (s->C > 0 && ((rc = dsv4_hip_tensor(c, 1, "block_scores", DSV4_PLUGIN_FLOAT32, 2, &s->bs, err, errlen)) ||
-                     (rc = dsv4_hip_tensor(c, 1, "candidate_blocks", DSV4_PLUGIN_INT32, 2, &s->cb, err, errlen))))
+    if (s->C > 0 && (rc = dsv4_hip_tensors(c, "-> block_scores:float32:2 candidate_blocks:int32:2", {&s->bs, &s->cb},
+                                           err, errlen)))
         return rc;
     return DSV4_PLUGIN_OK;
 }
 
-int sa_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const sa_shape &s, char *err, size_t errlen)
 {
-    sa_shape s;
-    int rc = sa_shape_of(c, &s, err, errlen);
-    if (rc || (rc = lg_check(c, &s.l, err, errlen)))
+    const int rc = lg_check(c, s.l, err, errlen);
+    if (rc)
         return rc;
     const long long rows = c->out[s.l.logits].shape[0], width = c->out[s.l.logits].shape[1];
     if (s.topk < 1 || s.topk > 0x7fffffff || c->out[s.ti].shape[0] != rows || c->out[s.ti].shape[1] != s.topk)
@@ -99,12 +97,8 @@ int sa_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t sa_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const sa_shape &s, hipStream_t stream)
 {
-    sa_shape s;
-    char err[160];
-    if (sa_shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const lg_args a = lg_make_args(c, s.l);
     float *logits = (float *)c->dout[s.l.logits];
     hipError_t e = launch_logits(a, logits, a.width, stream);
@@ -120,5 +114,4 @@ hipError_t sa_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_rocm_mxfp4_sparse_attn_indexer = {"rocm_mxfp4_sparse_attn_indexer", variants, sa_check,
-                                                            sa_launch};
+DSV4_HIP_SHAPE_KERNEL(rocm_mxfp4_sparse_attn_indexer, variants, sa_shape);

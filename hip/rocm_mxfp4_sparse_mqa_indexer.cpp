@@ -41,25 +41,23 @@ struct mq_shape {
     int64_t topk, C;
 };
 
-int mq_shape_of(const dsv4_hip_call *c, mq_shape *s, char *err, size_t errlen)
+int shape_of(const dsv4_hip_call *c, mq_shape *s, char *err, size_t errlen)
 {
     int rc;
     if ((rc = lg_shape_of(c, &s->l, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "candidate_blocks", DSV4_PLUGIN_INT32, 2, &s->cand, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "topk_indices", DSV4_PLUGIN_INT32, 2, &s->ti, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "topk", &s->topk, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "candidate_block_size", &s->C, err, errlen)))
+        (rc = dsv4_hip_tensors(c, "candidate_blocks:int32:2 -> topk_indices:int32:2", {&s->cand, &s->ti}, err,
+                               errlen)) ||
+        (rc = dsv4_hip_ints(c, "topk candidate_block_size", {&s->topk, &s->C}, err, errlen)))
         return rc;
     return DSV4_PLUGIN_OK;
 }
 
 /* Beyond lg_check: the candidate rows, and no valid id twice (a duplicate
  * is bad input, ref/indexer.c dsv4_idx_candidate_ids). */
-int mq_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const mq_shape &s, char *err, size_t errlen)
 {
-    mq_shape s;
-    int rc = mq_shape_of(c, &s, err, errlen);
-    if (rc || (rc = lg_check(c, &s.l, err, errlen)))
+    const int rc = lg_check(c, s.l, err, errlen);
+    if (rc)
         return rc;
     const dsv4_plugin_tensor *cb = &c->in[s.cand];
     const long long rows = c->out[s.l.logits].shape[0], n = cb->shape[1];
@@ -83,12 +81,8 @@ int mq_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t mq_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const mq_shape &s, hipStream_t stream)
 {
-    mq_shape s;
-    char err[160];
-    if (mq_shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     lg_args a = lg_make_args(c, s.l);
     a.cand = (const int32_t *)c->din[s.cand];
     a.ncand = c->in[s.cand].shape[1];
@@ -104,5 +98,4 @@ hipError_t mq_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_rocm_mxfp4_sparse_mqa_indexer = {"rocm_mxfp4_sparse_mqa_indexer", variants, mq_check,
-                                                           mq_launch};
+DSV4_HIP_SHAPE_KERNEL(rocm_mxfp4_sparse_mqa_indexer, variants, mq_shape);

@@ -54,13 +54,10 @@ struct bmm_shape {
 int shape_of(const dsv4_hip_call *c, bmm_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "a", DSV4_PLUGIN_FLOAT8_E4M3FN, 2, &s->a, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "a_scale", DSV4_PLUGIN_UINT8, 2, &s->as, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "wo_a", DSV4_PLUGIN_FLOAT8_E4M3FN, 2, &s->w, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "wo_a_scale", DSV4_PLUGIN_UINT8, 2, &s->ws, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "out", DSV4_PLUGIN_BFLOAT16, 2, &s->out, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "n_local_groups", &s->G, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "o_lora_rank", &s->R, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "a:float8_e4m3fn:2 a_scale:uint8:2 wo_a:float8_e4m3fn:2 wo_a_scale:uint8:2 -> "
+                                  "out:bfloat16:2",
+                               {&s->a, &s->as, &s->w, &s->ws, &s->out}, err, errlen)) ||
+        (rc = dsv4_hip_ints(c, "n_local_groups o_lora_rank", {&s->G, &s->R}, err, errlen)))
         return rc;
     s->T = c->in[s->a].shape[0];
     s->K = c->in[s->w].shape[1];
@@ -69,12 +66,8 @@ int shape_of(const dsv4_hip_call *c, bmm_shape *s, char *err, size_t errlen)
 
 /* bmm_args_of / dsv4_ref_mxfp8_wo_a_bmm's contract: shapes, no NaN codes,
  * no e8m0 NaN scale 0xFF. */
-int bmm_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const bmm_shape &s, char *err, size_t errlen)
 {
-    bmm_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const long long G = s.G, R = s.R, K = s.K, T = s.T;
     if (G < 1 || R < 0 || K % 32 || c->in[s.a].shape[1] != G * K || c->in[s.w].shape[0] != G * R ||
         c->in[s.as].shape[0] != T || c->in[s.as].shape[1] != G * K / 32 || c->in[s.ws].shape[0] != G * R ||
@@ -96,21 +89,15 @@ int bmm_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t bmm_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const bmm_shape &s, hipStream_t stream)
 {
-    bmm_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
-    const long long n = s.T * s.G * s.R;
-    if (n == 0)
-        return hipSuccess;
-    hipLaunchKernelGGL(bmm_kernel, dim3(warp_grid(n, c->prop)), dim3(256), 0, stream, (const uint8_t *)c->din[s.a],
-                       (const uint8_t *)c->din[s.as], (const uint8_t *)c->din[s.w], (const uint8_t *)c->din[s.ws], s.T,
-                       (long long)s.G, (long long)s.R, s.K, (uint16_t *)c->dout[s.out]);
-    return hipGetLastError();
+    return launch_per_output(s.T * s.G * s.R, c->prop, [&](dim3 grid, dim3 block) {
+        hipLaunchKernelGGL(bmm_kernel, grid, block, 0, stream, (const uint8_t *)c->din[s.a],
+                           (const uint8_t *)c->din[s.as], (const uint8_t *)c->din[s.w], (const uint8_t *)c->din[s.ws],
+                           s.T, (long long)s.G, (long long)s.R, s.K, (uint16_t *)c->dout[s.out]);
+    });
 }
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_rocm_mxfp8_wo_a_bmm = {"rocm_mxfp8_wo_a_bmm", variants, bmm_check, bmm_launch};
+DSV4_HIP_SHAPE_KERNEL(rocm_mxfp8_wo_a_bmm, variants, bmm_shape);

@@ -11,17 +11,8 @@ namespace {
 const pattn::names decode_names = {"swa_k_cache", "swa_ragged_indices", "swa_ragged_indptr",
                                    "kv_cache",    "topk_ragged_indices", "topk_ragged_indptr"};
 
-int decode_check(const dsv4_hip_call *c, char *err, size_t errlen)
-{
-    return pattn::check(decode_names, c, err, errlen);
-}
-
-hipError_t decode_launch(const dsv4_hip_call *c, hipStream_t stream)
-{
-    return pattn::launch(decode_names, c, stream);
-}
-
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_rocm_sparse_attn_decode = {"rocm_sparse_attn_decode", pattn::variants, decode_check,
-                                                    decode_launch};
+dsv4_hip_kernel dsv4_hip_rocm_sparse_attn_decode = {"rocm_sparse_attn_decode", pattn::variants,
+                                                    pattn::check_named<decode_names>,
+                                                    pattn::launch_named<decode_names>};

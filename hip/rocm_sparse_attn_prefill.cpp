@@ -20,19 +20,15 @@ struct prefill_shape {
 int shape_of(const dsv4_hip_call *c, prefill_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "q", DSV4_PLUGIN_BFLOAT16, 3, &s->q, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "kv", DSV4_PLUGIN_BFLOAT16, 3, &s->kv, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "indices", DSV4_PLUGIN_INT32, 3, &s->idx, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "topk_length", DSV4_PLUGIN_INT32, 1, &s->len, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 0, "attn_sink", DSV4_PLUGIN_FLOAT32, 1, &s->sink, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "output", DSV4_PLUGIN_BFLOAT16, 3, &s->out, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "q:bfloat16:3 kv:bfloat16:3 indices:int32:3 topk_length:int32:1 "
+                                  "attn_sink:float32:1 -> output:bfloat16:3",
+                               {&s->q, &s->kv, &s->idx, &s->len, &s->sink, &s->out}, err, errlen)))
         return rc;
     const dsv4_plugin_param *sc = dsv4_hip_param(c, "scale");
     if (!sc || sc->kind != DSV4_PLUGIN_FLOAT)
         return FAIL("%s: float parameter 'scale' missing", c->op);
     s->scale = sc->f;
-    s->T = c->in[s->q].shape[0];
-    s->H = c->in[s->q].shape[1];
+    dsv4_hip_dims(c->in[s->q], &s->T, &s->H);
     s->rows = c->in[s->kv].shape[0];
     s->P = c->in[s->idx].shape[2];
     return DSV4_PLUGIN_OK;
@@ -40,12 +36,8 @@ int shape_of(const dsv4_hip_call *c, prefill_shape *s, char *err, size_t errlen)
 
 /* Shapes the launch relies on (dsv4_attn_check's contract for the dense
  * form; the values are the validator's business). */
-int prefill_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const prefill_shape &s, char *err, size_t errlen)
 {
-    prefill_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     const int64_t *qs = c->in[s.q].shape, *ks = c->in[s.kv].shape, *is = c->in[s.idx].shape,
                   *os = c->out[s.out].shape;
     if (qs[2] != sattn::D || ks[1] != 1 || ks[2] != sattn::D)
@@ -64,12 +56,8 @@ int prefill_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t prefill_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const prefill_shape &s, hipStream_t stream)
 {
-    prefill_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     sattn::dense_src src;
     src.kv = (const uint16_t *)c->din[s.kv];
     src.rows = s.rows; /* num_rows = kv.shape[0] (docs/semantics/attention.md A8.2 [S9]) */
@@ -87,5 +75,4 @@ hipError_t prefill_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_rocm_sparse_attn_prefill = {"rocm_sparse_attn_prefill", variants, prefill_check,
-                                                     prefill_launch};
+DSV4_HIP_SHAPE_KERNEL(rocm_sparse_attn_prefill, variants, prefill_shape);

@@ -47,23 +47,17 @@ struct sh_shape {
 int shape_of(const dsv4_hip_call *c, sh_shape *s, char *err, size_t errlen)
 {
     int rc;
-    if ((rc = dsv4_hip_tensor(c, 0, "x", DSV4_PLUGIN_FLOAT8_E4M3FN, 2, &s->x, err, errlen)) ||
-        (rc = dsv4_hip_tensor(c, 1, "out", DSV4_PLUGIN_FLOAT8_E4M3FN, 2, &s->o, err, errlen)))
+    if ((rc = dsv4_hip_tensors(c, "x:float8_e4m3fn:2 -> out:float8_e4m3fn:2", {&s->x, &s->o}, err, errlen)))
         return rc;
-    s->N = c->in[s->x].shape[0];
-    s->K = c->in[s->x].shape[1];
+    dsv4_hip_dims(c->in[s->x], &s->N, &s->K);
     return DSV4_PLUGIN_OK;
 }
 
 #define FAIL(...) (snprintf(err, errlen, __VA_ARGS__), DSV4_PLUGIN_EINPUT)
 
 /* dsv4_shuffle_check (ref/gemm.c): N % 16 == 0, K % 32 == 0; out as x. */
-int shuffle_check(const dsv4_hip_call *c, char *err, size_t errlen)
+int check_shape(const dsv4_hip_call *c, const sh_shape &s, char *err, size_t errlen)
 {
-    sh_shape s;
-    int rc = shape_of(c, &s, err, errlen);
-    if (rc)
-        return rc;
     if (s.N < 0 || s.K < 0 || s.N % 16 || s.K % 32)
         return FAIL("shuffle_weight: [N = %lld, K = %lld] needs N %% 16 == 0 and K %% 32 == 0", s.N, s.K);
     if (c->out[s.o].shape[0] != s.N || c->out[s.o].shape[1] != s.K)
@@ -71,12 +65,8 @@ int shuffle_check(const dsv4_hip_call *c, char *err, size_t errlen)
     return DSV4_PLUGIN_OK;
 }
 
-hipError_t shuffle_launch(const dsv4_hip_call *c, hipStream_t stream)
+hipError_t launch_shape(const dsv4_hip_call *c, const sh_shape &s, hipStream_t stream)
 {
-    sh_shape s;
-    char err[8];
-    if (shape_of(c, &s, err, sizeof err))
-        return hipErrorInvalidValue;
     const long long nchunks = s.N * (s.K / 16);
     if (nchunks == 0)
         return hipSuccess;
@@ -90,4 +80,4 @@ hipError_t shuffle_launch(const dsv4_hip_call *c, hipStream_t stream)
 
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_shuffle_weight = {"shuffle_weight", variants, shuffle_check, shuffle_launch};
+DSV4_HIP_SHAPE_KERNEL(shuffle_weight, variants, sh_shape);

@@ -9,16 +9,7 @@ namespace {
 const pattn::names aiter_names = {"kv_buffer",       "kv_indices",       "kv_indptr",
                                   "extra_kv_buffer", "extra_kv_indices", "extra_kv_indptr"};
 
-int aiter_check(const dsv4_hip_call *c, char *err, size_t errlen)
-{
-    return pattn::check(aiter_names, c, err, errlen);
-}
-
-hipError_t aiter_launch(const dsv4_hip_call *c, hipStream_t stream)
-{
-    return pattn::launch(aiter_names, c, stream);
-}
-
 } // namespace
 
-dsv4_hip_kernel dsv4_hip_sparse_mla_fwd = {"sparse_mla_fwd", pattn::variants, aiter_check, aiter_launch};
+dsv4_hip_kernel dsv4_hip_sparse_mla_fwd = {"sparse_mla_fwd", pattn::variants, pattn::check_named<aiter_names>,
+                                           pattn::launch_named<aiter_names>};

@@ -23,4 +23,15 @@ static inline unsigned warp_grid(long long n, const hipDeviceProp_t *prop)
     return (unsigned)((n + per - 1) / per);
 }
 
+/* The launch of both ops: launch(grid, block) with a warp per each of the n
+ * output elements; nothing to launch for an empty output. */
+template <class Launch>
+static inline hipError_t launch_per_output(long long n, const hipDeviceProp_t *prop, Launch launch)
+{
+    if (n == 0)
+        return hipSuccess;
+    launch(dim3(warp_grid(n, prop)), dim3(256));
+    return hipGetLastError();
+}
+
 #endif
