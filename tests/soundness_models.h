@@ -351,6 +351,30 @@ static void snd_shape_inv_rope_mxfp8(dsv4_rng *r, snd_params *p)
 
 /* ---- the GEMM family --------------------------------------------------------- */
 
+/* The four inputs a GEMM-family model reads, by name; fails naming the
+ * model when one is missing. */
+static int snd_four_inputs(const dsv4_tensors *in, const char *const names[4], const dsv4_tensor *t[4],
+                           const char *model, dsv4_status *st)
+{
+    for (int i = 0; i < 4; i++)
+        if (!(t[i] = dsv4_tensors_get(in, names[i])))
+            return dsv4_fail(st, DSV4_EINPUT, "%s model: inputs missing", model);
+    return DSV4_OK;
+}
+
+/* Two fp32 scratch buffers of na and nb elements (one more each, so that an
+ * empty shape still allocates): both, or neither and an error. */
+static int snd_two_buffers(float **a, int64_t na, float **b, int64_t nb, dsv4_status *st)
+{
+    *a = malloc((size_t)(na + 1) * sizeof **a);
+    *b = malloc((size_t)(nb + 1) * sizeof **b);
+    if (*a && *b)
+        return DSV4_OK;
+    free(*a), free(*b);
+    *a = *b = NULL;
+    return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
+}
+
 /* gemm_a8w8_blockscale: per 128-wide K block the fp32 dot P of the exact fp8
  * products in one of the orders, then acc += fl(P xs) ws (Triton) or
  * acc = fma(P, fl(xs ws), acc) (a kernel that folds the two scales); bf16. */
@@ -358,19 +382,20 @@ static int snd_model_gemm(const dsv4_op *op, const dsv4_opctx *c, const dsv4_ten
                           dsv4_tensors *out, dsv4_rng *var, int bias, dsv4_status *st)
 {
     (void)op, (void)exp;
-    const dsv4_tensor *xq = dsv4_tensors_get(in, "XQ"), *wq = dsv4_tensors_get(in, "WQ");
-    const dsv4_tensor *xs = dsv4_tensors_get(in, "x_scale"), *ws = dsv4_tensors_get(in, "w_scale");
-    if (!xq || !wq || !xs || !ws)
-        return dsv4_fail(st, DSV4_EINPUT, "gemm model: inputs missing");
+    static const char *const names[4] = {"XQ", "WQ", "x_scale", "w_scale"};
+    const dsv4_tensor *t[4];
+    int rc = snd_four_inputs(in, names, t, "gemm", st);
+    if (rc)
+        return rc;
+    const dsv4_tensor *xq = t[0], *wq = t[1], *xs = t[2], *ws = t[3];
     const int64_t M = xq->shape[0], K = xq->shape[1], N = wq->shape[0], KB = K / 128;
     const int shuffled = !strcmp(dsv4_op_variant_name(op, c->variant), "bpreshuffle");
     const dsv4_fp8_kind kind = xq->dtype == DSV4_F8E4M3FNUZ ? DSV4_FP8_E4M3FNUZ : DSV4_FP8_E4M3FN;
     const int order = (int)snd_int(var, 0, SND_DOT_ORDERS - 1), fold = (int)snd_int(var, 0, 1);
-    float *a = malloc((size_t)(K + 1) * sizeof *a), *b = malloc((size_t)(N * K + 1) * sizeof *b);
-    if (!a || !b) {
-        free(a), free(b);
-        return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
-    }
+    float *a, *b;
+    rc = snd_two_buffers(&a, K, &b, N * K, st);
+    if (rc)
+        return rc;
     const uint8_t *xb = xq->data, *wb = wq->data;
     for (int64_t n = 0; n < N; n++)
         for (int64_t k = 0; k < K; k++)
@@ -414,19 +439,20 @@ static int snd_model_einsum(const dsv4_op *op, const dsv4_opctx *c, const dsv4_t
                             dsv4_tensors *out, dsv4_rng *var, int bias, dsv4_status *st)
 {
     (void)op, (void)exp;
-    const dsv4_tensor *o = dsv4_tensors_get(in, "o"), *pos = dsv4_tensors_get(in, "positions");
-    const dsv4_tensor *cs = dsv4_tensors_get(in, "cos_sin_cache"), *w = dsv4_tensors_get(in, "wo_a");
-    if (!o || !pos || !cs || !w)
-        return dsv4_fail(st, DSV4_EINPUT, "einsum model: inputs missing");
+    static const char *const names[4] = {"o", "positions", "cos_sin_cache", "wo_a"};
+    const dsv4_tensor *t[4];
+    int rc = snd_four_inputs(in, names, t, "einsum", st);
+    if (rc)
+        return rc;
+    const dsv4_tensor *o = t[0], *pos = t[1], *cs = t[2], *w = t[3];
     const int64_t T = o->shape[0], H = o->shape[1], G = dsv4_params_int(c->params, "n_local_groups");
     const int64_t R = dsv4_params_int(c->params, "o_lora_rank"), Dg = H * SND_D / G;
     const int rd = (int)dsv4_params_int(c->params, "rope_head_dim"), inv = dsv4_params_int(c->params, "inverse_rope");
     const int order = (int)snd_int(var, 0, SND_DOT_ORDERS - 1), form = (int)snd_int(var, 0, 2);
-    float *x = malloc((size_t)(H * SND_D) * sizeof *x), *wf = malloc((size_t)(G * R * Dg + 1) * sizeof *wf);
-    if (!x || !wf) {
-        free(x), free(wf);
-        return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
-    }
+    float *x, *wf;
+    rc = snd_two_buffers(&x, H * SND_D, &wf, G * R * Dg, st);
+    if (rc)
+        return rc;
     for (int64_t i = 0; i < G * R * Dg; i++)
         wf[i] = dsv4_bf16_to_f32(((const uint16_t *)w->data)[i]);
     uint16_t *y = dsv4_tensors_find(out, "out")->data;
@@ -466,18 +492,19 @@ static int snd_model_bmm(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tens
                          dsv4_tensors *out, dsv4_rng *var, int bias, dsv4_status *st)
 {
     (void)op, (void)exp;
-    const dsv4_tensor *a = dsv4_tensors_get(in, "a"), *as = dsv4_tensors_get(in, "a_scale");
-    const dsv4_tensor *w = dsv4_tensors_get(in, "wo_a"), *ws = dsv4_tensors_get(in, "wo_a_scale");
-    if (!a || !as || !w || !ws)
-        return dsv4_fail(st, DSV4_EINPUT, "bmm model: inputs missing");
+    static const char *const names[4] = {"a", "a_scale", "wo_a", "wo_a_scale"};
+    const dsv4_tensor *t[4];
+    int rc = snd_four_inputs(in, names, t, "bmm", st);
+    if (rc)
+        return rc;
+    const dsv4_tensor *a = t[0], *as = t[1], *w = t[2], *ws = t[3];
     const int64_t T = a->shape[0], G = dsv4_params_int(c->params, "n_local_groups");
     const int64_t R = dsv4_params_int(c->params, "o_lora_rank"), K = w->shape[1], KB = K / 32;
     const int order = (int)snd_int(var, 0, SND_DOT_ORDERS - 1), blocked = (int)snd_int(var, 0, 1);
-    float *av = malloc((size_t)(K + 1) * sizeof *av), *wv = malloc((size_t)(K + 1) * sizeof *wv);
-    if (!av || !wv) {
-        free(av), free(wv);
-        return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
-    }
+    float *av, *wv;
+    rc = snd_two_buffers(&av, K, &wv, K, st);
+    if (rc)
+        return rc;
     const uint8_t *ab = a->data, *asb = as->data, *wb = w->data, *wsb = ws->data;
     uint16_t *y = dsv4_tensors_find(out, "out")->data;
     for (int64_t t = 0; t < T; t++)

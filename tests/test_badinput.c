@@ -273,18 +273,21 @@ static void s_h5_dir(void)
     ck_assert_int_eq(mkdir(path, 0755), 0);
 }
 
-/* Reads the committed golden, lets edit change it, writes bad.h5. */
-static void edit_golden(void (*edit)(dsv4_golden *g))
+/* Reads the committed golden src, lets edit change it, writes bad.h5. */
+static void edit_golden_from(const char *src, void (*edit)(dsv4_golden *g))
 {
     dsv4_golden g;
     dsv4_status st = {0, ""};
-    ck_assert_msg(dsv4_golden_read(golden_path, &g, &st) == 0, "%s", st.msg);
+    ck_assert_msg(dsv4_golden_read(src, &g, &st) == 0, "%s", st.msg);
     edit(&g);
     char path[400];
     tmp_path(path, sizeof path, "bad.h5");
     ck_assert_msg(dsv4_golden_write(path, &g, 1, &st) == 0, "%s", st.msg);
     dsv4_golden_free(&g);
 }
+
+/* The same from the committed golden of golden_path. */
+static void edit_golden(void (*edit)(dsv4_golden *g)) { edit_golden_from(golden_path, edit); }
 
 static void set_schema(const char *path, long long v)
 {
@@ -363,15 +366,49 @@ static void s_h5_unknown_op(void) { edit_golden(e_unknown_op); }
 static void e_unknown_variant(dsv4_golden *g) { snprintf(g->variant, sizeof g->variant, "nope"); }
 static void s_h5_unknown_variant(void) { edit_golden(e_unknown_variant); }
 
-/* A file claiming a huge shape: [2^40] int32 topk rows written by HDF5
- * directly (chunked, Fletcher32, nothing stored: the chunks are unwritten). */
-static void s_h5_huge_shape(void)
+/* bad.h5, a copy of the committed golden, opened for raw HDF5 edits. */
+static hid_t open_bad_copy(void)
 {
     edit_golden(e_none);
     char path[400];
     tmp_path(path, sizeof path, "bad.h5");
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
     ck_assert_int_ge(f, 0);
+    return f;
+}
+
+/* A string attribute name on loc's object obj: n raw bytes, padded by pad. */
+static void write_str_attr(hid_t loc, const char *obj, const char *name, const char *bytes, size_t n, H5T_str_t pad)
+{
+    hid_t t = H5Tcopy(H5T_C_S1), s = H5Screate(H5S_SCALAR);
+    H5Tset_size(t, n);
+    H5Tset_strpad(t, pad);
+    hid_t a = H5Acreate_by_name(loc, obj, name, t, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ck_assert_int_ge(a, 0);
+    ck_assert_int_ge(H5Awrite(a, t, bytes), 0);
+    H5Aclose(a);
+    H5Sclose(s);
+    H5Tclose(t);
+}
+
+/* An int32 dataset path in f over space, laid out by dcpl (external or
+ * virtual storage), labelled int32; closes dcpl, space and f. */
+static void put_int32_dataset(hid_t f, const char *path, hid_t space, hid_t dcpl)
+{
+    hid_t d = H5Dcreate2(f, path, H5T_STD_I32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ck_assert_int_ge(d, 0);
+    H5Dclose(d);
+    write_str_attr(f, path, "dtype", "int32", sizeof "int32", H5T_STR_NULLTERM);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Fclose(f);
+}
+
+/* A file claiming a huge shape: [2^40] int32 topk rows written by HDF5
+ * directly (chunked, Fletcher32, nothing stored: the chunks are unwritten). */
+static void s_h5_huge_shape(void)
+{
+    hid_t f = open_bad_copy();
     ck_assert_int_ge(H5Ldelete(f, "/inputs/seq_lens", H5P_DEFAULT), 0);
     hsize_t dims[1] = {(hsize_t)1 << 40}, chunk[1] = {1 << 16};
     hid_t sp = H5Screate_simple(1, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
@@ -379,20 +416,7 @@ static void s_h5_huge_shape(void)
     H5Pset_fletcher32(dcpl);
     H5Pset_deflate(dcpl, 4);
     H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
-    hid_t d = H5Dcreate2(f, "/inputs/seq_lens", H5T_STD_I32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    ck_assert_int_ge(d, 0);
-    hid_t st = H5Tcopy(H5T_C_S1);
-    H5Tset_size(st, 6);
-    hid_t as = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(d, "dtype", st, as, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(a, st, "int32");
-    H5Aclose(a);
-    H5Sclose(as);
-    H5Tclose(st);
-    H5Dclose(d);
-    H5Pclose(dcpl);
-    H5Sclose(sp);
-    H5Fclose(f);
+    put_int32_dataset(f, "/inputs/seq_lens", sp, dcpl);
 }
 
 /* Output paths that cannot be written. */
@@ -483,54 +507,12 @@ static void s_baseline_nul(void)
 
 /* ---- golden integrity (the golden reader and gen): setups ------------- */
 
-/* Reads the committed golden src, lets edit change it, writes bad.h5. */
-static void edit_golden_from(const char *src, void (*edit)(dsv4_golden *g))
-{
-    dsv4_golden g;
-    dsv4_status st = {0, ""};
-    ck_assert_msg(dsv4_golden_read(src, &g, &st) == 0, "%s", st.msg);
-    edit(&g);
-    char path[400];
-    tmp_path(path, sizeof path, "bad.h5");
-    ck_assert_msg(dsv4_golden_write(path, &g, 1, &st) == 0, "%s", st.msg);
-    dsv4_golden_free(&g);
-}
-
-/* bad.h5, a copy of the committed golden, opened for raw HDF5 edits. */
-static hid_t open_bad_copy(void)
-{
-    edit_golden(e_none);
-    char path[400];
-    tmp_path(path, sizeof path, "bad.h5");
-    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
-    ck_assert_int_ge(f, 0);
-    return f;
-}
-
-static void put_dtype_attr(hid_t loc, const char *obj, const char *dtype)
-{
-    hid_t t = H5Tcopy(H5T_C_S1), s = H5Screate(H5S_SCALAR);
-    H5Tset_size(t, strlen(dtype) + 1);
-    hid_t a = H5Acreate_by_name(loc, obj, "dtype", t, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    ck_assert_int_ge(a, 0);
-    ck_assert_int_ge(H5Awrite(a, t, dtype), 0);
-    H5Aclose(a);
-    H5Sclose(s);
-    H5Tclose(t);
-}
-
 /* A 0-d int32 input whose raw data is 4 bytes of an outside file. */
 static void external_scalar(const char *outside)
 {
     hid_t f = open_bad_copy(), s = H5Screate(H5S_SCALAR), dcpl = H5Pcreate(H5P_DATASET_CREATE);
     ck_assert_int_ge(H5Pset_external(dcpl, outside, 0, 4), 0);
-    hid_t d = H5Dcreate2(f, "/inputs/n_tokens", H5T_STD_I32LE, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    ck_assert_int_ge(d, 0);
-    H5Dclose(d);
-    put_dtype_attr(f, "/inputs/n_tokens", "int32");
-    H5Pclose(dcpl);
-    H5Sclose(s);
-    H5Fclose(f);
+    put_int32_dataset(f, "/inputs/n_tokens", s, dcpl);
 }
 static void s_h5_external_passwd(void) { external_scalar("/etc/passwd"); }
 /* A FIFO nobody writes: opening it for reading would block forever. */
@@ -549,46 +531,31 @@ static void s_h5_external_array(void)
     hsize_t n = 4;
     hid_t s = H5Screate_simple(1, &n, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
     ck_assert_int_ge(H5Pset_external(dcpl, "/etc/passwd", 0, 16), 0);
-    hid_t d = H5Dcreate2(f, "/outputs/combined_lens", H5T_STD_I32LE, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    ck_assert_int_ge(d, 0);
-    H5Dclose(d);
-    put_dtype_attr(f, "/outputs/combined_lens", "int32");
-    H5Pclose(dcpl);
-    H5Sclose(s);
+    put_int32_dataset(f, "/outputs/combined_lens", s, dcpl);
+}
+typedef enum { LINK_EXTERNAL, LINK_SOFT, LINK_HARD } link_kind;
+
+/* bad.h5 with a link name to target of kind (an external one into another
+ * golden); replace: name exists and is deleted first. */
+static void put_link(const char *name, int replace, link_kind kind, const char *target)
+{
+    hid_t f = open_bad_copy();
+    if (replace)
+        ck_assert_int_ge(H5Ldelete(f, name, H5P_DEFAULT), 0);
+    herr_t rc = kind == LINK_EXTERNAL ? H5Lcreate_external("data/ci/combine_decode_only_c4.h5", target, f, name,
+                                                           H5P_DEFAULT, H5P_DEFAULT)
+                : kind == LINK_SOFT   ? H5Lcreate_soft(target, f, name, H5P_DEFAULT, H5P_DEFAULT)
+                                      : H5Lcreate_hard(f, target, f, name, H5P_DEFAULT, H5P_DEFAULT);
+    ck_assert_int_ge(rc, 0);
     H5Fclose(f);
 }
 /* /inputs/seq_lens an external link into another golden. */
-static void s_h5_external_link(void)
-{
-    hid_t f = open_bad_copy();
-    ck_assert_int_ge(H5Ldelete(f, "/inputs/seq_lens", H5P_DEFAULT), 0);
-    ck_assert_int_ge(H5Lcreate_external("data/ci/combine_decode_only_c4.h5", "/inputs/seq_lens", f,
-                                        "/inputs/seq_lens", H5P_DEFAULT, H5P_DEFAULT), 0);
-    H5Fclose(f);
-}
+static void s_h5_external_link(void) { put_link("/inputs/seq_lens", 1, LINK_EXTERNAL, "/inputs/seq_lens"); }
 /* The /params group itself an external link. */
-static void s_h5_external_group(void)
-{
-    hid_t f = open_bad_copy();
-    ck_assert_int_ge(H5Ldelete(f, "/params", H5P_DEFAULT), 0);
-    ck_assert_int_ge(H5Lcreate_external("data/ci/combine_decode_only_c4.h5", "/params", f, "/params",
-                                        H5P_DEFAULT, H5P_DEFAULT), 0);
-    H5Fclose(f);
-}
-static void s_h5_soft_link(void)
-{
-    hid_t f = open_bad_copy();
-    ck_assert_int_ge(H5Ldelete(f, "/inputs/gather_lens", H5P_DEFAULT), 0);
-    ck_assert_int_ge(H5Lcreate_soft("/inputs/seq_lens", f, "/inputs/gather_lens", H5P_DEFAULT, H5P_DEFAULT), 0);
-    H5Fclose(f);
-}
+static void s_h5_external_group(void) { put_link("/params", 1, LINK_EXTERNAL, "/params"); }
+static void s_h5_soft_link(void) { put_link("/inputs/gather_lens", 1, LINK_SOFT, "/inputs/seq_lens"); }
 /* A dangling soft link beside the groups, pointing nowhere in the file. */
-static void s_h5_soft_link_root(void)
-{
-    hid_t f = open_bad_copy();
-    ck_assert_int_ge(H5Lcreate_soft("/../../etc/passwd", f, "/elsewhere", H5P_DEFAULT, H5P_DEFAULT), 0);
-    H5Fclose(f);
-}
+static void s_h5_soft_link_root(void) { put_link("/elsewhere", 0, LINK_SOFT, "/../../etc/passwd"); }
 /* /inputs/seq_lens a virtual dataset mapped onto another file. */
 static void s_h5_virtual(void)
 {
@@ -598,29 +565,12 @@ static void s_h5_virtual(void)
     ck_assert_int_ge(H5Ldelete(f, "/inputs/seq_lens", H5P_DEFAULT), 0);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     ck_assert_int_ge(H5Pset_virtual(dcpl, sp, "data/ci/combine_decode_only_c4.h5", "/inputs/seq_lens", sp), 0);
-    d = H5Dcreate2(f, "/inputs/seq_lens", H5T_STD_I32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    ck_assert_int_ge(d, 0);
-    H5Dclose(d);
-    put_dtype_attr(f, "/inputs/seq_lens", "int32");
-    H5Pclose(dcpl);
-    H5Sclose(sp);
-    H5Fclose(f);
+    put_int32_dataset(f, "/inputs/seq_lens", sp, dcpl);
 }
 /* gather_lens replaced by a second hard link to seq_lens (same shape). */
-static void s_h5_hard_dup(void)
-{
-    hid_t f = open_bad_copy();
-    ck_assert_int_ge(H5Ldelete(f, "/inputs/gather_lens", H5P_DEFAULT), 0);
-    ck_assert_int_ge(H5Lcreate_hard(f, "/inputs/seq_lens", f, "/inputs/gather_lens", H5P_DEFAULT, H5P_DEFAULT), 0);
-    H5Fclose(f);
-}
+static void s_h5_hard_dup(void) { put_link("/inputs/gather_lens", 1, LINK_HARD, "/inputs/seq_lens"); }
 /* A second name for the whole /inputs group. */
-static void s_h5_hard_dup_group(void)
-{
-    hid_t f = open_bad_copy();
-    ck_assert_int_ge(H5Lcreate_hard(f, "/inputs", f, "/also_inputs", H5P_DEFAULT, H5P_DEFAULT), 0);
-    H5Fclose(f);
-}
+static void s_h5_hard_dup_group(void) { put_link("/also_inputs", 0, LINK_HARD, "/inputs"); }
 /* GEMM K doubled in /params, tensors untouched: validate() reads the
  * shapes, not K; the generator's shapes disagree. */
 static void e_gemm_k(dsv4_golden *g)
@@ -684,15 +634,7 @@ static void raw_root_str(const char *name, const char *bytes, size_t n)
 {
     hid_t f = open_bad_copy();
     ck_assert_int_ge(H5Adelete(f, name), 0);
-    hid_t t = H5Tcopy(H5T_C_S1), s = H5Screate(H5S_SCALAR);
-    H5Tset_size(t, n);
-    H5Tset_strpad(t, H5T_STR_NULLPAD);
-    hid_t a = H5Acreate2(f, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
-    ck_assert_int_ge(a, 0);
-    ck_assert_int_ge(H5Awrite(a, t, bytes), 0);
-    H5Aclose(a);
-    H5Sclose(s);
-    H5Tclose(t);
+    write_str_attr(f, ".", name, bytes, n, H5T_STR_NULLPAD);
     H5Fclose(f);
 }
 static void s_h5_op_nul(void)

@@ -4,9 +4,9 @@
  * reference itself. */
 #include <string.h>
 
+#include "../ops/ops.h"
 #include "../ref/indices.h"
 #include "testutil.h"
-#include "../ops/ops.h"
 
 /* Two requests, query_start_loc base 10 (a narrowed batch):
  *   r0: L = 3, S = 5, G = 5 (g0 = 0);  r1: L = 1, S = 1, G = 1.
@@ -210,16 +210,10 @@ END_TEST
  * garbage there passes, a wrong entry before it does not. */
 START_TEST(ragged_mask_excludes_tail)
 {
-    const dsv4_op *op = dsv4_op_find("compute_global_topk_ragged_indices_and_indptr");
-    ck_assert_ptr_nonnull(op);
-    dsv4_params ps = {0};
+    dsv4_params ps;
+    const dsv4_op *op = dsv4_test_op_with("compute_global_topk_ragged_indices_and_indptr", &ps,
+                                          (const char *const[]){"block_size", "4", "query_lens", "[2]", NULL});
     dsv4_status st = {0};
-    dsv4_param p;
-    ck_assert_int_eq(dsv4_param_parse(dsv4_op_param(op, "block_size"), "4", &p, &st), 0);
-    ck_assert_int_eq(dsv4_params_set(&ps, &p, &st), 0);
-    ck_assert_int_eq(dsv4_param_parse(dsv4_op_param(op, "query_lens"), "[2]", &p, &st), 0);
-    ck_assert_int_eq(dsv4_params_set(&ps, &p, &st), 0);
-    ck_assert_int_eq(dsv4_op_complete_params(op, &ps, "test", &st), 0);
     dsv4_opctx c = dsv4_opctx_make(op, &ps, 0, 1);
     dsv4_tensors in = {0};
     dsv4_tensor *t;
@@ -378,29 +372,16 @@ START_TEST(chunk_plan_by_hand)
 }
 END_TEST
 
-/* Sets one parameter of op from its YAML text. */
-static void set_param(const dsv4_op *op, dsv4_params *ps, const char *name, const char *text)
-{
-    dsv4_status st = {0};
-    dsv4_param p;
-    ck_assert_ptr_nonnull(dsv4_op_param(op, name));
-    ck_assert_int_eq(dsv4_param_parse(dsv4_op_param(op, name), text, &p, &st), 0);
-    ck_assert_int_eq(dsv4_params_set(ps, &p, &st), 0);
-}
-
 /* The variants' rules reach the callbacks through the variant table, by
  * name: the gfx950 copy trims the indices view to the source's entries,
  * and validate_topk=none refuses a top-k wider than its input rows. */
 START_TEST(variant_rules_reach_the_callbacks)
 {
-    const dsv4_op *op = dsv4_op_find("copy_ragged_to_graph_buffers");
-    ck_assert_ptr_nonnull(op);
-    dsv4_params ps = {0};
+    dsv4_params ps;
+    const dsv4_op *op = dsv4_test_op_with(
+        "copy_ragged_to_graph_buffers", &ps,
+        (const char *const[]){"num_rows", "2", "max_entries_per_row", "3", "source_entries", "4", NULL});
     dsv4_status st = {0};
-    set_param(op, &ps, "num_rows", "2");
-    set_param(op, &ps, "max_entries_per_row", "3");
-    set_param(op, &ps, "source_entries", "4");
-    ck_assert_int_eq(dsv4_op_complete_params(op, &ps, "test", &st), 0);
     static const char *const names[2] = {"default", "arch=gfx950"};
     static const int64_t want_view[2] = {6, 4}; /* max(2 * 3, 1), max(4, 1) */
     for (int k = 0; k < 2; k++) {
@@ -419,14 +400,10 @@ START_TEST(variant_rules_reach_the_callbacks)
         dsv4_tensors_free(&out);
     }
 
-    op = dsv4_op_find("combine_topk_swa_indices");
-    ck_assert_ptr_nonnull(op);
-    dsv4_params cps = {0};
-    set_param(op, &cps, "query_lens", "[3]");
-    set_param(op, &cps, "topk", "8");
-    set_param(op, &cps, "topk_width", "4");
-    set_param(op, &cps, "compress_ratio", "1");
-    ck_assert_int_eq(dsv4_op_complete_params(op, &cps, "test", &st), 0);
+    dsv4_params cps;
+    op = dsv4_test_op_with("combine_topk_swa_indices", &cps,
+                           (const char *const[]){"query_lens", "[3]", "topk", "8", "topk_width", "4",
+                                                 "compress_ratio", "1", NULL});
     ck_assert_int_eq(op->resolve(&cps, &st), 0);
     dsv4_opctx dflt = dsv4_opctx_make(op, &cps, dsv4_op_variant(op, "default"), 1);
     dsv4_opctx strict = dsv4_opctx_make(op, &cps, dsv4_op_variant(op, "validate_topk=none"), 1);

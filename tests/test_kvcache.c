@@ -379,14 +379,10 @@ END_TEST
  * repeated slot are bad input. */
 START_TEST(insert_op_validates_slots)
 {
-    const dsv4_op *op = dsv4_op_find("quantize_and_insert_k_cache");
-    ck_assert_ptr_nonnull(op);
-    dsv4_params ps = {0};
+    dsv4_params ps;
+    const dsv4_op *op =
+        dsv4_test_op_with("quantize_and_insert_k_cache", &ps, (const char *const[]){"query_lens", "[2]", NULL});
     dsv4_status st = {0};
-    dsv4_param ql;
-    ck_assert_int_eq(dsv4_param_parse(dsv4_op_param(op, "query_lens"), "[2]", &ql, &st), 0);
-    ck_assert_int_eq(dsv4_params_set(&ps, &ql, &st), 0);
-    ck_assert_msg(dsv4_op_complete_params(op, &ps, "test", &st) == 0, "%s", st.msg);
     dsv4_params_set_int(&ps, "block_size", 2, &st);
     dsv4_tensors in = {0};
     dsv4_tensor *k, *s, *c;
@@ -417,18 +413,13 @@ static char out_buf[1 << 16];
 
 START_TEST(changed_cache_byte_is_named)
 {
-    char dir[] = "/tmp/dsv4kv.XXXXXX", path[300], want[3][200];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/changed.h5", dir);
+    char want[3][200];
     dsv4_golden g;
     dsv4_test_golden_read("data/ci/kv_insert_prefill_swa_wrap.h5", &g);
     const dsv4_tensor *sm = dsv4_tensors_get(&g.inputs, "slot_mapping");
     dsv4_tensor *kc = dsv4_tensors_find(&g.outputs, "k_cache");
     ck_assert(sm && kc && sm->dtype == DSV4_I32 && kc->shape[1] == 64);
-    long slot = -1;
-    for (int64_t t = 0; t < sm->shape[0] && slot < 0; t++)
-        slot = ((const int32_t *)sm->data)[t];
-    ck_assert_int_ge(slot, 0);
+    const long slot = dsv4_test_first_slot(sm);
     const long B = 64, page = slot / B, tok = slot % B, base = page * B * 584;
     uint8_t *b = kc->data;
     b[base + tok * 576 + 130] ^= 0x01;       /* value byte 130 */
@@ -440,7 +431,7 @@ START_TEST(changed_cache_byte_is_named)
              slot);
     snprintf(want[2], sizeof want[2], "page %ld, token %ld (slot %ld), rope lane 5 (dim 453), low byte", page,
              tok, slot);
-    int rc = dsv4_test_check_changed(&g, path, out_buf, sizeof out_buf);
+    int rc = dsv4_test_check_changed_tmp(&g, out_buf, sizeof out_buf);
     ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out_buf);
     ck_assert_msg(strstr(out_buf, "3 of ") != NULL, "count:\n%s", out_buf);
     for (int i = 0; i < 3; i++)
@@ -451,13 +442,12 @@ START_TEST(changed_cache_byte_is_named)
     ck_assert_ptr_nonnull(o);
     ((uint16_t *)o->data)[(0 * o->shape[1] + 5) * 512 + 7] ^= 1;   /* r0 row 5 = i 0 */
     ((uint16_t *)o->data)[(1 * o->shape[1] + 0) * 512 + 7] ^= 1;   /* r1 row 0: stale */
-    rc = dsv4_test_check_changed(&g, path, out_buf, sizeof out_buf);
+    rc = dsv4_test_check_changed_tmp(&g, out_buf, sizeof out_buf);
     ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out_buf);
     ck_assert_msg(strstr(out_buf, "request 0, position 70 (page ") != NULL, "%s", out_buf);
     ck_assert_msg(strstr(out_buf, "dim 7: value byte 7 x scale byte 0") != NULL, "%s", out_buf);
     ck_assert_msg(strstr(out_buf, "request 1, row 0 is outside [offset 5, offset+G 75): must be untouched") != NULL,
                   "%s", out_buf);
-    dsv4_test_rm_rf(dir);
 }
 END_TEST
 

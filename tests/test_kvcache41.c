@@ -388,17 +388,13 @@ END_TEST
  * 584-byte cache and use_fnuz. */
 START_TEST(op_validates_v41)
 {
-    const dsv4_op *op = dsv4_op_find("quantize_and_insert_k_cache");
-    ck_assert_ptr_nonnull(op);
+    dsv4_params ps;
+    const dsv4_op *op =
+        dsv4_test_op_with("quantize_and_insert_k_cache", &ps, (const char *const[]){"query_lens", "[2]", NULL});
     const int v8 = dsv4_op_variant(op, "format=v41_fp8"), v4 = dsv4_op_variant(op, "format=v41_fp4");
     ck_assert_int_eq(v8, 1);
     ck_assert_int_eq(v4, 2);
-    dsv4_params ps = {0};
     dsv4_status st = {0};
-    dsv4_param ql;
-    ck_assert_int_eq(dsv4_param_parse(dsv4_op_param(op, "query_lens"), "[2]", &ql, &st), 0);
-    ck_assert_int_eq(dsv4_params_set(&ps, &ql, &st), 0);
-    ck_assert_msg(dsv4_op_complete_params(op, &ps, "test", &st) == 0, "%s", st.msg);
     dsv4_params_set_int(&ps, "block_size", 2, &st);
     for (int fi = 0; fi < 2; fi++) {
         dsv4_tensors in = {0};
@@ -431,9 +427,7 @@ static char out_buf[1 << 16];
 /* A changed cache byte of each v41 golden is named by page, token and field. */
 START_TEST(changed_v41_bytes_are_named)
 {
-    char dir[] = "/tmp/dsv4kv41.XXXXXX", path[300], want[2][200];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/changed.h5", dir);
+    char want[2][200];
     const char *files[2] = {"data/ci/kv41_fp8_insert_swa_wrap.h5", "data/ci/kv41_fp4_insert_c4_wrap.h5"};
     for (int fi = 0; fi < 2; fi++) {
         dsv4_golden g;
@@ -441,10 +435,7 @@ START_TEST(changed_v41_bytes_are_named)
         const dsv4_tensor *sm = dsv4_tensors_get(&g.inputs, "slot_mapping");
         dsv4_tensor *kc = dsv4_tensors_find(&g.outputs, "k_cache");
         ck_assert(sm && kc && kc->shape[2] == (fi ? 288 : 528));
-        long slot = -1;
-        for (int64_t t = 0; t < sm->shape[0] && slot < 0; t++)
-            slot = sm->dtype == DSV4_I32 ? ((const int32_t *)sm->data)[t] : (long)((const int64_t *)sm->data)[t];
-        ck_assert_int_ge(slot, 0);
+        const long slot = dsv4_test_first_slot(sm);
         const long B = kc->shape[1], page = slot / B, tok = slot % B, tb = kc->shape[2];
         const long D = fi ? 256 : 512, S = fi ? 32 : 16, base = page * B * tb;
         uint8_t *b = kc->data;
@@ -461,12 +452,11 @@ START_TEST(changed_v41_bytes_are_named)
             snprintf(want[1], sizeof want[1],
                      "page %ld, token %ld (slot %ld), ue8m0 scale byte 5 (tile 5: dims 160..191)", page, tok, slot);
         }
-        int rc = dsv4_test_check_changed(&g, path, out_buf, sizeof out_buf);
+        int rc = dsv4_test_check_changed_tmp(&g, out_buf, sizeof out_buf);
         ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out_buf);
         for (int i = 0; i < 2; i++)
             ck_assert_msg(strstr(out_buf, want[i]) != NULL, "'%s' not in:\n%s", want[i], out_buf);
     }
-    dsv4_test_rm_rf(dir);
 }
 END_TEST
 

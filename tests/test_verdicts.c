@@ -178,18 +178,12 @@ START_TEST(fnuz_nan_rows_poison_is_the_fnuz_nan)
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, outbuf);
     ck_assert_msg(strstr(outbuf, "PASS      fnuz_nan_rows") && strstr(outbuf, "PASS      ocp_nan_rows"), "%s", outbuf);
     /* The poisoned slots' value bytes, by format. */
-    const dsv4_op *op = dsv4_op_find("rocm_sparse_attn_decode");
     for (int fnuz = 0; fnuz < 2; fnuz++) {
         dsv4_params ps;
         dsv4_status st = {0};
-        memset(&ps, 0, sizeof ps);
-        const char *names[] = {"query_lens", "swa_only", "window_size"}, *vals[] = {"[1]", "1", "8"};
-        for (int k = 0; k < 3; k++) {
-            dsv4_param p;
-            ck_assert_int_eq(dsv4_param_parse(dsv4_op_param(op, names[k]), vals[k], &p, &st), 0);
-            ck_assert_int_eq(dsv4_params_set(&ps, &p, &st), 0);
-        }
-        ck_assert_int_eq(dsv4_op_complete_params(op, &ps, "test", &st), 0);
+        const dsv4_op *op = dsv4_test_op_with("rocm_sparse_attn_decode", &ps,
+                                              (const char *const[]){"query_lens", "[1]", "swa_only", "1",
+                                                                    "window_size", "8", NULL});
         const dsv4_opctx c = dsv4_opctx_make(op, &ps, dsv4_op_variant(op, fnuz ? "fp8=fnuz" : "default"), 1);
         dsv4_tensors in = {0};
         ck_assert_msg(op->generate(&c, &in, &st) == 0, "%s", st.msg);

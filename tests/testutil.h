@@ -264,6 +264,17 @@ static inline const dsv4check_case *dsv4_test_find_case(const dsv4check_suite *s
 
 /* Goldens, for a test program that includes harness/golden.h first. */
 #ifdef DSV4_GOLDEN_H
+/* The first written slot (>= 0) of an int32 or int64 slot_mapping; the
+ * test fails when every token is skipped. */
+static inline long dsv4_test_first_slot(const dsv4_tensor *sm)
+{
+    long slot = -1;
+    for (int64_t t = 0; t < sm->shape[0] && slot < 0; t++)
+        slot = sm->dtype == DSV4_I32 ? ((const int32_t *)sm->data)[t] : (long)((const int64_t *)sm->data)[t];
+    ck_assert_int_ge(slot, 0);
+    return slot;
+}
+
 /* The golden at path read into g (which the caller frees). */
 static inline void dsv4_test_golden_read(const char *path, dsv4_golden *g)
 {
@@ -282,7 +293,45 @@ static inline int dsv4_test_check_changed(dsv4_golden *g, const char *path, char
     dsv4_golden_free(g);
     return dsv4_test_cli(out, len, "check %s --impl ref", path);
 }
+
+/* The same through a fresh folder under /tmp, removed afterwards. */
+static inline int dsv4_test_check_changed_tmp(dsv4_golden *g, char *out, size_t len)
+{
+    char dir[64], path[128];
+    dsv4_test_mkdtemp(dir, sizeof dir, "dsv4changed");
+    snprintf(path, sizeof path, "%s/changed.h5", dir);
+    const int rc = dsv4_test_check_changed(g, path, out, len);
+    dsv4_test_rm_rf(dir);
+    return rc;
+}
 #endif
+#endif
+
+/* Ops, for a test program that includes ops/ops.h first. */
+#ifdef DSV4_OPS_H
+/* Sets one parameter of op from its YAML text. */
+static inline void dsv4_test_set_param(const dsv4_op *op, dsv4_params *ps, const char *name, const char *text)
+{
+    dsv4_status st = {0};
+    dsv4_param p;
+    ck_assert_ptr_nonnull(dsv4_op_param(op, name));
+    ck_assert_msg(dsv4_param_parse(dsv4_op_param(op, name), text, &p, &st) == 0, "%s", st.msg);
+    ck_assert_msg(dsv4_params_set(ps, &p, &st) == 0, "%s", st.msg);
+}
+
+/* The op named op_name, with ps set from the name, text pairs of kv (a
+ * NULL name ends them) and completed by the op's defaults. */
+static inline const dsv4_op *dsv4_test_op_with(const char *op_name, dsv4_params *ps, const char *const *kv)
+{
+    const dsv4_op *op = dsv4_op_find(op_name);
+    ck_assert_msg(op != NULL, "no op %s", op_name);
+    memset(ps, 0, sizeof *ps);
+    for (int k = 0; kv[k]; k += 2)
+        dsv4_test_set_param(op, ps, kv[k], kv[k + 1]);
+    dsv4_status st = {0};
+    ck_assert_msg(dsv4_op_complete_params(op, ps, "test", &st) == 0, "%s", st.msg);
+    return op;
+}
 #endif
 
 #endif
