@@ -10,15 +10,19 @@
  * are exact in fp32; the op's bound (gamma_n G, n = K + 3K/128) is
  * independent of the summation order inside a block.
  *
- * One launch: a 256-thread block computes a 128 x 128 tile of Y (8 x 8 per
- * thread, fp32 FMA on CUDA cores / VALU: no MFMA / mma path).  Each K block
- * of 128 is walked in 4 steps of 32: the block loads the 128 x 32 A and B
- * slices as 16-byte chunks (a shuffled weight's 16-byte chunk is also 16
- * consecutive k of one row n, so both layouts load the same way, only the
- * address differs), decodes them through a 256-entry shared LUT into
- * k-major shared tiles, and every thread accumulates its 8 x 8 P; at the
- * end of the K block the scales are applied (N tiles are aligned to the
- * 128-row weight blocks, so one ws per tile and K block). */
+ * One launch: a 256-thread block computes a 128 x 128 tile of Y on the
+ * matrix units (mma_compat.h: mma.sync m16n8k16 on NVIDIA, MFMA
+ * 16x16x16 on CDNA), each wave a register-blocked run of 16 x 16 products
+ * whose operand fragments serve every product of their row or column.
+ * Each K block of 128 is walked in 2 steps of 64: the block loads the
+ * 128 x 64 A and B slices as 16-byte chunks (a shuffled weight's 16-byte
+ * chunk is also 16 consecutive k of one row n, so both layouts load the
+ * same way, only the address differs), the next step's loads in flight
+ * while this one multiplies; a 256-entry shared LUT turns the codes into
+ * bf16 (exact: e4m3 has 3 significand bits) in k-contiguous rows.  P is
+ * the fp32 sum of exact products in the unit's order; at the end of the K
+ * block the scales are applied (N tiles are aligned to the 128-row weight
+ * blocks, so one ws per tile and K block). */
 #include "mma_compat.h"
 #include "quant_device.h"
 

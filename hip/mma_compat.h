@@ -15,7 +15,10 @@
  * (k, n) at b[n * ldb + k]: key rows for Q K^T) or row-major in mma_kn
  * (element (k, n) at b[k * ldb + n]: value rows for P V).  lda and ldb are
  * in elements, multiples of 4, and the bases 8-byte aligned.  Every lane of
- * the wave must call, with the same arguments (no divergence).
+ * the wave must call, with the same arguments (no divergence).  For
+ * register blocking, load_frag_a / load_frag_b take one operand tile into
+ * a fragment (A row-major, B as rows of its transpose; there lda, ldb
+ * multiples of 8 and bases 16-byte aligned) and mma_frag multiplies two. 
  *
  * The products are exact in fp32 (bf16 x bf16) and the sums are fp32 in
  * the unit's order: within the fp32 dot terms of the kernels' bounds

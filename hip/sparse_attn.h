@@ -18,7 +18,10 @@
  * the matrix units (mma_compat.h): the 16 x 16 scores Q K^T split over the
  * block's waves by lane range, summed in wave order; P V as 32 column tiles
  * of 16 lanes, each wave owning a contiguous run.  Accumulation fp32,
- * output bf16 RNE. */
+ * output bf16 RNE.  A launch of few (token, head group) blocks (decode)
+ * splits each token's entries over up to 16 blocks, tile-aligned, and
+ * merges their (m, l, acc) partials in split order: the split-K form of
+ * docs/semantics/attention.md A8.4. */
 #ifndef DSV4_HIP_SPARSE_ATTN_H
 #define DSV4_HIP_SPARSE_ATTN_H
 
