@@ -27,7 +27,7 @@ while read -r lib; do
     esac
 done
 cp -r cases data "$dest/"
-cp scripts/gpu-run.sh scripts/torch_*.py "$dest/scripts/"
+cp scripts/gpu-run.sh scripts/gpu-profile.sh scripts/torch_*.py "$dest/scripts/"
 echo "gpu-bundle: $dest ($(du -sh "$dest" | cut -f1), $(ls "$dest/lib" | wc -l) libraries)"
 # --tar: also DEST.tar.xz (about a third of the size: the device tool carries
 # at most 64 MiB, and libopenblas alone is 35 MB).
