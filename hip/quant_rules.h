@@ -122,8 +122,9 @@ DSV4Q_FN uint32_t dsv4q_fp8_mag(float x, int emin)
     return e >= emin ? normal : sub;
 }
 
-/* Saturating RNE e4m3fn (fnuz = 0) or e4m3fnuz (numerics.c dsv4_fp8_from_f32, saturate 1). */
-DSV4Q_FN uint8_t dsv4q_fp8(float x, int fnuz)
+/* Saturating RNE e4m3fn (fnuz = 0) or e4m3fnuz (numerics.c dsv4_fp8_from_f32, saturate 1),
+ * in integers: the rule itself, on every target. */
+DSV4Q_FN uint8_t dsv4q_fp8_int(float x, int fnuz)
 {
     const uint8_t sign = (dsv4q_bits(x) >> 31) ? 0x80 : 0x00;
     const uint32_t max_code = fnuz ? 0x7F : 0x7E;
@@ -132,6 +133,31 @@ DSV4Q_FN uint8_t dsv4q_fp8(float x, int fnuz)
     code = code > max_code ? max_code : code;
     const uint8_t r = (fnuz && code == 0) ? 0x00 : (uint8_t)(sign | code); /* no negative zero in fnuz */
     return dsv4q_isnan(x) ? (fnuz ? 0x80 : (uint8_t)(sign | 0x7F)) : r;
+}
+
+/* NVIDIA sm_89 and later convert fp32 to e4m3fn in one instruction, RNE and
+ * saturating to 448 (Inf too), which is the integer rule for every non-NaN
+ * input; a NaN keeps its sign here, as the rule wants.  The bench's device
+ * codec check (DSV4_PLUGIN_CODEC_CHECK_OP) compares the two on all 2^32 fp32
+ * inputs on the machine itself. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#define DSV4Q_HW_E4M3 1
+DSV4Q_FN uint8_t dsv4q_fp8_hw(float x)
+{
+    unsigned short two;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(two) : "f"(0.0f), "f"(x));
+    const uint8_t sign = (dsv4q_bits(x) >> 31) ? 0x80 : 0x00;
+    return dsv4q_isnan(x) ? (uint8_t)(sign | 0x7F) : (uint8_t)(two & 0xFFu);
+}
+#endif
+
+DSV4Q_FN uint8_t dsv4q_fp8(float x, int fnuz)
+{
+#ifdef DSV4Q_HW_E4M3
+    if (!fnuz)
+        return dsv4q_fp8_hw(x);
+#endif
+    return dsv4q_fp8_int(x, fnuz);
 }
 
 /* e4m3 decode: NaN as the reference's NAN (0x7FC00000). */
@@ -145,19 +171,22 @@ DSV4Q_FN float dsv4q_fp8_decode(uint8_t b, int fnuz)
     return (b & 0x80) ? -v : v;
 }
 
-/* e2m1 RNE, the aiter bit method (numerics.c dsv4_e2m1_from_f32), NaN payload included. */
+/* e2m1 RNE, the aiter bit method (numerics.c dsv4_e2m1_from_f32), NaN payload included.
+ * One add-and-shift gives the RNE code of every |x| >= 1 (exponent and top
+ * mantissa bit, ties to the even code; the same sum is the NaN code), a min
+ * saturates it at 6 (code 7, Inf included); below 1 two comparisons give
+ * 0, 0.5 or 1.  tests/test_quant_rules.c checks it against the reference's
+ * comparison chain on every sign, exponent and mantissa prefix (and it was
+ * checked once on all 2^32 fp32 patterns). */
 DSV4Q_FN uint8_t dsv4q_e2m1_rne(float x)
 {
     const uint32_t b = dsv4q_bits(x), abits = b & 0x7FFFFFFFu;
     const uint8_t sign = (uint8_t)((b >> 31) << 3);
-    const uint32_t nan_code = (abits + ((uint32_t)(1 - 127) << 23) + 0x1FFFFFu + ((abits >> 22) & 1u)) >> 22;
-    /* nearest of {0,.5,1,1.5,2,3,4,6}, ties to the even code, >= 6 -> 7: the
-     * count of midpoints below |x| (strict where the lower code is even),
-     * compared as bits (a non-negative float orders as its bits), no branch */
-    const uint8_t c = (uint8_t)((abits > 0x3E800000u) + (abits >= 0x3F400000u) + (abits > 0x3FA00000u) +
-                                (abits >= 0x3FE00000u) + (abits > 0x40200000u) + (abits >= 0x40600000u) +
-                                (abits > 0x40A00000u));
-    return abits > 0x7F800000u ? (uint8_t)(((nan_code & 0xFFu) | sign) & 0xFu) : (uint8_t)(sign | c);
+    const uint32_t bitcode = (abits + ((uint32_t)(1 - 127) << 23) + 0x1FFFFFu + ((abits >> 22) & 1u)) >> 22;
+    const uint32_t big = bitcode < 7u ? bitcode : 7u;
+    const uint32_t small = (uint32_t)(abits > 0x3E800000u) + (uint32_t)(abits >= 0x3F400000u); /* 0.25 < |x|, 0.75 <= |x| */
+    const uint8_t c = (uint8_t)(abits >= 0x3F800000u ? big : small);
+    return abits > 0x7F800000u ? (uint8_t)(((bitcode & 0xFFu) | sign) & 0xFu) : (uint8_t)(sign | c);
 }
 
 /* Variant A's threshold method (numerics.c dsv4_e2m1_from_f32_threshold). */

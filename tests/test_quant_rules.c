@@ -137,6 +137,25 @@ START_TEST(codecs_match_reference)
 }
 END_TEST
 
+/* The e2m1 encoder's add-and-shift form against the reference's comparison
+ * chain on every sign, exponent and top 15 mantissa bits, the low 8 bits all
+ * clear (ties, exact codes) or all set (just above or below a tie), NaN
+ * payloads included. */
+START_TEST(e2m1_every_exponent_and_mantissa_prefix)
+{
+    /* count, assert once: an assertion per value costs a pipe write */
+    uint64_t bad = 0;
+    uint32_t first = 0;
+    for (uint32_t hi = 0; hi < (1u << 24); hi++)
+        for (uint32_t lo = 0; lo < 0x100u; lo += 0xFFu) {
+            const float x = dsv4_f32_from_bits(hi << 8 | lo);
+            if (dsv4q_e2m1_rne(x) != dsv4_e2m1_from_f32(x) && !bad++)
+                first = hi << 8 | lo;
+        }
+    ck_assert_msg(bad == 0, "%llu mismatches, the first at %08x", (unsigned long long)bad, first);
+}
+END_TEST
+
 /* The x86-64 NaN results the kernels reproduce, computed here by the host. */
 START_TEST(x86_nan_results)
 {
@@ -203,4 +222,5 @@ START_TEST(fp4_blocks_match_reference)
 END_TEST
 
 DSV4_TEST_MAIN("quant_rules", "core", 60, NULL, NULL, scale_rules_match_reference, ceil_log2_by_hand,
-               codecs_match_reference, x86_nan_results, fp4_blocks_match_reference)
+               codecs_match_reference, e2m1_every_exponent_and_mantissa_prefix, x86_nan_results,
+               fp4_blocks_match_reference)
