@@ -359,6 +359,34 @@ static int time_at(int n, const dsv4_op *op, const dsv4_opctx *c, const dsv4_ten
     return rc;
 }
 
+/* The plug-in's check of its hardware number conversions against the
+ * integer rules (the optional pseudo-op DSV4_PLUGIN_CODEC_CHECK_OP): a line
+ * saying what was checked; nonzero when a conversion differs, since every
+ * bit-exact verdict on that device would then rest on it. */
+static int check_device_codecs(const dsv4_backend *b, FILE *out)
+{
+    if (!b || b->is_ref || !b->plugin->time)
+        return 0;
+    int64_t res[3] = {0, 0, 0};
+    const int64_t shape[1] = {3};
+    dsv4_plugin_tensor t = {"result", DSV4_PLUGIN_INT64, 1, shape, res, sizeof res};
+    char err[512] = "";
+    double ms = 0;
+    int rc = b->plugin->time(DSV4_PLUGIN_CODEC_CHECK_OP, "default", NULL, 0, NULL, 0, &t, 1, 1, &ms, err, sizeof err);
+    if (rc && res[0] == 0 && res[1] == 0) /* a plug-in without the check */
+        return 0;
+    if (rc) {
+        fprintf(out, "device (%s): codec check FAILED: %s\n", b->name, err);
+        return DSV4_EFAIL;
+    }
+    if (res[0])
+        fprintf(out, "device (%s): hardware e4m3 conversion = the integer rule on all 2^32 fp32 inputs (%.1f ms)\n",
+                b->name, ms);
+    else
+        fprintf(out, "device (%s): kernels use no hardware number conversion\n", b->name);
+    return 0;
+}
+
 int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *out)
 {
     const int nthreads = dsv4_threads();
@@ -373,7 +401,7 @@ int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *
                 dev_mma > 0 ? ", of the matrix units for GFLOP lines" : "");
     fprintf(out, "%-28s %-8s %12s %12s %10s %12s %10s %10s %12s %8s\n", "bench", "impl", "time", "bytes", "GB/s",
             "GFLOP/s", "% peak", "probe", "1 thread", "speed-up");
-    int worst = 0;
+    int worst = check_device_codecs(b, out);
     for (size_t i = 0; i < sizeof bench_table / sizeof bench_table[0]; i++) {
         const bench_case *bc = &bench_table[i];
         if (re && regexec(re, bc->name, 0, NULL, 0) != 0)

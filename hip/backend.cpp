@@ -6,11 +6,13 @@
  * kernel reading past an input computes with NaN or an impossible index),
  * launches, checks the guards and copies the outputs back.  Device memory
  * only (no managed memory). */
+#include <chrono>
 #include <stdarg.h>
 #include <stdlib.h>
 
 #include "kernels.h"
 #include "mma_compat.h"
+#include "quant_rules.h"
 #include "../include/dsv4_poison.h"
 
 /* ---- the kernel table: one kernel per op of ops/ops.def (see kernels.h) ---- */
@@ -353,6 +355,65 @@ __global__ void __launch_bounds__(MMA_THREADS) mma_peak_kernel(long long steps, 
     sink[blockIdx.x * MMA_THREADS + threadIdx.x] = t;
 }
 
+/* The codec check (DSV4_PLUGIN_CODEC_CHECK_OP): where the kernels convert
+ * fp32 to e4m3fn with the hardware instruction (quant_rules.h
+ * dsv4q_fp8_hw), every one of the 2^32 fp32 inputs is converted both ways on
+ * this device.  res: {conversions checked, mismatches, first mismatch}. */
+__global__ void codec_check_kernel(unsigned long long *res)
+{
+#ifdef DSV4Q_HW_E4M3
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    unsigned long long bad = 0, first = ~0ull;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < (1ull << 32);
+         i += stride) {
+        const float x = dsv4q_float((uint32_t)i);
+        if (dsv4q_fp8_hw(x) != dsv4q_fp8_int(x, 0)) {
+            first = bad ? first : i;
+            bad++;
+        }
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        res[0] = 1;
+    if (bad) {
+        atomicAdd(&res[1], bad);
+        atomicMin(&res[2], first);
+    }
+#else
+    (void)res;
+#endif
+}
+
+static int codec_check(dsv4_plugin_tensor *outputs, int noutputs, double *ms, char *err, size_t errlen)
+{
+    if (noutputs != 1 || outputs[0].nbytes != 3 * sizeof(long long))
+        return fail(err, errlen, DSV4_PLUGIN_EINPUT, "%s takes one int64 output of 3", DSV4_PLUGIN_CODEC_CHECK_OP);
+    unsigned long long host[3] = {0, 0, ~0ull}, *dev = NULL;
+    hipError_t e = hipMalloc((void **)&dev, sizeof host);
+    if (e != hipSuccess)
+        return hip_fail(err, errlen, "hipMalloc (codec check)", e);
+    int rc = DSV4_PLUGIN_OK;
+    if ((e = hipMemcpy(dev, host, sizeof host, hipMemcpyHostToDevice)) != hipSuccess)
+        rc = hip_fail(err, errlen, "hipMemcpy (codec check)", e);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!rc) {
+        hipLaunchKernelGGL(codec_check_kernel, dim3((unsigned)g_prop.multiProcessorCount * 8), dim3(256), 0, 0, dev);
+        if ((e = hipGetLastError()) != hipSuccess || (e = hipDeviceSynchronize()) != hipSuccess)
+            rc = hip_fail(err, errlen, "codec check kernel", e);
+    }
+    *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!rc && (e = hipMemcpy(host, dev, sizeof host, hipMemcpyDeviceToHost)) != hipSuccess)
+        rc = hip_fail(err, errlen, "hipMemcpy (codec check)", e);
+    (void)hipFree(dev);
+    if (rc)
+        return rc;
+    memcpy(outputs[0].data, host, sizeof host);
+    if (host[1])
+        return fail(err, errlen, DSV4_PLUGIN_ERUNTIME,
+                    "the hardware e4m3 conversion differs from the integer rule on %llu fp32 inputs (the first %08llx)",
+                    host[1], host[2]);
+    return DSV4_PLUGIN_OK;
+}
+
 /* Events around iters launches (after one warm-up); ms per launch. */
 template <typename F> static int time_launches(F launch, int iters, double *ms, char *err, size_t errlen)
 {
@@ -457,6 +518,11 @@ static int plugin_time(const char *op, const char *variant, const dsv4_plugin_pa
         if (g_device < 0)
             return fail(err, errlen, DSV4_PLUGIN_ERUNTIME, "hip backend used before init");
         return time_mma(params, nparams, iters, ms, err, errlen);
+    }
+    if (strcmp(op, DSV4_PLUGIN_CODEC_CHECK_OP) == 0) {
+        if (g_device < 0)
+            return fail(err, errlen, DSV4_PLUGIN_ERUNTIME, "hip backend used before init");
+        return codec_check(outputs, noutputs, ms, err, errlen);
     }
     return on_device(op, variant, params, nparams, inputs, ninputs, outputs, noutputs, &all_poison, err, errlen,
                      [&](const dsv4_hip_call &c, const dsv4_hip_kernel *k, const dev_case &d) {

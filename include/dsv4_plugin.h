@@ -144,7 +144,12 @@ typedef struct dsv4_plugin {
      * device-to-device copy of that many bytes: the bench's bandwidth
      * ceiling.  The pseudo-op DSV4_PLUGIN_MMA_OP (int param "flop", no
      * tensors) times that many bf16 matrix-unit FLOPs (fp32 accumulate) from
-     * registers: the ceiling of the compute lines. */
+     * registers: the ceiling of the compute lines.  The pseudo-op
+     * DSV4_PLUGIN_CODEC_CHECK_OP (no params, one int64 output of 3) checks
+     * the device's hardware number conversions, where kernels use them,
+     * against the integer rules on every fp32 input; it writes {conversions
+     * checked (0: the kernels use none), mismatches, first mismatching fp32
+     * bit pattern} and returns an error when any input differs. */
     int (*time)(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
                 const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs,
                 int noutputs, int iters, double *ms, char *err, size_t errlen);
@@ -157,6 +162,7 @@ typedef struct dsv4_plugin {
 
 #define DSV4_PLUGIN_COPY_OP "dsv4_device_copy"
 #define DSV4_PLUGIN_MMA_OP "dsv4_device_mma"
+#define DSV4_PLUGIN_CODEC_CHECK_OP "dsv4_device_codec_check"
 
 typedef const dsv4_plugin *(*dsv4_plugin_entry_fn)(void);
 
