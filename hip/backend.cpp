@@ -356,9 +356,9 @@ __global__ void __launch_bounds__(MMA_THREADS) mma_peak_kernel(long long steps, 
 }
 
 /* The codec check (DSV4_PLUGIN_CODEC_CHECK_OP): where the kernels convert
- * fp32 to e4m3fn with the hardware instruction (quant_rules.h
- * dsv4q_fp8_hw), every one of the 2^32 fp32 inputs is converted both ways on
- * this device.  res: {conversions checked, mismatches, first mismatch}. */
+ * fp32 to e4m3fn with the hardware instruction (quant_rules.h dsv4q_fp8_hw
+ * and the four-code word dsv4q_fp8x4), every one of the 2^32 fp32 inputs
+ * is converted both ways on this device, in each byte position of the word.  res: {conversions checked, mismatches, first mismatch}. */
 __global__ void codec_check_kernel(unsigned long long *res)
 {
 #ifdef DSV4Q_HW_E4M3
@@ -367,7 +367,15 @@ __global__ void codec_check_kernel(unsigned long long *res)
     for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < (1ull << 32);
          i += stride) {
         const float x = dsv4q_float((uint32_t)i);
-        if (dsv4q_fp8_hw(x) != dsv4q_fp8_int(x, 0)) {
+        /* the word form too: each byte position meets every input once (i xor a constant) */
+        const uint32_t key[4] = {0u, 0x9E3779B9u, 0x7F4A7C15u, 0x80000000u};
+        float q[4];
+        uint32_t want = 0;
+        for (int j = 0; j < 4; j++) {
+            q[j] = dsv4q_float((uint32_t)i ^ key[j]);
+            want |= (uint32_t)dsv4q_fp8_int(q[j], 0) << (8 * j);
+        }
+        if (dsv4q_fp8_hw(x) != dsv4q_fp8_int(x, 0) || dsv4q_fp8x4(q[0], q[1], q[2], q[3], 0) != want) {
             first = bad ? first : i;
             bad++;
         }

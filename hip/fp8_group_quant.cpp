@@ -38,17 +38,12 @@ __global__ void __launch_bounds__(QUANT_THREADS)
             s = m * inv_max; /* fl(amax * fl(1/MAX)) (Q3.1 step 2) */
             inv = 1.0f / s;  /* IEEE division (Q3.1 step 3) */
         }
-        uint32_t lo = 0, hi = 0;
+        float q[8];
         for (int i = 0; i < 8; i++) {
-            float q = TRITON ? dsv4q_div(v[k][i], s) : dsv4q_mul(v[k][i], inv);
-            q = q < -fp8_max ? -fp8_max : q > fp8_max ? fp8_max : q; /* clamp; NaN passes (fp8quant.c clampf) */
-            const uint32_t code = dsv4q_fp8(q, FNUZ);
-            if (i < 4)
-                lo |= code << (8 * i);
-            else
-                hi |= code << (8 * (i - 4));
+            q[i] = TRITON ? dsv4q_div(v[k][i], s) : dsv4q_mul(v[k][i], inv);
+            q[i] = q[i] < -fp8_max ? -fp8_max : q[i] > fp8_max ? fp8_max : q[i]; /* clamp; NaN passes (fp8quant.c clampf) */
         }
-        y[c] = make_uint2(lo, hi);
+        y[c] = make_uint2(dsv4q_fp8x4(q[0], q[1], q[2], q[3], FNUZ), dsv4q_fp8x4(q[4], q[5], q[6], q[7], FNUZ));
         if ((c & (lanes - 1)) == 0) { /* lanes is a power of two */
             const long long g = c / lanes, G = K / (8LL * lanes), row = g / G, col = g % G;
             scale[transpose ? col * M + row : g] = s; /* (m, g) at g*M + m when transposed (docs/semantics/quant.md Q3.1) */

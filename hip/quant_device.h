@@ -121,18 +121,10 @@ template <int RULE, bool NAN_FILL> __device__ inline uint2 mxfp8_encode8(const f
     const bool all_nan = NAN_FILL && dsv4q_isnan(m);
     /* floor: x / 2^(byte-127) (@00134422); else the reciprocal multiply (docs/semantics/quant.md Q2 step 3) */
     const float f = RULE == MXFP8_FLOOR ? dsv4q_pow2((int)*b - 127) : dsv4q_pow2(127 - (int)*b);
-    uint32_t lo = 0, hi = 0;
-    for (int i = 0; i < 8; i++) {
-        const float q = all_nan                ? dsv4q_float(0x7FC00000u)
-                        : RULE == MXFP8_FLOOR ? dsv4q_div(v[i], f)
-                                               : dsv4q_mul(v[i], f);
-        const uint32_t code = dsv4q_fp8(q, 0);
-        if (i < 4)
-            lo |= code << (8 * i);
-        else
-            hi |= code << (8 * (i - 4));
-    }
-    return make_uint2(lo, hi);
+    float q[8];
+    for (int i = 0; i < 8; i++)
+        q[i] = all_nan ? dsv4q_float(0x7FC00000u) : RULE == MXFP8_FLOOR ? dsv4q_div(v[i], f) : dsv4q_mul(v[i], f);
+    return make_uint2(dsv4q_fp8x4(q[0], q[1], q[2], q[3], 0), dsv4q_fp8x4(q[4], q[5], q[6], q[7], 0));
 }
 
 /* The MXFP8 codes and scale bytes of a thread's chunks (8 elements each; a
