@@ -89,8 +89,21 @@ int dsv4_indices_exact_policy(const dsv4_opctx *c, const dsv4_tensors *in, const
 
 /* The two compute_global_topk ops share their parameters, inputs, generator
  * and argument reader (docs/semantics/indices.md A5.6, A5.7). */
-extern const dsv4_param_spec dsv4_indices_gtopk_params[];
-extern const dsv4_io_spec dsv4_indices_gtopk_inputs[];
+#define DSV4_INDICES_GTOPK_PARAMS                                                                            \
+    "    block_size         int   = 64   Bc: compressed rows per page (256 / compress_ratio)\n"              \
+    "gen compress_ratio     int   = 4    generator: c, visible entries (pos+1)//c\n"                         \
+    "gen topk               int   = 512  generator: top-k width K\n"                                         \
+    DSV4_REQ_SHAPE_PARAMS                                                                                    \
+    "gen invalid_token_frac float = 0    generator: fraction of tokens with slot_mapping -1\n"               \
+    "gen hole_frac          float = 0    generator: fraction of top-k entries set to -1 (interior holes)\n"  \
+    "gen oob_frac           float = 0    generator: fraction beyond the block table or <= -2 (checked)\n"    \
+    "gen bad_req_frac       float = 0    generator: fraction of tokens with a bad request (checked)\n"       \
+    "gen bt_pad             int   = 1    generator: extra block-table columns\n"
+#define DSV4_INDICES_GTOPK_INPUTS                                               \
+    "topk_indices         int32  [T, K] local compressed indices, -1 padded\n"  \
+    "token_to_req_indices int32  [T] request of each token\n"                   \
+    "block_table          int32  [R, maxb] compressed-cache pages\n"            \
+    "is_valid_token       uint8  [T] slot_mapping >= 0 (bool as uint8)\n"
 int dsv4_indices_gtopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st);
 int dsv4_indices_gtopk_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_gtopk_args *a, dsv4_status *st);
 /* The args, then dsv4_gtopk_check under the variant's rule (ragged: the CSR form). */
