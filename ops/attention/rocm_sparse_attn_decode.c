@@ -24,7 +24,7 @@ static const char decode_inputs[] =
     "q                   bfloat16  [T, H, 512] decode queries\n"
     "swa_k_cache         uint8     [pages, 64, 584] fp8_ds_mla SWA cache\n"
     "kv_cache            uint8     [pages, 256/c, 584] fp8_ds_mla compressed cache\n"
-    "attn_sink           float32   [H] sink logit per head\n"
+    DSV4_ATTN_SINK_INPUT
     "swa_ragged_indices  int32     SWA slots, CSR\n"
     "swa_ragged_indptr   int32     [T+1]\n"
     "topk_ragged_indices int32     compressed slots, CSR\n"

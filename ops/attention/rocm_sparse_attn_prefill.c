@@ -30,7 +30,7 @@ static const char prefill_params[] =
     DSV4_REQ_SHAPE_BCAST_PARAMS
     "gen max_model_len  int   = -1   generator: for N = ceil(max_model_len / c); -1: longest request\n"
     DSV4_ATTN_SINK_PARAM
-    "gen invalid_frac   float = 0    generator: fraction of entries set to -1\n"
+    DSV4_ATTN_INVALID_FRAC_PARAM
     "gen oob_frac       float = 0    generator: fraction of entries set out of range (>= rows or <= -2)\n"
     "gen blank_rows     int[] = []   generator: tokens whose index row is all -1 (length kept)\n"
     "gen empty_rows     int[] = []   generator: tokens whose topk_length is 0\n"

@@ -25,7 +25,7 @@ static const char aiter_inputs[] =
     "q                bfloat16  [T, H, 512] queries\n"
     "kv_buffer        uint8     [pages, 64, 584] fp8_dsv4_mla SWA cache (main)\n"
     "extra_kv_buffer  uint8     [pages, 256/c, 584] compressed cache (extra)\n"
-    "attn_sink        float32   [H] sink logit per head\n"
+    DSV4_ATTN_SINK_INPUT
     "kv_indices       int32     main slots, CSR\n"
     "kv_indptr        int32     [T+1]\n"
     "extra_kv_indices int32     extra slots, CSR\n"

@@ -51,7 +51,7 @@ static const char qi_params[] =
     "gen num_heads    int   = 4      generator: H\n"
     "gen num_blocks   int   = 2      generator: SWA cache pages\n"
     "gen max_position int   = 1024   generator: rows of cos_sin_cache\n"
-    "gen rope_theta   float = 10000  generator: base of the cos/sin table\n"
+    DSV4_GEMM_ROPE_THETA_PARAM
     "gen skip_tokens  int[] = []     generator: tokens with slot -1\n"
     "gen kv_scale     float = 1      generator: kv magnitude (large: near the fp8 block scale limits)\n";
 
@@ -61,7 +61,7 @@ static const char qi_inputs[] =
     "swa_cache     uint8     [num_blocks, B, 584] the SWA cache before\n"
     "slot_mapping  int64     [Ts] SWA slots (-1: skip)\n"
     "positions     int64     [T] token positions\n"
-    "cos_sin_cache float32   [max_position, 64] rows cos | sin\n";
+    DSV4_GEMM_COS_SIN_INPUT;
 
 static const char qi_outputs[] =
     "q         bfloat16 golden=float64  [T, H, 512] q after RMSNorm and RoPE (golden: the double ideal)\n"

@@ -33,20 +33,20 @@ static const char einsum_params[] =
     "    o_lora_rank    int   = 64     R: rows of each group's wo_a block (1024 in V4/V4.1)\n"
     "    inverse_rope   int   = 0      1: apply the inverse RoPE first (the seed's _o_proj passes False)\n"
     "    rope_head_dim  int   = 64     RoPE lanes at the end of each 512-lane head\n"
-    "gen num_tokens     int   = 4      generator: T\n"
+    DSV4_WO_A_NUM_TOKENS_PARAM
     "gen num_heads      int   = 4      generator: H (local heads)\n"
     "gen max_position   int   = 256    generator: rows of cos_sin_cache\n"
-    "gen rope_theta     float = 10000  generator: base of the cos/sin table\n"
+    DSV4_GEMM_ROPE_THETA_PARAM
     "gen zero_rows      int[] = []     generator: tokens whose o is all zero\n";
 
 static const char einsum_inputs[] =
     "o             bfloat16  [T, H, 512] attention output (bf16)\n"
     "positions     int64     [T] query positions (used when inverse_rope = 1)\n"
-    "cos_sin_cache float32   [max_position, 64] rows cos | sin\n"
+    DSV4_GEMM_COS_SIN_INPUT
     "wo_a          bfloat16  [G*R, Dg] bf16 weight (Dg = H*512/G)\n";
 
 static const char einsum_outputs[] =
-    "out bfloat16 golden=float64  [T, G*R] bf16 (golden: the double ideal)\n";
+    DSV4_WO_A_OUTPUTS;
 
 static int einsum_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {

@@ -31,7 +31,7 @@ static const dsv4_variant bmm_variants[] = {
 static const char bmm_params[] =
     "    n_local_groups int   = 1    G: o_groups / TP\n"
     "    o_lora_rank    int   = 128  R: output rows per group (1024 in V4/V4.1)\n"
-    "gen num_tokens     int   = 4    generator: T\n"
+    DSV4_WO_A_NUM_TOKENS_PARAM
     "gen K              int   = 512  generator: Dg = H*512/G, lanes per group\n"
     "gen zero_rows      int[] = []   generator: tokens whose activations are all zero\n";
 
@@ -42,7 +42,7 @@ static const char bmm_inputs[] =
     "wo_a_scale uint8          [G*R, K/32] e8m0 scale bytes\n";
 
 static const char bmm_outputs[] =
-    "out bfloat16 golden=float64  [T, G*R] bf16 (golden: the double ideal)\n";
+    DSV4_WO_A_OUTPUTS;
 
 /* fp32 rows of std `std` (row factor 2^[-2, 2]) quantized by the MXFP8 rule
  * of vLLM's ROCm epilogue (ceil(log2(amax/448)), docs/semantics/attention.md

@@ -29,7 +29,7 @@ static const char sa_inputs[] = DSV4_INDEXER_LG_INPUTS;
 
 static const char sa_outputs[] =
     "logits           float32 golden=float64  [rows, max_model_len] the scores the top-k ranks\n"
-    "topk_indices     int32                   [rows, topk] compressed positions, -1 padding, any order\n"
+    DSV4_INDEXER_TOPK_INDICES_OUTPUT
     "block_scores     float32 golden=float64  [rows, ceil(width / C)] (only with candidate_block_size > 0)\n"
     "candidate_blocks int32                   [rows, candidate_topk_blocks] block ids, -1 padding\n";
 

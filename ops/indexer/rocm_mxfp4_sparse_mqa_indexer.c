@@ -29,7 +29,7 @@ static const char mq_inputs[] =
 
 static const char mq_outputs[] =
     "logits       float32 golden=float64  [rows, max_model_len]; only candidate columns below the row end specified\n"
-    "topk_indices int32                   [rows, topk] compressed positions, -1 padding, any order\n";
+    DSV4_INDEXER_TOPK_INDICES_OUTPUT;
 
 /* Per row: a column mask of the candidate columns below the end. */
 static int mq_columns(const dsv4_opctx *c, const dsv4_indexer_lg *g, const dsv4_tensor *cb, uint8_t *colmask,

@@ -21,25 +21,25 @@ static const dsv4_variant pftopk_variants[] = {
 };
 
 static const char pftopk_params[] =
-    "    block_size         int   = 64   Bc: compressed rows per page (256 / compress_ratio)\n"
-    "    compress_ratio     int   = 4    compress ratio c (>= 1)\n"
+    DSV4_INDICES_BLOCK_SIZE_PARAM
+    DSV4_INDICES_COMPRESS_RATIO_PARAM
     "    num_compressed     int   = -1   N; -1: ceil(max_model_len / c)\n"
     "    token_offset       int   = -1   num_decode_tokens; -1: tokens of the leading query_len-1 requests\n"
     "    num_rows           int   = -1   slots outside [0, num_rows) -> -1; -1: no bound\n"
     DSV4_REQ_SHAPE_PARAMS
     "gen topk_width         int   = 512  generator: Wk, columns of topk_indices\n"
-    "gen max_model_len      int   = -1   generator: for N; -1: the longest request\n"
-    "gen invalid_token_frac float = 0    generator: fraction of tokens with slot_mapping -1\n"
+    DSV4_INDICES_MAX_MODEL_LEN_PARAM
+    DSV4_INDICES_INVALID_TOKEN_FRAC_PARAM
     "gen fail_frac          float = 0    generator: fraction of rows with -1 and N+3 under the cap (as S29)\n"
-    "gen bt_pad             int   = 1    generator: extra block-table columns\n";
+    DSV4_INDICES_BT_PAD_PARAM;
 
 static const char pftopk_inputs[] =
     "topk_indices         int32  [T_pf, Wk] local top-k rows of the prefill tokens\n"
     "token_to_req_indices int32  [T] request of each batch token\n"
-    "query_start_loc      int32  [R+1] whole batch, base 0\n"
-    "seq_lens             int32  [R]\n"
-    "is_valid_token       uint8  [T] slot_mapping >= 0\n"
-    "block_table          int32  [R, maxb] compressed-cache pages\n";
+    DSV4_INDICES_QUERY_START_LOC_INPUT
+    DSV4_INDICES_SEQ_LENS_INPUT
+    DSV4_INDICES_IS_VALID_TOKEN_INPUT
+    DSV4_INDICES_BLOCK_TABLE_INPUT;
 
 static const char pftopk_outputs[] =
     "topk_ragged_indices int32  [T_pf*Wk] flat; entries past indptr[T_pf] unspecified\n"

@@ -28,15 +28,15 @@ static const dsv4_variant combine_variants[] = {
 };
 
 static const char combine_params[] =
-    "    window_size    int   = 128  sliding window W\n"
-    "    compress_ratio int   = 4    compress ratio c (>= 1)\n"
+    DSV4_INDICES_WINDOW_SIZE_PARAM
+    DSV4_INDICES_COMPRESS_RATIO_PARAM
     "    topk           int   = 512  top-k width K\n"
     "    M              int   = -1   workspace rows per request; -1: N + window_size + tokens\n"
     "    N              int   = -1   compressed rows per request; -1: ceil(max_model_len / c)\n"
     DSV4_REQ_SHAPE_PARAMS
     "gen qsl_base       int   = 0    generator: query_start_loc[0] (narrowed batch)\n"
     "gen topk_width     int   = -1   generator: columns of topk_indices; -1: topk\n"
-    "gen max_model_len  int   = -1   generator: for N; -1: the longest request\n"
+    DSV4_INDICES_MAX_MODEL_LEN_PARAM
     "gen invalid_frac   float = 0    generator: fraction of top-k entries set to -1\n"
     "gen oob_frac       float = 0    generator: fraction set out of range (>= N or <= -2)\n";
 

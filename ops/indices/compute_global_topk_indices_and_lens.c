@@ -27,7 +27,7 @@ static const dsv4_variant gtopk_variants[] = {
 
 static const char gtopk_outputs[] =
     "global_topk_indices int32  [T, K] cache slots, -1 padded\n"
-    "topk_lens           int32  [T] valid entries (0 for invalid tokens)\n";
+    DSV4_INDICES_TOPK_LENS_OUTPUT;
 static const char gtopk_params[] = DSV4_INDICES_GTOPK_PARAMS;
 static const char gtopk_inputs[] = DSV4_INDICES_GTOPK_INPUTS;
 

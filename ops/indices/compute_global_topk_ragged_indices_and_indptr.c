@@ -21,7 +21,7 @@ static const dsv4_variant gtopk_ragged_variants[] = {
 static const char gtopk_ragged_outputs[] =
     "topk_ragged_indices int32  [T*K] flat; entries past indptr[T] unspecified\n"
     "topk_ragged_indptr  int32  [T+1] exclusive prefix sum of topk_lens\n"
-    "topk_lens           int32  [T] valid entries (0 for invalid tokens)\n";
+    DSV4_INDICES_TOPK_LENS_OUTPUT;
 static const char gtopk_ragged_params[] = DSV4_INDICES_GTOPK_PARAMS;
 static const char gtopk_ragged_inputs[] = DSV4_INDICES_GTOPK_INPUTS;
 

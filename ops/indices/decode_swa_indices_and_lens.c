@@ -18,21 +18,21 @@ static const dsv4_variant swa_variants[] = {
 };
 
 static const char swa_params[] =
-    "    window_size        int   = 128  sliding window W\n"
+    DSV4_INDICES_WINDOW_SIZE_PARAM
     "    block_size         int   = 64   SWA cache page size B\n"
     "    token_offset       int   = 0    first batch token of row 0 (num_decode_tokens for prefill rows)\n"
     "    num_out_rows       int   = -1   rows; -1: the leading decode tokens (token_offset 0) or the rest of the "
         "batch\n"
     "    ragged_num_rows    int   = -1   build_ragged_indices_from_dense num_rows (-1: no bound)\n"
     DSV4_REQ_SHAPE_PARAMS
-    "gen invalid_token_frac float = 0    generator: fraction of tokens with slot_mapping -1\n"
-    "gen bt_pad             int   = 1    generator: extra block-table columns\n";
+    DSV4_INDICES_INVALID_TOKEN_FRAC_PARAM
+    DSV4_INDICES_BT_PAD_PARAM;
 
 static const char swa_inputs[] =
-    "query_start_loc          int32  [R+1] whole batch, base 0\n"
-    "seq_lens                 int32  [R]\n"
+    DSV4_INDICES_QUERY_START_LOC_INPUT
+    DSV4_INDICES_SEQ_LENS_INPUT
     "token_to_req_indices     int32  [T]\n"
-    "is_valid_token           uint8  [T] slot_mapping >= 0\n"
+    DSV4_INDICES_IS_VALID_TOKEN_INPUT
     "block_table              int32  [R, maxb] SWA-cache pages\n"
     "stale_decode_swa_indices int32  [rows, 1, W] the persistent buffer before the launch\n";
 

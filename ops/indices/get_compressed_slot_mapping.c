@@ -25,12 +25,12 @@ static const char cslot_params[] =
     "    cp_interleave  int = 1   cp_kv_cache_interleave_size: entries a rank takes in turn\n"
     "    pad_tokens     int = 0   output entries past the batch (a CUDA-graph-padded buffer)\n"
     DSV4_REQ_SHAPE_PARAMS
-    "gen bt_pad         int = 1   generator: extra block-table columns\n";
+    DSV4_INDICES_BT_PAD_PARAM;
 
 static const char cslot_inputs[] =
     "query_start_loc int32  [R+1] base 0\n"
-    "seq_lens        int32  [R]\n"
-    "block_table     int32  [R, maxb] compressed-cache pages\n";
+    DSV4_INDICES_SEQ_LENS_INPUT
+    DSV4_INDICES_BLOCK_TABLE_INPUT;
 
 static const char cslot_outputs[] =
     "slot_mapping int64  [T + pad_tokens] slot or -1\n";

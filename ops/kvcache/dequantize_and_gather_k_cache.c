@@ -45,7 +45,7 @@ static const dsv4_variant gather_variants[] = {
 };
 
 static const char gather_params[] =
-    "    block_size      int   = 64      tokens per cache page B (64 SWA / C4, 2 for C128)\n"
+    DSV4_KV_BLOCK_SIZE_PARAM
     "    offset          int   = 0       first out row written (chunk_N for the SWA gather)\n"
     "    use_fnuz        int   = 0       1: decode e4m3fnuz (gfx942 SWA cache, docs/semantics/kvcache.md A2.3)\n"
     "    has_gather_lens int   = 1       0: gather_lens is None, G = S\n"

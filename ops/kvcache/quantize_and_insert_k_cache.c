@@ -32,7 +32,7 @@ static const dsv4_variant insert_variants[] = {
 };
 
 static const char insert_params[] =
-    "    block_size     int   = 64     tokens per cache page B (64 SWA / C4, 2 for C128)\n"
+    DSV4_KV_BLOCK_SIZE_PARAM
     "    use_fnuz       int   = 0      1: e4m3fnuz values with FP8MAX 224 (gfx942) [S1]\n"
     DSV4_REQ_SHAPE_PARAMS
     "gen compress_ratio int   = 1      generator: c > 1 gives the compressed slot mapping (docs/semantics/indices.md "

@@ -9,19 +9,19 @@
 #include "../ops.h"
 
 /* The generator parameters of every op whose input is one x tensor. */
-#define DSV4_QUANT_GEN_PARAMS                                                                                            \
-    "gen dtype   str   = bfloat16  generator: input dtype, bfloat16 or float32\n"                                        \
-    "gen scale   float = 1         generator: standard deviation of the normal inputs\n"                                 \
-    "gen special str   = none      generator: none, or all (special blocks first: zero, +-0, NaN, Inf, denormal, amax "  \
+#define DSV4_QUANT_GEN_PARAMS                                                                                           \
+    "gen dtype   str   = bfloat16  generator: input dtype, bfloat16 or float32\n"                                       \
+    "gen scale   float = 1         generator: standard deviation of the normal inputs\n"                                \
+    "gen special str   = none      generator: none, or all (special blocks first: zero, +-0, NaN, Inf, denormal, amax " \
         "at 2^k/1.5/1.75, codes, ties), or log2_edge (float32: amax/448 a few ulps above 2^k)\n"
 
 /* mxfp4_quant and mxfp8_quant: T rows of W columns, then the generator's. */
-#define DSV4_QUANT_MX_PARAMS                                                                  \
-    "    T int = 4    rows (tokens)\n"                                                        \
-    "    W int = 512  columns, a multiple of 32 (head_dim 512 = 448 + 64, index head 128)\n"  \
+#define DSV4_QUANT_MX_PARAMS                                                                 \
+    "    T int = 4    rows (tokens)\n"                                                       \
+    "    W int = 512  columns, a multiple of 32 (head_dim 512 = 448 + 64, index head 128)\n" \
     DSV4_QUANT_GEN_PARAMS
 /* The one input x, [rows, cols] bfloat16 or float32. */
-#define DSV4_QUANT_X_INPUTS                          \
+#define DSV4_QUANT_X_INPUTS                         \
     "x bfloat16  [T, W] bfloat16 or float32 rows\n"
 
 /* Adds input x [rows, cols] in the dtype parameter's type, filled from the
