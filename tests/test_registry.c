@@ -250,43 +250,42 @@ START_TEST(every_schema_parses_and_round_trips)
 }
 END_TEST
 
-static void expect_param(const char *op_name, const char *name, dsv4_ptype type, const char *def, int gen,
-                         const char *doc)
-{
-    const dsv4_op *op = dsv4_op_find(op_name);
-    if (!op)
-        op = dsv4_chain_find_op(op_name);
-    ck_assert_ptr_nonnull(op);
-    const dsv4_param_spec *p = dsv4_op_param(op, name);
-    ck_assert_msg(p != NULL, "%s has no param %s", op_name, name);
-    ck_assert_int_eq(p->type, type);
-    ck_assert_msg(same_str(p->def, def), "%s.%s default '%s'", op_name, name, p->def ? p->def : "(required)");
-    ck_assert_int_eq(p->gen, gen);
-    ck_assert_str_eq(p->doc, doc);
-}
-
 /* A few rows as the C tables held them: every type, a required row, a list
- * default, gen rows from shared macros, a doc split over literals, dtypes
- * and a golden dtype. */
+ * default, gen rows from shared macros, a doc split over literals. */
+static const struct {
+    const char *op, *name;
+    dsv4_ptype type;
+    const char *def;
+    int gen;
+    const char *doc;
+} known_params[] = {
+    {"decode_swa_indices_and_lens", "window_size", DSV4_P_INT, "128", 0, "sliding window W"},
+    {"decode_swa_indices_and_lens", "query_lens", DSV4_P_INTLIST, NULL, 1, "generator: query tokens of each request"},
+    {"decode_swa_indices_and_lens", "prefix_lens", DSV4_P_INTLIST, "[]", 1,
+     "generator: cached prefix of each request (default 0)"},
+    {"sparse_mla_fwd", "scale", DSV4_P_FLOAT, "0.044194173824159216", 0, "softmax scale, head_dim^-0.5 = 512^-0.5 [S14]"},
+    {"sparse_mla_fwd", "sink", DSV4_P_STR, "random", 1,
+     "generator: attn_sink: random (randn*10), none (-inf), or a number"},
+    {"v41_attention_layer", "mode", DSV4_P_STR, "isolated", 0,
+     "isolated: each step gets the reference chain's tensors; propagated: the implementation's upstream outputs"},
+    {"v41_attention_layer", "eps", DSV4_P_FLOAT, "1e-06", 0, "rms_norm_eps of every RMSNorm"},
+};
+
+/* Those rows, and an input and an output with their dtypes and golden dtype. */
 START_TEST(known_rows)
 {
-    expect_param("decode_swa_indices_and_lens", "window_size", DSV4_P_INT, "128", 0, "sliding window W");
-    expect_param("decode_swa_indices_and_lens", "query_lens", DSV4_P_INTLIST, NULL, 1,
-                 "generator: query tokens of each request");
-    expect_param("decode_swa_indices_and_lens", "prefix_lens", DSV4_P_INTLIST, "[]", 1,
-                 "generator: cached prefix of each request (default 0)");
-    expect_param("decode_swa_indices_and_lens", "invalid_token_frac", DSV4_P_FLOAT, "0", 1,
-                 "generator: fraction of tokens with slot_mapping -1");
-    expect_param("sparse_mla_fwd", "scale", DSV4_P_FLOAT, "0.044194173824159216", 0,
-                 "softmax scale, head_dim^-0.5 = 512^-0.5 [S14]");
-    expect_param("sparse_mla_fwd", "sink", DSV4_P_STR, "random", 1,
-                 "generator: attn_sink: random (randn*10), none (-inf), or a number");
-    expect_param("rocm_inverse_rope_rows", "rope_head_dim", DSV4_P_INT, "64", 0,
-                 "RoPE lanes at the end of each 512-lane head row");
-    expect_param("v41_attention_layer", "mode", DSV4_P_STR, "isolated", 0,
-                 "isolated: each step gets the reference chain's tensors; propagated: the implementation's "
-                 "upstream outputs");
-    expect_param("v41_attention_layer", "eps", DSV4_P_FLOAT, "1e-06", 0, "rms_norm_eps of every RMSNorm");
+    for (size_t k = 0; k < sizeof known_params / sizeof known_params[0]; k++) {
+        const char *op_name = known_params[k].op, *name = known_params[k].name;
+        const dsv4_op *op = dsv4_op_find(op_name) ? dsv4_op_find(op_name) : dsv4_chain_find_op(op_name);
+        ck_assert_msg(op != NULL, "no op %s", op_name);
+        const dsv4_param_spec *p = dsv4_op_param(op, name);
+        ck_assert_msg(p != NULL, "%s has no param %s", op_name, name);
+        ck_assert_int_eq(p->type, known_params[k].type);
+        ck_assert_msg(same_str(p->def, known_params[k].def), "%s.%s default '%s'", op_name, name,
+                      p->def ? p->def : "(required)");
+        ck_assert_int_eq(p->gen, known_params[k].gen);
+        ck_assert_str_eq(p->doc, known_params[k].doc);
+    }
 
     const dsv4_op *op = dsv4_op_find("rocm_sparse_attn_decode");
     const dsv4_io_spec *io = dsv4_op_input(op, "swa_k_cache");
