@@ -98,7 +98,7 @@ int dsv4check_op_output_count(const char *op)
     if (!o)
         return -1;
     int n = 0;
-    while (o->outputs[n].name)
+    while (dsv4_op_outputs(o)[n].name)
         n++;
     return n;
 }
@@ -106,7 +106,7 @@ int dsv4check_op_output_count(const char *op)
 static const dsv4_io_spec *op_output(const char *op, int k)
 {
     int n = dsv4check_op_output_count(op);
-    return k >= 0 && k < n ? &find_op(op)->outputs[k] : NULL;
+    return k >= 0 && k < n ? &dsv4_op_outputs(find_op(op))[k] : NULL;
 }
 
 const char *dsv4check_op_output_name(const char *op, int k)

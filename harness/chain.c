@@ -69,7 +69,7 @@ static step_rec *new_step(dsv4_chain *x, const char *step, const char *op)
     return s;
 }
 
-static const char *stage_name(const dsv4_chain *x, int k) { return x->def->desc->outputs[k].name; }
+static const char *stage_name(const dsv4_chain *x, int k) { return dsv4_op_outputs(x->def->desc)[k].name; }
 
 static int same_tensor(const dsv4_tensor *a, const dsv4_tensor *b)
 {
@@ -483,7 +483,7 @@ static void assemble(dsv4_chain *x, const dsv4_case *c, const drift_metrics *d, 
     for (int s = 0; s < x->nsteps; s++)
         provided += x->steps[s].provided;
     r->verdict = DSV4_PASS;
-    for (int k = 0; x->def->desc->outputs[k].name && r->n_outputs < DSV4_MAX_TENSORS; k++) {
+    for (int k = 0; dsv4_op_outputs(x->def->desc)[k].name && r->n_outputs < DSV4_MAX_TENSORS; k++) {
         const step_rec *owner = NULL;
         const dsv4_output_result *e = stage_entry(x, k, &owner);
         if (!e)

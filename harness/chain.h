@@ -70,7 +70,7 @@ int dsv4_chain_has_goldens(const dsv4_case *c);
  * once per stage. */
 int dsv4_chain_failed(const dsv4_chain *x);
 int dsv4_chain_fail(dsv4_chain *x, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* The stage the following steps belong to: one of desc->outputs. */
+/* The stage the following steps belong to: one of dsv4_op_outputs(desc). */
 int dsv4_chain_stage(dsv4_chain *x, const char *stage);
 
 /* A new pool tensor (zeroed; replaces one of the same name) derived from

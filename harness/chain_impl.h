@@ -11,7 +11,7 @@ typedef struct pool_entry {
 } pool_entry;
 
 typedef struct step_rec {
-    int stage; /* index into desc->outputs */
+    int stage; /* index into dsv4_op_outputs(desc) */
     char name[DSV4_NAME_MAX], op[64];
     int provided; /* the implementation ran it (and it was compared) */
     int n_out;

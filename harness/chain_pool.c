@@ -36,7 +36,7 @@ int dsv4_chain_stage(dsv4_chain *x, const char *stage)
     if (x->err)
         return x->err;
     int k = 0;
-    for (const dsv4_io_spec *io = x->def->desc->outputs; io->name; io++, k++)
+    for (const dsv4_io_spec *io = dsv4_op_outputs(x->def->desc); io->name; io++, k++)
         if (strcmp(io->name, stage) == 0) {
             x->stage = k;
             return DSV4_OK;

@@ -76,7 +76,7 @@ static int check_outputs(const char *path, const dsv4_op *op, const dsv4_opctx *
  * then the generator can rebuild the inputs' shapes from /params. */
 static int has_generator_params(const dsv4_op *op, const dsv4_params *file_params)
 {
-    for (const dsv4_param_spec *spec = op->params; spec->name; spec++)
+    for (const dsv4_param_spec *spec = dsv4_op_params(op); spec->name; spec++)
         if (spec->gen && !spec->def && !dsv4_params_find(file_params, spec->name))
             return 0;
     return 1;

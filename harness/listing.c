@@ -14,11 +14,11 @@
 static void list_params_and_inputs(FILE *f, const dsv4_op *op, const char *inputs_heading)
 {
     fprintf(f, "  params:\n");
-    for (const dsv4_param_spec *p = op->params; p->name; p++)
+    for (const dsv4_param_spec *p = dsv4_op_params(op); p->name; p++)
         fprintf(f, "    %-16s %-9s %-8s %s\n", p->name, dsv4_ptype_name(p->type), p->def ? p->def : "required",
                 p->doc);
     fprintf(f, "  %s:\n", inputs_heading);
-    for (const dsv4_io_spec *io = op->inputs; io->name; io++)
+    for (const dsv4_io_spec *io = dsv4_op_inputs(op); io->name; io++)
         fprintf(f, "    %-20s %-16s %s\n", io->name, dsv4_dtype_name(io->dtype), io->doc);
 }
 
@@ -33,7 +33,7 @@ static void list_chains(FILE *f)
             fprintf(f, "    %-24s %s\n", dsv4_op_variant_name(op, v), dsv4_op_variant_doc(op, v));
         list_params_and_inputs(f, op, "primary tensors (generated)");
         fprintf(f, "  stages (a tap after each):\n");
-        for (const dsv4_io_spec *io = op->outputs; io->name; io++)
+        for (const dsv4_io_spec *io = dsv4_op_outputs(op); io->name; io++)
             fprintf(f, "    %-20s %s\n", io->name, io->doc);
     }
 }
@@ -48,7 +48,7 @@ void dsv4_list_ops(FILE *f, const dsv4_backend *b)
                     b && !dsv4_backend_supports(b, op, v) ? " (not in this impl)" : "", dsv4_op_variant_doc(op, v));
         list_params_and_inputs(f, op, "inputs");
         fprintf(f, "  outputs:\n");
-        for (const dsv4_io_spec *io = op->outputs; io->name; io++)
+        for (const dsv4_io_spec *io = dsv4_op_outputs(op); io->name; io++)
             fprintf(f, "    %-20s %-16s %s%s%s\n", io->name, dsv4_dtype_name(io->dtype), io->doc,
                     io->golden_dtype != DSV4_DT_NONE ? "; golden stores the ideal as " : "",
                     io->golden_dtype != DSV4_DT_NONE ? dsv4_dtype_name(io->golden_dtype) : "");

@@ -46,7 +46,7 @@ int dsv4_golden_params(const dsv4_op *op, dsv4_params *ps, const char *where, ds
             return dsv4_fail(st, DSV4_EINPUT, "%s: /params/%s must be %s, not %s", where, spec->name,
                              dsv4_ptype_name(spec->type), dsv4_ptype_name(ps->p[k].type));
     }
-    for (const dsv4_param_spec *spec = op->params; spec->name; spec++) {
+    for (const dsv4_param_spec *spec = dsv4_op_params(op); spec->name; spec++) {
         if (dsv4_params_find(ps, spec->name) || (spec->gen && !spec->def))
             continue;
         if (!spec->def)

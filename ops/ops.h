@@ -36,12 +36,12 @@ int dsv4_req_shape_of(const dsv4_params *ps, int64_t max_query, int64_t max_pref
 /* The two generator parameters dsv4_req_shape_of reads, declared once for
  * every op whose generator builds a batch of requests; _BCAST where the op
  * passes broadcast = 1. */
-#define DSV4_REQ_SHAPE_PARAMS                                                                        \
-    {"query_lens", DSV4_P_INTLIST, NULL, "generator: query tokens of each request", 1},             \
-    {"prefix_lens", DSV4_P_INTLIST, "[]", "generator: cached prefix of each request (default 0)", 1}
-#define DSV4_REQ_SHAPE_BCAST_PARAMS                                                                  \
-    {"query_lens", DSV4_P_INTLIST, NULL, "generator: query tokens of each request", 1},             \
-    {"prefix_lens", DSV4_P_INTLIST, "[]", "generator: cached prefix of each request (default 0; one entry: all)", 1}
+#define DSV4_REQ_SHAPE_PARAMS                                                                \
+    "gen query_lens  int[] required  generator: query tokens of each request\n"              \
+    "gen prefix_lens int[] = []      generator: cached prefix of each request (default 0)\n"
+#define DSV4_REQ_SHAPE_BCAST_PARAMS                                                                          \
+    "gen query_lens  int[] required  generator: query tokens of each request\n"                              \
+    "gen prefix_lens int[] = []      generator: cached prefix of each request (default 0; one entry: all)\n"
 /* One token's top-k row as the indexer writes it: min(n, Wk) distinct
  * compressed indices from [0, n) in random order (partial Fisher-Yates over
  * scratch[0..n)), then -1 (docs/semantics/indices.md A6.1:

@@ -1145,7 +1145,7 @@ START_TEST(test_params_against_shapes_every_op)
          * step: its inputs come from the chain) is not checked against the
          * op's generator, by the reader either. */
         int generated = 1;
-        for (const dsv4_param_spec *ps = op->params; ps->name; ps++)
+        for (const dsv4_param_spec *ps = dsv4_op_params(op); ps->name; ps++)
             generated &= !(ps->gen && !ps->def && !dsv4_params_find(&g.params, ps->name));
         if (!generated || tried_op[oi]++ >= 2) { /* two goldens per op */
             dsv4_golden_free(&g);

@@ -21,14 +21,20 @@ void dsv4_attn_gen_q(dsv4_rng *rng, uint16_t *q, int64_t n);
 int dsv4_attn_gen_sink(const char *mode, uint64_t seed, float *sink, int64_t H, dsv4_status *st);
 /* The parameters every sparse-attention op declares alike: the softmax
  * scale its args read, and the generator's heads and window. */
-#define DSV4_ATTN_SCALE_PARAM                                                                               \
-    {"scale", DSV4_P_FLOAT, "0.044194173824159216", "softmax scale, head_dim^-0.5 = 512^-0.5 [S14]", 0}
-#define DSV4_ATTN_HEADS_WINDOW_PARAMS                                                                       \
-    {"num_heads", DSV4_P_INT, "8", "generator: H", 1},                                                      \
-    {"window_size", DSV4_P_INT, "128", "generator: sliding window W", 1}
+#define DSV4_ATTN_SCALE_PARAM                                                                       \
+    "    scale       float = 0.044194173824159216  softmax scale, head_dim^-0.5 = 512^-0.5 [S14]\n"
+#define DSV4_ATTN_HEADS_WINDOW_PARAMS                                             \
+    "gen num_heads   int   = 8                     generator: H\n"                \
+    "gen window_size int   = 128                   generator: sliding window W\n"
 /* The `sink` parameter as every attention generator declares it. */
-#define DSV4_ATTN_SINK_PARAM                                                                                \
-    {"sink", DSV4_P_STR, "random", "generator: attn_sink: random (randn*10), none (-inf), or a number", 1}
+#define DSV4_ATTN_SINK_PARAM                                                                              \
+    "gen sink        str   = random  generator: attn_sink: random (randn*10), none (-inf), or a number\n"
+/* Rows several attention ops declare alike (schema syntax: harness/op.h). */
+#define DSV4_ATTN_INVALID_FRAC_PARAM \
+    "gen invalid_frac       float = 0    generator: fraction of entries set to -1\n"
+#define DSV4_ATTN_SINK_INPUT \
+    "attn_sink            float32  [H] sink logit per head\n"
+
 /* What both attention generators (rocm_sparse_attn_prefill and the paged
  * ops) read first: query_lens / prefix_lens of the batch (one prefix_lens
  * entry applies to every request), num_heads H, window_size W,
@@ -57,7 +63,8 @@ int dsv4_attn_args_decode(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn
 int dsv4_attn_args_sparse_mla(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_attn_args *a, dsv4_status *st);
 
 /* The one output of the three attention ops. */
-extern const dsv4_io_spec dsv4_attn_outputs[];
+#define DSV4_ATTN_OUTPUTS                                                                \
+    "output bfloat16 golden=float32  [T, H, 512] attention output (golden: the ideal)\n"
 
 int dsv4_attn_op_validate(dsv4_attn_args_fn fn, const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st);
 int dsv4_attn_op_alloc(dsv4_attn_args_fn fn, const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out,
@@ -123,15 +130,15 @@ typedef void (*dsv4_rope_fill_fn)(dsv4_rng *rng, uint16_t *o, int64_t T, int64_t
 
 /* The parameters dsv4_rope_rows_generate and dsv4_rope_inputs_of read
  * (num_tokens_default: the op's default T), and the inputs after o. */
-#define DSV4_ROPE_ROWS_PARAMS(num_tokens_default)                                                          \
-    {"rope_head_dim", DSV4_P_INT, "64", "RoPE lanes at the end of each 512-lane head row", 0},            \
-    {"num_tokens", DSV4_P_INT, num_tokens_default, "generator: T", 1},                                     \
-    {"num_heads", DSV4_P_INT, "8", "generator: H", 1},                                                     \
-    {"max_position", DSV4_P_INT, "512", "generator: rows of cos_sin_cache", 1},                            \
-    {"rope_theta", DSV4_P_FLOAT, "10000", "generator: base of the cos/sin table (SWA layers: rope_theta)", 1}
-#define DSV4_ROPE_POSITION_INPUTS                                                                          \
-    {"positions", DSV4_I64, DSV4_DT_NONE, "[T] the query tokens' own positions"},                          \
-    {"cos_sin_cache", DSV4_F32, DSV4_DT_NONE, "[max_position, rope_head_dim] rows cos | sin"}
+#define DSV4_ROPE_ROWS_PARAMS(num_tokens_default)                                                      \
+    "    rope_head_dim int   = 64     RoPE lanes at the end of each 512-lane head row\n"               \
+    "gen num_tokens    int   = " num_tokens_default "  generator: T\n"                                 \
+    "gen num_heads     int   = 8      generator: H\n"                                                  \
+    "gen max_position  int   = 512    generator: rows of cos_sin_cache\n"                              \
+    "gen rope_theta    float = 10000  generator: base of the cos/sin table (SWA layers: rope_theta)\n"
+#define DSV4_ROPE_POSITION_INPUTS                                           \
+    "positions     int64    [T] the query tokens' own positions\n"          \
+    "cos_sin_cache float32  [max_position, rope_head_dim] rows cos | sin\n"
 
 /* The inputs o (filled by fill_o), positions in [0, max_position) and the
  * RoPE table; *o_out / *pos_out (may be NULL) get the first two. */
@@ -177,7 +184,18 @@ typedef struct dsv4_paged_args {
     dsv4_paged_src src[2];
 } dsv4_paged_args;
 
-extern const dsv4_param_spec dsv4_paged_params[];
+#define DSV4_PAGED_PARAMS                                                                               \
+    DSV4_ATTN_SCALE_PARAM                                                                               \
+    "    swa_only       int   = 0    1: SWA-only layer, no extra (compressed) segment\n"                \
+    DSV4_ATTN_HEADS_WINDOW_PARAMS                                                                       \
+    "gen compress_ratio int   = 4    generator: c (4 or 128; ignored when swa_only)\n"                  \
+    "gen topk           int   = 512  generator: top-k width\n"                                          \
+    DSV4_REQ_SHAPE_BCAST_PARAMS                                                                         \
+    DSV4_ATTN_SINK_PARAM                                                                                \
+    DSV4_ATTN_INVALID_FRAC_PARAM                                                                        \
+    "gen oob_frac       float = 0    generator: fraction of entries set out of range\n"                 \
+    "gen empty_rows     int[] = []   generator: tokens whose lists are all -1\n"                        \
+    "gen nan_rows       int[] = []   generator: tokens whose first window key is a NaN-poisoned slot\n"
 
 /* pa->a over the inputs named by nm; c->rule is a dsv4_paged_attn_rule. */
 int dsv4_paged_args_of(const dsv4_paged_names *nm, const dsv4_opctx *c, const dsv4_tensors *in,

@@ -122,11 +122,6 @@ int dsv4_attn_args_of_op(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tens
     return dsv4_fail(st, DSV4_EINPUT, "op %s is not an attention op", op ? op->name : "(none)");
 }
 
-const dsv4_io_spec dsv4_attn_outputs[] = {
-    {"output", DSV4_BF16, DSV4_F32, "[T, H, 512] attention output (golden: the ideal)"},
-    {NULL, 0, 0, NULL},
-};
-
 int dsv4_attn_op_validate(dsv4_attn_args_fn fn, const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)
 {
     dsv4_attn_args a;
@@ -434,21 +429,6 @@ int dsv4_paged_args_of(const dsv4_paged_names *nm, const dsv4_opctx *c, const ds
  * (docs/semantics/indices.md A5.2), and the top-k compressed indices of
  * [0, (pos + 1) // c) (C4: random distinct, C128: the identity prefix, A5.5)
  * mapped through the block table (A5.7). */
-const dsv4_param_spec dsv4_paged_params[] = {
-    DSV4_ATTN_SCALE_PARAM,
-    {"swa_only", DSV4_P_INT, "0", "1: SWA-only layer, no extra (compressed) segment", 0},
-    DSV4_ATTN_HEADS_WINDOW_PARAMS,
-    {"compress_ratio", DSV4_P_INT, "4", "generator: c (4 or 128; ignored when swa_only)", 1},
-    {"topk", DSV4_P_INT, "512", "generator: top-k width", 1},
-    DSV4_REQ_SHAPE_BCAST_PARAMS,
-    DSV4_ATTN_SINK_PARAM,
-    {"invalid_frac", DSV4_P_FLOAT, "0", "generator: fraction of entries set to -1", 1},
-    {"oob_frac", DSV4_P_FLOAT, "0", "generator: fraction of entries set out of range", 1},
-    {"empty_rows", DSV4_P_INTLIST, "[]", "generator: tokens whose lists are all -1", 1},
-    {"nan_rows", DSV4_P_INTLIST, "[]", "generator: tokens whose first window key is a NaN-poisoned slot", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
-
 /* Token `row` of a page as NaN: the fp8 NaN code of the page's format
  * (e4m3fn 0x7F; e4m3fnuz has one NaN, 0x80, and reads 0x7F as 240,
  * docs/semantics/numerics.md A1), NaN RoPE lanes and e8m0 NaN scales. */

@@ -65,27 +65,19 @@ static const dsv4_variant rmx_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec rmx_params[] = {
-    DSV4_ROPE_ROWS_PARAMS("6"),
-    {"specials", DSV4_P_INT, "1",
-     "generator: 1 = token 0 at position 0 (cos 1, sin 0), -0 / all-zero blocks, a RoPE block "
-     "with scale byte 0 and one near the top of bf16; 2 = those and a RoPE block (token 1, head 0, "
-     "lanes 448..479) whose amax is 448*2^-32 + 1 or 2 fp32 ulps (fp32 and exact log2 pick binades one apart)",
-     1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char rmx_params[] =
+    DSV4_ROPE_ROWS_PARAMS("6")
+    "gen specials int = 1  generator: 1 = token 0 at position 0 (cos 1, sin 0), -0 / all-zero blocks, a RoPE block "
+        "with scale byte 0 and one near the top of bf16; 2 = those and a RoPE block (token 1, head 0, lanes 448..479) "
+        "whose amax is 448*2^-32 + 1 or 2 fp32 ulps (fp32 and exact log2 pick binades one apart)\n";
 
-static const dsv4_io_spec rmx_inputs[] = {
-    {"o", DSV4_BF16, DSV4_DT_NONE, "[T, H, 512] bf16 attention output rows (prefill workspace)"},
-    DSV4_ROPE_POSITION_INPUTS,
-    {NULL, 0, 0, NULL},
-};
+static const char rmx_inputs[] =
+    "o bfloat16  [T, H, 512] bf16 attention output rows (prefill workspace)\n"
+    DSV4_ROPE_POSITION_INPUTS;
 
-static const dsv4_io_spec rmx_outputs[] = {
-    {"data", DSV4_F8E4M3FN, DSV4_DT_NONE, "[T, H*512] e4m3fn codes, head h at columns h*512"},
-    {"scale", DSV4_U8, DSV4_DT_NONE, "[T, H*16] uint8 e8m0 bytes; (t, h*16+g) covers lanes 32g.. of head h"},
-    {NULL, 0, 0, NULL},
-};
+static const char rmx_outputs[] =
+    "data  float8_e4m3fn  [T, H*512] e4m3fn codes, head h at columns h*512\n"
+    "scale uint8          [T, H*16] uint8 e8m0 bytes; (t, h*16+g) covers lanes 32g.. of head h\n";
 
 /* The generator's special lanes (specials = 1), all in bf16: */
 static void rmx_specials(uint16_t *o, int64_t T, int64_t H, int64_t *pos)
@@ -394,10 +386,7 @@ const dsv4_op dsv4_op_rocm_inverse_rope_mxfp8_rows = {
     .summary = "inverse GPT-J RoPE of bf16 attention rows in fp32, then MXFP8 (wo_a's input, prefill rows)",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
               "(docs/semantics/attention.md A9.3, docs/semantics/quant.md Q2)",
-    .variants = rmx_variants,
-    .params = rmx_params,
-    .inputs = rmx_inputs,
-    .outputs = rmx_outputs,
+    DSV4_OP_TABLES(rmx),
     .generate = rmx_generate,
     .validate = rmx_validate,
     .alloc_outputs = rmx_alloc,

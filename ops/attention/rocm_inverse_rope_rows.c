@@ -30,22 +30,16 @@ static const dsv4_variant rope_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec rope_params[] = {
-    {"rotated", DSV4_P_INT, "0", "leading rows the decode epilogue already rotated (left untouched)", 0},
-    DSV4_ROPE_ROWS_PARAMS("8"),
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char rope_params[] =
+    "    rotated int = 0  leading rows the decode epilogue already rotated (left untouched)\n"
+    DSV4_ROPE_ROWS_PARAMS("8");
 
-static const dsv4_io_spec rope_inputs[] = {
-    {"o", DSV4_BF16, DSV4_DT_NONE, "[T, H, 512] attention output (bf16)"},
-    DSV4_ROPE_POSITION_INPUTS,
-    {NULL, 0, 0, NULL},
-};
+static const char rope_inputs[] =
+    "o bfloat16  [T, H, 512] attention output (bf16)\n"
+    DSV4_ROPE_POSITION_INPUTS;
 
-static const dsv4_io_spec rope_outputs[] = {
-    {"o", DSV4_BF16, DSV4_F32, "[T, H, 512] o after the in-place inverse RoPE (golden: the ideal)"},
-    {NULL, 0, 0, NULL},
-};
+static const char rope_outputs[] =
+    "o bfloat16 golden=float32  [T, H, 512] o after the in-place inverse RoPE (golden: the ideal)\n";
 
 static void rope_fill_o(dsv4_rng *rng, uint16_t *o, int64_t T, int64_t H)
 {
@@ -180,10 +174,7 @@ const dsv4_op dsv4_op_rocm_inverse_rope_rows = {
     .summary = "in-place inverse GPT-J RoPE of attention output rows past `rotated` (bf16 path)",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
               "(docs/semantics/attention.md A9.1)",
-    .variants = rope_variants,
-    .params = rope_params,
-    .inputs = rope_inputs,
-    .outputs = rope_outputs,
+    DSV4_OP_TABLES(rope),
     .generate = rope_generate,
     .validate = rope_validate,
     .alloc_outputs = rope_alloc,

@@ -20,17 +20,17 @@ static const dsv4_variant decode_variants[] = {
 static const dsv4_paged_names decode_names = {"swa_k_cache", "swa_ragged_indices", "swa_ragged_indptr",
                                               "kv_cache", "topk_ragged_indices", "topk_ragged_indptr"};
 
-static const dsv4_io_spec decode_inputs[] = {
-    {"q", DSV4_BF16, DSV4_DT_NONE, "[T, H, 512] decode queries"},
-    {"swa_k_cache", DSV4_U8, DSV4_DT_NONE, "[pages, 64, 584] fp8_ds_mla SWA cache"},
-    {"kv_cache", DSV4_U8, DSV4_DT_NONE, "[pages, 256/c, 584] fp8_ds_mla compressed cache"},
-    {"attn_sink", DSV4_F32, DSV4_DT_NONE, "[H] sink logit per head"},
-    {"swa_ragged_indices", DSV4_I32, DSV4_DT_NONE, "SWA slots, CSR"},
-    {"swa_ragged_indptr", DSV4_I32, DSV4_DT_NONE, "[T+1]"},
-    {"topk_ragged_indices", DSV4_I32, DSV4_DT_NONE, "compressed slots, CSR"},
-    {"topk_ragged_indptr", DSV4_I32, DSV4_DT_NONE, "[T+1]"},
-    {NULL, 0, 0, NULL},
-};
+static const char decode_inputs[] =
+    "q                   bfloat16  [T, H, 512] decode queries\n"
+    "swa_k_cache         uint8     [pages, 64, 584] fp8_ds_mla SWA cache\n"
+    "kv_cache            uint8     [pages, 256/c, 584] fp8_ds_mla compressed cache\n"
+    DSV4_ATTN_SINK_INPUT
+    "swa_ragged_indices  int32     SWA slots, CSR\n"
+    "swa_ragged_indptr   int32     [T+1]\n"
+    "topk_ragged_indices int32     compressed slots, CSR\n"
+    "topk_ragged_indptr  int32     [T+1]\n";
+static const char decode_params[] = DSV4_PAGED_PARAMS;
+static const char decode_outputs[] = DSV4_ATTN_OUTPUTS;
 
 DSV4_PAGED_ATTN_OP_CALLBACKS(decode, decode_names, dsv4_attn_args_decode)
 
@@ -39,10 +39,7 @@ const dsv4_op dsv4_op_rocm_sparse_attn_decode = {
     .summary = "sparse MLA decode with sink over the paged fp8_ds_mla caches (ragged SWA + top-k lists), bf16 out",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
               "(docs/semantics/attention.md A8.1, A8.2, A8.4)",
-    .variants = decode_variants,
-    .params = dsv4_paged_params,
-    .inputs = decode_inputs,
-    .outputs = dsv4_attn_outputs,
+    DSV4_OP_TABLES(decode),
     .generate = decode_generate,
     .validate = decode_validate,
     .alloc_outputs = decode_alloc,

@@ -22,30 +22,27 @@ static const dsv4_variant prefill_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec prefill_params[] = {
-    DSV4_ATTN_SCALE_PARAM,
-    DSV4_ATTN_HEADS_WINDOW_PARAMS,
-    {"compress_ratio", DSV4_P_INT, "4", "generator: c; 0 = SWA-only layer (top-k 0, N 0)", 1},
-    {"topk", DSV4_P_INT, "512", "generator: top-k width K", 1},
-    DSV4_REQ_SHAPE_BCAST_PARAMS,
-    {"max_model_len", DSV4_P_INT, "-1", "generator: for N = ceil(max_model_len / c); -1: longest request", 1},
-    DSV4_ATTN_SINK_PARAM,
-    {"invalid_frac", DSV4_P_FLOAT, "0", "generator: fraction of entries set to -1", 1},
-    {"oob_frac", DSV4_P_FLOAT, "0", "generator: fraction of entries set out of range (>= rows or <= -2)", 1},
-    {"blank_rows", DSV4_P_INTLIST, "[]", "generator: tokens whose index row is all -1 (length kept)", 1},
-    {"empty_rows", DSV4_P_INTLIST, "[]", "generator: tokens whose topk_length is 0", 1},
-    {"nan_unused", DSV4_P_INT, "1", "generator: 1 = workspace rows no index reaches hold NaN (stale)", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char prefill_params[] =
+    DSV4_ATTN_SCALE_PARAM
+    DSV4_ATTN_HEADS_WINDOW_PARAMS
+    "gen compress_ratio int   = 4    generator: c; 0 = SWA-only layer (top-k 0, N 0)\n"
+    "gen topk           int   = 512  generator: top-k width K\n"
+    DSV4_REQ_SHAPE_BCAST_PARAMS
+    "gen max_model_len  int   = -1   generator: for N = ceil(max_model_len / c); -1: longest request\n"
+    DSV4_ATTN_SINK_PARAM
+    DSV4_ATTN_INVALID_FRAC_PARAM
+    "gen oob_frac       float = 0    generator: fraction of entries set out of range (>= rows or <= -2)\n"
+    "gen blank_rows     int[] = []   generator: tokens whose index row is all -1 (length kept)\n"
+    "gen empty_rows     int[] = []   generator: tokens whose topk_length is 0\n"
+    "gen nan_unused     int   = 1    generator: 1 = workspace rows no index reaches hold NaN (stale)\n";
 
-static const dsv4_io_spec prefill_inputs[] = {
-    {"q", DSV4_BF16, DSV4_DT_NONE, "[T, H, 512] queries after q-norm and RoPE"},
-    {"kv", DSV4_BF16, DSV4_DT_NONE, "[rows, 1, 512] gathered workspace (compressed | SWA per request)"},
-    {"indices", DSV4_I32, DSV4_DT_NONE, "[T, 1, P] combined rows into kv, -1 padded"},
-    {"topk_length", DSV4_I32, DSV4_DT_NONE, "[T] entries to read per row"},
-    {"attn_sink", DSV4_F32, DSV4_DT_NONE, "[H] sink logit per head (-inf: none)"},
-    {NULL, 0, 0, NULL},
-};
+static const char prefill_inputs[] =
+    "q           bfloat16  [T, H, 512] queries after q-norm and RoPE\n"
+    "kv          bfloat16  [rows, 1, 512] gathered workspace (compressed | SWA per request)\n"
+    "indices     int32     [T, 1, P] combined rows into kv, -1 padded\n"
+    "topk_length int32     [T] entries to read per row\n"
+    "attn_sink   float32   [H] sink logit per head (-inf: none)\n";
+static const char prefill_outputs[] = DSV4_ATTN_OUTPUTS;
 
 /* The combined rows of the seed's _forward_prefill for one chunk: top-k
  * rows from the indexer, then combine_topk_swa_indices (ref/indices.c). */
@@ -206,10 +203,7 @@ const dsv4_op dsv4_op_rocm_sparse_attn_prefill = {
     .summary = "sparse MLA prefill with sink over the gathered bf16 workspace (dense index rows)",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
               "(docs/semantics/attention.md A8.1-A8.3)",
-    .variants = prefill_variants,
-    .params = prefill_params,
-    .inputs = prefill_inputs,
-    .outputs = dsv4_attn_outputs,
+    DSV4_OP_TABLES(prefill),
     .generate = prefill_generate,
     .validate = prefill_validate,
     .alloc_outputs = prefill_alloc,

@@ -21,17 +21,17 @@ static const dsv4_variant aiter_variants[] = {
 static const dsv4_paged_names aiter_names = {"kv_buffer", "kv_indices", "kv_indptr",
                                              "extra_kv_buffer", "extra_kv_indices", "extra_kv_indptr"};
 
-static const dsv4_io_spec aiter_inputs[] = {
-    {"q", DSV4_BF16, DSV4_DT_NONE, "[T, H, 512] queries"},
-    {"kv_buffer", DSV4_U8, DSV4_DT_NONE, "[pages, 64, 584] fp8_dsv4_mla SWA cache (main)"},
-    {"extra_kv_buffer", DSV4_U8, DSV4_DT_NONE, "[pages, 256/c, 584] compressed cache (extra)"},
-    {"attn_sink", DSV4_F32, DSV4_DT_NONE, "[H] sink logit per head"},
-    {"kv_indices", DSV4_I32, DSV4_DT_NONE, "main slots, CSR"},
-    {"kv_indptr", DSV4_I32, DSV4_DT_NONE, "[T+1]"},
-    {"extra_kv_indices", DSV4_I32, DSV4_DT_NONE, "extra slots, CSR"},
-    {"extra_kv_indptr", DSV4_I32, DSV4_DT_NONE, "[T+1]"},
-    {NULL, 0, 0, NULL},
-};
+static const char aiter_inputs[] =
+    "q                bfloat16  [T, H, 512] queries\n"
+    "kv_buffer        uint8     [pages, 64, 584] fp8_dsv4_mla SWA cache (main)\n"
+    "extra_kv_buffer  uint8     [pages, 256/c, 584] compressed cache (extra)\n"
+    DSV4_ATTN_SINK_INPUT
+    "kv_indices       int32     main slots, CSR\n"
+    "kv_indptr        int32     [T+1]\n"
+    "extra_kv_indices int32     extra slots, CSR\n"
+    "extra_kv_indptr  int32     [T+1]\n";
+static const char aiter_params[] = DSV4_PAGED_PARAMS;
+static const char aiter_outputs[] = DSV4_ATTN_OUTPUTS;
 
 DSV4_PAGED_ATTN_OP_CALLBACKS(aiter, aiter_names, dsv4_attn_args_sparse_mla)
 
@@ -40,10 +40,7 @@ const dsv4_op dsv4_op_sparse_mla_fwd = {
     .summary = "aiter Triton sparse MLA with sink, main + extra paged caches (the seed's aiter decode/prefill)",
     .source = "ROCm/aiter:aiter/ops/triton/attention/sparse_mla.py@013f408ebe8491e80ddab1fbab4c3dbcbc98bd74 "
               "(docs/semantics/attention.md A8.5)",
-    .variants = aiter_variants,
-    .params = dsv4_paged_params,
-    .inputs = aiter_inputs,
-    .outputs = dsv4_attn_outputs,
+    DSV4_OP_TABLES(aiter),
     .generate = aiter_generate,
     .validate = aiter_validate,
     .alloc_outputs = aiter_alloc,

@@ -30,78 +30,73 @@ static const dsv4_variant v41_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec v41_params[] = {
-    {"mode", DSV4_P_STR, "isolated", "isolated: each step gets the reference chain's tensors; propagated: the "
-                                     "implementation's upstream outputs", 0},
-    {"compress_ratio", DSV4_P_INT, "4", "0: SWA-only layer, 4: C4 (compressor + MXFP4 indexer), 128: C128 "
-                                        "(compressor, identity top-k)", 0},
-    {"output", DSV4_P_STR, "bf16", "attention output: bf16 (rocm_inv_rope_einsum wo_a) or mxfp8 (wo_a BMM)", 0},
-    {"fused_inv_rope", DSV4_P_INT, "0", "bf16: 1 = the decode reduce rotates its rows (gfx950), rotated = decode "
-                                        "tokens; 0 = rotated 0", 0},
-    {"query_lens", DSV4_P_INTLIST, NULL, "query tokens of each request; decodes (1) first", 1},
-    {"prefix_lens", DSV4_P_INTLIST, "[]", "tokens already cached per request (default 0)", 1},
-    {"hidden_size", DSV4_P_INT, "512", "model dim (multiple of 128)", 0},
-    {"num_heads", DSV4_P_INT, "4", "local attention heads H", 0},
-    {"q_lora_rank", DSV4_P_INT, "256", "q_lora_rank (multiple of 128)", 0},
-    {"o_groups", DSV4_P_INT, "2", "n_local_groups of wo_a", 0},
-    {"o_lora_rank", DSV4_P_INT, "128", "o_lora_rank (o_groups * o_lora_rank a multiple of 128)", 0},
-    {"index_heads", DSV4_P_INT, "64", "C4: index heads (32 or 64)", 0},
-    {"index_topk", DSV4_P_INT, "64", "C4: index top-k (topk_tokens)", 0},
-    {"window_size", DSV4_P_INT, "128", "sliding window", 0},
-    {"max_model_len", DSV4_P_INT, "-1", "N = ceil(max_model_len / c); -1: the longest request", 0},
-    {"max_num_batched_tokens", DSV4_P_INT, "-1", "workspace M = N + W + this; -1: the batch's tokens", 0},
-    {"rope_theta", DSV4_P_FLOAT, "10000", "RoPE base of SWA-only layers", 1},
-    {"compress_rope_theta", DSV4_P_FLOAT, "160000", "RoPE base of compressed layers", 1},
-    {"eps", DSV4_P_FLOAT, "1e-06", "rms_norm_eps of every RMSNorm", 0},
-    {"gemm_ref_accum", DSV4_P_STR, "f64", "the GEMM steps' ref_accum (f32 for production shapes)", 0},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char v41_params[] =
+    "    mode                   str   = isolated  isolated: each step gets the reference chain's tensors; propagated: "
+        "the implementation's upstream outputs\n"
+    "    compress_ratio         int   = 4         0: SWA-only layer, 4: C4 (compressor + MXFP4 indexer), 128: C128 "
+        "(compressor, identity top-k)\n"
+    "    output                 str   = bf16      attention output: bf16 (rocm_inv_rope_einsum wo_a) or mxfp8 (wo_a "
+        "BMM)\n"
+    "    fused_inv_rope         int   = 0         bf16: 1 = the decode reduce rotates its rows (gfx950), rotated = "
+        "decode tokens; 0 = rotated 0\n"
+    "gen query_lens             int[] required    query tokens of each request; decodes (1) first\n"
+    "gen prefix_lens            int[] = []        tokens already cached per request (default 0)\n"
+    "    hidden_size            int   = 512       model dim (multiple of 128)\n"
+    "    num_heads              int   = 4         local attention heads H\n"
+    "    q_lora_rank            int   = 256       q_lora_rank (multiple of 128)\n"
+    "    o_groups               int   = 2         n_local_groups of wo_a\n"
+    "    o_lora_rank            int   = 128       o_lora_rank (o_groups * o_lora_rank a multiple of 128)\n"
+    "    index_heads            int   = 64        C4: index heads (32 or 64)\n"
+    "    index_topk             int   = 64        C4: index top-k (topk_tokens)\n"
+    "    window_size            int   = 128       sliding window\n"
+    "    max_model_len          int   = -1        N = ceil(max_model_len / c); -1: the longest request\n"
+    "    max_num_batched_tokens int   = -1        workspace M = N + W + this; -1: the batch's tokens\n"
+    "gen rope_theta             float = 10000     RoPE base of SWA-only layers\n"
+    "gen compress_rope_theta    float = 160000    RoPE base of compressed layers\n"
+    "    eps                    float = 1e-06     rms_norm_eps of every RMSNorm\n"
+    "    gemm_ref_accum         str   = f64       the GEMM steps' ref_accum (f32 for production shapes)\n";
 
-static const dsv4_io_spec v41_inputs[] = {
-    {"hidden_states", DSV4_BF16, DSV4_DT_NONE, "[T, hidden] the layer input"},
-    {"positions", DSV4_I64, DSV4_DT_NONE, "[T] token positions"},
-    {"w_qkv", DSV4_F8E4M3FN, DSV4_DT_NONE, "[q_lora_rank + 512, hidden] fused_wqa_wkv, bpreshuffled (+ _scale)"},
-    {"w_q_b", DSV4_F8E4M3FN, DSV4_DT_NONE, "[H*512, q_lora_rank] wq_b (+ _scale)"},
-    {"q_norm_weight", DSV4_BF16, DSV4_DT_NONE, "[q_lora_rank]; kv_norm_weight [512]"},
-    {"swa_cache", DSV4_U8, DSV4_DT_NONE, "[pages, 64, 584] SWA cache before the step (+ swa_block_table, slot_mapping)"},
-    {"cos_sin_cache", DSV4_F32, DSV4_DT_NONE, "[max_S, 64] the layer's rotary table (cos | sin)"},
-    {"attn_sink", DSV4_F32, DSV4_DT_NONE, "[H]"},
-    {"w_kv_gate", DSV4_F8E4M3FN, DSV4_DT_NONE, "C4/C128: [2*coff*512, hidden] fused_wkv_wgate, bpreshuffled"},
-    {"state_cache", DSV4_F32, DSV4_DT_NONE, "C4/C128: compressor state before (+ ape, comp_norm_weight, tables)"},
-    {"kv_cache", DSV4_U8, DSV4_DT_NONE, "C4/C128: [pages, 256/c, 584] compressed cache before (+ comp_block_table)"},
-    {"w_idx_q_b", DSV4_F8E4M3FN, DSV4_DT_NONE, "C4: indexer wq_b [IH*128, q_lora_rank]; w_idx_weights, w_idx_k"},
-    {"idx_k_cache", DSV4_U8, DSV4_DT_NONE, "C4: [pages, 64, 68] MXFP4 index-key cache before (+ idx tables)"},
-    {"topk_indices", DSV4_I32, DSV4_DT_NONE, "C128: [T, roundup(N,128)] identity prefix (C4: the indexer's)"},
-    {"wo_a", DSV4_BF16, DSV4_DT_NONE, "[G*R, H*512/G] bf16, or e4m3fn + wo_a_scale for mxfp8"},
-    {"w_o_b", DSV4_F8E4M3FN, DSV4_DT_NONE, "[hidden, G*R] wo_b, bpreshuffled (+ _scale)"},
-    {"query_start_loc", DSV4_I32, DSV4_DT_NONE, "and seq_lens, token_to_req, is_valid_token, gather_lens, workspace"},
-    {NULL, 0, 0, NULL},
-};
+static const char v41_inputs[] =
+    "hidden_states   bfloat16       [T, hidden] the layer input\n"
+    "positions       int64          [T] token positions\n"
+    "w_qkv           float8_e4m3fn  [q_lora_rank + 512, hidden] fused_wqa_wkv, bpreshuffled (+ _scale)\n"
+    "w_q_b           float8_e4m3fn  [H*512, q_lora_rank] wq_b (+ _scale)\n"
+    "q_norm_weight   bfloat16       [q_lora_rank]; kv_norm_weight [512]\n"
+    "swa_cache       uint8          [pages, 64, 584] SWA cache before the step (+ swa_block_table, slot_mapping)\n"
+    "cos_sin_cache   float32        [max_S, 64] the layer's rotary table (cos | sin)\n"
+    "attn_sink       float32        [H]\n"
+    "w_kv_gate       float8_e4m3fn  C4/C128: [2*coff*512, hidden] fused_wkv_wgate, bpreshuffled\n"
+    "state_cache     float32        C4/C128: compressor state before (+ ape, comp_norm_weight, tables)\n"
+    "kv_cache        uint8          C4/C128: [pages, 256/c, 584] compressed cache before (+ comp_block_table)\n"
+    "w_idx_q_b       float8_e4m3fn  C4: indexer wq_b [IH*128, q_lora_rank]; w_idx_weights, w_idx_k\n"
+    "idx_k_cache     uint8          C4: [pages, 64, 68] MXFP4 index-key cache before (+ idx tables)\n"
+    "topk_indices    int32          C128: [T, roundup(N,128)] identity prefix (C4: the indexer's)\n"
+    "wo_a            bfloat16       [G*R, H*512/G] bf16, or e4m3fn + wo_a_scale for mxfp8\n"
+    "w_o_b           float8_e4m3fn  [hidden, G*R] wo_b, bpreshuffled (+ _scale)\n"
+    "query_start_loc int32          and seq_lens, token_to_req, is_valid_token, gather_lens, workspace\n";
 
 /* The stages, in the seed's order; each names the tap after it. */
-static const dsv4_io_spec v41_stages[] = {
-    {"hidden_quant", DSV4_F8E4M3FN, DSV4_DT_NONE, "hidden_fp8 + transposed 1x128 scales (fp8_group_quant, the "
-                                                  "_bpre_attn_gemm input quant)"},
-    {"qkv_proj", DSV4_BF16, DSV4_DT_NONE, "qr_kv [T, q_lora_rank + 512] (gemm bpreshuffle: _fused_wqa_wkv_gemm)"},
-    {"qk_norm_quant", DSV4_F8E4M3FN, DSV4_DT_NONE, "qr fp8 + scales, kv normed (fused_qk_rmsnorm_group_quant)"},
-    {"q_proj", DSV4_BF16, DSV4_DT_NONE, "q [T, H, 512] (gemm on the pre-quantized qr: _wq_b_proj)"},
-    {"qnorm_rope_kv_insert", DSV4_BF16, DSV4_DT_NONE, "q normed and RoPE'd, SWA cache after the insert"},
-    {"compressor_proj", DSV4_BF16, DSV4_DT_NONE, "kv_score (gemm bpreshuffle, widened to fp32)"},
-    {"compressor", DSV4_U8, DSV4_DT_NONE, "state cache and compressed cache after the step"},
-    {"indexer_k", DSV4_U8, DSV4_DT_NONE, "k_pre = wk(latent) (group quant + gemm), index-key cache after the store"},
-    {"indexer_q", DSV4_U8, DSV4_DT_NONE, "index q (wq_b gemm), weights (weights_proj gemm), MXFP4 q + fp32 weights"},
-    {"indexer_topk", DSV4_I32, DSV4_DT_NONE, "logits and topk_indices (rocm_mxfp4_sparse_attn_indexer)"},
-    {"prefill_plan", DSV4_I64, DSV4_DT_NONE, "chunk plan (get_prefill_chunk_plan)"},
-    {"prefill_gather", DSV4_BF16, DSV4_DT_NONE, "each chunk's workspace: compressed rows, then the SWA window"},
-    {"prefill_combine", DSV4_I32, DSV4_DT_NONE, "each chunk's combined index rows and lens"},
-    {"prefill_attn", DSV4_BF16, DSV4_DT_NONE, "each chunk's attention rows (rocm_sparse_attn_prefill)"},
-    {"decode_indices", DSV4_I32, DSV4_DT_NONE, "decode top-k CSR and SWA CSR"},
-    {"decode_attn", DSV4_BF16, DSV4_DT_NONE, "decode rows (rocm_sparse_attn_decode), + epilogue (rotate / MXFP8)"},
-    {"inverse_rope", DSV4_BF16, DSV4_DT_NONE, "bf16: rows >= rotated inverse-RoPE'd; mxfp8: prefill rows quantized"},
-    {"wo_a", DSV4_BF16, DSV4_DT_NONE, "z [T, G*R] (rocm_inv_rope_einsum or rocm_mxfp8_wo_a_bmm)"},
-    {"wo_b", DSV4_BF16, DSV4_DT_NONE, "the layer output [T, hidden] (group quant + gemm bpreshuffle)"},
-    {NULL, 0, 0, NULL},
-};
+static const char v41_outputs[] =
+    "hidden_quant         float8_e4m3fn  hidden_fp8 + transposed 1x128 scales (fp8_group_quant, the _bpre_attn_gemm "
+        "input quant)\n"
+    "qkv_proj             bfloat16       qr_kv [T, q_lora_rank + 512] (gemm bpreshuffle: _fused_wqa_wkv_gemm)\n"
+    "qk_norm_quant        float8_e4m3fn  qr fp8 + scales, kv normed (fused_qk_rmsnorm_group_quant)\n"
+    "q_proj               bfloat16       q [T, H, 512] (gemm on the pre-quantized qr: _wq_b_proj)\n"
+    "qnorm_rope_kv_insert bfloat16       q normed and RoPE'd, SWA cache after the insert\n"
+    "compressor_proj      bfloat16       kv_score (gemm bpreshuffle, widened to fp32)\n"
+    "compressor           uint8          state cache and compressed cache after the step\n"
+    "indexer_k            uint8          k_pre = wk(latent) (group quant + gemm), index-key cache after the store\n"
+    "indexer_q            uint8          index q (wq_b gemm), weights (weights_proj gemm), MXFP4 q + fp32 weights\n"
+    "indexer_topk         int32          logits and topk_indices (rocm_mxfp4_sparse_attn_indexer)\n"
+    "prefill_plan         int64          chunk plan (get_prefill_chunk_plan)\n"
+    "prefill_gather       bfloat16       each chunk's workspace: compressed rows, then the SWA window\n"
+    "prefill_combine      int32          each chunk's combined index rows and lens\n"
+    "prefill_attn         bfloat16       each chunk's attention rows (rocm_sparse_attn_prefill)\n"
+    "decode_indices       int32          decode top-k CSR and SWA CSR\n"
+    "decode_attn          bfloat16       decode rows (rocm_sparse_attn_decode), + epilogue (rotate / MXFP8)\n"
+    "inverse_rope         bfloat16       bf16: rows >= rotated inverse-RoPE'd; mxfp8: prefill rows quantized\n"
+    "wo_a                 bfloat16       z [T, G*R] (rocm_inv_rope_einsum or rocm_mxfp8_wo_a_bmm)\n"
+    "wo_b                 bfloat16       the layer output [T, hidden] (group quant + gemm bpreshuffle)\n";
 
 static int v41_resolve(dsv4_params *ps, dsv4_status *st)
 {
@@ -117,10 +112,7 @@ static const dsv4_op v41_desc = {
                "compressor, indexer, index builders, prefill and decode attention with sink, inverse RoPE, "
                "MXFP8 or bf16 output, wo_a, wo_b",
     .source = SEED_SRC " DeepseekV41ROCMAiterMLAAttention (docs/semantics/chain.md)",
-    .variants = v41_variants,
-    .params = v41_params,
-    .inputs = v41_inputs,
-    .outputs = v41_stages,
+    DSV4_OP_TABLES(v41),
     .resolve = v41_resolve,
 };
 

@@ -36,37 +36,31 @@ static const dsv4_variant comp_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec comp_params[] = {
-    {"compress_ratio", DSV4_P_INT, "4", "c: 4 (CSA) or 128 (HCA)", 0},
-    {"eps", DSV4_P_FLOAT, "1e-06", "RMSNorm epsilon", 0},
-    {"query_lens", DSV4_P_INTLIST, NULL, "generator: tokens of this step per request", 1},
-    {"prefix_lens", DSV4_P_INTLIST, "[]", "generator: tokens of earlier steps per request (default 0)", 1},
-    {"prefix_steps", DSV4_P_INT, "1", "generator: the prefix runs through the reference in this many steps", 1},
-    {"rope_theta", DSV4_P_FLOAT, "160000", "generator: compress_rope_theta of the cos/sin table", 1},
-    {"score_scale", DSV4_P_FLOAT, "2", "generator: std of the gate scores", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char comp_params[] =
+    "    compress_ratio int   = 4       c: 4 (CSA) or 128 (HCA)\n"
+    "    eps            float = 1e-06   RMSNorm epsilon\n"
+    "gen query_lens     int[] required  generator: tokens of this step per request\n"
+    "gen prefix_lens    int[] = []      generator: tokens of earlier steps per request (default 0)\n"
+    "gen prefix_steps   int   = 1       generator: the prefix runs through the reference in this many steps\n"
+    "gen rope_theta     float = 160000  generator: compress_rope_theta of the cos/sin table\n"
+    "gen score_scale    float = 2       generator: std of the gate scores\n";
 
-static const dsv4_io_spec comp_inputs[] = {
-    {"kv_score", DSV4_F32, DSV4_DT_NONE, "[T, 2*coff*512] hidden @ fused_wkv_wgate^T (fp32): kv | score"},
-    {"positions", DSV4_I64, DSV4_DT_NONE, "[T]"},
-    {"query_start_loc", DSV4_I32, DSV4_DT_NONE, "[R+1] token ranges of the requests"},
-    {"ape", DSV4_F32, DSV4_DT_NONE, "[c, coff*512] absolute position bias of the scores"},
-    {"state_cache", DSV4_F32, DSV4_DT_NONE, "[num_state_blocks, Bs, 2*coff*512] state before this step"},
-    {"state_slot_mapping", DSV4_I64, DSV4_DT_NONE, "[T] state slots (-1: none)"},
-    {"state_block_table", DSV4_I32, DSV4_DT_NONE, "[R, max_state_blocks] state pages"},
-    {"norm_weight", DSV4_F32, DSV4_DT_NONE, "[512] RMSNorm weight"},
-    {"cos_sin_cache", DSV4_F32, DSV4_DT_NONE, "[P, 64] rows cos | sin (compressed-layer table)"},
-    {"kv_cache", DSV4_U8, DSV4_DT_NONE, "[num_blocks, 256/c, 584] compressed cache before"},
-    {"block_table", DSV4_I32, DSV4_DT_NONE, "[R, max_blocks] compressed-cache pages"},
-    {NULL, 0, 0, NULL},
-};
+static const char comp_inputs[] =
+    "kv_score           float32  [T, 2*coff*512] hidden @ fused_wkv_wgate^T (fp32): kv | score\n"
+    "positions          int64    [T]\n"
+    "query_start_loc    int32    [R+1] token ranges of the requests\n"
+    "ape                float32  [c, coff*512] absolute position bias of the scores\n"
+    "state_cache        float32  [num_state_blocks, Bs, 2*coff*512] state before this step\n"
+    "state_slot_mapping int64    [T] state slots (-1: none)\n"
+    "state_block_table  int32    [R, max_state_blocks] state pages\n"
+    "norm_weight        float32  [512] RMSNorm weight\n"
+    "cos_sin_cache      float32  [P, 64] rows cos | sin (compressed-layer table)\n"
+    "kv_cache           uint8    [num_blocks, 256/c, 584] compressed cache before\n"
+    "block_table        int32    [R, max_blocks] compressed-cache pages\n";
 
-static const dsv4_io_spec comp_outputs[] = {
-    {"state_cache", DSV4_F32, DSV4_DT_NONE, "state after save_partial_states"},
-    {"kv_cache", DSV4_U8, DSV4_DT_NONE, "compressed cache after insert_cache"},
-    {NULL, 0, 0, NULL},
-};
+static const char comp_outputs[] =
+    "state_cache float32  state after save_partial_states\n"
+    "kv_cache    uint8    compressed cache after insert_cache\n";
 
 static int comp_args_of(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_compressor_args *a, dsv4_status *st)
 {
@@ -371,10 +365,7 @@ const dsv4_op dsv4_op_compressor = {
               "vllm-project/vllm:vllm/v1/attention/backends/mla/compressor_utils.py@0ff8df7bef328b26f94c678c5e7bffb1d2cbc213 "
               "(docs/semantics/gemm.md A11, docs/semantics/kvcache.md A2.5, "
               "docs/semantics/indices.md A5.4; seed _forward_csa2_full compressor_chain)",
-    .variants = comp_variants,
-    .params = comp_params,
-    .inputs = comp_inputs,
-    .outputs = comp_outputs,
+    DSV4_OP_TABLES(comp),
     .generate = comp_generate,
     .validate = comp_validate,
     .alloc_outputs = comp_alloc,

@@ -43,35 +43,29 @@ static const dsv4_variant qi_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec qi_params[] = {
-    {"eps", DSV4_P_FLOAT, "1e-06", "q RMSNorm epsilon (rms_norm_eps)", 0},
-    {"block_size", DSV4_P_INT, "64", "SWA cache tokens per page (DeepseekV4SWACache.block_size = 64)", 0},
-    {"num_tokens", DSV4_P_INT, "6", "generator: T (q and kv rows)", 1},
-    {"num_slots", DSV4_P_INT, "-1", "generator: len(slot_mapping) (DP padding: < T); -1 = T", 1},
-    {"num_heads", DSV4_P_INT, "4", "generator: H", 1},
-    {"num_blocks", DSV4_P_INT, "2", "generator: SWA cache pages", 1},
-    {"max_position", DSV4_P_INT, "1024", "generator: rows of cos_sin_cache", 1},
-    {"rope_theta", DSV4_P_FLOAT, "10000", "generator: base of the cos/sin table", 1},
-    {"skip_tokens", DSV4_P_INTLIST, "[]", "generator: tokens with slot -1", 1},
-    {"kv_scale", DSV4_P_FLOAT, "1", "generator: kv magnitude (large: near the fp8 block scale limits)", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char qi_params[] =
+    "    eps          float = 1e-06  q RMSNorm epsilon (rms_norm_eps)\n"
+    "    block_size   int   = 64     SWA cache tokens per page (DeepseekV4SWACache.block_size = 64)\n"
+    "gen num_tokens   int   = 6      generator: T (q and kv rows)\n"
+    "gen num_slots    int   = -1     generator: len(slot_mapping) (DP padding: < T); -1 = T\n"
+    "gen num_heads    int   = 4      generator: H\n"
+    "gen num_blocks   int   = 2      generator: SWA cache pages\n"
+    "gen max_position int   = 1024   generator: rows of cos_sin_cache\n"
+    DSV4_GEMM_ROPE_THETA_PARAM
+    "gen skip_tokens  int[] = []     generator: tokens with slot -1\n"
+    "gen kv_scale     float = 1      generator: kv magnitude (large: near the fp8 block scale limits)\n";
 
-static const dsv4_io_spec qi_inputs[] = {
-    {"q", DSV4_BF16, DSV4_DT_NONE, "[T, H, 512] wq_b output"},
-    {"kv", DSV4_BF16, DSV4_DT_NONE, "[T, 512] kv after kv_norm"},
-    {"swa_cache", DSV4_U8, DSV4_DT_NONE, "[num_blocks, B, 584] the SWA cache before"},
-    {"slot_mapping", DSV4_I64, DSV4_DT_NONE, "[Ts] SWA slots (-1: skip)"},
-    {"positions", DSV4_I64, DSV4_DT_NONE, "[T] token positions"},
-    {"cos_sin_cache", DSV4_F32, DSV4_DT_NONE, "[max_position, 64] rows cos | sin"},
-    {NULL, 0, 0, NULL},
-};
+static const char qi_inputs[] =
+    "q             bfloat16  [T, H, 512] wq_b output\n"
+    "kv            bfloat16  [T, 512] kv after kv_norm\n"
+    "swa_cache     uint8     [num_blocks, B, 584] the SWA cache before\n"
+    "slot_mapping  int64     [Ts] SWA slots (-1: skip)\n"
+    "positions     int64     [T] token positions\n"
+    DSV4_GEMM_COS_SIN_INPUT;
 
-static const dsv4_io_spec qi_outputs[] = {
-    {"q", DSV4_BF16, DSV4_F64, "[T, H, 512] q after RMSNorm and RoPE (golden: the double ideal)"},
-    {"swa_cache", DSV4_U8, DSV4_DT_NONE, "[num_blocks, B, 584] the SWA cache after the insert"},
-    {NULL, 0, 0, NULL},
-};
+static const char qi_outputs[] =
+    "q         bfloat16 golden=float64  [T, H, 512] q after RMSNorm and RoPE (golden: the double ideal)\n"
+    "swa_cache uint8                    [num_blocks, B, 584] the SWA cache after the insert\n";
 
 static int qi_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
@@ -277,10 +271,7 @@ const dsv4_op dsv4_op_fused_qnorm_rope_kv_insert = {
     .source = "id 54692747001 fused_deepseek_v4_qnorm_rope_kv_rope_quant_insert [S15]; "
               "vllm-project/vllm:vllm/models/deepseek_v4/hw_agnostic/attention/kernels/triton_qnorm_rope_kv_fp8_insert.py"
               "@54cedc2fa48304e72794af12ceca35fa98a387e3 (docs/semantics/gemm.md A3, docs/semantics/kvcache.md A2.2)",
-    .variants = qi_variants,
-    .params = qi_params,
-    .inputs = qi_inputs,
-    .outputs = qi_outputs,
+    DSV4_OP_TABLES(qi),
     .generate = qi_generate,
     .validate = qi_validate,
     .alloc_outputs = qi_alloc,

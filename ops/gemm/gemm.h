@@ -118,4 +118,14 @@ int dsv4_bf16_ideal_validate(dsv4_bf16_ideal_fn ideal, const dsv4_opctx *c, cons
  * A2.1). */
 void dsv4_gemmops_cache_locate(int64_t flat, int64_t B, char *buf, size_t len);
 
+/* Rows several gemm ops declare alike (schema syntax: harness/op.h). */
+#define DSV4_GEMM_ROPE_THETA_PARAM \
+    "gen rope_theta         float = 10000  generator: base of the cos/sin table\n"
+#define DSV4_GEMM_COS_SIN_INPUT \
+    "cos_sin_cache        float32  [max_position, 64] rows cos | sin\n"
+#define DSV4_WO_A_NUM_TOKENS_PARAM \
+    "gen num_tokens         int   = 4    generator: T\n"
+#define DSV4_WO_A_OUTPUTS \
+    "out                  bfloat16 golden=float64  [T, G*R] bf16 (golden: the double ideal)\n"
+
 #endif

@@ -57,33 +57,26 @@ static const dsv4_variant gemm_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec gemm_params[] = {
-    {"ref_accum", DSV4_P_STR, "f64",
-     "reference path: f64 = the exact ideal (goldens); f32 = the kernel's fp32 block order via sgemm "
-     "(bench / large cases; the bound's delta doubles)", 0},
-    {"M", DSV4_P_INT, "16", "generator: rows (tokens)", 1},
-    {"N", DSV4_P_INT, "256", "generator: output features", 1},
-    {"K", DSV4_P_INT, "256", "generator: reduction length (multiple of 128)", 1},
-    {"act_scale", DSV4_P_FLOAT, "1", "generator: RMS of the bf16 activations before group quant", 1},
-    {"w_std", DSV4_P_FLOAT, "0.02", "generator: std of the weights before 128x128 block quant", 1},
-    {"zero_rows", DSV4_P_INTLIST, "[]", "generator: activation rows that are all zero", 1},
-    {"big_rows", DSV4_P_INTLIST, "[]",
-     "generator: rows whose codes are all +-448 (+-240 fnuz) with x_scale 2^20: near the fp8 limit", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char gemm_params[] =
+    "    ref_accum str   = f64   reference path: f64 = the exact ideal (goldens); f32 = the kernel's fp32 block order "
+        "via sgemm (bench / large cases; the bound's delta doubles)\n"
+    "gen M         int   = 16    generator: rows (tokens)\n"
+    "gen N         int   = 256   generator: output features\n"
+    "gen K         int   = 256   generator: reduction length (multiple of 128)\n"
+    "gen act_scale float = 1     generator: RMS of the bf16 activations before group quant\n"
+    "gen w_std     float = 0.02  generator: std of the weights before 128x128 block quant\n"
+    "gen zero_rows int[] = []    generator: activation rows that are all zero\n"
+    "gen big_rows  int[] = []    generator: rows whose codes are all +-448 (+-240 fnuz) with x_scale 2^20: near the "
+        "fp8 limit\n";
 
-static const dsv4_io_spec gemm_inputs[] = {
-    {"XQ", DSV4_F8E4M3FN, DSV4_DT_NONE, "[M, K] fp8 activations (e4m3fnuz in fp8=fnuz)"},
-    {"WQ", DSV4_F8E4M3FN, DSV4_DT_NONE, "[N, K] fp8 weights; bpreshuffle: shuffle_weight(W, (16,16)) bytes"},
-    {"x_scale", DSV4_F32, DSV4_DT_NONE, "[M, K/128] per 1x128 (bpreshuffle: [K/128, M], transposed)"},
-    {"w_scale", DSV4_F32, DSV4_DT_NONE, "[ceil(N/128), K/128] per 128x128 block"},
-    {NULL, 0, 0, NULL},
-};
+static const char gemm_inputs[] =
+    "XQ      float8_e4m3fn  [M, K] fp8 activations (e4m3fnuz in fp8=fnuz)\n"
+    "WQ      float8_e4m3fn  [N, K] fp8 weights; bpreshuffle: shuffle_weight(W, (16,16)) bytes\n"
+    "x_scale float32        [M, K/128] per 1x128 (bpreshuffle: [K/128, M], transposed)\n"
+    "w_scale float32        [ceil(N/128), K/128] per 128x128 block\n";
 
-static const dsv4_io_spec gemm_outputs[] = {
-    {"Y", DSV4_BF16, DSV4_F64, "[M, N] bf16 (golden: the double ideal)"},
-    {NULL, 0, 0, NULL},
-};
+static const char gemm_outputs[] =
+    "Y bfloat16 golden=float64  [M, N] bf16 (golden: the double ideal)\n";
 
 static dsv4_dtype gemm_code_dtype(const gemm_rule *r)
 {
@@ -362,10 +355,7 @@ const dsv4_op dsv4_op_gemm_a8w8_blockscale = {
     .source = "ROCm/aiter:aiter/ops/gemm_op_a8w8.py@e4048607, "
               "ROCm/aiter:aiter/ops/triton/_triton_kernels/gemm/basic/gemm_a8w8_blockscale.py@e4048607 "
               "(docs/semantics/gemm.md Q7; seed _bpre_attn_gemm, apply_pre_quantized_block_scaled_mm)",
-    .variants = gemm_variants,
-    .params = gemm_params,
-    .inputs = gemm_inputs,
-    .outputs = gemm_outputs,
+    DSV4_OP_TABLES(gemm),
     .generate = gemm_generate,
     .validate = gemm_validate,
     .alloc_outputs = gemm_alloc,

@@ -28,31 +28,25 @@ static const dsv4_variant einsum_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec einsum_params[] = {
-    {"n_local_groups", DSV4_P_INT, "2", "G: o_groups / TP (docs/semantics/gemm.md A10.1)", 0},
-    {"o_lora_rank", DSV4_P_INT, "64", "R: rows of each group's wo_a block (1024 in V4/V4.1)", 0},
-    {"inverse_rope", DSV4_P_INT, "0", "1: apply the inverse RoPE first (the seed's _o_proj passes False)", 0},
-    {"rope_head_dim", DSV4_P_INT, "64", "RoPE lanes at the end of each 512-lane head", 0},
-    {"num_tokens", DSV4_P_INT, "4", "generator: T", 1},
-    {"num_heads", DSV4_P_INT, "4", "generator: H (local heads)", 1},
-    {"max_position", DSV4_P_INT, "256", "generator: rows of cos_sin_cache", 1},
-    {"rope_theta", DSV4_P_FLOAT, "10000", "generator: base of the cos/sin table", 1},
-    {"zero_rows", DSV4_P_INTLIST, "[]", "generator: tokens whose o is all zero", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char einsum_params[] =
+    "    n_local_groups int   = 2      G: o_groups / TP (docs/semantics/gemm.md A10.1)\n"
+    "    o_lora_rank    int   = 64     R: rows of each group's wo_a block (1024 in V4/V4.1)\n"
+    "    inverse_rope   int   = 0      1: apply the inverse RoPE first (the seed's _o_proj passes False)\n"
+    "    rope_head_dim  int   = 64     RoPE lanes at the end of each 512-lane head\n"
+    DSV4_WO_A_NUM_TOKENS_PARAM
+    "gen num_heads      int   = 4      generator: H (local heads)\n"
+    "gen max_position   int   = 256    generator: rows of cos_sin_cache\n"
+    DSV4_GEMM_ROPE_THETA_PARAM
+    "gen zero_rows      int[] = []     generator: tokens whose o is all zero\n";
 
-static const dsv4_io_spec einsum_inputs[] = {
-    {"o", DSV4_BF16, DSV4_DT_NONE, "[T, H, 512] attention output (bf16)"},
-    {"positions", DSV4_I64, DSV4_DT_NONE, "[T] query positions (used when inverse_rope = 1)"},
-    {"cos_sin_cache", DSV4_F32, DSV4_DT_NONE, "[max_position, 64] rows cos | sin"},
-    {"wo_a", DSV4_BF16, DSV4_DT_NONE, "[G*R, Dg] bf16 weight (Dg = H*512/G)"},
-    {NULL, 0, 0, NULL},
-};
+static const char einsum_inputs[] =
+    "o             bfloat16  [T, H, 512] attention output (bf16)\n"
+    "positions     int64     [T] query positions (used when inverse_rope = 1)\n"
+    DSV4_GEMM_COS_SIN_INPUT
+    "wo_a          bfloat16  [G*R, Dg] bf16 weight (Dg = H*512/G)\n";
 
-static const dsv4_io_spec einsum_outputs[] = {
-    {"out", DSV4_BF16, DSV4_F64, "[T, G*R] bf16 (golden: the double ideal)"},
-    {NULL, 0, 0, NULL},
-};
+static const char einsum_outputs[] =
+    DSV4_WO_A_OUTPUTS;
 
 static int einsum_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
@@ -139,9 +133,6 @@ const dsv4_op dsv4_op_rocm_inv_rope_einsum = {
     .summary = "wo_a on the bf16 path: optional inverse RoPE, then out[t,g,r] = sum_d o[t,g,d] W[g,r,d] (fp32 acc, bf16)",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
               "(docs/semantics/gemm.md A10.1-A10.2; seed _o_proj)",
-    .variants = einsum_variants,
-    .params = einsum_params,
-    .inputs = einsum_inputs,
-    .outputs = einsum_outputs,
+    DSV4_OP_TABLES(einsum),
     DSV4_WO_A_OP_FIELDS(einsum),
 };

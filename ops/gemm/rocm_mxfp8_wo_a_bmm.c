@@ -28,27 +28,21 @@ static const dsv4_variant bmm_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec bmm_params[] = {
-    {"n_local_groups", DSV4_P_INT, "1", "G: o_groups / TP", 0},
-    {"o_lora_rank", DSV4_P_INT, "128", "R: output rows per group (1024 in V4/V4.1)", 0},
-    {"num_tokens", DSV4_P_INT, "4", "generator: T", 1},
-    {"K", DSV4_P_INT, "512", "generator: Dg = H*512/G, lanes per group", 1},
-    {"zero_rows", DSV4_P_INTLIST, "[]", "generator: tokens whose activations are all zero", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char bmm_params[] =
+    "    n_local_groups int   = 1    G: o_groups / TP\n"
+    "    o_lora_rank    int   = 128  R: output rows per group (1024 in V4/V4.1)\n"
+    DSV4_WO_A_NUM_TOKENS_PARAM
+    "gen K              int   = 512  generator: Dg = H*512/G, lanes per group\n"
+    "gen zero_rows      int[] = []   generator: tokens whose activations are all zero\n";
 
-static const dsv4_io_spec bmm_inputs[] = {
-    {"a", DSV4_F8E4M3FN, DSV4_DT_NONE, "[T, G*K] MXFP8 activation codes"},
-    {"a_scale", DSV4_U8, DSV4_DT_NONE, "[T, G*K/32] e8m0 scale bytes"},
-    {"wo_a", DSV4_F8E4M3FN, DSV4_DT_NONE, "[G*R, K] MXFP8 weight codes"},
-    {"wo_a_scale", DSV4_U8, DSV4_DT_NONE, "[G*R, K/32] e8m0 scale bytes"},
-    {NULL, 0, 0, NULL},
-};
+static const char bmm_inputs[] =
+    "a          float8_e4m3fn  [T, G*K] MXFP8 activation codes\n"
+    "a_scale    uint8          [T, G*K/32] e8m0 scale bytes\n"
+    "wo_a       float8_e4m3fn  [G*R, K] MXFP8 weight codes\n"
+    "wo_a_scale uint8          [G*R, K/32] e8m0 scale bytes\n";
 
-static const dsv4_io_spec bmm_outputs[] = {
-    {"out", DSV4_BF16, DSV4_F64, "[T, G*R] bf16 (golden: the double ideal)"},
-    {NULL, 0, 0, NULL},
-};
+static const char bmm_outputs[] =
+    DSV4_WO_A_OUTPUTS;
 
 /* fp32 rows of std `std` (row factor 2^[-2, 2]) quantized by the MXFP8 rule
  * of vLLM's ROCm epilogue (ceil(log2(amax/448)), docs/semantics/attention.md
@@ -150,9 +144,6 @@ const dsv4_op dsv4_op_rocm_mxfp8_wo_a_bmm = {
     .summary = "wo_a on the MXFP8 path: grouped MXFP8 x MXFP8 GEMM, fp32 accumulation, bf16 [T, G*R]",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941eef9b1ca9adbe9c6c931e04787074c98 "
               "(docs/semantics/gemm.md A10.3; seed _o_proj)",
-    .variants = bmm_variants,
-    .params = bmm_params,
-    .inputs = bmm_inputs,
-    .outputs = bmm_outputs,
+    DSV4_OP_TABLES(bmm),
     DSV4_WO_A_OP_FIELDS(bmm),
 };

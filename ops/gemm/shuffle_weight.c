@@ -25,21 +25,15 @@ static const dsv4_variant shuffle_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec shuffle_params[] = {
-    {"N", DSV4_P_INT, "32", "generator: rows (multiple of 16)", 1},
-    {"K", DSV4_P_INT, "128", "generator: columns (multiple of 32)", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char shuffle_params[] =
+    "gen N int = 32   generator: rows (multiple of 16)\n"
+    "gen K int = 128  generator: columns (multiple of 32)\n";
 
-static const dsv4_io_spec shuffle_inputs[] = {
-    {"x", DSV4_F8E4M3FN, DSV4_DT_NONE, "[N, K] fp8 weight (inverse: shuffled bytes)"},
-    {NULL, 0, 0, NULL},
-};
+static const char shuffle_inputs[] =
+    "x float8_e4m3fn  [N, K] fp8 weight (inverse: shuffled bytes)\n";
 
-static const dsv4_io_spec shuffle_outputs[] = {
-    {"out", DSV4_F8E4M3FN, DSV4_DT_NONE, "[N, K] shuffled (inverse: unshuffled) bytes"},
-    {NULL, 0, 0, NULL},
-};
+static const char shuffle_outputs[] =
+    "out float8_e4m3fn  [N, K] shuffled (inverse: unshuffled) bytes\n";
 
 static int shuffle_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
@@ -121,10 +115,7 @@ const dsv4_op dsv4_op_shuffle_weight = {
     .name = "shuffle_weight",
     .summary = "aiter shuffle_weight(layout=(16,16)) of an fp8 [N, K] weight (and its inverse)",
     .source = "ROCm/aiter:aiter/ops/shuffle.py@e4048607 (docs/semantics/gemm.md Q7; seed prepare_attn_preshuffle)",
-    .variants = shuffle_variants,
-    .params = shuffle_params,
-    .inputs = shuffle_inputs,
-    .outputs = shuffle_outputs,
+    DSV4_OP_TABLES(shuffle),
     .generate = shuffle_generate,
     .validate = shuffle_validate,
     .alloc_outputs = shuffle_alloc,

@@ -22,32 +22,34 @@ void dsv4_indexer_gen_cos_sin(dsv4_rng *rng, float *cs, int64_t P, int R);
 
 /* ---- the logits ops ------------------------------------------------------- */
 
-#define DSV4_INDEXER_LG_PARAMS                                                                                  \
-    {"heads", DSV4_P_INT, "64", "index heads H (picks the layout's tiles too)", 0},                              \
-    {"page_entries", DSV4_P_INT, "32", "keys per cache page", 0},                                                \
-    {"shuffle", DSV4_P_INT, "1", "1: the preshuffled cache of rocm_paged_mxfp4_cache_layout; 0: natural", 0},    \
-    {"max_model_len", DSV4_P_INT, "0", "logits width in compressed positions (0: the longest context)", 0},      \
-    {"seq_lens", DSV4_P_INTLIST, NULL, "generator: tokens of each request (uncompressed)", 1},                   \
-    {"query_lens", DSV4_P_INTLIST, NULL, "generator: query rows of each request (1 = decode)", 1},               \
-    {"compress_ratio", DSV4_P_INT, "4",                                                                          \
-     "generator: row end (pos+1)//c, context seq//c (docs/semantics/indexer.md Q5.2)", 1},                       \
-    {"spare_pages", DSV4_P_INT, "2", "generator: NaN-poisoned pages nobody maps", 1},                            \
-    {"wild", DSV4_P_INT, "0", "generator: 1 far-apart block scales (the exact fallback), 2 also NaN scales", 1}, \
-    {"ties", DSV4_P_INT, "0", "generator: exact (even requests) and near (odd) ties at the k-th key", 1}
+#define DSV4_INDEXER_LG_PARAMS                                                                                         \
+    "    heads          int   = 64      index heads H (picks the layout's tiles too)\n"                                \
+    "    page_entries   int   = 32      keys per cache page\n"                                                         \
+    "    shuffle        int   = 1       1: the preshuffled cache of rocm_paged_mxfp4_cache_layout; 0: natural\n"       \
+    "    max_model_len  int   = 0       logits width in compressed positions (0: the longest context)\n"               \
+    "gen seq_lens       int[] required  generator: tokens of each request (uncompressed)\n"                            \
+    "gen query_lens     int[] required  generator: query rows of each request (1 = decode)\n"                          \
+    "gen compress_ratio int   = 4       generator: row end (pos+1)//c, context seq//c (docs/semantics/indexer.md "     \
+        "Q5.2)\n"                                                                                                      \
+    "gen spare_pages    int   = 2       generator: NaN-poisoned pages nobody maps\n"                                   \
+    "gen wild           int   = 0       generator: 1 far-apart block scales (the exact fallback), 2 also NaN scales\n" \
+    "gen ties           int   = 0       generator: exact (even requests) and near (odd) ties at the k-th key\n"
 
 /* The parameters both indexer layers (rocm_mxfp4_sparse_attn_indexer,
  * rocm_mxfp4_sparse_mqa_indexer) start with: the logits op's, then the
  * top-k width. */
-#define DSV4_INDEXER_LAYER_PARAMS DSV4_INDEXER_LG_PARAMS, {"topk", DSV4_P_INT, "512", "topk_tokens", 0}
-#define DSV4_INDEXER_LG_INPUTS                                                                     \
-    {"q", DSV4_U8, DSV4_DT_NONE, "[rows, H, 64] e2m1 pairs"},                                      \
-    {"q_scale", DSV4_I32, DSV4_DT_NONE, "[rows, H] 4 e8m0 bytes per head (little-endian int32)"},  \
-    {"weights", DSV4_F32, DSV4_DT_NONE, "[rows, H] head weights"},                                 \
-    {"kv_cache", DSV4_U8, DSV4_DT_NONE, "[pages, page_entries, 68] the paged MXFP4 cache"},        \
-    {"context_lens", DSV4_I32, DSV4_DT_NONE, "[B] compressed"},                                    \
-    {"block_table", DSV4_I32, DSV4_DT_NONE, "[B, max_blocks]"},                                    \
-    {"query_start_loc", DSV4_I32, DSV4_DT_NONE, "[B + 1] rows of each request"},                   \
-    {"row_ends", DSV4_I32, DSV4_DT_NONE, "[rows] compressed end of each row"}
+#define DSV4_INDEXER_LAYER_PARAMS       \
+    DSV4_INDEXER_LG_PARAMS              \
+    "    topk int = 512  topk_tokens\n"
+#define DSV4_INDEXER_LG_INPUTS                                                         \
+    "q               uint8    [rows, H, 64] e2m1 pairs\n"                              \
+    "q_scale         int32    [rows, H] 4 e8m0 bytes per head (little-endian int32)\n" \
+    "weights         float32  [rows, H] head weights\n"                                \
+    "kv_cache        uint8    [pages, page_entries, 68] the paged MXFP4 cache\n"       \
+    "context_lens    int32    [B] compressed\n"                                        \
+    "block_table     int32    [B, max_blocks]\n"                                       \
+    "query_start_loc int32    [B + 1] rows of each request\n"                          \
+    "row_ends        int32    [rows] compressed end of each row\n"
 
 /* The logits inputs, checked against the params, as the reference's args. */
 typedef struct dsv4_indexer_lg {
@@ -95,5 +97,9 @@ int dsv4_indexer_add_topk(const dsv4_indexer_lg *g, int64_t k, dsv4_tensors *out
  * blocks[nb], -1 for -inf (docs/semantics/indexer.md Q6.2 step 4, Q6.4). */
 void dsv4_indexer_pool_row(const double *logits, int64_t end, int64_t C, int64_t nblocks, int64_t nb, double *bs,
                            int32_t *blocks);
+
+/* Rows several indexer ops declare alike (schema syntax: harness/op.h). */
+#define DSV4_INDEXER_TOPK_INDICES_OUTPUT \
+    "topk_indices         int32    [rows, topk] compressed positions, -1 padding, any order\n"
 
 #endif

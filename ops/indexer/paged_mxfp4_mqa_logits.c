@@ -18,18 +18,14 @@ static const dsv4_variant lg_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec lg_params[] = {
-    DSV4_INDEXER_LG_PARAMS,
-    {"tie_k", DSV4_P_INT, "16", "generator: the k whose k-th key gets the ties", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char lg_params[] =
+    DSV4_INDEXER_LG_PARAMS
+    "gen tie_k int = 16  generator: the k whose k-th key gets the ties\n";
 
-static const dsv4_io_spec lg_inputs[] = {DSV4_INDEXER_LG_INPUTS, {NULL, 0, 0, NULL}};
+static const char lg_inputs[] = DSV4_INDEXER_LG_INPUTS;
 
-static const dsv4_io_spec lg_outputs[] = {
-    {"logits", DSV4_F32, DSV4_F64, "[rows, max_model_len] fp32; columns past the row end unspecified"},
-    {NULL, 0, 0, NULL},
-};
+static const char lg_outputs[] =
+    "logits float32 golden=float64  [rows, max_model_len] fp32; columns past the row end unspecified\n";
 
 static int faithful(const dsv4_opctx *c)
 {
@@ -108,10 +104,7 @@ const dsv4_op dsv4_op_paged_mxfp4_mqa_logits = {
     .summary = "logits[r, j] = sum_h relu(q_h . k_j) w_h over the paged MXFP4 cache, below each row's end",
     .source = "aiter _gluon_kernels/gfx950/attention/pa_mqa_logits_mxfp4.py (ids 69149300224, 69254406641; "
               "docs/semantics/indexer.md Q6.1-Q6.2)",
-    .variants = lg_variants,
-    .params = lg_params,
-    .inputs = lg_inputs,
-    .outputs = lg_outputs,
+    DSV4_OP_TABLES(lg),
     .resolve = dsv4_indexer_lg_resolve,
     .generate = lg_generate,
     .validate = lg_validate,

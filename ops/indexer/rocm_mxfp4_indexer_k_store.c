@@ -11,36 +11,30 @@
 #include "../../ref/numerics.h"
 #include "indexer.h"
 
-static const dsv4_param_spec ks_params[] = {
-    {"num_heads", DSV4_P_INT, "64", "index heads: picks the layout's n_per_tile (docs/semantics/indexer.md Q5.1)", 0},
-    {"head_dim", DSV4_P_INT, "128", "D (index head 128 = 64 NoPE + 64 RoPE)", 0},
-    {"page_entries", DSV4_P_INT, "32", "cache entries per page (block_size / compress_ratio)", 0},
-    {"shuffle", DSV4_P_INT, "1", "1: the preshuffle rocm_paged_mxfp4_cache_layout gives; 0: natural order", 0},
-    {"compress_ratio", DSV4_P_INT, "4", "only tokens with (pos + 1) % c == 0 write "
-                                        "(docs/semantics/indexer.md Q4.1 step 1)", 0},
-    {"rms_norm_eps", DSV4_P_FLOAT, "1e-6", "k_norm epsilon (vLLM passes 1e-6)", 0},
-    {"query_lens", DSV4_P_INTLIST, NULL, "generator: tokens of each request", 1},
-    {"prefix_lens", DSV4_P_INTLIST, "[]", "generator: positions before each request's tokens", 1},
-    {"spare_pages", DSV4_P_INT, "1", "generator: poisoned pages nobody writes", 1},
-    {"invalid_frac", DSV4_P_FLOAT, "0", "generator: fraction of tokens given a negative slot", 1},
-    {"scale", DSV4_P_FLOAT, "1", "generator: magnitude of k_pre", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char ks_params[] =
+    "    num_heads      int   = 64      index heads: picks the layout's n_per_tile (docs/semantics/indexer.md Q5.1)\n"
+    "    head_dim       int   = 128     D (index head 128 = 64 NoPE + 64 RoPE)\n"
+    "    page_entries   int   = 32      cache entries per page (block_size / compress_ratio)\n"
+    "    shuffle        int   = 1       1: the preshuffle rocm_paged_mxfp4_cache_layout gives; 0: natural order\n"
+    "    compress_ratio int   = 4       only tokens with (pos + 1) % c == 0 write (docs/semantics/indexer.md Q4.1 step "
+        "1)\n"
+    "    rms_norm_eps   float = 1e-6    k_norm epsilon (vLLM passes 1e-6)\n"
+    "gen query_lens     int[] required  generator: tokens of each request\n"
+    "gen prefix_lens    int[] = []      generator: positions before each request's tokens\n"
+    "gen spare_pages    int   = 1       generator: poisoned pages nobody writes\n"
+    "gen invalid_frac   float = 0       generator: fraction of tokens given a negative slot\n"
+    "gen scale          float = 1       generator: magnitude of k_pre\n";
 
-static const dsv4_io_spec ks_inputs[] = {
-    {"k_pre", DSV4_BF16, DSV4_DT_NONE, "[T, D] keys before the norm"},
-    {"positions", DSV4_I64, DSV4_DT_NONE, "[T] token positions"},
-    {"cos_sin_cache", DSV4_F32, DSV4_DT_NONE, "[max_pos, 64] cos | sin"},
-    {"rms_norm_weight", DSV4_BF16, DSV4_DT_NONE, "[D] k_norm weight"},
-    {"kv_slot_mapping", DSV4_I64, DSV4_DT_NONE, "[T] compressed slots, < 0 = skip"},
-    {"k_cache", DSV4_U8, DSV4_DT_NONE, "[pages, page_entries, D/2 + D/32] before the store"},
-    {NULL, 0, 0, NULL},
-};
+static const char ks_inputs[] =
+    "k_pre           bfloat16  [T, D] keys before the norm\n"
+    "positions       int64     [T] token positions\n"
+    "cos_sin_cache   float32   [max_pos, 64] cos | sin\n"
+    "rms_norm_weight bfloat16  [D] k_norm weight\n"
+    "kv_slot_mapping int64     [T] compressed slots, < 0 = skip\n"
+    "k_cache         uint8     [pages, page_entries, D/2 + D/32] before the store\n";
 
-static const dsv4_io_spec ks_outputs[] = {
-    {"k_cache", DSV4_U8, DSV4_DT_NONE, "[pages, page_entries, D/2 + D/32] after (untouched entries keep their bytes)"},
-    {NULL, 0, 0, NULL},
-};
+static const char ks_outputs[] =
+    "k_cache uint8  [pages, page_entries, D/2 + D/32] after (untouched entries keep their bytes)\n";
 
 typedef struct ks_in {
     const dsv4_tensor *k, *pos, *cs, *w, *slots, *cache;
@@ -273,9 +267,7 @@ const dsv4_op dsv4_op_rocm_mxfp4_indexer_k_store = {
     .source = DSV4_INDEXER_SEED0 "; aiter fusions/k_norm_rope_mxfp4_cache.py@689b79d5 "
                                  "(docs/semantics/indexer.md Q4.1, Q5.1)",
     .variants = dsv4_indexer_quant_variants,
-    .params = ks_params,
-    .inputs = ks_inputs,
-    .outputs = ks_outputs,
+    DSV4_OP_SCHEMAS(ks),
     .generate = ks_generate,
     .validate = ks_validate,
     .alloc_outputs = ks_alloc,

@@ -10,30 +10,24 @@
 #include "../../ref/numerics.h"
 #include "indexer.h"
 
-static const dsv4_param_spec qq_params[] = {
-    {"softmax_scale", DSV4_P_FLOAT, "0.08838834764831845", "index_weights_softmax_scale (head_dim^-0.5)", 0},
-    {"head_scale", DSV4_P_FLOAT, "0.125", "index_weights_head_scale (n_head^-0.5)", 0},
-    {"T", DSV4_P_INT, NULL, "generator: tokens", 1},
-    {"H", DSV4_P_INT, "64", "generator: index heads", 1},
-    {"max_position", DSV4_P_INT, "64", "generator: rows of cos_sin_cache", 1},
-    {"scale", DSV4_P_FLOAT, "1", "generator: magnitude of q", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char qq_params[] =
+    "    softmax_scale float = 0.08838834764831845  index_weights_softmax_scale (head_dim^-0.5)\n"
+    "    head_scale    float = 0.125                index_weights_head_scale (n_head^-0.5)\n"
+    "gen T             int   required               generator: tokens\n"
+    "gen H             int   = 64                   generator: index heads\n"
+    "gen max_position  int   = 64                   generator: rows of cos_sin_cache\n"
+    "gen scale         float = 1                    generator: magnitude of q\n";
 
-static const dsv4_io_spec qq_inputs[] = {
-    {"positions", DSV4_I64, DSV4_DT_NONE, "[T]"},
-    {"index_q", DSV4_BF16, DSV4_DT_NONE, "[T, H, 128]"},
-    {"index_q_cos_sin_cache", DSV4_F32, DSV4_DT_NONE, "[max_pos, 64] cos | sin"},
-    {"index_weights", DSV4_F32, DSV4_DT_NONE, "[T, H]"},
-    {NULL, 0, 0, NULL},
-};
+static const char qq_inputs[] =
+    "positions             int64     [T]\n"
+    "index_q               bfloat16  [T, H, 128]\n"
+    "index_q_cos_sin_cache float32   [max_pos, 64] cos | sin\n"
+    "index_weights         float32   [T, H]\n";
 
-static const dsv4_io_spec qq_outputs[] = {
-    {"q_packed", DSV4_U8, DSV4_DT_NONE, "[T, H, 64] e2m1 pairs, even element low"},
-    {"q_scale", DSV4_I32, DSV4_DT_NONE, "[T, H] the 4 e8m0 bytes of a head as one little-endian int32"},
-    {"weights_out", DSV4_F32, DSV4_DT_NONE, "[T, H] fp32"},
-    {NULL, 0, 0, NULL},
-};
+static const char qq_outputs[] =
+    "q_packed    uint8    [T, H, 64] e2m1 pairs, even element low\n"
+    "q_scale     int32    [T, H] the 4 e8m0 bytes of a head as one little-endian int32\n"
+    "weights_out float32  [T, H] fp32\n";
 
 typedef struct qq_in {
     const dsv4_tensor *pos, *q, *cs, *w;
@@ -171,9 +165,7 @@ const dsv4_op dsv4_op_rocm_mxfp4_indexer_q_quant = {
     .summary = "RoPE (token position) + MXFP4 of the index queries; scales as one int32 per head; fp32 weights",
     .source = DSV4_INDEXER_SEED0 "; aiter rope/q_rope_mxfp4_quant.py@5677775a (docs/semantics/indexer.md Q4.2)",
     .variants = dsv4_indexer_quant_variants,
-    .params = qq_params,
-    .inputs = qq_inputs,
-    .outputs = qq_outputs,
+    DSV4_OP_SCHEMAS(qq),
     .generate = qq_generate,
     .validate = qq_validate,
     .alloc_outputs = qq_alloc,

@@ -20,22 +20,18 @@ static const dsv4_variant sa_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec sa_params[] = {
-    DSV4_INDEXER_LAYER_PARAMS,
-    {"candidate_block_size", DSV4_P_INT, "0", "C of the candidate pool (8 in V4.1); 0: no pool written", 0},
-    {"candidate_topk_blocks", DSV4_P_INT, "0", "candidate blocks per row (a power of two)", 0},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char sa_params[] =
+    DSV4_INDEXER_LAYER_PARAMS
+    "    candidate_block_size  int = 0  C of the candidate pool (8 in V4.1); 0: no pool written\n"
+    "    candidate_topk_blocks int = 0  candidate blocks per row (a power of two)\n";
 
-static const dsv4_io_spec sa_inputs[] = {DSV4_INDEXER_LG_INPUTS, {NULL, 0, 0, NULL}};
+static const char sa_inputs[] = DSV4_INDEXER_LG_INPUTS;
 
-static const dsv4_io_spec sa_outputs[] = {
-    {"logits", DSV4_F32, DSV4_F64, "[rows, max_model_len] the scores the top-k ranks"},
-    {"topk_indices", DSV4_I32, DSV4_DT_NONE, "[rows, topk] compressed positions, -1 padding, any order"},
-    {"block_scores", DSV4_F32, DSV4_F64, "[rows, ceil(width / C)] (only with candidate_block_size > 0)"},
-    {"candidate_blocks", DSV4_I32, DSV4_DT_NONE, "[rows, candidate_topk_blocks] block ids, -1 padding"},
-    {NULL, 0, 0, NULL},
-};
+static const char sa_outputs[] =
+    "logits           float32 golden=float64  [rows, max_model_len] the scores the top-k ranks\n"
+    DSV4_INDEXER_TOPK_INDICES_OUTPUT
+    "block_scores     float32 golden=float64  [rows, ceil(width / C)] (only with candidate_block_size > 0)\n"
+    "candidate_blocks int32                   [rows, candidate_topk_blocks] block ids, -1 padding\n";
 
 static int sa_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
@@ -179,10 +175,7 @@ const dsv4_op dsv4_op_rocm_mxfp4_sparse_attn_indexer = {
     .summary = "the source indexer layer: paged MXFP4 logits, top-k positions, and the candidate pool it publishes",
     .source = DSV4_INDEXER_SEED2 " RocmSparseAttnIndexer; vLLM candidate_blocks.py id 68922604649 "
                                  "(docs/semantics/indexer.md Q6.2-Q6.4)",
-    .variants = sa_variants,
-    .params = sa_params,
-    .inputs = sa_inputs,
-    .outputs = sa_outputs,
+    DSV4_OP_TABLES(sa),
     .resolve = dsv4_indexer_lg_resolve,
     .generate = sa_generate,
     .validate = sa_validate,

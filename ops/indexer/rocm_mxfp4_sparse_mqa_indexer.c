@@ -18,24 +18,18 @@ static const dsv4_variant mq_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec mq_params[] = {
-    DSV4_INDEXER_LAYER_PARAMS,
-    {"candidate_block_size", DSV4_P_INT, "8", "C of the candidate pool", 0},
-    {"candidate_topk_blocks", DSV4_P_INT, "64", "generator: candidate blocks per row", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char mq_params[] =
+    DSV4_INDEXER_LAYER_PARAMS
+    "    candidate_block_size  int = 8   C of the candidate pool\n"
+    "gen candidate_topk_blocks int = 64  generator: candidate blocks per row\n";
 
-static const dsv4_io_spec mq_inputs[] = {
-    DSV4_INDEXER_LG_INPUTS,
-    {"candidate_blocks", DSV4_I32, DSV4_DT_NONE, "[rows, n] block ids the source layer published, -1 padding"},
-    {NULL, 0, 0, NULL},
-};
+static const char mq_inputs[] =
+    DSV4_INDEXER_LG_INPUTS
+    "candidate_blocks int32  [rows, n] block ids the source layer published, -1 padding\n";
 
-static const dsv4_io_spec mq_outputs[] = {
-    {"logits", DSV4_F32, DSV4_F64, "[rows, max_model_len]; only candidate columns below the row end specified"},
-    {"topk_indices", DSV4_I32, DSV4_DT_NONE, "[rows, topk] compressed positions, -1 padding, any order"},
-    {NULL, 0, 0, NULL},
-};
+static const char mq_outputs[] =
+    "logits       float32 golden=float64  [rows, max_model_len]; only candidate columns below the row end specified\n"
+    DSV4_INDEXER_TOPK_INDICES_OUTPUT;
 
 /* Per row: a column mask of the candidate columns below the end. */
 static int mq_columns(const dsv4_opctx *c, const dsv4_indexer_lg *g, const dsv4_tensor *cb, uint8_t *colmask,
@@ -218,10 +212,7 @@ const dsv4_op dsv4_op_rocm_mxfp4_sparse_mqa_indexer = {
     .summary = "a candidate-consuming indexer layer: logits of the candidate pool only, top-k positions",
     .source = DSV4_INDEXER_SEED2 " RocmSparseMQAIndexer; docs/semantics/indexer.md Q6.3 (build_candidate_gather, "
                                  "_remap_compact_topk)",
-    .variants = mq_variants,
-    .params = mq_params,
-    .inputs = mq_inputs,
-    .outputs = mq_outputs,
+    DSV4_OP_TABLES(mq),
     .resolve = dsv4_indexer_lg_resolve,
     .generate = mq_generate,
     .validate = mq_validate,

@@ -20,36 +20,30 @@ static const dsv4_variant pftopk_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec pftopk_params[] = {
-    {"block_size", DSV4_P_INT, "64", "Bc: compressed rows per page (256 / compress_ratio)", 0},
-    {"compress_ratio", DSV4_P_INT, "4", "compress ratio c (>= 1)", 0},
-    {"num_compressed", DSV4_P_INT, "-1", "N; -1: ceil(max_model_len / c)", 0},
-    {"token_offset", DSV4_P_INT, "-1", "num_decode_tokens; -1: tokens of the leading query_len-1 requests", 0},
-    {"num_rows", DSV4_P_INT, "-1", "slots outside [0, num_rows) -> -1; -1: no bound", 0},
-    DSV4_REQ_SHAPE_PARAMS,
-    {"topk_width", DSV4_P_INT, "512", "generator: Wk, columns of topk_indices", 1},
-    {"max_model_len", DSV4_P_INT, "-1", "generator: for N; -1: the longest request", 1},
-    {"invalid_token_frac", DSV4_P_FLOAT, "0", "generator: fraction of tokens with slot_mapping -1", 1},
-    {"fail_frac", DSV4_P_FLOAT, "0", "generator: fraction of rows with -1 and N+3 under the cap (as S29)", 1},
-    {"bt_pad", DSV4_P_INT, "1", "generator: extra block-table columns", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char pftopk_params[] =
+    DSV4_INDICES_BLOCK_SIZE_PARAM
+    DSV4_INDICES_COMPRESS_RATIO_PARAM
+    "    num_compressed     int   = -1   N; -1: ceil(max_model_len / c)\n"
+    "    token_offset       int   = -1   num_decode_tokens; -1: tokens of the leading query_len-1 requests\n"
+    "    num_rows           int   = -1   slots outside [0, num_rows) -> -1; -1: no bound\n"
+    DSV4_REQ_SHAPE_PARAMS
+    "gen topk_width         int   = 512  generator: Wk, columns of topk_indices\n"
+    DSV4_INDICES_MAX_MODEL_LEN_PARAM
+    DSV4_INDICES_INVALID_TOKEN_FRAC_PARAM
+    "gen fail_frac          float = 0    generator: fraction of rows with -1 and N+3 under the cap (as S29)\n"
+    DSV4_INDICES_BT_PAD_PARAM;
 
-static const dsv4_io_spec pftopk_inputs[] = {
-    {"topk_indices", DSV4_I32, DSV4_DT_NONE, "[T_pf, Wk] local top-k rows of the prefill tokens"},
-    {"token_to_req_indices", DSV4_I32, DSV4_DT_NONE, "[T] request of each batch token"},
-    {"query_start_loc", DSV4_I32, DSV4_DT_NONE, "[R+1] whole batch, base 0"},
-    {"seq_lens", DSV4_I32, DSV4_DT_NONE, "[R]"},
-    {"is_valid_token", DSV4_U8, DSV4_DT_NONE, "[T] slot_mapping >= 0"},
-    {"block_table", DSV4_I32, DSV4_DT_NONE, "[R, maxb] compressed-cache pages"},
-    {NULL, 0, 0, NULL},
-};
+static const char pftopk_inputs[] =
+    "topk_indices         int32  [T_pf, Wk] local top-k rows of the prefill tokens\n"
+    "token_to_req_indices int32  [T] request of each batch token\n"
+    DSV4_INDICES_QUERY_START_LOC_INPUT
+    DSV4_INDICES_SEQ_LENS_INPUT
+    DSV4_INDICES_IS_VALID_TOKEN_INPUT
+    DSV4_INDICES_BLOCK_TABLE_INPUT;
 
-static const dsv4_io_spec pftopk_outputs[] = {
-    {"topk_ragged_indices", DSV4_I32, DSV4_DT_NONE, "[T_pf*Wk] flat; entries past indptr[T_pf] unspecified"},
-    {"topk_ragged_indptr", DSV4_I32, DSV4_DT_NONE, "[T_pf+1] row offsets"},
-    {NULL, 0, 0, NULL},
-};
+static const char pftopk_outputs[] =
+    "topk_ragged_indices int32  [T_pf*Wk] flat; entries past indptr[T_pf] unspecified\n"
+    "topk_ragged_indptr  int32  [T_pf+1] row offsets\n";
 
 static int pftopk_resolve(dsv4_params *ps, dsv4_status *st)
 {
@@ -185,10 +179,7 @@ const dsv4_op dsv4_op_build_prefill_topk_ragged_indices = {
     .summary = "aiter paged prefill: causal-capped local top-k rows -> global slots as CSR (inferred)",
     .source = "vllm-project/vllm:vllm/models/deepseek_v41/amd/rocm.py ([SEED1] _prefill_topk_ragged); "
               "semantics inferred from test id 69177189503 (docs/semantics/indices.md A5.9)",
-    .variants = pftopk_variants,
-    .params = pftopk_params,
-    .inputs = pftopk_inputs,
-    .outputs = pftopk_outputs,
+    DSV4_OP_TABLES(pftopk),
     .resolve = pftopk_resolve,
     .generate = pftopk_generate,
     .validate = pftopk_validate,

@@ -27,34 +27,28 @@ static const dsv4_variant combine_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec combine_params[] = {
-    {"window_size", DSV4_P_INT, "128", "sliding window W", 0},
-    {"compress_ratio", DSV4_P_INT, "4", "compress ratio c (>= 1)", 0},
-    {"topk", DSV4_P_INT, "512", "top-k width K", 0},
-    {"M", DSV4_P_INT, "-1", "workspace rows per request; -1: N + window_size + tokens", 0},
-    {"N", DSV4_P_INT, "-1", "compressed rows per request; -1: ceil(max_model_len / c)", 0},
-    DSV4_REQ_SHAPE_PARAMS,
-    {"qsl_base", DSV4_P_INT, "0", "generator: query_start_loc[0] (narrowed batch)", 1},
-    {"topk_width", DSV4_P_INT, "-1", "generator: columns of topk_indices; -1: topk", 1},
-    {"max_model_len", DSV4_P_INT, "-1", "generator: for N; -1: the longest request", 1},
-    {"invalid_frac", DSV4_P_FLOAT, "0", "generator: fraction of top-k entries set to -1", 1},
-    {"oob_frac", DSV4_P_FLOAT, "0", "generator: fraction set out of range (>= N or <= -2)", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char combine_params[] =
+    DSV4_INDICES_WINDOW_SIZE_PARAM
+    DSV4_INDICES_COMPRESS_RATIO_PARAM
+    "    topk           int   = 512  top-k width K\n"
+    "    M              int   = -1   workspace rows per request; -1: N + window_size + tokens\n"
+    "    N              int   = -1   compressed rows per request; -1: ceil(max_model_len / c)\n"
+    DSV4_REQ_SHAPE_PARAMS
+    "gen qsl_base       int   = 0    generator: query_start_loc[0] (narrowed batch)\n"
+    "gen topk_width     int   = -1   generator: columns of topk_indices; -1: topk\n"
+    DSV4_INDICES_MAX_MODEL_LEN_PARAM
+    "gen invalid_frac   float = 0    generator: fraction of top-k entries set to -1\n"
+    "gen oob_frac       float = 0    generator: fraction set out of range (>= N or <= -2)\n";
 
-static const dsv4_io_spec combine_inputs[] = {
-    {"topk_indices", DSV4_I32, DSV4_DT_NONE, "[T, Wk] local compressed indices, -1 padded"},
-    {"query_start_loc", DSV4_I32, DSV4_DT_NONE, "[R+1], may start at a non-zero base"},
-    {"seq_lens", DSV4_I32, DSV4_DT_NONE, "[R] total length S of each request"},
-    {"gather_lens", DSV4_I32, DSV4_DT_NONE, "[R] SWA rows gathered for each request"},
-    {NULL, 0, 0, NULL},
-};
+static const char combine_inputs[] =
+    "topk_indices    int32  [T, Wk] local compressed indices, -1 padded\n"
+    "query_start_loc int32  [R+1], may start at a non-zero base\n"
+    "seq_lens        int32  [R] total length S of each request\n"
+    "gather_lens     int32  [R] SWA rows gathered for each request\n";
 
-static const dsv4_io_spec combine_outputs[] = {
-    {"combined_indices", DSV4_I32, DSV4_DT_NONE, "[T, P] rows into the [R*M] workspace, -1 padded"},
-    {"combined_lens", DSV4_I32, DSV4_DT_NONE, "[T] valid entries per row (tk + sw)"},
-    {NULL, 0, 0, NULL},
-};
+static const char combine_outputs[] =
+    "combined_indices int32  [T, P] rows into the [R*M] workspace, -1 padded\n"
+    "combined_lens    int32  [T] valid entries per row (tk + sw)\n";
 
 static int combine_resolve(dsv4_params *ps, dsv4_status *st)
 {
@@ -213,10 +207,7 @@ const dsv4_op dsv4_op_combine_topk_swa_indices = {
     .summary = "prefill rows [top-k compressed | sliding window] into the gathered workspace",
     .source = "vllm-project/vllm:vllm/models/deepseek_v4_1/amd/rocm.py@3578acb1b1c69fee6920e5cce5d424deb9376c7a "
               "(docs/semantics/indices.md A6)",
-    .variants = combine_variants,
-    .params = combine_params,
-    .inputs = combine_inputs,
-    .outputs = combine_outputs,
+    DSV4_OP_TABLES(combine),
     .resolve = combine_resolve,
     .generate = combine_generate,
     .validate = combine_validate,

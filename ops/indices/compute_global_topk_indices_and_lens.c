@@ -25,11 +25,11 @@ static const dsv4_variant gtopk_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_io_spec gtopk_outputs[] = {
-    {"global_topk_indices", DSV4_I32, DSV4_DT_NONE, "[T, K] cache slots, -1 padded"},
-    {"topk_lens", DSV4_I32, DSV4_DT_NONE, "[T] valid entries (0 for invalid tokens)"},
-    {NULL, 0, 0, NULL},
-};
+static const char gtopk_outputs[] =
+    "global_topk_indices int32  [T, K] cache slots, -1 padded\n"
+    DSV4_INDICES_TOPK_LENS_OUTPUT;
+static const char gtopk_params[] = DSV4_INDICES_GTOPK_PARAMS;
+static const char gtopk_inputs[] = DSV4_INDICES_GTOPK_INPUTS;
 
 static int gtopk_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)
 {
@@ -79,10 +79,7 @@ const dsv4_op dsv4_op_compute_global_topk_indices_and_lens = {
     .summary = "local top-k compressed indices -> global cache slots through the block table, and lens",
     .source = "vllm-project/vllm:vllm/models/deepseek_v4/common/ops/cache_utils.py@03dc564956172b5b2835be7a84ddde5de1d5dba6 "
               "(docs/semantics/indices.md A5.6)",
-    .variants = gtopk_variants,
-    .params = dsv4_indices_gtopk_params,
-    .inputs = dsv4_indices_gtopk_inputs,
-    .outputs = gtopk_outputs,
+    DSV4_OP_TABLES(gtopk),
     .generate = dsv4_indices_gtopk_generate,
     .validate = gtopk_validate,
     .alloc_outputs = gtopk_alloc,

@@ -18,12 +18,12 @@ static const dsv4_variant gtopk_ragged_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_io_spec gtopk_ragged_outputs[] = {
-    {"topk_ragged_indices", DSV4_I32, DSV4_DT_NONE, "[T*K] flat; entries past indptr[T] unspecified"},
-    {"topk_ragged_indptr", DSV4_I32, DSV4_DT_NONE, "[T+1] exclusive prefix sum of topk_lens"},
-    {"topk_lens", DSV4_I32, DSV4_DT_NONE, "[T] valid entries (0 for invalid tokens)"},
-    {NULL, 0, 0, NULL},
-};
+static const char gtopk_ragged_outputs[] =
+    "topk_ragged_indices int32  [T*K] flat; entries past indptr[T] unspecified\n"
+    "topk_ragged_indptr  int32  [T+1] exclusive prefix sum of topk_lens\n"
+    DSV4_INDICES_TOPK_LENS_OUTPUT;
+static const char gtopk_ragged_params[] = DSV4_INDICES_GTOPK_PARAMS;
+static const char gtopk_ragged_inputs[] = DSV4_INDICES_GTOPK_INPUTS;
 
 static int gtopk_ragged_validate(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_status *st)
 {
@@ -78,10 +78,7 @@ const dsv4_op dsv4_op_compute_global_topk_ragged_indices_and_indptr = {
     .summary = "ROCm C4A decode: global top-k slots as CSR (lens, indptr, flat)",
     .source = "vllm-project/vllm:vllm/models/deepseek_v4/amd/rocm.py@0c2f37a7a45e95cc9c4dba4a974f78357cf8ecc1 "
               "(docs/semantics/indices.md A5.7)",
-    .variants = gtopk_ragged_variants,
-    .params = dsv4_indices_gtopk_params,
-    .inputs = dsv4_indices_gtopk_inputs,
-    .outputs = gtopk_ragged_outputs,
+    DSV4_OP_TABLES(gtopk_ragged),
     .generate = dsv4_indices_gtopk_generate,
     .validate = gtopk_ragged_validate,
     .alloc_outputs = gtopk_ragged_alloc,

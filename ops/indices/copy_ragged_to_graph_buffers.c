@@ -26,31 +26,27 @@ static const dsv4_variant gcopy_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec gcopy_params[] = {
-    {"num_rows", DSV4_P_INT, NULL, "rows of this step (num_decode_tokens)", 0},
-    {"max_entries_per_row", DSV4_P_INT, NULL, "entries per row the buffer is sized for (K or W)", 0},
-    {"source_rows", DSV4_P_INT, "-1", "generator: rows of the source CSR; -1: num_rows", 1},
-    {"source_entries", DSV4_P_INT, "-1", "generator: numel of the source flat buffer; -1: source_rows * max_entries_per_row", 1},
-    {"indices_capacity", DSV4_P_INT, "-1", "generator: persistent indices buffer size; -1: 2 * num_rows * max_entries_per_row + 7", 1},
-    {"indptr_capacity", DSV4_P_INT, "-1", "generator: persistent indptr buffer size; -1: 2 * num_rows + 5", 1},
-    {"empty_frac", DSV4_P_FLOAT, "0", "generator: fraction of empty source rows", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char gcopy_params[] =
+    "    num_rows            int   required  rows of this step (num_decode_tokens)\n"
+    "    max_entries_per_row int   required  entries per row the buffer is sized for (K or W)\n"
+    "gen source_rows         int   = -1      generator: rows of the source CSR; -1: num_rows\n"
+    "gen source_entries      int   = -1      generator: numel of the source flat buffer; -1: source_rows * "
+        "max_entries_per_row\n"
+    "gen indices_capacity    int   = -1      generator: persistent indices buffer size; -1: 2 * num_rows * "
+        "max_entries_per_row + 7\n"
+    "gen indptr_capacity     int   = -1      generator: persistent indptr buffer size; -1: 2 * num_rows + 5\n"
+    "gen empty_frac          float = 0       generator: fraction of empty source rows\n";
 
-static const dsv4_io_spec gcopy_inputs[] = {
-    {"ragged_indices", DSV4_I32, DSV4_DT_NONE, "[E] source flat indices (only indptr[end] meaningful)"},
-    {"ragged_indptr", DSV4_I32, DSV4_DT_NONE, "[source_rows + 1] source row offsets"},
-    {"stale_indices_buffer", DSV4_I32, DSV4_DT_NONE, "[cap] persistent indices buffer before the copy"},
-    {"stale_indptr_buffer", DSV4_I32, DSV4_DT_NONE, "[cap2] persistent indptr buffer before the copy"},
-    {NULL, 0, 0, NULL},
-};
+static const char gcopy_inputs[] =
+    "ragged_indices       int32  [E] source flat indices (only indptr[end] meaningful)\n"
+    "ragged_indptr        int32  [source_rows + 1] source row offsets\n"
+    "stale_indices_buffer int32  [cap] persistent indices buffer before the copy\n"
+    "stale_indptr_buffer  int32  [cap2] persistent indptr buffer before the copy\n";
 
-static const dsv4_io_spec gcopy_outputs[] = {
-    {"ragged_indices_buffer", DSV4_I32, DSV4_DT_NONE, "[cap] in/out: the source copied to the front, the rest stale"},
-    {"ragged_indptr_buffer", DSV4_I32, DSV4_DT_NONE, "[cap2] in/out: indptr copied to [0, num_rows+1)"},
-    {"view_lens", DSV4_I64, DSV4_DT_NONE, "[2] numel of the returned indices view and indptr view"},
-    {NULL, 0, 0, NULL},
-};
+static const char gcopy_outputs[] =
+    "ragged_indices_buffer int32  [cap] in/out: the source copied to the front, the rest stale\n"
+    "ragged_indptr_buffer  int32  [cap2] in/out: indptr copied to [0, num_rows+1)\n"
+    "view_lens             int64  [2] numel of the returned indices view and indptr view\n";
 
 /* A generator size parameter: its value, or dflt where it is -1. */
 static int64_t param_or(const dsv4_params *ps, const char *name, int64_t dflt)
@@ -167,10 +163,7 @@ const dsv4_op dsv4_op_copy_ragged_to_graph_buffers = {
     .summary = "copy step CSR metadata into persistent CUDA-graph buffers (stable base, indptr bounds reads)",
     .source = "vllm-project/vllm:vllm/models/deepseek_v41/amd/rocm.py ([SEED1] "
               "_copy_ragged_to_graph_buffers; docs/semantics/indices.md A5.8)",
-    .variants = gcopy_variants,
-    .params = gcopy_params,
-    .inputs = gcopy_inputs,
-    .outputs = gcopy_outputs,
+    DSV4_OP_TABLES(gcopy),
     .generate = gcopy_generate,
     .validate = gcopy_validate,
     .alloc_outputs = gcopy_alloc,

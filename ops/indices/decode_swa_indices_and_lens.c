@@ -17,35 +17,30 @@ static const dsv4_variant swa_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec swa_params[] = {
-    {"window_size", DSV4_P_INT, "128", "sliding window W", 0},
-    {"block_size", DSV4_P_INT, "64", "SWA cache page size B", 0},
-    {"token_offset", DSV4_P_INT, "0", "first batch token of row 0 (num_decode_tokens for prefill rows)", 0},
-    {"num_out_rows", DSV4_P_INT, "-1", "rows; -1: the leading decode tokens (token_offset 0) or the rest of the batch", 0},
-    {"ragged_num_rows", DSV4_P_INT, "-1", "build_ragged_indices_from_dense num_rows (-1: no bound)", 0},
-    DSV4_REQ_SHAPE_PARAMS,
-    {"invalid_token_frac", DSV4_P_FLOAT, "0", "generator: fraction of tokens with slot_mapping -1", 1},
-    {"bt_pad", DSV4_P_INT, "1", "generator: extra block-table columns", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char swa_params[] =
+    DSV4_INDICES_WINDOW_SIZE_PARAM
+    "    block_size         int   = 64   SWA cache page size B\n"
+    "    token_offset       int   = 0    first batch token of row 0 (num_decode_tokens for prefill rows)\n"
+    "    num_out_rows       int   = -1   rows; -1: the leading decode tokens (token_offset 0) or the rest of the "
+        "batch\n"
+    "    ragged_num_rows    int   = -1   build_ragged_indices_from_dense num_rows (-1: no bound)\n"
+    DSV4_REQ_SHAPE_PARAMS
+    DSV4_INDICES_INVALID_TOKEN_FRAC_PARAM
+    DSV4_INDICES_BT_PAD_PARAM;
 
-static const dsv4_io_spec swa_inputs[] = {
-    {"query_start_loc", DSV4_I32, DSV4_DT_NONE, "[R+1] whole batch, base 0"},
-    {"seq_lens", DSV4_I32, DSV4_DT_NONE, "[R]"},
-    {"token_to_req_indices", DSV4_I32, DSV4_DT_NONE, "[T]"},
-    {"is_valid_token", DSV4_U8, DSV4_DT_NONE, "[T] slot_mapping >= 0"},
-    {"block_table", DSV4_I32, DSV4_DT_NONE, "[R, maxb] SWA-cache pages"},
-    {"stale_decode_swa_indices", DSV4_I32, DSV4_DT_NONE, "[rows, 1, W] the persistent buffer before the launch"},
-    {NULL, 0, 0, NULL},
-};
+static const char swa_inputs[] =
+    DSV4_INDICES_QUERY_START_LOC_INPUT
+    DSV4_INDICES_SEQ_LENS_INPUT
+    "token_to_req_indices     int32  [T]\n"
+    DSV4_INDICES_IS_VALID_TOKEN_INPUT
+    "block_table              int32  [R, maxb] SWA-cache pages\n"
+    "stale_decode_swa_indices int32  [rows, 1, W] the persistent buffer before the launch\n";
 
-static const dsv4_io_spec swa_outputs[] = {
-    {"decode_swa_indices", DSV4_I32, DSV4_DT_NONE, "[rows, 1, W] in/out: invalid tokens' rows stay stale"},
-    {"decode_swa_lens", DSV4_I32, DSV4_DT_NONE, "[rows]"},
-    {"decode_swa_ragged_indices", DSV4_I32, DSV4_DT_NONE, "[rows*W] flat; past indptr[rows] unspecified"},
-    {"decode_swa_ragged_indptr", DSV4_I32, DSV4_DT_NONE, "[rows+1]"},
-    {NULL, 0, 0, NULL},
-};
+static const char swa_outputs[] =
+    "decode_swa_indices        int32  [rows, 1, W] in/out: invalid tokens' rows stay stale\n"
+    "decode_swa_lens           int32  [rows]\n"
+    "decode_swa_ragged_indices int32  [rows*W] flat; past indptr[rows] unspecified\n"
+    "decode_swa_ragged_indptr  int32  [rows+1]\n";
 
 static int swa_resolve(dsv4_params *ps, dsv4_status *st)
 {
@@ -169,10 +164,7 @@ const dsv4_op dsv4_op_decode_swa_indices_and_lens = {
     .summary = "decode SWA window slots [T_dec, 1, W] and lens, plus their ragged (CSR) form",
     .source = "vllm-project/vllm:vllm/v1/attention/backends/mla/sparse_swa.py@03dc564956172b5b2835be7a84ddde5de1d5dba6 "
               "(docs/semantics/indices.md A5.2, A5.8)",
-    .variants = swa_variants,
-    .params = swa_params,
-    .inputs = swa_inputs,
-    .outputs = swa_outputs,
+    DSV4_OP_TABLES(swa),
     .resolve = swa_resolve,
     .generate = swa_generate,
     .validate = swa_validate,

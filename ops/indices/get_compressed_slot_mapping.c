@@ -17,29 +17,23 @@ static const dsv4_variant cslot_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec cslot_params[] = {
-    {"compress_ratio", DSV4_P_INT, "4", "c: one compressed entry per c positions (4: C4, 128: C128)", 0},
-    {"block_size", DSV4_P_INT, "-1", "compressed page size Bc; -1: storage_block_size 256 / c", 0},
-    {"cp_world_size", DSV4_P_INT, "1", "context-parallel ranks", 0},
-    {"cp_rank", DSV4_P_INT, "0", "this rank", 0},
-    {"cp_interleave", DSV4_P_INT, "1", "cp_kv_cache_interleave_size: entries a rank takes in turn", 0},
-    {"pad_tokens", DSV4_P_INT, "0", "output entries past the batch (a CUDA-graph-padded buffer)", 0},
-    DSV4_REQ_SHAPE_PARAMS,
-    {"bt_pad", DSV4_P_INT, "1", "generator: extra block-table columns", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char cslot_params[] =
+    "    compress_ratio int = 4   c: one compressed entry per c positions (4: C4, 128: C128)\n"
+    "    block_size     int = -1  compressed page size Bc; -1: storage_block_size 256 / c\n"
+    "    cp_world_size  int = 1   context-parallel ranks\n"
+    "    cp_rank        int = 0   this rank\n"
+    "    cp_interleave  int = 1   cp_kv_cache_interleave_size: entries a rank takes in turn\n"
+    "    pad_tokens     int = 0   output entries past the batch (a CUDA-graph-padded buffer)\n"
+    DSV4_REQ_SHAPE_PARAMS
+    DSV4_INDICES_BT_PAD_PARAM;
 
-static const dsv4_io_spec cslot_inputs[] = {
-    {"query_start_loc", DSV4_I32, DSV4_DT_NONE, "[R+1] base 0"},
-    {"seq_lens", DSV4_I32, DSV4_DT_NONE, "[R]"},
-    {"block_table", DSV4_I32, DSV4_DT_NONE, "[R, maxb] compressed-cache pages"},
-    {NULL, 0, 0, NULL},
-};
+static const char cslot_inputs[] =
+    "query_start_loc int32  [R+1] base 0\n"
+    DSV4_INDICES_SEQ_LENS_INPUT
+    DSV4_INDICES_BLOCK_TABLE_INPUT;
 
-static const dsv4_io_spec cslot_outputs[] = {
-    {"slot_mapping", DSV4_I64, DSV4_DT_NONE, "[T + pad_tokens] slot or -1"},
-    {NULL, 0, 0, NULL},
-};
+static const char cslot_outputs[] =
+    "slot_mapping int64  [T + pad_tokens] slot or -1\n";
 
 static int cslot_resolve(dsv4_params *ps, dsv4_status *st)
 {
@@ -66,7 +60,7 @@ static int cslot_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st
     int64_t width;
     const int64_t virtual_page = gp.compress_ratio * gp.block_size * gp.cp_world_size;
     rc = dsv4_indices_gen_paged_batch(c, &gp.rs, 1, 1, virtual_page, &batch, &width, st);
-    for (const dsv4_io_spec *io = cslot_inputs; !rc && io->name; io++) {
+    for (const dsv4_io_spec *io = dsv4_op_inputs(&dsv4_op_get_compressed_slot_mapping); !rc && io->name; io++) {
         const dsv4_tensor *src = dsv4_tensors_get(&batch, io->name);
         dsv4_tensor *dst;
         if (!(rc = dsv4_tensors_add(in, io->name, src->dtype, src->ndim, src->shape, &dst, st)))
@@ -122,10 +116,7 @@ const dsv4_op dsv4_op_get_compressed_slot_mapping = {
     .summary = "compressed-cache slot of every token closing a compressed entry, -1 elsewhere (context parallel)",
     .source = "vllm-project/vllm:vllm/v1/attention/backends/mla/compressor_utils.py@0ff8df7b "
               "(docs/semantics/indices.md A5.4)",
-    .variants = cslot_variants,
-    .params = cslot_params,
-    .inputs = cslot_inputs,
-    .outputs = cslot_outputs,
+    DSV4_OP_TABLES(cslot),
     .resolve = cslot_resolve,
     .generate = cslot_generate,
     .validate = cslot_validate,

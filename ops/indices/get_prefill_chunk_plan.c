@@ -19,29 +19,23 @@ static const dsv4_variant plan_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec plan_params[] = {
-    {"compress_ratio", DSV4_P_INT, "4", "c (<= 1: no compressed rows)", 0},
-    {"prefill_chunk_size", DSV4_P_INT, "4", "PREFILL_CHUNK_SIZE: workspace slabs", 0},
-    {"window_size", DSV4_P_INT, "128", "W (>= 1)", 0},
-    {"max_model_len", DSV4_P_INT, "-1", "-1: the longest request", 0},
-    {"max_num_batched_tokens", DSV4_P_INT, "-1", "-1: the batch's prefill tokens", 0},
-    {"has_compressed", DSV4_P_INT, "1", "0: SWA-only layer, compressed widths 0 (inferred from the seed call)", 0},
-    {"query_lens", DSV4_P_INTLIST, NULL, "generator: query tokens of each prefill", 1},
-    {"prefix_lens", DSV4_P_INTLIST, "[]", "generator: cached prefix of each prefill", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char plan_params[] =
+    "    compress_ratio         int   = 4       c (<= 1: no compressed rows)\n"
+    "    prefill_chunk_size     int   = 4       PREFILL_CHUNK_SIZE: workspace slabs\n"
+    "    window_size            int   = 128     W (>= 1)\n"
+    "    max_model_len          int   = -1      -1: the longest request\n"
+    "    max_num_batched_tokens int   = -1      -1: the batch's prefill tokens\n"
+    "    has_compressed         int   = 1       0: SWA-only layer, compressed widths 0 (inferred from the seed call)\n"
+    "gen query_lens             int[] required  generator: query tokens of each prefill\n"
+    "gen prefix_lens            int[] = []      generator: cached prefix of each prefill\n";
 
-static const dsv4_io_spec plan_inputs[] = {
-    {"prefill_seq_lens", DSV4_I32, DSV4_DT_NONE, "[num_prefills] (CPU)"},
-    {"prefill_query_lens", DSV4_I32, DSV4_DT_NONE, "[num_prefills] (CPU)"},
-    {NULL, 0, 0, NULL},
-};
+static const char plan_inputs[] =
+    "prefill_seq_lens   int32  [num_prefills] (CPU)\n"
+    "prefill_query_lens int32  [num_prefills] (CPU)\n";
 
-static const dsv4_io_spec plan_outputs[] = {
-    {"chunk_plan", DSV4_I64, DSV4_DT_NONE, "[num_prefills, 4] (start, end, max_compressed, chunk_M); rows >= num_chunks unspecified"},
-    {"num_chunks", DSV4_I64, DSV4_DT_NONE, "[1] len(plan)"},
-    {NULL, 0, 0, NULL},
-};
+static const char plan_outputs[] =
+    "chunk_plan int64  [num_prefills, 4] (start, end, max_compressed, chunk_M); rows >= num_chunks unspecified\n"
+    "num_chunks int64  [1] len(plan)\n";
 
 static int plan_resolve(dsv4_params *ps, dsv4_status *st)
 {
@@ -135,10 +129,7 @@ const dsv4_op dsv4_op_get_prefill_chunk_plan = {
     .summary = "greedy prefill chunking under the gather-workspace area budget",
     .source = "vllm-project/vllm:vllm/v1/attention/backends/mla/sparse_swa.py@03dc564956172b5b2835be7a84ddde5de1d5dba6 "
               "(docs/semantics/indices.md A7)",
-    .variants = plan_variants,
-    .params = plan_params,
-    .inputs = plan_inputs,
-    .outputs = plan_outputs,
+    DSV4_OP_TABLES(plan),
     .resolve = plan_resolve,
     .generate = plan_generate,
     .validate = plan_validate,

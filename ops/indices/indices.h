@@ -87,10 +87,47 @@ void dsv4_indices_ragged_mask(uint8_t *mask, int64_t n, int64_t nnz);
 int dsv4_indices_exact_policy(const dsv4_opctx *c, const dsv4_tensors *in, const char *output, dsv4_policy *pol,
                               dsv4_status *st);
 
+/* Rows several indices ops declare alike (schema syntax: harness/op.h). */
+#define DSV4_INDICES_WINDOW_SIZE_PARAM \
+    "    window_size        int   = 128  sliding window W\n"
+#define DSV4_INDICES_BLOCK_SIZE_PARAM \
+    "    block_size         int   = 64   Bc: compressed rows per page (256 / compress_ratio)\n"
+#define DSV4_INDICES_COMPRESS_RATIO_PARAM \
+    "    compress_ratio     int   = 4    compress ratio c (>= 1)\n"
+#define DSV4_INDICES_MAX_MODEL_LEN_PARAM \
+    "gen max_model_len      int   = -1   generator: for N; -1: the longest request\n"
+#define DSV4_INDICES_INVALID_TOKEN_FRAC_PARAM \
+    "gen invalid_token_frac float = 0    generator: fraction of tokens with slot_mapping -1\n"
+#define DSV4_INDICES_BT_PAD_PARAM \
+    "gen bt_pad             int   = 1    generator: extra block-table columns\n"
+#define DSV4_INDICES_QUERY_START_LOC_INPUT \
+    "query_start_loc      int32    [R+1] whole batch, base 0\n"
+#define DSV4_INDICES_SEQ_LENS_INPUT \
+    "seq_lens             int32    [R]\n"
+#define DSV4_INDICES_IS_VALID_TOKEN_INPUT \
+    "is_valid_token       uint8    [T] slot_mapping >= 0\n"
+#define DSV4_INDICES_BLOCK_TABLE_INPUT \
+    "block_table          int32    [R, maxb] compressed-cache pages\n"
+#define DSV4_INDICES_TOPK_LENS_OUTPUT \
+    "topk_lens            int32    [T] valid entries (0 for invalid tokens)\n"
+
 /* The two compute_global_topk ops share their parameters, inputs, generator
  * and argument reader (docs/semantics/indices.md A5.6, A5.7). */
-extern const dsv4_param_spec dsv4_indices_gtopk_params[];
-extern const dsv4_io_spec dsv4_indices_gtopk_inputs[];
+#define DSV4_INDICES_GTOPK_PARAMS                                                                           \
+    DSV4_INDICES_BLOCK_SIZE_PARAM                                                                           \
+    "gen compress_ratio     int   = 4    generator: c, visible entries (pos+1)//c\n"                        \
+    "gen topk               int   = 512  generator: top-k width K\n"                                        \
+    DSV4_REQ_SHAPE_PARAMS                                                                                   \
+    DSV4_INDICES_INVALID_TOKEN_FRAC_PARAM                                                                   \
+    "gen hole_frac          float = 0    generator: fraction of top-k entries set to -1 (interior holes)\n" \
+    "gen oob_frac           float = 0    generator: fraction beyond the block table or <= -2 (checked)\n"   \
+    "gen bad_req_frac       float = 0    generator: fraction of tokens with a bad request (checked)\n"      \
+    DSV4_INDICES_BT_PAD_PARAM
+#define DSV4_INDICES_GTOPK_INPUTS                                              \
+    "topk_indices         int32  [T, K] local compressed indices, -1 padded\n" \
+    "token_to_req_indices int32  [T] request of each token\n"                  \
+    DSV4_INDICES_BLOCK_TABLE_INPUT                                             \
+    "is_valid_token       uint8  [T] slot_mapping >= 0 (bool as uint8)\n"
 int dsv4_indices_gtopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st);
 int dsv4_indices_gtopk_args(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_gtopk_args *a, dsv4_status *st);
 /* The args, then dsv4_gtopk_check under the variant's rule (ragged: the CSR form). */

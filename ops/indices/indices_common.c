@@ -267,27 +267,6 @@ int dsv4_indices_exact_policy(const dsv4_opctx *c, const dsv4_tensors *in, const
 
 /* ---- compute_global_topk_indices_and_lens and its ragged form ---- */
 
-const dsv4_param_spec dsv4_indices_gtopk_params[] = {
-    {"block_size", DSV4_P_INT, "64", "Bc: compressed rows per page (256 / compress_ratio)", 0},
-    {"compress_ratio", DSV4_P_INT, "4", "generator: c, visible entries (pos+1)//c", 1},
-    {"topk", DSV4_P_INT, "512", "generator: top-k width K", 1},
-    DSV4_REQ_SHAPE_PARAMS,
-    {"invalid_token_frac", DSV4_P_FLOAT, "0", "generator: fraction of tokens with slot_mapping -1", 1},
-    {"hole_frac", DSV4_P_FLOAT, "0", "generator: fraction of top-k entries set to -1 (interior holes)", 1},
-    {"oob_frac", DSV4_P_FLOAT, "0", "generator: fraction beyond the block table or <= -2 (checked)", 1},
-    {"bad_req_frac", DSV4_P_FLOAT, "0", "generator: fraction of tokens with a bad request (checked)", 1},
-    {"bt_pad", DSV4_P_INT, "1", "generator: extra block-table columns", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
-
-const dsv4_io_spec dsv4_indices_gtopk_inputs[] = {
-    {"topk_indices", DSV4_I32, DSV4_DT_NONE, "[T, K] local compressed indices, -1 padded"},
-    {"token_to_req_indices", DSV4_I32, DSV4_DT_NONE, "[T] request of each token"},
-    {"block_table", DSV4_I32, DSV4_DT_NONE, "[R, maxb] compressed-cache pages"},
-    {"is_valid_token", DSV4_U8, DSV4_DT_NONE, "[T] slot_mapping >= 0 (bool as uint8)"},
-    {NULL, 0, 0, NULL},
-};
-
 int dsv4_indices_gtopk_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
     const dsv4_params *ps = c->params;

@@ -44,33 +44,27 @@ static const dsv4_variant gather_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec gather_params[] = {
-    {"block_size", DSV4_P_INT, "64", "tokens per cache page B (64 SWA / C4, 2 for C128)", 0},
-    {"offset", DSV4_P_INT, "0", "first out row written (chunk_N for the SWA gather)", 0},
-    {"use_fnuz", DSV4_P_INT, "0", "1: decode e4m3fnuz (gfx942 SWA cache, docs/semantics/kvcache.md A2.3)", 0},
-    {"has_gather_lens", DSV4_P_INT, "1", "0: gather_lens is None, G = S", 0},
-    {"req_seq_lens", DSV4_P_INTLIST, NULL, "generator: seq_lens of each request", 1},
-    {"req_gather_lens", DSV4_P_INTLIST, "[]", "generator: gather_lens of each request (default S)", 1},
-    {"out_rows", DSV4_P_INT, "-1", "generator: Wout; -1: offset + max G + 2", 1},
-    {"table_width", DSV4_P_INT, "-1", "generator: block_table columns; -1: max ceil(S/B) + 1", 1},
-    {"spare_blocks", DSV4_P_INT, "2", "generator: poisoned pages that unread table entries point at", 1},
-    {"invalid_blocks", DSV4_P_INT, "0", "generator: read table entries made invalid (-1 / >= num_blocks)", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char gather_params[] =
+    DSV4_KV_BLOCK_SIZE_PARAM
+    "    offset          int   = 0       first out row written (chunk_N for the SWA gather)\n"
+    "    use_fnuz        int   = 0       1: decode e4m3fnuz (gfx942 SWA cache, docs/semantics/kvcache.md A2.3)\n"
+    "    has_gather_lens int   = 1       0: gather_lens is None, G = S\n"
+    "gen req_seq_lens    int[] required  generator: seq_lens of each request\n"
+    "gen req_gather_lens int[] = []      generator: gather_lens of each request (default S)\n"
+    "gen out_rows        int   = -1      generator: Wout; -1: offset + max G + 2\n"
+    "gen table_width     int   = -1      generator: block_table columns; -1: max ceil(S/B) + 1\n"
+    "gen spare_blocks    int   = 2       generator: poisoned pages that unread table entries point at\n"
+    "gen invalid_blocks  int   = 0       generator: read table entries made invalid (-1 / >= num_blocks)\n";
 
-static const dsv4_io_spec gather_inputs[] = {
-    {"out", DSV4_BF16, DSV4_DT_NONE, "[R, Wout, 512] the workspace before the gather (stale rows)"},
-    {"k_cache", DSV4_U8, DSV4_DT_NONE, "[num_blocks, B, 584] fp8_ds_mla cache (528 / 288: V4.1 variants)"},
-    {"seq_lens", DSV4_I32, DSV4_DT_NONE, "[R] S of each request"},
-    {"gather_lens", DSV4_I32, DSV4_DT_NONE, "[R] G of each request (absent: G = S)"},
-    {"block_table", DSV4_I32, DSV4_DT_NONE, "[R, maxb] physical page of each logical block"},
-    {NULL, 0, 0, NULL},
-};
+static const char gather_inputs[] =
+    "out         bfloat16  [R, Wout, 512] the workspace before the gather (stale rows)\n"
+    "k_cache     uint8     [num_blocks, B, 584] fp8_ds_mla cache (528 / 288: V4.1 variants)\n"
+    "seq_lens    int32     [R] S of each request\n"
+    "gather_lens int32     [R] G of each request (absent: G = S)\n"
+    "block_table int32     [R, maxb] physical page of each logical block\n";
 
-static const dsv4_io_spec gather_outputs[] = {
-    {"out", DSV4_BF16, DSV4_DT_NONE, "[R, Wout, 512] rows [offset, offset+G) written, others untouched"},
-    {NULL, 0, 0, NULL},
-};
+static const char gather_outputs[] =
+    "out bfloat16  [R, Wout, 512] rows [offset, offset+G) written, others untouched\n";
 
 static int gather_args_of(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_gather_args *a,
                           const dsv4_tensor **outin, dsv4_status *st)
@@ -315,10 +309,7 @@ const dsv4_op dsv4_op_dequantize_and_gather_k_cache = {
     .name = "dequantize_and_gather_k_cache",
     .summary = "decode each request's last G cached tokens into bf16 workspace rows [offset, offset+G)",
     .source = DSV4_KV_S1_SRC " (docs/semantics/kvcache.md A4); " DSV4_KV_S22_SRC " (docs/semantics/kvcache.md A2.4)",
-    .variants = gather_variants,
-    .params = gather_params,
-    .inputs = gather_inputs,
-    .outputs = gather_outputs,
+    DSV4_OP_TABLES(gather),
     .generate = gather_generate,
     .validate = gather_validate,
     .alloc_outputs = gather_alloc,

@@ -28,4 +28,8 @@ int dsv4_kvcache_input(const dsv4_tensors *in, int64_t B, dsv4_kv_format f, cons
 /* nb page ids 0..nb-1 in random order (malloc'd; NULL: out of memory). */
 int32_t *dsv4_kvcache_shuffled_pages(dsv4_rng *rng, int64_t nb);
 
+/* Rows several kvcache ops declare alike (schema syntax: harness/op.h). */
+#define DSV4_KV_BLOCK_SIZE_PARAM \
+    "    block_size         int   = 64   tokens per cache page B (64 SWA / C4, 2 for C128)\n"
+
 #endif

@@ -31,31 +31,25 @@ static const dsv4_variant insert_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec insert_params[] = {
-    {"block_size", DSV4_P_INT, "64", "tokens per cache page B (64 SWA / C4, 2 for C128)", 0},
-    {"use_fnuz", DSV4_P_INT, "0", "1: e4m3fnuz values with FP8MAX 224 (gfx942) [S1]", 0},
-    DSV4_REQ_SHAPE_PARAMS,
-    {"compress_ratio", DSV4_P_INT, "1", "generator: c > 1 gives the compressed slot mapping "
-                                        "(docs/semantics/indices.md A5.4)", 1},
-    {"spare_blocks", DSV4_P_INT, "2", "generator: untouched (poisoned) pages beside the used ones", 1},
-    {"invalid_frac", DSV4_P_FLOAT, "0", "generator: fraction of tokens given slot -1", 1},
-    {"pad_tokens", DSV4_P_INT, "0", "generator: trailing slot -1 tokens (graph padding)", 1},
-    {"k_extra_rows", DSV4_P_INT, "0", "generator: k rows beyond slot_mapping (DP padding)", 1},
-    {"slot_dtype", DSV4_P_STR, "int64", "generator: int64 or int32 slot_mapping", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char insert_params[] =
+    DSV4_KV_BLOCK_SIZE_PARAM
+    "    use_fnuz       int   = 0      1: e4m3fnuz values with FP8MAX 224 (gfx942) [S1]\n"
+    DSV4_REQ_SHAPE_PARAMS
+    "gen compress_ratio int   = 1      generator: c > 1 gives the compressed slot mapping (docs/semantics/indices.md "
+        "A5.4)\n"
+    "gen spare_blocks   int   = 2      generator: untouched (poisoned) pages beside the used ones\n"
+    "gen invalid_frac   float = 0      generator: fraction of tokens given slot -1\n"
+    "gen pad_tokens     int   = 0      generator: trailing slot -1 tokens (graph padding)\n"
+    "gen k_extra_rows   int   = 0      generator: k rows beyond slot_mapping (DP padding)\n"
+    "gen slot_dtype     str   = int64  generator: int64 or int32 slot_mapping\n";
 
-static const dsv4_io_spec insert_inputs[] = {
-    {"k", DSV4_BF16, DSV4_DT_NONE, "[>= T, 512] tokens (448 NoPE + 64 RoPE)"},
-    {"slot_mapping", DSV4_I64, DSV4_DT_NONE, "[T] int64 or int32 slots, -1 = skip"},
-    {"k_cache", DSV4_U8, DSV4_DT_NONE, "[num_blocks, B, 584 / 528 / 288] the cache before the insert"},
-    {NULL, 0, 0, NULL},
-};
+static const char insert_inputs[] =
+    "k            bfloat16  [>= T, 512] tokens (448 NoPE + 64 RoPE)\n"
+    "slot_mapping int64     [T] int64 or int32 slots, -1 = skip\n"
+    "k_cache      uint8     [num_blocks, B, 584 / 528 / 288] the cache before the insert\n";
 
-static const dsv4_io_spec insert_outputs[] = {
-    {"k_cache", DSV4_U8, DSV4_DT_NONE, "[num_blocks, B, 584 / 528 / 288] the cache after (untouched slots keep their bytes)"},
-    {NULL, 0, 0, NULL},
-};
+static const char insert_outputs[] =
+    "k_cache uint8  [num_blocks, B, 584 / 528 / 288] the cache after (untouched slots keep their bytes)\n";
 
 typedef struct insert_args {
     const dsv4_tensor *k, *slots, *cache;
@@ -331,10 +325,7 @@ const dsv4_op dsv4_op_quantize_and_insert_k_cache = {
     .summary = "encode bf16 K rows into the 584-byte fp8_ds_mla (or V4.1 528 / 288-byte) paged cache at their slots",
     .source = DSV4_KV_S1_SRC " (docs/semantics/kvcache.md A2.1-A2.3); " DSV4_KV_S22_SRC
               " (docs/semantics/kvcache.md A2.4)",
-    .variants = insert_variants,
-    .params = insert_params,
-    .inputs = insert_inputs,
-    .outputs = insert_outputs,
+    DSV4_OP_TABLES(insert),
     .generate = insert_generate,
     .validate = insert_validate,
     .alloc_outputs = insert_alloc,

@@ -34,20 +34,17 @@ static const dsv4_variant gq_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec gq_params[] = {
-    {"M", DSV4_P_INT, "4", "rows", 0},
-    {"K", DSV4_P_INT, "512", "columns, a multiple of group_size", 0},
-    {"group_size", DSV4_P_INT, "128", "elements per scale (per_1x128)", 0},
-    {"transpose_scale", DSV4_P_INT, "0", "1: scale stored [K/128, M] (element (m, g) at g*M + m)", 0},
-    DSV4_QUANT_GEN_PARAMS,
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char gq_params[] =
+    "    M               int = 4    rows\n"
+    "    K               int = 512  columns, a multiple of group_size\n"
+    "    group_size      int = 128  elements per scale (per_1x128)\n"
+    "    transpose_scale int = 0    1: scale stored [K/128, M] (element (m, g) at g*M + m)\n"
+    DSV4_QUANT_GEN_PARAMS;
 
-static const dsv4_io_spec gq_outputs[] = {
-    {"y", DSV4_F8E4M3FN, DSV4_DT_NONE, "[M, K] fp8 codes (e4m3fnuz in the fnuz variants)"},
-    {"scale", DSV4_F32, DSV4_DT_NONE, "[M, K/128] fp32, or [K/128, M] with transpose_scale"},
-    {NULL, 0, 0, NULL},
-};
+static const char gq_outputs[] =
+    "y     float8_e4m3fn  [M, K] fp8 codes (e4m3fnuz in the fnuz variants)\n"
+    "scale float32        [M, K/128] fp32, or [K/128, M] with transpose_scale\n";
+static const char gq_inputs[] = DSV4_QUANT_X_INPUTS;
 
 static void gq_cfg(const dsv4_opctx *c, dsv4_fp8q_cfg *cfg)
 {
@@ -141,10 +138,7 @@ const dsv4_op dsv4_op_fp8_group_quant = {
     .source = "ROCm/aiter:csrc/kernels/quant_kernels.cu@e4048607; "
               "vllm-project/vllm:vllm/model_executor/layers/quantization/utils/fp8_utils.py@007d5005 "
               "(docs/semantics/quant.md Q3.1, Q3.2)",
-    .variants = gq_variants,
-    .params = gq_params,
-    .inputs = dsv4_quant_x_inputs,
-    .outputs = gq_outputs,
+    DSV4_OP_TABLES(gq),
     .generate = gq_generate,
     .validate = gq_validate,
     .alloc_outputs = gq_alloc,

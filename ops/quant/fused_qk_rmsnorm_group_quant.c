@@ -34,32 +34,26 @@ static const dsv4_variant fq_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_param_spec fq_params[] = {
-    {"m", DSV4_P_INT, "4", "rows (tokens)", 0},
-    {"n1", DSV4_P_INT, "1536", "q width (q_lora_rank), a multiple of 128", 0},
-    {"n2", DSV4_P_INT, "512", "kv width (head_dim 512)", 0},
-    {"q_epsilon", DSV4_P_FLOAT, "1e-6", "q RMSNorm epsilon", 0},
-    {"kv_epsilon", DSV4_P_FLOAT, "1e-6", "kv RMSNorm epsilon", 0},
-    {"group_size", DSV4_P_INT, "128", "q quant group (the seeds pass 128)", 0},
-    {"transpose_scale", DSV4_P_INT, "0", "1: q_scale stored [n1/128, m] (the seeds pass 0)", 0},
-    {"scale", DSV4_P_FLOAT, "1", "generator: standard deviation of q and kv", 1},
-    {NULL, 0, NULL, NULL, 0},
-};
+static const char fq_params[] =
+    "    m               int   = 4     rows (tokens)\n"
+    "    n1              int   = 1536  q width (q_lora_rank), a multiple of 128\n"
+    "    n2              int   = 512   kv width (head_dim 512)\n"
+    "    q_epsilon       float = 1e-6  q RMSNorm epsilon\n"
+    "    kv_epsilon      float = 1e-6  kv RMSNorm epsilon\n"
+    "    group_size      int   = 128   q quant group (the seeds pass 128)\n"
+    "    transpose_scale int   = 0     1: q_scale stored [n1/128, m] (the seeds pass 0)\n"
+    "gen scale           float = 1     generator: standard deviation of q and kv\n";
 
-static const dsv4_io_spec fq_inputs[] = {
-    {"q", DSV4_BF16, DSV4_DT_NONE, "[m, n1] bfloat16 (qr)"},
-    {"q_weight", DSV4_BF16, DSV4_DT_NONE, "[n1] bfloat16 q_norm weight"},
-    {"kv", DSV4_BF16, DSV4_DT_NONE, "[m, n2] bfloat16"},
-    {"kv_weight", DSV4_BF16, DSV4_DT_NONE, "[n2] bfloat16 kv_norm weight"},
-    {NULL, 0, 0, NULL},
-};
+static const char fq_inputs[] =
+    "q         bfloat16  [m, n1] bfloat16 (qr)\n"
+    "q_weight  bfloat16  [n1] bfloat16 q_norm weight\n"
+    "kv        bfloat16  [m, n2] bfloat16\n"
+    "kv_weight bfloat16  [n2] bfloat16 kv_norm weight\n";
 
-static const dsv4_io_spec fq_outputs[] = {
-    {"q_out", DSV4_F8E4M3FN, DSV4_DT_NONE, "[m, n1] e4m3fn codes of the normed q"},
-    {"q_scale", DSV4_F32, DSV4_DT_NONE, "[m, n1/128] fp32 group scales"},
-    {"kv_out", DSV4_BF16, DSV4_F64, "[m, n2] normed kv (golden: the double ideal)"},
-    {NULL, 0, 0, NULL},
-};
+static const char fq_outputs[] =
+    "q_out   float8_e4m3fn            [m, n1] e4m3fn codes of the normed q\n"
+    "q_scale float32                  [m, n1/128] fp32 group scales\n"
+    "kv_out  bfloat16 golden=float64  [m, n2] normed kv (golden: the double ideal)\n";
 
 static int fq_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
@@ -385,10 +379,7 @@ const dsv4_op dsv4_op_fused_qk_rmsnorm_group_quant = {
     .summary = "RMSNorm of q and kv, then fp8 1x128 group quant of q; kv stays bf16",
     .source = "ROCm/aiter:csrc/kernels/fused_qk_rmsnorm_group_quant.cu@e4048607; seeds: "
               "vllm/models/deepseek_v41/amd/rocm.py _split_qkv_and_norm (docs/semantics/quant.md Q3.3)",
-    .variants = fq_variants,
-    .params = fq_params,
-    .inputs = fq_inputs,
-    .outputs = fq_outputs,
+    DSV4_OP_TABLES(fq),
     .generate = fq_generate,
     .validate = fq_validate,
     .alloc_outputs = fq_alloc,

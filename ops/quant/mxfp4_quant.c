@@ -46,11 +46,11 @@ static const dsv4_variant mxfp4_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_io_spec mxfp4_outputs[] = {
-    {"x_fp4", DSV4_F4E2M1X2, DSV4_DT_NONE, "[T, W/2] e2m1 codes, even element in the low nibble"},
-    {"scales", DSV4_F8E8M0, DSV4_DT_NONE, "[T, W/32] e8m0 (shuffled variant: padded, shuffled)"},
-    {NULL, 0, 0, NULL},
-};
+static const char mxfp4_outputs[] =
+    "x_fp4  float4_e2m1fn_x2  [T, W/2] e2m1 codes, even element in the low nibble\n"
+    "scales float8_e8m0fnu    [T, W/32] e8m0 (shuffled variant: padded, shuffled)\n";
+static const char mxfp4_params[] = DSV4_QUANT_MX_PARAMS;
+static const char mxfp4_inputs[] = DSV4_QUANT_X_INPUTS;
 
 static int mxfp4_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
@@ -120,10 +120,7 @@ const dsv4_op dsv4_op_mxfp4_quant = {
               "aiter/ops/triton/fusions/k_norm_rope_mxfp4_cache.py@689b79d5 and rope/q_rope_mxfp4_quant.py@5677775a; "
               "aiter/ops/triton/attention/pa_mqa_logits_mxfp4_cache.py@034adb58 (docs/semantics/README.md Q0, "
               "docs/semantics/quant.md Q1, docs/semantics/indexer.md Q4.1)",
-    .variants = mxfp4_variants,
-    .params = dsv4_quant_mx_params,
-    .inputs = dsv4_quant_x_inputs,
-    .outputs = mxfp4_outputs,
+    DSV4_OP_TABLES(mxfp4),
     .generate = mxfp4_generate,
     .validate = dsv4_quant_mx_validate,
     .alloc_outputs = mxfp4_alloc,

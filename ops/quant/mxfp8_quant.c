@@ -28,11 +28,11 @@ static const dsv4_variant mxfp8_variants[] = {
     {NULL, NULL, NULL},
 };
 
-static const dsv4_io_spec mxfp8_outputs[] = {
-    {"data", DSV4_F8E4M3FN, DSV4_DT_NONE, "[T, W] e4m3fn codes"},
-    {"scale", DSV4_U8, DSV4_DT_NONE, "[T, W/32] uint8 e8m0 bytes, row-major"},
-    {NULL, 0, 0, NULL},
-};
+static const char mxfp8_outputs[] =
+    "data  float8_e4m3fn  [T, W] e4m3fn codes\n"
+    "scale uint8          [T, W/32] uint8 e8m0 bytes, row-major\n";
+static const char mxfp8_params[] = DSV4_QUANT_MX_PARAMS;
+static const char mxfp8_inputs[] = DSV4_QUANT_X_INPUTS;
 
 static int mxfp8_generate(const dsv4_opctx *c, dsv4_tensors *in, dsv4_status *st)
 {
@@ -78,10 +78,7 @@ const dsv4_op dsv4_op_mxfp8_quant = {
     .name = "mxfp8_quant",
     .summary = "MXFP8 rows: e8m0 scale per 32 (uint8 [T, W/32]), e4m3fn codes",
     .source = "vllm-project/vllm:vllm/v1/attention/ops/rocm_aiter_mla_sparse.py@002ef941 (docs/semantics/quant.md Q2)",
-    .variants = mxfp8_variants,
-    .params = dsv4_quant_mx_params,
-    .inputs = dsv4_quant_x_inputs,
-    .outputs = mxfp8_outputs,
+    DSV4_OP_TABLES(mxfp8),
     .generate = mxfp8_generate,
     .validate = dsv4_quant_mx_validate,
     .alloc_outputs = mxfp8_alloc,

@@ -9,17 +9,20 @@
 #include "../ops.h"
 
 /* The generator parameters of every op whose input is one x tensor. */
-#define DSV4_QUANT_GEN_PARAMS                                                                    \
-    {"dtype", DSV4_P_STR, "bfloat16", "generator: input dtype, bfloat16 or float32", 1},         \
-    {"scale", DSV4_P_FLOAT, "1", "generator: standard deviation of the normal inputs", 1},      \
-    {"special", DSV4_P_STR, "none", "generator: none, or all (special blocks first: zero, "     \
-                                    "+-0, NaN, Inf, denormal, amax at 2^k/1.5/1.75, codes, ties), or "     \
-                                    "log2_edge (float32: amax/448 a few ulps above 2^k)", 1}
+#define DSV4_QUANT_GEN_PARAMS                                                                                           \
+    "gen dtype   str   = bfloat16  generator: input dtype, bfloat16 or float32\n"                                       \
+    "gen scale   float = 1         generator: standard deviation of the normal inputs\n"                                \
+    "gen special str   = none      generator: none, or all (special blocks first: zero, +-0, NaN, Inf, denormal, amax " \
+        "at 2^k/1.5/1.75, codes, ties), or log2_edge (float32: amax/448 a few ulps above 2^k)\n"
 
 /* mxfp4_quant and mxfp8_quant: T rows of W columns, then the generator's. */
-extern const dsv4_param_spec dsv4_quant_mx_params[];
+#define DSV4_QUANT_MX_PARAMS                                                                 \
+    "    T int = 4    rows (tokens)\n"                                                       \
+    "    W int = 512  columns, a multiple of 32 (head_dim 512 = 448 + 64, index head 128)\n" \
+    DSV4_QUANT_GEN_PARAMS
 /* The one input x, [rows, cols] bfloat16 or float32. */
-extern const dsv4_io_spec dsv4_quant_x_inputs[];
+#define DSV4_QUANT_X_INPUTS                         \
+    "x bfloat16  [T, W] bfloat16 or float32 rows\n"
 
 /* Adds input x [rows, cols] in the dtype parameter's type, filled from the
  * generator parameters: normal values times scale, and with special = all

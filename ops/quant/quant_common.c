@@ -230,18 +230,6 @@ int dsv4_quant_x_f32(const dsv4_tensors *in, int64_t mult, const dsv4_tensor **x
     return *f ? DSV4_OK : st->code;
 }
 
-const dsv4_param_spec dsv4_quant_mx_params[] = {
-    {"T", DSV4_P_INT, "4", "rows (tokens)", 0},
-    {"W", DSV4_P_INT, "512", "columns, a multiple of 32 (head_dim 512 = 448 + 64, index head 128)", 0},
-    DSV4_QUANT_GEN_PARAMS,
-    {NULL, 0, NULL, NULL, 0},
-};
-
-const dsv4_io_spec dsv4_quant_x_inputs[] = {
-    {"x", DSV4_BF16, DSV4_DT_NONE, "[T, W] bfloat16 or float32 rows"},
-    {NULL, 0, 0, NULL},
-};
-
 int dsv4_quant_mx_generate(const dsv4_opctx *c, dsv4_tensors *in, int fp8_sweep, dsv4_status *st)
 {
     const int64_t T = dsv4_params_int(c->params, "T"), W = dsv4_params_int(c->params, "W");

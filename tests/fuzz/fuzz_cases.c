@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const dsv4_case *c = &s.cases[i];
             dsv4_policy pol;
             memset(&pol, 0, sizeof pol);
-            for (const dsv4_io_spec *o = c->op->outputs; o && o->name; o++)
+            for (const dsv4_io_spec *o = dsv4_op_outputs(c->op); o && o->name; o++)
                 dsv4_case_apply_overrides(c, o->name, &pol);
             (void)dsv4_case_has_tag(c, "ci");
         }

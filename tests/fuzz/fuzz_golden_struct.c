@@ -152,13 +152,13 @@ static void gs_default(gs_desc *d, uint32_t seed)
     const dsv4_op *op = dsv4_op_at(d->op_id);
     int k = 0;
     for (int g = 0; g < 2; g++)
-        for (const dsv4_io_spec *io = g ? op->outputs : op->inputs; io && io->name; io++) {
+        for (const dsv4_io_spec *io = g ? dsv4_op_outputs(op) : dsv4_op_inputs(op); io && io->name; io++) {
             if (k == GS_TENSORS)
                 break;
             gs_tensor *t = &d->t[k];
             t->used = 1;
             t->group = (uint8_t)g;
-            t->name_id = (uint8_t)(io - (g ? op->outputs : op->inputs));
+            t->name_id = (uint8_t)(io - (g ? dsv4_op_outputs(op) : dsv4_op_inputs(op)));
             t->ndim = 2;
             t->dims[0] = (uint16_t)(3 + k);
             t->dims[1] = 5;
@@ -289,7 +289,7 @@ static const char *const gs_odd_names[] = {
 static const char *gs_tensor_name(const gs_desc *d, const gs_tensor *t)
 {
     const dsv4_op *op = dsv4_op_at(d->op_id);
-    const dsv4_io_spec *io = t->group == GRP_OUTPUTS ? op->outputs : op->inputs;
+    const dsv4_io_spec *io = t->group == GRP_OUTPUTS ? dsv4_op_outputs(op) : dsv4_op_inputs(op);
     int n = 0;
     while (io && io[n].name)
         n++;
@@ -303,7 +303,7 @@ static dsv4_dtype gs_dtype(const gs_desc *d, const gs_tensor *t)
 {
     if (t->dtype_mode == 0) { /* the op's own */
         const dsv4_op *op = dsv4_op_at(d->op_id);
-        const dsv4_io_spec *io = t->group == GRP_OUTPUTS ? op->outputs : op->inputs;
+        const dsv4_io_spec *io = t->group == GRP_OUTPUTS ? dsv4_op_outputs(op) : dsv4_op_inputs(op);
         int n = 0;
         while (io && io[n].name)
             n++;
@@ -730,13 +730,13 @@ static void gs_params(hid_t g, const gs_desc *d)
 {
     const dsv4_op *op = dsv4_op_at(d->op_id);
     int np = 0;
-    while (op->params && op->params[np].name)
+    while (dsv4_op_params(op)[np].name)
         np++;
     for (int k = 0; k < GS_PARAMS; k++) {
         const gs_param *p = &d->p[k];
         if (!p->used)
             continue;
-        const char *name = np && p->name_id < 240 ? op->params[p->name_id % np].name
+        const char *name = np && p->name_id < 240 ? dsv4_op_params(op)[p->name_id % np].name
                                                   : gs_odd_names[p->name_id % 7];
         if (!name[0] || H5Aexists(g, name) > 0)
             continue;
