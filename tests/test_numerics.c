@@ -358,6 +358,18 @@ typedef struct {
     uint8_t sat;   /* saturate != 0 */
 } fp8_case;
 
+/* Each row encoded non-saturating and saturating in one fp8 kind. */
+static void check_fp8_table(const fp8_case *t, size_t n, dsv4_fp8_kind kind, const char *name)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint8_t a = dsv4_fp8_from_f32(fb(t[i].in), kind, 0);
+        uint8_t b = dsv4_fp8_from_f32(fb(t[i].in), kind, 1);
+        ck_assert_msg(a == t[i].nosat, "%s nosat 0x%08" PRIX32 " -> 0x%02X, want 0x%02X", name, t[i].in, a,
+                      t[i].nosat);
+        ck_assert_msg(b == t[i].sat, "%s sat 0x%08" PRIX32 " -> 0x%02X, want 0x%02X", name, t[i].in, b, t[i].sat);
+    }
+}
+
 START_TEST(test_fp8_table_e4m3fn)
 {
     /* e4m3fn: bias 7, subnormal quantum 2^-9, normals 1.m * 2^(f-7), max
@@ -403,14 +415,7 @@ START_TEST(test_fp8_table_e4m3fn)
         {0xFFC00000u, 0xFF, 0xFF}, /* -NaN -> 0xFF */
         {0x7F800001u, 0x7F, 0x7F}, /* signalling NaN */
     };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        uint8_t a = dsv4_fp8_from_f32(fb(t[i].in), DSV4_FP8_E4M3FN, 0);
-        uint8_t b = dsv4_fp8_from_f32(fb(t[i].in), DSV4_FP8_E4M3FN, 1);
-        ck_assert_msg(a == t[i].nosat, "fn nosat 0x%08" PRIX32 " -> 0x%02X, want 0x%02X", t[i].in, a,
-                      t[i].nosat);
-        ck_assert_msg(b == t[i].sat, "fn sat 0x%08" PRIX32 " -> 0x%02X, want 0x%02X", t[i].in, b,
-                      t[i].sat);
-    }
+    check_fp8_table(t, sizeof t / sizeof t[0], DSV4_FP8_E4M3FN, "fn");
 }
 END_TEST
 
@@ -448,14 +453,7 @@ START_TEST(test_fp8_table_e4m3fnuz)
         {0x7FC00000u, 0x80, 0x80}, /* NaN */
         {0xFFC00000u, 0x80, 0x80}, /* -NaN: still 0x80 */
     };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        uint8_t a = dsv4_fp8_from_f32(fb(t[i].in), DSV4_FP8_E4M3FNUZ, 0);
-        uint8_t b = dsv4_fp8_from_f32(fb(t[i].in), DSV4_FP8_E4M3FNUZ, 1);
-        ck_assert_msg(a == t[i].nosat, "fnuz nosat 0x%08" PRIX32 " -> 0x%02X, want 0x%02X", t[i].in,
-                      a, t[i].nosat);
-        ck_assert_msg(b == t[i].sat, "fnuz sat 0x%08" PRIX32 " -> 0x%02X, want 0x%02X", t[i].in, b,
-                      t[i].sat);
-    }
+    check_fp8_table(t, sizeof t / sizeof t[0], DSV4_FP8_E4M3FNUZ, "fnuz");
 }
 END_TEST
 
