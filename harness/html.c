@@ -32,13 +32,6 @@ static const char css[] =
 
 /* Float: error/bound on a log scale, green below 1, orange to dark red
  * above.  Exact: the fraction of differing elements. */
-/* text escaped for HTML, then the markup that follows it. */
-static void escaped_then(FILE *f, const char *text, const char *markup)
-{
-    dsv4_xml_escape(f, text);
-    fputs(markup, f);
-}
-
 static void cell_colour(const dsv4_errmap *m, float v, char *buf, size_t len)
 {
     if (v < 0) {
@@ -72,7 +65,7 @@ static void heatmap(FILE *f, const dsv4_errmap *m, const char *output)
     int W = 60 + m->cols * cw + 10, H = 30 + m->rows * ch + 40;
     fprintf(f, "<figure style=\"margin:0\"><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "role=\"img\" aria-label=\"error heatmap of ", W, H);
-    escaped_then(f, output, "\" font-family=\"sans-serif\" font-size=\"11\">\n");
+    dsv4_xml_escape_then(f, output, "\" font-family=\"sans-serif\" font-size=\"11\">\n");
     fprintf(f, "<text x=\"60\" y=\"14\">columns 0..%lld (%lld per block)</text>\n", (long long)m->ncols - 1,
             (long long)m->col_step);
     fprintf(f, "<text x=\"12\" y=\"%d\" transform=\"rotate(-90 12 %d)\" text-anchor=\"middle\">rows 0..%lld (%lld per "
@@ -142,7 +135,7 @@ static void histogram(FILE *f, const dsv4_errmap *m, const char *output)
     const int bw = 30, H = 160, W = 50 + DSV4_HIST_BINS * bw + 10;
     fprintf(f, "<figure style=\"margin:0\"><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "role=\"img\" aria-label=\"error histogram of ", W, H + 60);
-    escaped_then(f, output, "\" font-family=\"sans-serif\" font-size=\"10\">\n");
+    dsv4_xml_escape_then(f, output, "\" font-family=\"sans-serif\" font-size=\"10\">\n");
     fprintf(f, "<line x1=\"48\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#57606a\"/>\n", H + 10, W - 8, H + 10);
     for (int k = 0; k < DSV4_HIST_BINS; k++) {
         double h = m->hist[k] ? (double)(H - 20) * log1p((double)m->hist[k]) / log1p((double)top) : 0;
@@ -172,7 +165,7 @@ static void mismatch_row(FILE *f, const char *label, const dsv4_mismatch *m)
     fprintf(f, "</code></td><td class=\"num\">%.9g</td><td class=\"num\">%.9g</td><td class=\"num\">%.3g</td>"
                "<td class=\"num\">%.3g</td><td class=\"num\">%.3g</td><td>",
             m->expected, m->actual, m->abs_err, m->ulp_err, m->tol);
-    escaped_then(f, m->where, "</td></tr>\n");
+    dsv4_xml_escape_then(f, m->where, "</td></tr>\n");
 }
 
 /* A table of mismatches: lead (when given) labelled lead_label, then the
@@ -214,7 +207,7 @@ static void output_section(FILE *f, const dsv4_case_result *r, const dsv4_output
             dsv4_verdict_name(c->verdict));
     dsv4_xml_escape(f, c->message);
     fprintf(f, "<br><span class=\"meta\">policy (%s): ", dsv4_cmp_kind_name(o->pol.kind));
-    escaped_then(f, o->pol.rule, "</span>");
+    dsv4_xml_escape_then(f, o->pol.rule, "</span>");
     if (c->hint[0]) {
         fprintf(f, "<br><b>hint:</b> ");
         dsv4_xml_escape(f, c->hint);
@@ -243,21 +236,21 @@ static void output_section(FILE *f, const dsv4_case_result *r, const dsv4_output
 static void case_section(FILE *f, int i, const dsv4_case_result *r)
 {
     fprintf(f, "<div class=\"case\" id=\"case%d\"><h2><span class=\"b %s\">%s</span> ", i, dsv4_status_word(r), dsv4_status_word(r));
-    escaped_then(f, r->name, "</h2>\n<p class=\"meta\">op <code>");
-    escaped_then(f, r->op, "</code> variant <code>");
+    dsv4_xml_escape_then(f, r->name, "</h2>\n<p class=\"meta\">op <code>");
+    dsv4_xml_escape_then(f, r->op, "</code> variant <code>");
     dsv4_xml_escape(f, r->variant);
     fprintf(f, "</code>, seed %llu, from <code>", (unsigned long long)r->seed);
-    escaped_then(f, r->origin, "</code></p>\n");
+    dsv4_xml_escape_then(f, r->origin, "</code></p>\n");
     if (r->error[0]) {
         fprintf(f, "<p><b>");
-        escaped_then(f, r->error, "</b></p>\n");
+        dsv4_xml_escape_then(f, r->error, "</b></p>\n");
     }
     fprintf(f, "<p>Reproduce:</p><pre>");
-    escaped_then(f, r->repro, "</pre>\n");
+    dsv4_xml_escape_then(f, r->repro, "</pre>\n");
     if (r->repro_file[0]) {
         fprintf(f, "<p>Replay the saved inputs, expected and actual outputs (<code>");
-        escaped_then(f, r->repro_file, "</code>):</p><pre>");
-        escaped_then(f, r->replay, "</pre>\n");
+        dsv4_xml_escape_then(f, r->repro_file, "</code>):</p><pre>");
+        dsv4_xml_escape_then(f, r->replay, "</pre>\n");
     }
     for (int k = 0; k < r->n_outputs; k++)
         if (r->outputs[k].cmp.verdict != DSV4_PASS)
@@ -299,11 +292,11 @@ int dsv4_write_html(const char *path, const char *suite, const char *impl, const
     gmtime_r(&now, &tmv);
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tmv);
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>dsv4check: ");
-    escaped_then(f, suite, " (impl ");
+    dsv4_xml_escape_then(f, suite, " (impl ");
     dsv4_xml_escape(f, impl);
     fprintf(f, ")</title>\n<style>%s</style></head><body>\n<h1>dsv4check report</h1>\n<p class=\"meta\">suite <b>",
             css);
-    escaped_then(f, suite, "</b>, implementation <b>");
+    dsv4_xml_escape_then(f, suite, "</b>, implementation <b>");
     dsv4_xml_escape(f, impl);
     fprintf(f, "</b>, %s, dsv4check %s (%s)</p>\n<pre>", when, DSV4_VERSION, DSV4_GIT_REV);
     dsv4_xml_escape(f, command);
@@ -318,7 +311,7 @@ int dsv4_write_html(const char *path, const char *suite, const char *impl, const
             fprintf(f, "<a href=\"#case%d\">", i);
         dsv4_xml_escape(f, r->name);
         fprintf(f, "%s</td><td>", bad ? "</a>" : "");
-        escaped_then(f, r->op, " [");
+        dsv4_xml_escape_then(f, r->op, " [");
         dsv4_xml_escape(f, r->variant);
         fprintf(f, "]</td><td><span class=\"b %s\">%s</span>", dsv4_status_word(r), dsv4_status_word(r));
         if (r->special.relied)
@@ -326,7 +319,7 @@ int dsv4_write_html(const char *path, const char *suite, const char *impl, const
                        "lanes touched by NaN/Inf inputs are not counted\">SEPARATE</span>");
         if (r->drift[0]) {
             fprintf(f, " <span class=\"b WARN\" title=\"");
-            escaped_then(f, r->drift, "\">DRIFT</span>");
+            dsv4_xml_escape_then(f, r->drift, "\">DRIFT</span>");
         }
         fprintf(f, "</td><td>");
         worst_cell(f, r);
@@ -336,8 +329,8 @@ int dsv4_write_html(const char *path, const char *suite, const char *impl, const
     for (int i = 0; i < n; i++)
         if (rs[i].drift[0]) {
             fprintf(f, "<p><span class=\"b WARN\">DRIFT</span> ");
-            escaped_then(f, rs[i].name, ": ");
-            escaped_then(f, rs[i].drift, "</p>\n");
+            dsv4_xml_escape_then(f, rs[i].name, ": ");
+            dsv4_xml_escape_then(f, rs[i].drift, "</p>\n");
         }
     /* Detailed sections (heatmaps: ~100 KB each) for the first
      * HTML_MAX_DETAILED failing or warning cases; the rest are named. */
