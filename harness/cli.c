@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,28 @@ static int parse_size(const char *s, uint64_t *out)
         return -1;
     *out = (uint64_t)v;
     return 0;
+}
+
+/* A whole decimal integer in [lo, hi] into *v: 0, else -1. */
+static int parse_int_in(const char *s, long lo, long hi, int *v)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (errno || *end || x < lo || x > hi)
+        return -1;
+    *v = (int)x;
+    return 0;
+}
+
+/* A number, the whole argument, into *v: 0, else -1 (the range is the
+ * caller's). */
+static int parse_real(const char *s, double *v)
+{
+    char *end;
+    errno = 0;
+    *v = strtod(s, &end);
+    return errno || *end ? -1 : 0;
 }
 
 void dsv4_cli_default_memory_limit(void)
@@ -86,9 +109,7 @@ int dsv4_cli_parse(int argc, char **argv, const char *cmd, const char *prog, dsv
             }
             break;
         case 'j':
-            errno = 0;
-            o->jobs = (int)strtol(optarg, &end, 10);
-            if (errno || *end || o->jobs < 1 || o->jobs > 256) {
+            if (parse_int_in(optarg, 1, 256, &o->jobs)) {
                 fprintf(stderr, "%s %s: -j %s: a count from 1 to 256\n", prog, cmd, optarg);
                 return DSV4_EINPUT;
             }
@@ -100,17 +121,13 @@ int dsv4_cli_parse(int argc, char **argv, const char *cmd, const char *prog, dsv
             }
             break;
         case 'D':
-            errno = 0;
-            o->drift_factor = strtod(optarg, &end);
-            if (errno || *end || !(o->drift_factor >= 1) || o->drift_factor > 1e12) {
+            if (parse_real(optarg, &o->drift_factor) || !(o->drift_factor >= 1) || o->drift_factor > 1e12) {
                 fprintf(stderr, "%s %s: --drift-factor %s: a number >= 1\n", prog, cmd, optarg);
                 return DSV4_EINPUT;
             }
             break;
         case 'W':
-            errno = 0;
-            o->timeout = strtod(optarg, &end);
-            if (errno || *end || !(o->timeout > 0) || o->timeout > 1e6) {
+            if (parse_real(optarg, &o->timeout) || !(o->timeout > 0) || o->timeout > 1e6) {
                 fprintf(stderr, "%s %s: --timeout %s: seconds, more than 0 and at most 1e6\n", prog, cmd, optarg);
                 return DSV4_EINPUT;
             }
@@ -119,9 +136,7 @@ int dsv4_cli_parse(int argc, char **argv, const char *cmd, const char *prog, dsv
         case 'F': o->force = 1; break;
         case 'M': o->markdown = 1; break;
         case 'R':
-            errno = 0;
-            o->rerun = (int)strtol(optarg, &end, 10);
-            if (errno || *end || o->rerun < 1 || o->rerun > 1000) {
+            if (parse_int_in(optarg, 1, 1000, &o->rerun)) {
                 fprintf(stderr, "%s %s: --rerun %s: a count from 1 to 1000\n", prog, cmd, optarg);
                 return DSV4_EINPUT;
             }
@@ -137,9 +152,7 @@ int dsv4_cli_parse(int argc, char **argv, const char *cmd, const char *prog, dsv
             o->have_seed = 1;
             break;
         case 'd':
-            errno = 0;
-            o->device = (int)strtol(optarg, &end, 10);
-            if (errno || *end || o->device < 0) {
+            if (parse_int_in(optarg, 0, INT_MAX, &o->device)) {
                 fprintf(stderr, "%s %s: --device %s: not a GPU index\n", prog, cmd, optarg);
                 return DSV4_EINPUT;
             }

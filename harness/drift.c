@@ -103,81 +103,83 @@ static int number(parser *ps, double *v)
 
 static int skip_value(parser *ps);
 
-/* Calls fn(ctx, key) at each member's value; fn must consume it. */
-typedef int (*member_fn)(parser *ps, void *ctx, const char *key);
+/* One JSON container, from `open` to `close`: item(ps, ctx) parses each
+ * element after the opener or a comma. */
+typedef int (*item_fn)(parser *ps, void *ctx);
 
-static int object(parser *ps, member_fn fn, void *ctx)
+static int container(parser *ps, char open, char close, const char *expected, item_fn item, void *ctx)
 {
     ws(ps);
-    if (*ps->p != '{')
-        return perr(ps, "expected an object");
+    if (*ps->p != open)
+        return perr(ps, expected);
     if (++ps->depth > 64)
         return perr(ps, "nested too deeply");
     ps->p++;
     ws(ps);
-    if (*ps->p == '}') {
+    if (*ps->p == close) {
         ps->p++;
         ps->depth--;
         return DSV4_OK;
     }
     for (;;) {
-        char key[64];
         ws(ps);
-        if (str(ps, key, sizeof key))
-            return ps->st->code;
-        ws(ps);
-        if (*ps->p != ':')
-            return perr(ps, "expected ':'");
-        ps->p++;
-        ws(ps);
-        if ((fn ? fn(ps, ctx, key) : skip_value(ps)))
+        if (item(ps, ctx))
             return ps->st->code;
         ws(ps);
         if (*ps->p == ',') {
             ps->p++;
             continue;
         }
-        if (*ps->p == '}') {
+        if (*ps->p == close) {
             ps->p++;
             ps->depth--;
             return DSV4_OK;
         }
-        return perr(ps, "expected ',' or '}'");
+        return perr(ps, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
     }
 }
 
+/* Calls fn(ctx, key) at each member's value; fn must consume it (NULL:
+ * the value is skipped). */
+typedef int (*member_fn)(parser *ps, void *ctx, const char *key);
+
+typedef struct member_call {
+    member_fn fn;
+    void *ctx;
+} member_call;
+
+static int member(parser *ps, void *call)
+{
+    const member_call *m = call;
+    char key[64];
+    if (str(ps, key, sizeof key))
+        return ps->st->code;
+    ws(ps);
+    if (*ps->p != ':')
+        return perr(ps, "expected ':'");
+    ps->p++;
+    ws(ps);
+    return m->fn ? m->fn(ps, m->ctx, key) : skip_value(ps);
+}
+
+static int object(parser *ps, member_fn fn, void *ctx)
+{
+    member_call m = {fn, ctx};
+    return container(ps, '{', '}', "expected an object", member, &m);
+}
+
+/* Calls fn(ctx) at each element; fn must consume it (NULL: skipped). */
 typedef int (*elem_fn)(parser *ps, void *ctx);
+
+static int skip_elem(parser *ps, void *ctx)
+{
+    (void)ctx;
+    return skip_value(ps);
+}
 
 static int array(parser *ps, elem_fn fn, void *ctx)
 {
-    ws(ps);
-    if (*ps->p != '[')
-        return perr(ps, "expected an array");
-    if (++ps->depth > 64)
-        return perr(ps, "nested too deeply");
-    ps->p++;
-    ws(ps);
-    if (*ps->p == ']') {
-        ps->p++;
-        ps->depth--;
-        return DSV4_OK;
-    }
-    for (;;) {
-        ws(ps);
-        if ((fn ? fn(ps, ctx) : skip_value(ps)))
-            return ps->st->code;
-        ws(ps);
-        if (*ps->p == ',') {
-            ps->p++;
-            continue;
-        }
-        if (*ps->p == ']') {
-            ps->p++;
-            ps->depth--;
-            return DSV4_OK;
-        }
-        return perr(ps, "expected ',' or ']'");
-    }
+    return container(ps, '[', ']', "expected an array", fn ? fn : skip_elem, ctx);
 }
 
 static int skip_value(parser *ps)

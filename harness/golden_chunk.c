@@ -103,10 +103,7 @@ static int parse_pipeline(const dsv4_h5_chunked *c, size_t chunk_bytes, pipeline
     return DSV4_OK;
 }
 
-/* Fletcher-32 as HDF5 computes it: big-endian 16-bit words (an odd last
- * byte is the high byte of a word), the two sums folded to 16 bits every
- * 360 words, and once more at the end. */
-static uint32_t fletcher32(const uint8_t *p, size_t n)
+uint32_t dsv4_h5_fletcher32(const uint8_t *p, size_t n)
 {
     uint32_t s1 = 0, s2 = 0;
     for (size_t words = n / 2; words > 0;) {
@@ -218,7 +215,7 @@ static int decode(const chunk_at *a, const pipeline *p, const uint8_t *raw, size
             len -= 4;
             uint32_t stored = (uint32_t)cur[len] | (uint32_t)cur[len + 1] << 8 | (uint32_t)cur[len + 2] << 16 |
                               (uint32_t)cur[len + 3] << 24;
-            if (fletcher32(cur, len) != stored)
+            if (dsv4_h5_fletcher32(cur, len) != stored)
                 return chunk_fail(a, st, "fails its Fletcher32 checksum (corrupt data)");
             continue;
         }

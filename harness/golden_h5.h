@@ -87,6 +87,11 @@ typedef struct dsv4_h5_chunked {
  * DSV4_EINPUT naming the file, the dataset and the chunk otherwise. */
 int dsv4_h5_read_chunked(const dsv4_h5_chunked *c, dsv4_status *st);
 
+/* Fletcher-32 as HDF5 computes it: big-endian 16-bit words (an odd last
+ * byte is the high byte of a word), the two sums folded to 16 bits every
+ * 360 words, and once more at the end. */
+uint32_t dsv4_h5_fletcher32(const uint8_t *p, size_t n);
+
 /* Writing (golden.c).  fill writes a file's contents into the open file f;
  * dsv4_h5_write_file builds the file in memory with the HDF5 1.8 formats,
  * writes it to a temporary file beside path, syncs it and renames it into

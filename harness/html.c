@@ -65,8 +65,7 @@ static void heatmap(FILE *f, const dsv4_errmap *m, const char *output)
     int W = 60 + m->cols * cw + 10, H = 30 + m->rows * ch + 40;
     fprintf(f, "<figure style=\"margin:0\"><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "role=\"img\" aria-label=\"error heatmap of ", W, H);
-    dsv4_xml_escape(f, output);
-    fprintf(f, "\" font-family=\"sans-serif\" font-size=\"11\">\n");
+    dsv4_xml_escape_then(f, output, "\" font-family=\"sans-serif\" font-size=\"11\">\n");
     fprintf(f, "<text x=\"60\" y=\"14\">columns 0..%lld (%lld per block)</text>\n", (long long)m->ncols - 1,
             (long long)m->col_step);
     fprintf(f, "<text x=\"12\" y=\"%d\" transform=\"rotate(-90 12 %d)\" text-anchor=\"middle\">rows 0..%lld (%lld per "
@@ -136,8 +135,7 @@ static void histogram(FILE *f, const dsv4_errmap *m, const char *output)
     const int bw = 30, H = 160, W = 50 + DSV4_HIST_BINS * bw + 10;
     fprintf(f, "<figure style=\"margin:0\"><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "role=\"img\" aria-label=\"error histogram of ", W, H + 60);
-    dsv4_xml_escape(f, output);
-    fprintf(f, "\" font-family=\"sans-serif\" font-size=\"10\">\n");
+    dsv4_xml_escape_then(f, output, "\" font-family=\"sans-serif\" font-size=\"10\">\n");
     fprintf(f, "<line x1=\"48\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#57606a\"/>\n", H + 10, W - 8, H + 10);
     for (int k = 0; k < DSV4_HIST_BINS; k++) {
         double h = m->hist[k] ? (double)(H - 20) * log1p((double)m->hist[k]) / log1p((double)top) : 0;
@@ -167,8 +165,7 @@ static void mismatch_row(FILE *f, const char *label, const dsv4_mismatch *m)
     fprintf(f, "</code></td><td class=\"num\">%.9g</td><td class=\"num\">%.9g</td><td class=\"num\">%.3g</td>"
                "<td class=\"num\">%.3g</td><td class=\"num\">%.3g</td><td>",
             m->expected, m->actual, m->abs_err, m->ulp_err, m->tol);
-    dsv4_xml_escape(f, m->where);
-    fprintf(f, "</td></tr>\n");
+    dsv4_xml_escape_then(f, m->where, "</td></tr>\n");
 }
 
 /* A table of mismatches: lead (when given) labelled lead_label, then the
@@ -210,8 +207,7 @@ static void output_section(FILE *f, const dsv4_case_result *r, const dsv4_output
             dsv4_verdict_name(c->verdict));
     dsv4_xml_escape(f, c->message);
     fprintf(f, "<br><span class=\"meta\">policy (%s): ", dsv4_cmp_kind_name(o->pol.kind));
-    dsv4_xml_escape(f, o->pol.rule);
-    fprintf(f, "</span>");
+    dsv4_xml_escape_then(f, o->pol.rule, "</span>");
     if (c->hint[0]) {
         fprintf(f, "<br><b>hint:</b> ");
         dsv4_xml_escape(f, c->hint);
@@ -240,28 +236,21 @@ static void output_section(FILE *f, const dsv4_case_result *r, const dsv4_output
 static void case_section(FILE *f, int i, const dsv4_case_result *r)
 {
     fprintf(f, "<div class=\"case\" id=\"case%d\"><h2><span class=\"b %s\">%s</span> ", i, dsv4_status_word(r), dsv4_status_word(r));
-    dsv4_xml_escape(f, r->name);
-    fprintf(f, "</h2>\n<p class=\"meta\">op <code>");
-    dsv4_xml_escape(f, r->op);
-    fprintf(f, "</code> variant <code>");
+    dsv4_xml_escape_then(f, r->name, "</h2>\n<p class=\"meta\">op <code>");
+    dsv4_xml_escape_then(f, r->op, "</code> variant <code>");
     dsv4_xml_escape(f, r->variant);
     fprintf(f, "</code>, seed %llu, from <code>", (unsigned long long)r->seed);
-    dsv4_xml_escape(f, r->origin);
-    fprintf(f, "</code></p>\n");
+    dsv4_xml_escape_then(f, r->origin, "</code></p>\n");
     if (r->error[0]) {
         fprintf(f, "<p><b>");
-        dsv4_xml_escape(f, r->error);
-        fprintf(f, "</b></p>\n");
+        dsv4_xml_escape_then(f, r->error, "</b></p>\n");
     }
     fprintf(f, "<p>Reproduce:</p><pre>");
-    dsv4_xml_escape(f, r->repro);
-    fprintf(f, "</pre>\n");
+    dsv4_xml_escape_then(f, r->repro, "</pre>\n");
     if (r->repro_file[0]) {
         fprintf(f, "<p>Replay the saved inputs, expected and actual outputs (<code>");
-        dsv4_xml_escape(f, r->repro_file);
-        fprintf(f, "</code>):</p><pre>");
-        dsv4_xml_escape(f, r->replay);
-        fprintf(f, "</pre>\n");
+        dsv4_xml_escape_then(f, r->repro_file, "</code>):</p><pre>");
+        dsv4_xml_escape_then(f, r->replay, "</pre>\n");
     }
     for (int k = 0; k < r->n_outputs; k++)
         if (r->outputs[k].cmp.verdict != DSV4_PASS)
@@ -303,13 +292,11 @@ int dsv4_write_html(const char *path, const char *suite, const char *impl, const
     gmtime_r(&now, &tmv);
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tmv);
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>dsv4check: ");
-    dsv4_xml_escape(f, suite);
-    fprintf(f, " (impl ");
+    dsv4_xml_escape_then(f, suite, " (impl ");
     dsv4_xml_escape(f, impl);
     fprintf(f, ")</title>\n<style>%s</style></head><body>\n<h1>dsv4check report</h1>\n<p class=\"meta\">suite <b>",
             css);
-    dsv4_xml_escape(f, suite);
-    fprintf(f, "</b>, implementation <b>");
+    dsv4_xml_escape_then(f, suite, "</b>, implementation <b>");
     dsv4_xml_escape(f, impl);
     fprintf(f, "</b>, %s, dsv4check %s (%s)</p>\n<pre>", when, DSV4_VERSION, DSV4_GIT_REV);
     dsv4_xml_escape(f, command);
@@ -324,8 +311,7 @@ int dsv4_write_html(const char *path, const char *suite, const char *impl, const
             fprintf(f, "<a href=\"#case%d\">", i);
         dsv4_xml_escape(f, r->name);
         fprintf(f, "%s</td><td>", bad ? "</a>" : "");
-        dsv4_xml_escape(f, r->op);
-        fprintf(f, " [");
+        dsv4_xml_escape_then(f, r->op, " [");
         dsv4_xml_escape(f, r->variant);
         fprintf(f, "]</td><td><span class=\"b %s\">%s</span>", dsv4_status_word(r), dsv4_status_word(r));
         if (r->special.relied)
@@ -333,8 +319,7 @@ int dsv4_write_html(const char *path, const char *suite, const char *impl, const
                        "lanes touched by NaN/Inf inputs are not counted\">SEPARATE</span>");
         if (r->drift[0]) {
             fprintf(f, " <span class=\"b WARN\" title=\"");
-            dsv4_xml_escape(f, r->drift);
-            fprintf(f, "\">DRIFT</span>");
+            dsv4_xml_escape_then(f, r->drift, "\">DRIFT</span>");
         }
         fprintf(f, "</td><td>");
         worst_cell(f, r);
@@ -344,10 +329,8 @@ int dsv4_write_html(const char *path, const char *suite, const char *impl, const
     for (int i = 0; i < n; i++)
         if (rs[i].drift[0]) {
             fprintf(f, "<p><span class=\"b WARN\">DRIFT</span> ");
-            dsv4_xml_escape(f, rs[i].name);
-            fprintf(f, ": ");
-            dsv4_xml_escape(f, rs[i].drift);
-            fprintf(f, "</p>\n");
+            dsv4_xml_escape_then(f, rs[i].name, ": ");
+            dsv4_xml_escape_then(f, rs[i].drift, "</p>\n");
         }
     /* Detailed sections (heatmaps: ~100 KB each) for the first
      * HTML_MAX_DETAILED failing or warning cases; the rest are named. */

@@ -171,6 +171,12 @@ void dsv4_xml_escape(FILE *f, const char *s)
     }
 }
 
+void dsv4_xml_escape_then(FILE *f, const char *s, const char *markup)
+{
+    dsv4_xml_escape(f, s);
+    fputs(markup, f);
+}
+
 static void json_string(FILE *f, const char *s)
 {
     fputc('"', f);
@@ -227,10 +233,8 @@ static void junit_property(FILE *f, const char *name, double v)
 static void junit_text_property(FILE *f, const char *name, const char *value)
 {
     fprintf(f, "        <property name=\"");
-    dsv4_xml_escape(f, name);
-    fprintf(f, "\" value=\"");
-    dsv4_xml_escape(f, value);
-    fprintf(f, "\"/>\n");
+    dsv4_xml_escape_then(f, name, "\" value=\"");
+    dsv4_xml_escape_then(f, value, "\"/>\n");
 }
 
 int dsv4_write_junit(const char *path, const char *suite, const char *impl,
@@ -258,8 +262,7 @@ int dsv4_write_junit(const char *path, const char *suite, const char *impl,
     }
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n");
     fprintf(f, "  <testsuite name=\"");
-    dsv4_xml_escape(f, suite);
-    fprintf(f, " (impl ");
+    dsv4_xml_escape_then(f, suite, " (impl ");
     dsv4_xml_escape(f, impl);
     fprintf(f, ")\" tests=\"%d\" failures=\"%d\" errors=\"%d\" skipped=\"%d\" time=\"%.3f\">\n", tests,
             failures, errors, skipped, total);
@@ -269,8 +272,7 @@ int dsv4_write_junit(const char *path, const char *suite, const char *impl,
         for (int k = 0; k < units; k++) {
             const dsv4_output_result *o = r->n_outputs ? &r->outputs[k] : NULL;
             fprintf(f, "    <testcase classname=\"");
-            dsv4_xml_escape(f, r->op[0] ? r->op : "dsv4check");
-            fprintf(f, "\" name=\"");
+            dsv4_xml_escape_then(f, r->op[0] ? r->op : "dsv4check", "\" name=\"");
             dsv4_xml_escape(f, r->name);
             if (o) {
                 fputc('/', f);
@@ -303,12 +305,10 @@ int dsv4_write_junit(const char *path, const char *suite, const char *impl,
             fprintf(f, "      </properties>\n");
             if (r->status == DSV4_ESKIP) {
                 fprintf(f, "      <skipped message=\"");
-                dsv4_xml_escape(f, r->error);
-                fprintf(f, "\"/>\n");
+                dsv4_xml_escape_then(f, r->error, "\"/>\n");
             } else if (r->status == DSV4_EINPUT || r->status == DSV4_ERUNTIME) {
                 fprintf(f, "      <error message=\"");
-                dsv4_xml_escape(f, r->error);
-                fprintf(f, "\"/>\n");
+                dsv4_xml_escape_then(f, r->error, "\"/>\n");
             } else if ((o && o->cmp.verdict == DSV4_FAIL) || (!o && r->status == DSV4_EFAIL)) {
                 char msg[1024] = "";
                 if (o && o->cmp.has_worst) {
@@ -319,16 +319,14 @@ int dsv4_write_junit(const char *path, const char *suite, const char *impl,
                     snprintf(msg, sizeof msg, "%s", o ? o->cmp.message : r->error);
                 }
                 fprintf(f, "      <failure message=\"");
-                dsv4_xml_escape(f, msg);
-                fprintf(f, "\">");
+                dsv4_xml_escape_then(f, msg, "\">");
                 dsv4_xml_escape(f, msg);
                 if (o && o->cmp.hint[0]) {
                     fputs("&#10;hint: ", f);
                     dsv4_xml_escape(f, o->cmp.hint);
                 }
                 fputs("&#10;reproduce: ", f);
-                dsv4_xml_escape(f, r->repro);
-                fprintf(f, "</failure>\n");
+                dsv4_xml_escape_then(f, r->repro, "</failure>\n");
             }
             fprintf(f, "    </testcase>\n");
         }

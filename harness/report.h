@@ -92,4 +92,7 @@ void dsv4_input_files_free(dsv4_input_files *s);
  * entities, a newline as &#10;, other control characters as a space. */
 void dsv4_xml_escape(FILE *f, const char *s);
 
+/* s escaped as dsv4_xml_escape does, then the markup that follows it. */
+void dsv4_xml_escape_then(FILE *f, const char *s, const char *markup);
+
 #endif

@@ -8,28 +8,16 @@
  * pos, tk and sw; then the block writes the whole P-wide row, 4 columns per
  * thread as one 16-byte store (P is a multiple of 128, docs/semantics/indices.md A6.2), so every
  * element of the row, the -1 padding included, is written exactly once. */
-#include "kernels.h"
+#include "idx_common.h"
 
 namespace {
+
+using idx::floor_div;
+using idx::wrap_i32;
 
 enum { V_TORCH = 0, V_NO_VALIDATE = 1, V_WIDTH_COL0 = 2 };
 
 const char *const variants[] = {"default", "validate_topk=none", "width_guard=col0", NULL};
-
-/* Torch's .to(int32) wraps modulo 2^32 (ref/indices.c wrap_i32). */
-__device__ inline int32_t wrap_i32(long long v)
-{
-    return (int32_t)(uint32_t)(unsigned long long)v;
-}
-
-/* Torch integer // is floor division (docs/semantics/numerics.md A1 [S4]). */
-__device__ inline long long floor_div(long long a, long long b)
-{
-    long long q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0)))
-        q--;
-    return q;
-}
 
 struct row_info {
     long long rM, pos, tk, sw, g0;
@@ -44,18 +32,10 @@ __global__ void combine_kernel(const int32_t *__restrict__ topk, long long Wk,
     __shared__ row_info s;
     const long long t = blockIdx.x;
     if (threadIdx.x == 0) {
-        /* The largest r with qsl[r] - qsl[0] <= t: empty requests (equal
-         * neighbours) are skipped because the last of equal entries wins.
-         * The host checked qsl non-decreasing with qsl[R] - qsl[0] = T. */
+        /* The largest r with qsl[r] - qsl[0] <= t.  The host checked qsl
+         * non-decreasing with qsl[R] - qsl[0] = T. */
         const long long base = qsl[0];
-        int lo = 0, hi = R - 1;
-        while (lo < hi) {
-            int mid = lo + (hi - lo + 1) / 2;
-            if ((long long)qsl[mid] - base <= t)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
+        const long long lo = idx::request_of_row(qsl, R, base + t);
         const long long qs = (long long)qsl[lo] - base, qe = (long long)qsl[lo + 1] - base;
         const long long S = seq_lens[lo];
         const long long pos = S - (qe - qs) + (t - qs); /* p0 + (t - qs), p0 = S - L */

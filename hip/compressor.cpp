@@ -19,6 +19,7 @@
  *     c, B = 256 / c (kv_encode.h).  The reference computes the float steps
  *     in double; the fp32 steps flip a byte only near a rounding boundary
  *     (the op's budget, docs/semantics/README.md A14). */
+#include "idx_common.h"
 #include "kv_encode.h"
 #include "rope_device.h"
 
@@ -70,16 +71,7 @@ __global__ void __launch_bounds__(64) compress_kernel(comp_tabs a, uint8_t *__re
     const long long pos = a.positions[t];
     if (a.slots[t] < 0 || (pos + 1) % a.c != 0)
         return; /* emits only at the end of a c-chunk (docs/semantics/gemm.md A11 step 3); whole block */
-    /* the request: the last r with qsl[r] <= t (empty requests skipped) */
-    int lo = 0, hi = (int)a.R - 1;
-    while (lo < hi) {
-        const int mid = lo + (hi - lo + 1) / 2;
-        if (a.qsl[mid] <= t)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    const long long r = lo;
+    const long long r = idx::request_of_row(a.qsl, a.R, t);
     const int half = a.coff * D, W2 = 2 * half, nu = a.coff * a.c;
     float m[8], z[8], s[8], kv[8], sc[8];
     for (int i = 0; i < 8; i++)
@@ -140,12 +132,9 @@ int shape_of(const dsv4_hip_call *c, comp_shape *s, char *err, size_t errlen)
                                   "block_table:int32:2 -> state_cache:float32:3 kv_cache:uint8:3",
                                {&s->ks, &s->pos, &s->qsl, &s->ape, &s->sc, &s->ssm, &s->sbt, &s->nw,
                                 &s->cs, &s->kc, &s->bt, &s->osc, &s->okc}, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "compress_ratio", &s->c, err, errlen)))
+        (rc = dsv4_hip_int(c, "compress_ratio", &s->c, err, errlen)) ||
+        (rc = dsv4_hip_float(c, "eps", &s->eps, err, errlen)))
         return rc;
-    const dsv4_plugin_param *e = dsv4_hip_param(c, "eps");
-    if (!e || e->kind != DSV4_PLUGIN_FLOAT)
-        return QFAIL("compressor: float parameter 'eps' missing");
-    s->eps = e->f;
     s->T = c->in[s->ks].shape[0];
     s->R = c->in[s->qsl].shape[0] - 1;
     return DSV4_PLUGIN_OK;

@@ -103,12 +103,9 @@ int shape_of(const dsv4_hip_call *c, qi_shape *s, char *err, size_t errlen)
     if ((rc = dsv4_hip_tensors(c, "q:bfloat16:3 kv:bfloat16:2 slot_mapping:int64:1 positions:int64:1 "
                                   "cos_sin_cache:float32:2 -> q:bfloat16:3 swa_cache:uint8:3",
                                {&s->q, &s->kv, &s->sm, &s->pos, &s->cs, &s->qo, &s->co}, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "block_size", &s->B, err, errlen)))
+        (rc = dsv4_hip_int(c, "block_size", &s->B, err, errlen)) ||
+        (rc = dsv4_hip_float(c, "eps", &s->eps, err, errlen)))
         return rc;
-    const dsv4_plugin_param *e = dsv4_hip_param(c, "eps");
-    if (!e || e->kind != DSV4_PLUGIN_FLOAT)
-        return QFAIL("fused_qnorm_rope_kv_insert: float parameter 'eps' missing");
-    s->eps = e->f;
     dsv4_hip_dims(c->in[s->q], &s->T, &s->H);
     s->Ts = c->in[s->sm].shape[0];
     s->nb = c->out[s->co].shape[0];

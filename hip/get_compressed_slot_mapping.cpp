@@ -26,15 +26,7 @@ __global__ void __launch_bounds__(THREADS) cslot_kernel(cslot_dev a, long long *
         return;
     long long slot = -1;
     if (a.R > 0 && t >= a.qsl[0] && t < a.qsl[a.R]) {
-        long long lo = 0, hi = a.R - 1; /* the last r with qsl[r] <= t (empty requests skipped) */
-        while (lo < hi) {
-            const long long mid = (lo + hi + 1) / 2;
-            if (a.qsl[mid] <= t)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
-        const long long r = lo, qs = a.qsl[r], ql = (long long)a.qsl[r + 1] - qs;
+        const long long r = idx::request_of_row(a.qsl, a.R, t), qs = a.qsl[r], ql = (long long)a.qsl[r + 1] - qs;
         const long long pos = ((long long)a.seq[r] - ql) + (t - qs); /* >= 0: checked on the host */
         if ((pos + 1) % a.c == 0) {
             const long long e = pos / a.c, vpage = a.B * a.W, page = e / vpage, voff = e - page * vpage;

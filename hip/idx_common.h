@@ -1,7 +1,7 @@
 /* idx_common.h - device helpers shared by the index/metadata builder kernels
  * (hip/compute_global_topk.cpp, build_prefill_topk_ragged_indices.cpp,
- * decode_swa_indices_and_lens.cpp): int32 wrap, the block-table slot, a
- * block-wide exclusive scan on warp shuffles (warpSize read at run time),
+ * decode_swa_indices_and_lens.cpp and others): int32 wrap, floor division,
+ * the block-table slot, a row's request by query_start_loc, a block-wide exclusive scan on warp shuffles (warpSize read at run time),
  * an order-preserving block compaction, and the single-block lengths ->
  * indptr scan.  Semantics: ref/indices.c (docs/semantics/indices.md A5). */
 #ifndef DSV4_HIP_IDX_COMMON_H
@@ -33,6 +33,22 @@ __device__ inline int32_t global_slot(const int32_t *__restrict__ bt, long long 
 {
     const uint32_t uv = (uint32_t)v, page = uv / bc;
     return wrap_i32((long long)bt[r * cols + page] * bc + (uv - page * bc));
+}
+
+/* The request of row t: the last r in [0, R) with qsl[r] <= t, so empty
+ * requests (equal neighbours) are skipped.  qsl is non-decreasing with
+ * qsl[0] <= t (the caller's guard), R >= 1. */
+__device__ inline long long request_of_row(const int32_t *qsl, long long R, long long t)
+{
+    long long lo = 0, hi = R - 1;
+    while (lo < hi) {
+        const long long mid = lo + (hi - lo + 1) / 2;
+        if (qsl[mid] <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
 }
 
 /* Shuffle up by d lanes; every lane of the warp takes part (gpu_compat.h

@@ -79,6 +79,21 @@ __device__ inline void rope4(float x[4], const float *__restrict__ cs, int k0)
     }
 }
 
+/* The MXFP4 codes of a lane's N dims given the block's amax m: the scale
+ * byte into *scale, the codes as a word (even dim low).  mx.c
+ * dsv4_mx_quant_block_fp4: q = fl(x * m); a NaN block encodes NAN. */
+template <int N> __device__ inline uint32_t encode_fp4(const float x[N], float m, int rule, int elem, uint8_t *scale)
+{
+    float mult;
+    const int nanfill = dsv4q_fp4_block(m, rule, scale, &mult);
+    uint32_t w = 0;
+    for (int i = 0; i < N; i++) {
+        const float q = nanfill ? dsv4q_float(0x7FC00000u) : dsv4q_mul(x[i], mult);
+        w |= (uint32_t)dsv4q_e2m1(q, elem) << (4 * i);
+    }
+    return w;
+}
+
 /* MXFP4 of 4 dims per lane, 8 lanes per 32-block (every lane of the warp
  * calls it: the amax is a full-mask xor shuffle).  rule / elem: quant_rules.h
  * numbering.  Returns the 4 codes as a 16-bit word (even dim low) and the
@@ -88,16 +103,7 @@ __device__ inline uint32_t quant4(const float x[4], int rule, int elem, uint8_t 
     float m = dsv4q_float(0x7FC00000u); /* "none seen" (dsv4q_amax_step) */
     for (int i = 0; i < 4; i++)
         m = dsv4q_amax_step(m, x[i]);
-    m = group_amax(m, 8);
-    float mult;
-    const int nanfill = dsv4q_fp4_block(m, rule, scale, &mult);
-    uint32_t w = 0;
-    for (int i = 0; i < 4; i++) {
-        /* mx.c dsv4_mx_quant_block_fp4: q = fl(x * m); a NaN block encodes NAN */
-        const float q = nanfill ? dsv4q_float(0x7FC00000u) : dsv4q_mul(x[i], mult);
-        w |= (uint32_t)dsv4q_e2m1(q, elem) << (4 * i);
-    }
-    return w;
+    return encode_fp4<4>(x, group_amax(m, 8), rule, elem, scale);
 }
 
 /* MXFP4 of 8 dims per lane, 4 lanes per 32-block (the Q quant's layout):
@@ -111,15 +117,7 @@ template <int RULE, int ELEM> __device__ inline uint32_t quant8(const float x[8]
         const int32_t e = dsv4q_amax_key(x[i]);
         key = e > key ? e : key;
     }
-    const float m = dsv4q_amax_of_key(group_max_key(key, 4));
-    float mult;
-    const int nanfill = dsv4q_fp4_block(m, RULE, scale, &mult);
-    uint32_t w = 0;
-    for (int i = 0; i < 8; i++) {
-        const float q = nanfill ? dsv4q_float(0x7FC00000u) : dsv4q_mul(x[i], mult);
-        w |= (uint32_t)dsv4q_e2m1(q, ELEM) << (4 * i);
-    }
-    return w;
+    return encode_fp4<8>(x, dsv4q_amax_of_key(group_max_key(key, 4)), RULE, ELEM, scale);
 }
 
 /* The two quantization variants of ops_indexer.c quant_variants (docs/semantics/indexer.md Q4):
@@ -128,15 +126,6 @@ template <int RULE, int ELEM> __device__ inline uint32_t quant8(const float x[8]
 static const char *const quant_variants[] = {"default", "quant=cache_a", NULL};
 static inline int quant_rule(int variant) { return variant == 1 ? DSV4Q_FP4_CEIL_F32LOG2 : DSV4Q_FP4_CEIL; }
 static inline int quant_elem(int variant) { return variant == 1 ? DSV4Q_ELEM_THRESHOLD : DSV4Q_ELEM_RNE; }
-
-static inline int float_param(const dsv4_hip_call *c, const char *name, double *v, char *err, size_t errlen)
-{
-    const dsv4_plugin_param *p = dsv4_hip_param(c, name);
-    if (!p || p->kind != DSV4_PLUGIN_FLOAT)
-        return IFAIL("%s: float parameter '%s' missing", c->op, name);
-    *v = p->f;
-    return DSV4_PLUGIN_OK;
-}
 
 } // namespace idxr
 

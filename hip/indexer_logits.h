@@ -95,16 +95,9 @@ struct lg_args {
  * "Masking"; ref/indexer.c dsv4_idx_row_end). */
 __device__ inline long long row_end(const lg_args &a, long long r, long long *req)
 {
-    long long lo = 0, hi = a.B - 1;
-    while (lo < hi) {
-        const long long mid = (lo + hi + 1) / 2;
-        if (a.qsl[mid] <= r)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    *req = lo;
-    const long long ctx = a.ctx[lo];
+    const long long b = idx::request_of_row(a.qsl, a.B, r);
+    *req = b;
+    const long long ctx = a.ctx[b];
     if (ctx <= 0)
         return 0;
     long long e = a.re[r] < ctx ? a.re[r] : ctx;

@@ -91,6 +91,18 @@ static inline int dsv4_hip_int(const dsv4_hip_call *c, const char *name, int64_t
     return DSV4_PLUGIN_OK;
 }
 
+/* A float parameter, or DSV4_PLUGIN_EINPUT naming it. */
+static inline int dsv4_hip_float(const dsv4_hip_call *c, const char *name, double *v, char *err, size_t errlen)
+{
+    const dsv4_plugin_param *p = dsv4_hip_param(c, name);
+    if (!p || p->kind != DSV4_PLUGIN_FLOAT) {
+        snprintf(err, errlen, "%s: float parameter '%s' missing", c->op, name);
+        return DSV4_PLUGIN_EINPUT;
+    }
+    *v = p->f;
+    return DSV4_PLUGIN_OK;
+}
+
 /* A tensor of the given dtype and rank, or DSV4_PLUGIN_EINPUT naming it. */
 static inline int dsv4_hip_tensor(const dsv4_hip_call *c, int is_output, const char *name, int dtype,
                                   int ndim, int *index, char *err, size_t errlen)

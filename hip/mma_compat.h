@@ -210,24 +210,25 @@ __device__ inline void mma_kn(acc16 &c, const uint16_t *a, int lda, const uint16
 /* Fallback: each lane computes its own accumulator elements, k in order. */
 __device__ inline float bf16_f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
-__device__ inline void mma_nk(acc16 &c, const uint16_t *a, int lda, const uint16_t *b, int ldb)
+/* B element (k, n) at b[n * n_stride + k * k_stride]. */
+__device__ inline void mma_strided(acc16 &c, const uint16_t *a, int lda, const uint16_t *b, int n_stride, int k_stride)
 {
     const int lane = threadIdx.x % WAVE;
     for (int e = 0; e < ACC; e++) {
         const int m = acc_row(lane, e), n = acc_col(lane, e);
         for (int k = 0; k < 16; k++)
-            c.v[e] = fmaf(bf16_f(a[m * lda + k]), bf16_f(b[n * ldb + k]), c.v[e]);
+            c.v[e] = fmaf(bf16_f(a[m * lda + k]), bf16_f(b[n * n_stride + k * k_stride]), c.v[e]);
     }
+}
+
+__device__ inline void mma_nk(acc16 &c, const uint16_t *a, int lda, const uint16_t *b, int ldb)
+{
+    mma_strided(c, a, lda, b, ldb, 1);
 }
 
 __device__ inline void mma_kn(acc16 &c, const uint16_t *a, int lda, const uint16_t *b, int ldb)
 {
-    const int lane = threadIdx.x % WAVE;
-    for (int e = 0; e < ACC; e++) {
-        const int m = acc_row(lane, e), n = acc_col(lane, e);
-        for (int k = 0; k < 16; k++)
-            c.v[e] = fmaf(bf16_f(a[m * lda + k]), bf16_f(b[k * ldb + n]), c.v[e]);
-    }
+    mma_strided(c, a, lda, b, 1, ldb);
 }
 
 /* Fragments of the fallback: where the tile is (the lanes read it in

@@ -31,12 +31,9 @@ static int shape_of(const names &nm, const dsv4_hip_call *c, shape *s, char *err
     int64_t swa_only;
     if ((rc = dsv4_hip_tensors(c, "q:bfloat16:3 attn_sink:float32:1 -> output:bfloat16:3",
                                {&s->q, &s->sink, &s->out}, err, errlen)) ||
-        (rc = dsv4_hip_int(c, "swa_only", &swa_only, err, errlen)))
+        (rc = dsv4_hip_int(c, "swa_only", &swa_only, err, errlen)) ||
+        (rc = dsv4_hip_float(c, "scale", &s->scale, err, errlen)))
         return rc;
-    const dsv4_plugin_param *sc = dsv4_hip_param(c, "scale");
-    if (!sc || sc->kind != DSV4_PLUGIN_FLOAT)
-        return PFAIL("%s: float parameter 'scale' missing", c->op);
-    s->scale = sc->f;
     s->nseg = swa_only ? 1 : 2; /* SWA-only layers: no extra segment (docs/semantics/attention.md A8.4) */
     const char *cn[2] = {nm.main_cache, nm.extra_cache}, *in[2] = {nm.main_idx, nm.extra_idx},
                *pn[2] = {nm.main_ptr, nm.extra_ptr};

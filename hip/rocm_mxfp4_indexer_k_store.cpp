@@ -121,7 +121,7 @@ int shape_of(const dsv4_hip_call *c, ks_shape *s, char *err, size_t errlen)
                                {&s->k, &s->pos, &s->cs, &s->w, &s->slots, &s->out}, err, errlen)) ||
         (rc = dsv4_hip_ints(c, "num_heads head_dim page_entries shuffle compress_ratio",
                             {&s->heads, &hd, &s->P, &s->shuffle, &s->ratio}, err, errlen)) ||
-        (rc = float_param(c, "rms_norm_eps", &s->eps, err, errlen)))
+        (rc = dsv4_hip_float(c, "rms_norm_eps", &s->eps, err, errlen)))
         return rc;
     if (hd != D)
         return IFAIL("%s: head_dim %lld: the kernel is written for 128 (64 NoPE + 64 RoPE)", c->op, (long long)hd);

@@ -73,8 +73,8 @@ int shape_of(const dsv4_hip_call *c, qq_shape *s, char *err, size_t errlen)
                                   "index_weights:float32:2 -> q_packed:uint8:3 q_scale:int32:2 "
                                   "weights_out:float32:2",
                                {&s->pos, &s->q, &s->cs, &s->w, &s->op, &s->os, &s->ow}, err, errlen)) ||
-        (rc = float_param(c, "softmax_scale", &s->ss, err, errlen)) ||
-        (rc = float_param(c, "head_scale", &s->hs, err, errlen)))
+        (rc = dsv4_hip_float(c, "softmax_scale", &s->ss, err, errlen)) ||
+        (rc = dsv4_hip_float(c, "head_scale", &s->hs, err, errlen)))
         return rc;
     return DSV4_PLUGIN_OK;
 }

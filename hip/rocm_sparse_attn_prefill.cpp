@@ -22,12 +22,9 @@ int shape_of(const dsv4_hip_call *c, prefill_shape *s, char *err, size_t errlen)
     int rc;
     if ((rc = dsv4_hip_tensors(c, "q:bfloat16:3 kv:bfloat16:3 indices:int32:3 topk_length:int32:1 "
                                   "attn_sink:float32:1 -> output:bfloat16:3",
-                               {&s->q, &s->kv, &s->idx, &s->len, &s->sink, &s->out}, err, errlen)))
+                               {&s->q, &s->kv, &s->idx, &s->len, &s->sink, &s->out}, err, errlen)) ||
+        (rc = dsv4_hip_float(c, "scale", &s->scale, err, errlen)))
         return rc;
-    const dsv4_plugin_param *sc = dsv4_hip_param(c, "scale");
-    if (!sc || sc->kind != DSV4_PLUGIN_FLOAT)
-        return FAIL("%s: float parameter 'scale' missing", c->op);
-    s->scale = sc->f;
     dsv4_hip_dims(c->in[s->q], &s->T, &s->H);
     s->rows = c->in[s->kv].shape[0];
     s->P = c->in[s->idx].shape[2];

@@ -23,9 +23,7 @@
 
 static int rope_row_of(const dsv4_qnorm_insert_args *a, int64_t t, const float **row, dsv4_status *st)
 {
-    char what[48];
-    snprintf(what, sizeof what, "positions[%" PRId64 "]", t);
-    return dsv4_rope_row(a->cos_sin_cache, a->num_pos, RD, a->positions[t], what, row, st);
+    return dsv4_rope_row_of_token(a->cos_sin_cache, a->num_pos, RD, a->positions, t, row, st);
 }
 
 typedef struct qnorm_job {

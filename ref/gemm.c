@@ -357,9 +357,7 @@ static int einsum_row(const dsv4_einsum_args *a, int64_t t, int64_t h, double *x
     if (!a->inverse_rope) /* o is already rotated and bf16 (docs/semantics/gemm.md A10.2 step 1) */
         return DSV4_OK;
     const float *row;
-    char what[48];
-    snprintf(what, sizeof what, "positions[%" PRId64 "]", t);
-    int rc = dsv4_rope_row(a->cos_sin_cache, a->num_pos, a->rope_dim, a->positions[t], what, &row, st);
+    int rc = dsv4_rope_row_of_token(a->cos_sin_cache, a->num_pos, a->rope_dim, a->positions, t, &row, st);
     if (rc)
         return rc;
     double *lanes = x + DSV4_HEAD_DIM - a->rope_dim;

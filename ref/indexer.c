@@ -291,9 +291,7 @@ DSV4_VECTOR_CLONES static int qquant_range(void *ctx, int64_t t0, int64_t t1, in
     int rc = DSV4_OK;
     for (int64_t t = t0; t < t1 && !rc; t++) {
         const float *row;
-        char what[32];
-        snprintf(what, sizeof what, "positions[%" PRId64 "]", t);
-        if ((rc = dsv4_rope_row(a->cos_sin_cache, a->num_pos, a->rope_dim, a->positions[t], what, &row, st)))
+        if ((rc = dsv4_rope_row_of_token(a->cos_sin_cache, a->num_pos, a->rope_dim, a->positions, t, &row, st)))
             break;
         widen_bf16(a->q + t * H * D, (int64_t)H * D, x); /* NoPE lanes raw, no rounding (docs/semantics/indexer.md Q4.2) */
         for (int h = 0; h < H; h++) {
@@ -341,9 +339,7 @@ DSV4_AVX2 static int qquant_range_avx2(void *ctx, int64_t t0, int64_t t1, int wo
     dsv4_mx_prepare();
     for (int64_t t = t0; t < t1; t++) {
         const float *row;
-        char what[32];
-        snprintf(what, sizeof what, "positions[%" PRId64 "]", t);
-        int rc = dsv4_rope_row(a->cos_sin_cache, a->num_pos, a->rope_dim, a->positions[t], what, &row, st);
+        int rc = dsv4_rope_row_of_token(a->cos_sin_cache, a->num_pos, a->rope_dim, a->positions, t, &row, st);
         if (rc)
             return rc;
         if (dsv4_avx2_any_nan(row, a->rope_dim)) { /* NaN beside a NaN q lane: the portable code's payload */

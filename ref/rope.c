@@ -4,6 +4,7 @@
 #include "rope.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 
 #include "numerics.h"
 
@@ -18,6 +19,14 @@ int dsv4_rope_row(const float *cos_sin_cache, int64_t num_pos, int rope_dim, int
                          num_pos);
     *row = cos_sin_cache + pos * rope_dim;
     return DSV4_OK;
+}
+
+int dsv4_rope_row_of_token(const float *cos_sin_cache, int64_t num_pos, int rope_dim, const int64_t *positions,
+                           int64_t t, const float **row, dsv4_status *st)
+{
+    char what[48];
+    snprintf(what, sizeof what, "positions[%" PRId64 "]", t);
+    return dsv4_rope_row(cos_sin_cache, num_pos, rope_dim, positions[t], what, row, st);
 }
 
 void dsv4_rope_gptj_f32(float *x, const float *cs_row, int rope_dim, dsv4_rope_dir dir)

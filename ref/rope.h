@@ -29,6 +29,10 @@ typedef enum dsv4_rope_dir { DSV4_ROPE_FORWARD = 0, DSV4_ROPE_INVERSE = 1 } dsv4
 int dsv4_rope_row(const float *cos_sin_cache, int64_t num_pos, int rope_dim, int64_t pos,
                   const char *what, const float **row, dsv4_status *st);
 
+/* dsv4_rope_row of token t's position positions[t], named "positions[t]". */
+int dsv4_rope_row_of_token(const float *cos_sin_cache, int64_t num_pos, int rope_dim, const int64_t *positions,
+                           int64_t t, const float **row, dsv4_status *st);
+
 /* Rotates x[0..rope_dim) in place with one cache row, in fp32 as the Triton
  * and HIP kernels do: each product rounded to fp32, then the sum (no FMA
  * contraction: -std=c11 implies -ffp-contract=off). */

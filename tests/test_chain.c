@@ -29,17 +29,30 @@ static const char *live_cases =
 
 static char dir[256], suite_iso[300], suite_prop[300];
 
+/* A suite of live_cases under one set of defaults: the suite's name, its
+ * golden folder (NULL: none) and the chain's mode (NULL: the default). */
+static void format_suite(char *text, size_t len, const char *suite, const char *golden_dir, const char *mode)
+{
+    char dir_line[64] = "", mode_key[48] = "";
+    if (golden_dir)
+        snprintf(dir_line, sizeof dir_line, "golden_dir: %s\n", golden_dir);
+    if (mode)
+        snprintf(mode_key, sizeof mode_key, "mode: %s, ", mode);
+    snprintf(text, len,
+             "suite: %s\n"
+             "%s"
+             "defaults:\n"
+             "  seed: 3\n"
+             "  params: {%shidden_size: 128, num_heads: 2, q_lora_rank: 128, o_groups: 1,\n"
+             "           o_lora_rank: 128, index_heads: 32, index_topk: 16}\n"
+             "cases:\n%s",
+             suite, dir_line, mode_key, live_cases);
+}
+
 static void write_suite(const char *path, const char *mode)
 {
     char text[4096];
-    snprintf(text, sizeof text,
-             "suite: chain-test\n"
-             "defaults:\n"
-             "  seed: 3\n"
-             "  params: {mode: %s, hidden_size: 128, num_heads: 2, q_lora_rank: 128, o_groups: 1,\n"
-             "           o_lora_rank: 128, index_heads: 32, index_topk: 16}\n"
-             "cases:\n%s",
-             mode, live_cases);
+    format_suite(text, sizeof text, "chain-test", NULL, mode);
     dsv4_test_write_file(path, text);
 }
 
@@ -197,10 +210,7 @@ START_TEST(test_step_goldens)
 
     char path[300], text[4096];
     snprintf(path, sizeof path, "%s/golden.yaml", dir);
-    snprintf(text, sizeof text,
-             "suite: chain-goldens\ngolden_dir: g\ndefaults:\n  seed: 3\n"
-             "  params: {hidden_size: 128, num_heads: 2, q_lora_rank: 128, o_groups: 1,\n"
-             "           o_lora_rank: 128, index_heads: 32, index_topk: 16}\ncases:\n%s", live_cases);
+    format_suite(text, sizeof text, "chain-goldens", "g", NULL);
     dsv4_test_write_file(path, text);
     ck_assert_int_eq(dsv4_test_cli(out, sizeof out, "run %s --impl %s", path, plugin("libchain_bug2.so")), 1);
     ck_assert_ptr_nonnull(strstr(out, "first diverging stage: wo_a"));
@@ -210,10 +220,7 @@ START_TEST(test_step_goldens)
      * the divergence */
     char prop[300], ptext[4096];
     snprintf(prop, sizeof prop, "%s/prop-golden.yaml", dir);
-    snprintf(ptext, sizeof ptext,
-             "suite: chain-goldens-propagated\ngolden_dir: g\ndefaults:\n  seed: 3\n"
-             "  params: {mode: propagated, hidden_size: 128, num_heads: 2, q_lora_rank: 128, o_groups: 1,\n"
-             "           o_lora_rank: 128, index_heads: 32, index_topk: 16}\ncases:\n%s", live_cases);
+    format_suite(ptext, sizeof ptext, "chain-goldens-propagated", "g", "propagated");
     dsv4_test_write_file(prop, ptext);
     ck_assert_int_eq(dsv4_test_cli(out, sizeof out, "run %s --impl %s", prop, plugin("libchain_bug1.so")), 1);
     ck_assert_int_eq(dsv4_test_count(out, "first diverging stage: qnorm_rope_kv_insert"), 3);

@@ -17,16 +17,38 @@ static dsv4_tensor make(dsv4_dtype dt, int64_t rows, int64_t cols)
     return t;
 }
 
-static dsv4_policy float_policy(double atol, double rtol)
+/* The exact policy with every other field zero. */
+static dsv4_policy exact_policy(void)
 {
     dsv4_policy p;
     memset(&p, 0, sizeof p);
+    p.kind = DSV4_CMP_EXACT;
+    return p;
+}
+
+static dsv4_policy float_policy(double atol, double rtol)
+{
+    dsv4_policy p = exact_policy();
     p.kind = DSV4_CMP_FLOAT;
     p.atol = atol;
     p.rtol = rtol;
     p.output_dtype = DSV4_BF16;
     strcpy(p.rule, "test");
     return p;
+}
+
+/* The whole tensors compared (no mask, locator or lanes): a verdict, never
+ * an error, is what every case here expects. */
+static void compare_whole(const dsv4_tensor *e, const dsv4_tensor *a, const dsv4_policy *p, dsv4_cmp_result *r)
+{
+    dsv4_status st = {0};
+    ck_assert_int_eq(dsv4_compare(e, a, p, NULL, NULL, NULL, NULL, r, &st), 0);
+}
+
+static void free_pair(dsv4_tensor *e, dsv4_tensor *a)
+{
+    dsv4_tensor_free(e);
+    dsv4_tensor_free(a);
 }
 
 START_TEST(exact_names_the_element)
@@ -36,12 +58,10 @@ START_TEST(exact_names_the_element)
     for (int i = 0; i < 12; i++)
         pe[i] = pa[i] = i;
     pa[6] = 99; /* [1, 2] */
-    dsv4_policy p;
-    memset(&p, 0, sizeof p);
-    p.kind = DSV4_CMP_EXACT;
+    dsv4_policy p = exact_policy();
     dsv4_cmp_result r;
     dsv4_status st = {0};
-    ck_assert_int_eq(dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st), 0);
+    compare_whole(&e, &a, &p, &r);
     ck_assert_int_eq(r.verdict, DSV4_FAIL);
     ck_assert_int_eq(r.bad, 1);
     ck_assert_str_eq(r.first[0].index, "[1, 2]");
@@ -52,8 +72,7 @@ START_TEST(exact_names_the_element)
     mask[6] = 0;
     ck_assert_int_eq(dsv4_compare(&e, &a, &p, mask, NULL, NULL, NULL, &r, &st), 0);
     ck_assert_int_eq(r.verdict, DSV4_PASS);
-    dsv4_tensor_free(&e);
-    dsv4_tensor_free(&a);
+    free_pair(&e, &a);
 }
 END_TEST
 
@@ -61,15 +80,12 @@ START_TEST(exact_poison_hint)
 {
     dsv4_tensor e = make(DSV4_I32, 2, 2), a = make(DSV4_I32, 2, 2);
     memset(a.data, 0x7B, a.nbytes);
-    dsv4_policy p;
-    memset(&p, 0, sizeof p);
+    dsv4_policy p = exact_policy();
     dsv4_cmp_result r;
-    dsv4_status st = {0};
-    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st);
+    compare_whole(&e, &a, &p, &r);
     ck_assert_int_eq(r.bad, 4);
     ck_assert_ptr_nonnull(strstr(r.hint, "never written"));
-    dsv4_tensor_free(&e);
-    dsv4_tensor_free(&a);
+    free_pair(&e, &a);
 }
 END_TEST
 
@@ -82,8 +98,7 @@ START_TEST(float_tolerance_and_worst)
     memcpy(a.data, av, sizeof av);
     dsv4_policy p = float_policy(0.0, 0.01);
     dsv4_cmp_result r;
-    dsv4_status st = {0};
-    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st);
+    compare_whole(&e, &a, &p, &r);
     ck_assert_int_eq(r.bad, 1);
     ck_assert_str_eq(r.worst.index, "[0, 1]");
     ck_assert(fabs(r.worst.abs_err - 0.5) < 1e-12);
@@ -91,10 +106,9 @@ START_TEST(float_tolerance_and_worst)
     ck_assert(fabs(r.worst.ulp_err - 0.5 / 0.015625) < 1e-9); /* bf16 ulp at 2 is 2^-6 */
     ck_assert_int_eq(r.verdict, DSV4_FAIL);
     p.budget = 0.5; /* 1 of 4 within a 50% budget: warn */
-    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st);
+    compare_whole(&e, &a, &p, &r);
     ck_assert_int_eq(r.verdict, DSV4_WARN);
-    dsv4_tensor_free(&e);
-    dsv4_tensor_free(&a);
+    free_pair(&e, &a);
 }
 END_TEST
 
@@ -106,16 +120,14 @@ START_TEST(float_nan_policy)
     memcpy(a.data, av, sizeof av);
     dsv4_policy p = float_policy(1e9, 0);
     dsv4_cmp_result r;
-    dsv4_status st = {0};
-    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st);
+    compare_whole(&e, &a, &p, &r);
     ck_assert_int_eq(r.bad, 2); /* NaN expected but finite, and vice versa */
     ck_assert_int_eq(r.nan_expected, 1);
     ck_assert_int_eq(r.nan_actual, 1);
     p.nan = DSV4_NAN_IGNORE;
-    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st);
+    compare_whole(&e, &a, &p, &r);
     ck_assert_int_eq(r.bad, 1); /* only the unexpected NaN */
-    dsv4_tensor_free(&e);
-    dsv4_tensor_free(&a);
+    free_pair(&e, &a);
 }
 END_TEST
 
@@ -131,8 +143,7 @@ START_TEST(float_nan_metrics_not_clean)
     ((double *)a.data)[6] = NAN; /* [1, 2] */
     dsv4_policy p = float_policy(0, 1e-3);
     dsv4_cmp_result r;
-    dsv4_status st = {0};
-    ck_assert_int_eq(dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st), 0);
+    compare_whole(&e, &a, &p, &r);
     ck_assert_int_eq(r.verdict, DSV4_FAIL);
     ck_assert_int_eq(r.bad, 1);
     ck_assert_int_eq(r.nonfinite_bad, 1);
@@ -152,12 +163,11 @@ START_TEST(float_nan_metrics_not_clean)
     ((double *)a.data)[6] = 7.0;
     ((double *)a.data)[1] = INFINITY;
     ((double *)a.data)[3] = 5.0;
-    ck_assert_int_eq(dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st), 0);
+    compare_whole(&e, &a, &p, &r);
     ck_assert_int_eq(r.bad, 2);
     ck_assert_int_eq(r.nonfinite_bad, 1);
     ck_assert_ptr_null(strstr(r.hint, "non-finite on one side"));
-    dsv4_tensor_free(&e);
-    dsv4_tensor_free(&a);
+    free_pair(&e, &a);
 }
 END_TEST
 
@@ -170,26 +180,21 @@ START_TEST(float_half_hint)
     }
     dsv4_policy p = float_policy(0, 1e-3);
     dsv4_cmp_result r;
-    dsv4_status st = {0};
-    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st);
+    compare_whole(&e, &a, &p, &r);
     ck_assert_ptr_nonnull(strstr(r.hint, "0.5 x expected"));
-    dsv4_tensor_free(&e);
-    dsv4_tensor_free(&a);
+    free_pair(&e, &a);
 }
 END_TEST
 
 START_TEST(shape_mismatch_fails)
 {
     dsv4_tensor e = make(DSV4_I32, 2, 3), a = make(DSV4_I32, 3, 2);
-    dsv4_policy p;
-    memset(&p, 0, sizeof p);
+    dsv4_policy p = exact_policy();
     dsv4_cmp_result r;
-    dsv4_status st = {0};
-    dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st);
+    compare_whole(&e, &a, &p, &r);
     ck_assert_int_eq(r.verdict, DSV4_FAIL);
     ck_assert_ptr_nonnull(strstr(r.message, "shape [3, 2], expected [2, 3]"));
-    dsv4_tensor_free(&e);
-    dsv4_tensor_free(&a);
+    free_pair(&e, &a);
 }
 END_TEST
 
@@ -209,31 +214,30 @@ START_TEST(sign_test_one_sided_fails)
     dsv4_policy p = float_policy(0, 0);
     p.ulp = 3.0; /* a binade crossing: 1.5 ulps at e can be 3 */
     p.sign_test = 1;
-    dsv4_status st = {0};
     dsv4_cmp_result r;
     for (int64_t i = 0; i < R * D; i++) /* round to nearest: two-sided */
         dsv4_tensor_set(&a, i, dsv4_tensor_get(&e, i));
-    ck_assert_int_eq(dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st), 0);
+    compare_whole(&e, &a, &p, &r);
     ck_assert_int_eq(r.verdict, DSV4_PASS);
     ck_assert(fabs(r.sign_stat) < DSV4_SIGN_TEST_T && r.sign_lanes == D);
     uint16_t *b = a.data;
     for (int64_t i = 0; i < R * D; i++) /* one ulp toward +inf */
         if ((b[i] & 0x7F80u) != 0x7F80u)
             b[i] = (b[i] & 0x8000u) ? (uint16_t)(b[i] - 1u) : (uint16_t)(b[i] + 1u);
-    ck_assert_int_eq(dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st), 0);
+    compare_whole(&e, &a, &p, &r);
     ck_assert_int_eq(r.bad, 0);
     ck_assert_int_eq(r.verdict, DSV4_FAIL);
     ck_assert(r.sign_stat > 20.0);
     ck_assert_ptr_nonnull(strstr(r.message, "lean one way"));
     ck_assert_ptr_nonnull(strstr(r.hint, "actual above the ideal"));
     p.sign_test = 0; /* the element bound alone admits it */
-    ck_assert_int_eq(dsv4_compare(&e, &a, &p, NULL, NULL, NULL, NULL, &r, &st), 0);
+    compare_whole(&e, &a, &p, &r);
     ck_assert_int_eq(r.verdict, DSV4_PASS);
     p.sign_test = 1; /* exact values: no error, S = 0 */
     dsv4_tensor ex = make(DSV4_F64, R, D);
     for (int64_t i = 0; i < R * D; i++)
         dsv4_tensor_set(&ex, i, dsv4_tensor_get(&a, i));
-    ck_assert_int_eq(dsv4_compare(&ex, &a, &p, NULL, NULL, NULL, NULL, &r, &st), 0);
+    compare_whole(&ex, &a, &p, &r);
     ck_assert_int_eq(r.verdict, DSV4_PASS);
     ck_assert(r.sign_stat == 0.0 && r.sign_lanes == 0);
     dsv4_tensor_free(&e), dsv4_tensor_free(&a), dsv4_tensor_free(&ex);

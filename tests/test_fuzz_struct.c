@@ -1,8 +1,10 @@
 /* test_fuzz_struct.c - the structure-aware golden fuzzer
  * (tests/fuzz/fuzz_golden_struct.c) outside libFuzzer, in the normal and
  * the ASan build:
- *  - its Fletcher32 matches the checksum libhdf5 stores (else every chunk
- *    it rewrites would just fail the checksum, and the lies test nothing);
+ *  - the reader's Fletcher32 (dsv4_h5_fletcher32), which the fuzzer also
+ *    writes its rewritten chunks with, matches the checksum libhdf5 stores
+ *    (else every such chunk would just fail the checksum, and the lies test
+ *    nothing);
  *  - every seed (tests/fuzz/corpus/golden_struct/) and every kept finding
  *    (tests/fuzz/regress/golden_struct/) replays: the file loads, or is
  *    refused with DSV4_EINPUT and a message; never a crash, a hang (the
@@ -81,8 +83,8 @@ START_TEST(fletcher32_matches_libhdf5)
         ck_assert_int_ge(H5Dread_chunk(d, H5P_DEFAULT, &off, &mask, raw), 0);
         uint32_t stored = (uint32_t)raw[len] | (uint32_t)raw[len + 1] << 8 |
                           (uint32_t)raw[len + 2] << 16 | (uint32_t)raw[len + 3] << 24;
-        ck_assert_msg(gs_fletcher32(raw, (size_t)len) == stored, "length %llu: %08x, libhdf5 %08x",
-                      (unsigned long long)len, gs_fletcher32(raw, (size_t)len), stored);
+        ck_assert_msg(dsv4_h5_fletcher32(raw, (size_t)len) == stored, "length %llu: %08x, libhdf5 %08x",
+                      (unsigned long long)len, dsv4_h5_fletcher32(raw, (size_t)len), stored);
         free(raw);
         free(b);
         H5Dclose(d);

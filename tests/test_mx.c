@@ -21,43 +21,52 @@
 
 /* ---- hand-derived scale bytes ------------------------------------------ */
 
-START_TEST(fp4_scale_bytes_by_hand)
-{
+/* One amax and the byte each fp4 scale rule gives it, derived by hand; -1
+ * where the row does not pin a rule. */
+typedef struct {
+    float amax;
+    int ceil, ceil_f32log2, even, ocp;
+} fp4_scale_row;
+
+static const fp4_scale_row fp4_scale_rows[] = {
     /* amax 6: ceil(log2(1)) = 0 -> 127 (ceil rules); even: 6 = 1.5*4, s < 1.75
      * -> u = 2-2 = 0 -> 127; ocp: floor(log2 6) - 2 = 0 -> 127. */
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil(6.0f), 127);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil_f32log2(6.0f), 127);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(6.0f), 127);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_ocp(6.0f), 127);
+    {6.0f, 127, 127, 127, 127},
     /* amax 7 = 1.75*4: ceil(log2(7/6)) = 1 -> 128; even rounds up at 1.75: 8 -> u = 1 -> 128;
      * ocp: floor(log2 7) - 2 = 0 -> 127 (7 clips to 6). */
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil(7.0f), 128);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(7.0f), 128);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_ocp(7.0f), 127);
+    {7.0f, 128, -1, 128, 127},
     /* amax 6.5 = 1.625*4: ceil -> 128 (s > 1.5), even -> 127 (s < 1.75). */
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil(6.5f), 128);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(6.5f), 127);
+    {6.5f, 128, -1, 127, -1},
     /* Zero block: ceil rules byte 1 (6*2^-126 floor), even 0, ocp 0 (docs/semantics/quant.md Q1.4 item 2). */
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil(0.0f), 1);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil_f32log2(0.0f), 1);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(0.0f), 0);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_ocp(0.0f), 0);
+    {0.0f, 1, 1, 0, 0},
     /* Inf: mode 1 255, variant A 254 (clamp), even 254, ocp NaN scale 0xFF. */
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil(INFINITY), 255);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil_f32log2(INFINITY), 254);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(INFINITY), 254);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_ocp(INFINITY), 255);
+    {INFINITY, 255, 254, 254, 255},
     /* even: every amax >= 1.75*2^127 gives 254 (docs/semantics/quant.md Q1.1 correction). */
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(ldexpf(1.75f, 127)), 254);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(FLT_MAX), 254);
+    {0x1.cp127f, -1, -1, 254, -1},
+    {FLT_MAX, -1, -1, 254, -1},
     /* All-NaN block, even: the bit arithmetic on the canonical NaN 0x7FC00000:
      * + 0x200000 = 0x7FE00000, & 0xFF800000 = 0x7F800000 = +Inf, log2 -> Inf,
      * u clamped to 127 -> 254; mode 0 never emits 0xFF (docs/semantics/quant.md
      * Q1.4 item 3).  The other rules keep 0xFF (the e8m0 NaN). */
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(NAN), 254);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_even(-NAN), 254);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_ceil(NAN), 255);
-    ck_assert_uint_eq(dsv4_mx_fp4_scale_ocp(NAN), 255);
+    {NAN, 255, -1, 254, 255},
+    {-NAN, -1, -1, 254, -1},
+};
+
+static void check_fp4_scale(int want, uint8_t got, const char *rule, float amax)
+{
+    if (want >= 0)
+        ck_assert_msg(got == want, "%s(%a) = %u, expected %d", rule, (double)amax, got, want);
+}
+
+START_TEST(fp4_scale_bytes_by_hand)
+{
+    for (size_t i = 0; i < sizeof fp4_scale_rows / sizeof fp4_scale_rows[0]; i++) {
+        const fp4_scale_row *r = &fp4_scale_rows[i];
+        check_fp4_scale(r->ceil, dsv4_mx_fp4_scale_ceil(r->amax), "ceil", r->amax);
+        check_fp4_scale(r->ceil_f32log2, dsv4_mx_fp4_scale_ceil_f32log2(r->amax), "ceil_f32log2", r->amax);
+        check_fp4_scale(r->even, dsv4_mx_fp4_scale_even(r->amax), "even", r->amax);
+        check_fp4_scale(r->ocp, dsv4_mx_fp4_scale_ocp(r->amax), "ocp", r->amax);
+    }
     for (uint32_t v = 0; v < 0x7F800000u; v += 0x1F3u) /* never 0xFF over the non-negative floats */
         ck_assert_uint_ne(dsv4_mx_fp4_scale_even(dsv4_f32_from_bits(v)), 0xFF);
     /* The whole block: scale 254, every code the RNE encoding of NaN. */

@@ -154,45 +154,36 @@ static uint8_t ref_e2m1_threshold(float x)
     return (uint8_t)(c | (x < 0.0f ? 8u : 0u));
 }
 
-/* bf16 by definition: RNE to 8 significant bits with the fp32 exponent range
- * (quantum 2^(max(e,-126)-7)); a rounded value of 2^128 or more is Inf. */
-static uint16_t ref_bf16(float x)
+/* A 16-bit binary format by definition: RNE to mbits + 1 significant bits,
+ * exponent >= 1 - bias, a rounded value of 2^(bias + 1) or more is Inf; the
+ * code is built from the rounded value. */
+static uint16_t ref_binary16(float x, int mbits, int bias)
 {
+    const int emin = 1 - bias;
+    const unsigned inf = (unsigned)(2 * bias + 1) << mbits;
     uint16_t sign = signbit(x) ? 0x8000 : 0;
     double a = fabs((double)x);
     if (isinf(x))
-        return (uint16_t)(sign | 0x7F80);
+        return (uint16_t)(sign | inf);
     if (a == 0.0)
         return sign;
     int e = ilogb(a);
-    double q = ldexp(1.0, (e < -126 ? -126 : e) - 7);
+    double q = ldexp(1.0, (e < emin ? emin : e) - mbits);
     double r = rint(a / q) * q; /* default mode: ties to even */
-    if (r >= 0x1p128)
-        return (uint16_t)(sign | 0x7F80);
-    return (uint16_t)(sign | (bf((float)r) >> 16)); /* r is an exact bf16 */
+    if (r >= ldexp(1.0, bias + 1))
+        return (uint16_t)(sign | inf);
+    if (r < ldexp(1.0, emin)) /* subnormal: m * 2^(emin - mbits) */
+        return (uint16_t)(sign | (unsigned)(r * ldexp(1.0, mbits - emin)));
+    int er = ilogb(r);
+    unsigned m = (unsigned)(r * ldexp(1.0, mbits - er)) - (1u << mbits);
+    return (uint16_t)(sign | (unsigned)(er + bias) << mbits | m);
 }
 
-/* binary16 by definition: 11 significant bits, exponent >= -14, a rounded
- * value of 2^16 or more is Inf; the code is built from the rounded value. */
-static uint16_t ref_f16(float x)
-{
-    uint16_t sign = signbit(x) ? 0x8000 : 0;
-    double a = fabs((double)x);
-    if (isinf(x))
-        return (uint16_t)(sign | 0x7C00);
-    if (a == 0.0)
-        return sign;
-    int e = ilogb(a);
-    double q = ldexp(1.0, (e < -14 ? -14 : e) - 10);
-    double r = rint(a / q) * q;
-    if (r >= 65536.0)
-        return (uint16_t)(sign | 0x7C00);
-    if (r < 0x1p-14)
-        return (uint16_t)(sign | (unsigned)(r * 0x1p24)); /* subnormal: m * 2^-24 */
-    int er = ilogb(r);
-    unsigned m = (unsigned)(r * ldexp(1.0, 10 - er)) - 1024u;
-    return (uint16_t)(sign | (unsigned)(er + 15) << 10 | m);
-}
+/* bf16: 8 significant bits with the fp32 exponent range. */
+static uint16_t ref_bf16(float x) { return ref_binary16(x, 7, 127); }
+
+/* binary16: 11 significant bits, exponent >= -14. */
+static uint16_t ref_f16(float x) { return ref_binary16(x, 10, 15); }
 
 /* torch's e8m0 cast (docs/semantics/quant.md Q10, checked against torch
  * 2.11): sign ignored; NaN/Inf -> 0xFF; <= 2^-127 -> 0x00; fp32
@@ -367,6 +358,18 @@ typedef struct {
     uint8_t sat;   /* saturate != 0 */
 } fp8_case;
 
+/* Each row encoded non-saturating and saturating in one fp8 kind. */
+static void check_fp8_table(const fp8_case *t, size_t n, dsv4_fp8_kind kind, const char *name)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint8_t a = dsv4_fp8_from_f32(fb(t[i].in), kind, 0);
+        uint8_t b = dsv4_fp8_from_f32(fb(t[i].in), kind, 1);
+        ck_assert_msg(a == t[i].nosat, "%s nosat 0x%08" PRIX32 " -> 0x%02X, want 0x%02X", name, t[i].in, a,
+                      t[i].nosat);
+        ck_assert_msg(b == t[i].sat, "%s sat 0x%08" PRIX32 " -> 0x%02X, want 0x%02X", name, t[i].in, b, t[i].sat);
+    }
+}
+
 START_TEST(test_fp8_table_e4m3fn)
 {
     /* e4m3fn: bias 7, subnormal quantum 2^-9, normals 1.m * 2^(f-7), max
@@ -412,14 +415,7 @@ START_TEST(test_fp8_table_e4m3fn)
         {0xFFC00000u, 0xFF, 0xFF}, /* -NaN -> 0xFF */
         {0x7F800001u, 0x7F, 0x7F}, /* signalling NaN */
     };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        uint8_t a = dsv4_fp8_from_f32(fb(t[i].in), DSV4_FP8_E4M3FN, 0);
-        uint8_t b = dsv4_fp8_from_f32(fb(t[i].in), DSV4_FP8_E4M3FN, 1);
-        ck_assert_msg(a == t[i].nosat, "fn nosat 0x%08" PRIX32 " -> 0x%02X, want 0x%02X", t[i].in, a,
-                      t[i].nosat);
-        ck_assert_msg(b == t[i].sat, "fn sat 0x%08" PRIX32 " -> 0x%02X, want 0x%02X", t[i].in, b,
-                      t[i].sat);
-    }
+    check_fp8_table(t, sizeof t / sizeof t[0], DSV4_FP8_E4M3FN, "fn");
 }
 END_TEST
 
@@ -457,14 +453,7 @@ START_TEST(test_fp8_table_e4m3fnuz)
         {0x7FC00000u, 0x80, 0x80}, /* NaN */
         {0xFFC00000u, 0x80, 0x80}, /* -NaN: still 0x80 */
     };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        uint8_t a = dsv4_fp8_from_f32(fb(t[i].in), DSV4_FP8_E4M3FNUZ, 0);
-        uint8_t b = dsv4_fp8_from_f32(fb(t[i].in), DSV4_FP8_E4M3FNUZ, 1);
-        ck_assert_msg(a == t[i].nosat, "fnuz nosat 0x%08" PRIX32 " -> 0x%02X, want 0x%02X", t[i].in,
-                      a, t[i].nosat);
-        ck_assert_msg(b == t[i].sat, "fnuz sat 0x%08" PRIX32 " -> 0x%02X, want 0x%02X", t[i].in, b,
-                      t[i].sat);
-    }
+    check_fp8_table(t, sizeof t / sizeof t[0], DSV4_FP8_E4M3FNUZ, "fnuz");
 }
 END_TEST
 

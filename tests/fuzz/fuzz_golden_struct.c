@@ -214,33 +214,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 /* ---- writing ---------------------------------------------------------- */
 
-/* Fletcher-32 as HDF5 computes it: 16-bit big-endian words (an odd last
- * byte is the high half of a word), two running sums folded to 16 bits. */
-static uint32_t gs_fletcher32(const uint8_t *p, size_t n)
-{
-    uint32_t a = 0, b = 0;
-    size_t words = n / 2;
-    while (words) {
-        size_t block = words > 360 ? 360 : words;
-        words -= block;
-        for (; block; block--, p += 2) {
-            a += (uint32_t)p[0] << 8 | p[1];
-            b += a;
-        }
-        a = (a & 0xffff) + (a >> 16);
-        b = (b & 0xffff) + (b >> 16);
-    }
-    if (n % 2) {
-        a += (uint32_t)p[0] << 8;
-        b += a;
-        a = (a & 0xffff) + (a >> 16);
-        b = (b & 0xffff) + (b >> 16);
-    }
-    a = (a & 0xffff) + (a >> 16);
-    b = (b & 0xffff) + (b >> 16);
-    return b << 16 | a;
-}
-
 /* The storage type a dtype must have (data/README.md), and odd ones. */
 static hid_t gs_file_type(dsv4_dtype dt, int mode)
 {
@@ -534,7 +507,7 @@ static void gs_lie(hid_t ds, const gs_tensor *t, size_t chunk_bytes)
     if (out && n) {
         memcpy(out, src, plen < n ? plen : n);
         if (sum && !tiny) {
-            uint32_t c = gs_fletcher32(src, plen);
+            uint32_t c = dsv4_h5_fletcher32(src, plen);
             if (t->lie == LIE_BAD_SUM)
                 c ^= 1u << (t->lie_arg % 32);
             for (int i = 0; i < 4; i++)

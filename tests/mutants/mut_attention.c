@@ -51,29 +51,8 @@ static int attn_args(mut_call *m, int v, dsv4_paged_args *pa, dsv4_status *st)
     if (strcmp(m->op->name, "sparse_mla_fwd") == 0)
         return dsv4_paged_args_of(&mla_names, &c, &m->in, pa, st);
     /* rocm_sparse_attn_prefill: one dense segment over the bf16 workspace. */
-    dsv4_tensor *q, *kv, *idx, *len, *sink;
-    int rc;
-    if ((rc = mut_need(m, &m->in, "q", &q)) || (rc = mut_need(m, &m->in, "kv", &kv)) ||
-        (rc = mut_need(m, &m->in, "indices", &idx)) || (rc = mut_need(m, &m->in, "topk_length", &len)) ||
-        (rc = mut_need(m, &m->in, "attn_sink", &sink)))
-        return rc;
     memset(pa, 0, sizeof *pa);
-    dsv4_attn_args *a = &pa->a;
-    a->q = q->data;
-    a->T = q->shape[0];
-    a->H = q->shape[1];
-    a->attn_sink = sink->data;
-    a->scale = mut_float(m, "scale");
-    a->nseg = 1;
-    dsv4_attn_segment *s = &a->seg[0];
-    s->name = "kv";
-    s->num_rows = kv->shape[0];
-    s->bf16_rows = kv->data;
-    s->scrub_nan = 0;
-    s->indices = idx->data;
-    s->lens = len->data;
-    s->width = idx->shape[2];
-    return DSV4_OK;
+    return dsv4_attn_args_prefill(&c, &m->in, &pa->a, st);
 }
 
 /* The entries of token t in segment s (dense rows: the first
