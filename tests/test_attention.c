@@ -263,6 +263,15 @@ static void random_prob(prob *p, uint64_t seed, int64_t T, int64_t H, int64_t ro
         p->sink[h] = h % 3 == 0 ? -INFINITY : (float)(dsv4_rng_normal(&r) * 4);
 }
 
+/* random_prob with every row's length the full P: the same draws, so the
+ * same keys, but no row short or empty. */
+static void random_full_prob(prob *p, uint64_t seed, int64_t T, int64_t H, int64_t rows, int64_t P)
+{
+    random_prob(p, seed, T, H, rows, P);
+    for (int64_t t = 0; t < T; t++)
+        p->lens[t] = (int32_t)P;
+}
+
 /* Sweep against the naive loop; then faithful vs ideal within the
  * documented bound (and the bound not vacuous: well under 1% of A). */
 START_TEST(test_sweep_naive_and_faithful_bound)
@@ -305,9 +314,7 @@ END_TEST
 START_TEST(test_ragged_two_segments_equal_dense)
 {
     prob p;
-    random_prob(&p, 99, 3, 2, 30, 10);
-    for (int64_t t = 0; t < 3; t++)
-        p.lens[t] = 10;
+    random_full_prob(&p, 99, 3, 2, 30, 10);
     double *dense = run(&p, DSV4_ATTN_IDEAL);
     /* main = columns [0, 4), extra = [4, 10), as CSR */
     int32_t mi[12], ei[18], mp[4] = {0}, ep[4] = {0};
@@ -413,9 +420,7 @@ END_TEST
 START_TEST(test_sink_hints)
 {
     prob p;
-    random_prob(&p, 5, 4, 3, 30, 12);
-    for (int64_t t = 0; t < 4; t++)
-        p.lens[t] = 12;
+    random_full_prob(&p, 5, 4, 3, 30, 12);
     for (int64_t h = 0; h < 3; h++)
         p.sink[h] = 2.0f + (float)h;
     const int64_t n = p.T * p.H * D;
