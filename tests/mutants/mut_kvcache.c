@@ -193,6 +193,28 @@ static uint8_t *v41_token(const insert_io *io, int64_t t, int64_t data_bytes, in
     return page + (s % io->B) * data_bytes;
 }
 
+/* The tokens of a v41 insert that have a slot, one by one: v41_next moves
+ * to the next (0 after the last) and sets its bytes, as v41_token, and its
+ * K row as f32. Start with t = -1. */
+typedef struct {
+    const insert_io *io;
+    int64_t data_bytes, scale_bytes, t;
+    uint8_t *data, *scales;
+    float x[KD];
+} v41_walk;
+
+static int v41_next(v41_walk *w)
+{
+    while (++w->t < w->io->T) {
+        w->data = v41_token(w->io, w->t, w->data_bytes, w->scale_bytes, &w->scales);
+        if (w->data) {
+            token_f32(w->io->k + w->t * KD, w->x);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* format=v41_fp4: the e4m3 tile scale truncated (toward zero) instead of
  * RNE; values then divided by that scale and RNE'd to e2m1 as specified. */
 int mut_kv41_fp4_scale_truncated(mut_call *m)
@@ -201,30 +223,26 @@ int mut_kv41_fp4_scale_truncated(mut_call *m)
     int rc = insert_io_of(m, &io);
     if (rc)
         return rc;
-    const int64_t DB = 256, SB = 32, T16 = DSV4_KV41_FP4_TILE;
-    for (int64_t t = 0; t < io.T; t++) {
-        uint8_t *scales, *data = v41_token(&io, t, DB, SB, &scales);
-        if (!data)
-            continue;
+    const int64_t T16 = DSV4_KV41_FP4_TILE;
+    v41_walk w = {.io = &io, .data_bytes = 256, .scale_bytes = 32, .t = -1};
+    while (v41_next(&w)) {
         uint8_t codes[KD];
-        float x[KD];
-        token_f32(io.k + t * KD, x);
         for (int tile = 0; tile < KD / T16; tile++) {
             float amax = 0;
             for (int i = 0; i < T16; i++)
-                amax = fmaxf(amax, fabsf(x[tile * T16 + i]));
+                amax = fmaxf(amax, fabsf(w.x[tile * T16 + i]));
             float sc = amax / 6.0f;
             sc = sc < 0.001953125f ? 0.001953125f : sc > 448.0f ? 448.0f : sc;
             uint8_t b = dsv4_fp8_from_f32(sc, DSV4_FP8_E4M3FN, 1);
             if (dsv4_fp8_to_f32(b, DSV4_FP8_E4M3FN) > sc)
                 b--; /* the bug: round toward zero */
-            scales[tile] = b;
+            w.scales[tile] = b;
             const float sf = dsv4_fp8_to_f32(b, DSV4_FP8_E4M3FN);
             for (int i = 0; i < T16; i++)
-                codes[tile * T16 + i] = dsv4_e2m1_from_f32(x[tile * T16 + i] / sf);
+                codes[tile * T16 + i] = dsv4_e2m1_from_f32(w.x[tile * T16 + i] / sf);
         }
         for (int j = 0; j < KD / 2; j++)
-            data[j] = dsv4_e2m1_pack(codes[2 * j], codes[2 * j + 1]);
+            w.data[j] = dsv4_e2m1_pack(codes[2 * j], codes[2 * j + 1]);
     }
     return DSV4_OK;
 }
@@ -237,24 +255,20 @@ int mut_kv41_fp8_scale_per_64(mut_call *m)
     insert_io io;
     if (rc || (rc = insert_io_of(m, &io)))
         return rc;
-    const int64_t DB = 512, SB = 16, T32 = DSV4_KV41_FP8_TILE;
-    for (int64_t t = 0; t < io.T; t++) {
-        uint8_t *scales, *data = v41_token(&io, t, DB, SB, &scales);
-        if (!data)
-            continue;
-        float x[KD];
-        token_f32(io.k + t * KD, x);
+    const int64_t T32 = DSV4_KV41_FP8_TILE;
+    v41_walk w = {.io = &io, .data_bytes = 512, .scale_bytes = 16, .t = -1};
+    while (v41_next(&w)) {
         for (int tile = 0; tile < KD / T32; tile++) {
             float amax = 0;
             for (int i = 0; i < 2 * T32; i++)
-                amax = fmaxf(amax, fabsf(x[(tile & ~1) * T32 + i]));
+                amax = fmaxf(amax, fabsf(w.x[(tile & ~1) * T32 + i]));
             const uint8_t b = dsv4_kv41_fp8_scale_byte(amax);
-            scales[tile] = b;
+            w.scales[tile] = b;
             const float inv = (float)ldexp(1.0, 127 - (int)b);
             for (int i = 0; i < T32; i++) {
-                float q = x[tile * T32 + i] * inv;
+                float q = w.x[tile * T32 + i] * inv;
                 q = q > 448.0f ? 448.0f : q < -448.0f ? -448.0f : q;
-                data[tile * T32 + i] = dsv4_fp8_from_f32(q, DSV4_FP8_E4M3FN, 1);
+                w.data[tile * T32 + i] = dsv4_fp8_from_f32(q, DSV4_FP8_E4M3FN, 1);
             }
         }
     }
