@@ -183,11 +183,93 @@ DSV4_AVX2 static int rows_range_avx2(void *ctx, int64_t m0, int64_t m1, int work
 }
 #endif
 
-/* The rows' function: the AVX2 one where it runs (simd.h), else the
- * portable one. */
+#if DSV4_HAVE_AVX2_PATHS
+/* The same rows sixteen lanes at a time (AVX-512F): each lane the integer
+ * and fp32 operations of dsv4_avx2_e4m3_sat and clamp_cvt_avx2 (no FMA),
+ * the selects by mask registers, the group's scale in scalar as there. */
+#define FQ512 __attribute__((target("avx512f,avx2,fma")))
+#define FQ512_INLINE static inline __attribute__((target("avx512f,avx2,fma"), always_inline))
+
+FQ512_INLINE __m512 load16(const rows_job *j, int64_t i)
+{
+    if (!j->xh)
+        return _mm512_loadu_ps(j->x + i);
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(j->xh + i)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
+/* dsv4_avx2_e4m3_sat after clamp_cvt_avx2's clamp, on 16 lanes. */
+FQ512_INLINE __m512i clamp_cvt_512(__m512 q, float mx, int fnuz)
+{
+    __m512 c = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(q, _mm512_set1_ps(-mx), _CMP_LT_OQ), q, _mm512_set1_ps(-mx));
+    c = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(q, _mm512_set1_ps(mx), _CMP_GT_OQ), c, _mm512_set1_ps(mx));
+    const int32_t emin = fnuz ? -7 : -6, max_code = fnuz ? 0x7F : 0x7E;
+    const __m512i b = _mm512_castps_si512(c), a = _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF));
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, 20), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32(0x7FFFF)), odd);
+    const __m512i nrm = _mm512_sub_epi32(_mm512_srli_epi32(rounded, 20), _mm512_set1_epi32((127 + emin - 1) << 3));
+    const __m512 scaled = _mm512_mul_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(fnuz ? 1024.0f : 512.0f));
+    const __m512i sub = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(scaled, _mm512_set1_ps(8388608.0f))),
+                                         _mm512_set1_epi32(0x4B000000));
+    const __mmask16 small = _mm512_cmpgt_epi32_mask(_mm512_set1_epi32((127 + emin) << 23), a);
+    __m512i code = _mm512_min_epi32(_mm512_mask_blend_epi32(small, nrm, sub), _mm512_set1_epi32(max_code));
+    const __m512i sign = _mm512_and_si512(_mm512_srai_epi32(b, 24), _mm512_set1_epi32(0x80));
+    if (fnuz) /* no negative zero */
+        code = _mm512_mask_or_epi32(code, _mm512_test_epi32_mask(code, code), code, sign);
+    else
+        code = _mm512_or_si512(code, sign);
+    const __m512i nan_code = fnuz ? _mm512_set1_epi32(0x80) : _mm512_or_si512(sign, _mm512_set1_epi32(0x7F));
+    return _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7F800000)), code, nan_code);
+}
+
+FQ512_INLINE void rows_512(const rows_job *j, int divide, int fnuz, int64_t m0, int64_t m1)
+{
+    const int g = j->cfg->group;
+    const int64_t K = j->K, M = j->M, G = K / g;
+    const float mx = j->cfg->fp8_max;
+    for (int64_t m = m0; m < m1; m++)
+        for (int64_t k = 0; k < G; k++) {
+            const int64_t base = m * K + k * g;
+            __m512i am = _mm512_setzero_si512();
+            for (int i = 0; i < g; i += 16) { /* group_amax: the non-NaN |x| bits' max */
+                const __m512i a = _mm512_and_si512(_mm512_castps_si512(load16(j, base + i)), _mm512_set1_epi32(0x7FFFFFFF));
+                am = _mm512_mask_max_epi32(am, _mm512_cmple_epi32_mask(a, _mm512_set1_epi32(0x7F800000)), am, a);
+            }
+            float amax = dsv4_f32_of_bits((uint32_t)_mm512_reduce_max_epi32(am));
+            amax = amax > 1e-10f ? amax : 1e-10f;
+            /* quant_group's two scale rules */
+            const float scale = divide ? amax / mx : amax * (1.0f / mx);
+            const __m512 f = _mm512_set1_ps(divide ? scale : 1.0f / scale);
+            uint8_t *y = j->y + base;
+            for (int i = 0; i < g; i += 16) {
+                const __m512 x = load16(j, base + i);
+                const __m512i c = clamp_cvt_512(divide ? _mm512_div_ps(x, f) : _mm512_mul_ps(x, f), mx, fnuz);
+                _mm_storeu_si128((__m128i *)(void *)(y + i), _mm512_cvtepi32_epi8(c));
+            }
+            j->scale[j->cfg->transpose_scale ? k * M + m : m * G + k] = scale;
+        }
+}
+
+FQ512 static int rows_range_512(void *ctx, int64_t m0, int64_t m1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const rows_job *j = ctx;
+    const int divide = j->cfg->impl != DSV4_FP8Q_AITER_HIP, fnuz = j->cfg->kind == DSV4_FP8_E4M3FNUZ;
+    if (divide)
+        fnuz ? rows_512(j, 1, 1, m0, m1) : rows_512(j, 1, 0, m0, m1);
+    else
+        fnuz ? rows_512(j, 0, 1, m0, m1) : rows_512(j, 0, 0, m0, m1);
+    return DSV4_OK;
+}
+#endif
+
+/* The rows' function: the AVX-512 or AVX2 one where it runs (simd.h),
+ * else the portable one. */
 static dsv4_par_fn rows_fn(const dsv4_fp8q_cfg *cfg)
 {
 #if DSV4_HAVE_AVX2_PATHS
+    if (cfg->group % 32 == 0 && dsv4_simd_level() >= DSV4_SIMD_AVX512)
+        return rows_range_512;
     if (cfg->group % 32 == 0 && dsv4_simd_avx2())
         return rows_range_avx2;
 #else

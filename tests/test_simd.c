@@ -1,8 +1,8 @@
-/* test_simd.c - the AVX2 codec paths (ref/simd.h) against the portable
- * ones: every row entry point that has an AVX2 path runs twice on the same
- * inputs, once with the portable paths forced, and the output bytes must be
- * identical.  The inputs mix random values of many magnitudes with the
- * special ones: NaN of both signs and several payloads, +-Inf, +-0,
+/* test_simd.c - the AVX2 and AVX-512 codec paths (ref/simd.h) against the
+ * portable ones: every row entry point that has a vector path runs on the
+ * same inputs with the portable paths forced, then at each vector level
+ * the CPU has (AVX2, AVX-512), and the output bytes must be identical.
+ * The inputs mix random values of many magnitudes with the special ones: NaN of both signs and several payloads, +-Inf, +-0,
  * subnormals, values past the formats' saturation, the e2m1 and e4m3
  * rounding midpoints, and whole blocks of zeros, NaN or Inf.  The ideal
  * RMSNorm rows are checked against their serial definition. */
@@ -94,21 +94,26 @@ typedef struct run_out {
 
 static run_out out_portable, out_simd;
 
-/* Runs fn with the portable paths forced into out_portable, then with the
- * default paths into out_simd, and compares them. */
+/* Runs CALL with the portable paths forced into out_portable, then at each
+ * vector level above (AVX2 capped below AVX-512, then the default) into
+ * out_simd, and compares each with the portable run. */
 #define COMPARE_PATHS(what, CALL)                                                                       \
     do {                                                                                                \
-        run_out *runs[2] = {&out_portable, &out_simd};                                                  \
-        for (int pass = 0; pass < 2; pass++) {                                                          \
-            run_out *o = runs[pass];                                                                    \
+        static const int caps[3] = {DSV4_SIMD_PORTABLE, DSV4_SIMD_AVX2_FMA, DSV4_SIMD_AVX512};          \
+        for (int pass = 0; pass < 3; pass++) {                                                          \
+            run_out *o = pass ? &out_simd : &out_portable;                                              \
             memset(o, 0xA5, sizeof *o);                                                                 \
-            dsv4_simd_force_portable(pass == 0);                                                        \
+            dsv4_simd_cap_level(caps[pass]);                                                            \
             dsv4_status st = {0};                                                                       \
             o->rc = (CALL);                                                                             \
+            dsv4_simd_cap_level(DSV4_SIMD_AVX512);                                                      \
+            if (!pass)                                                                                  \
+                continue;                                                                               \
+            ck_assert_msg(out_portable.rc == out_simd.rc, "%s, level %d: rc %d vs %d", what, caps[pass],   \
+                          out_portable.rc, out_simd.rc);                                                \
+            ck_assert_msg(memcmp(&out_portable, &out_simd, sizeof out_portable) == 0,                   \
+                          "%s, level %d: outputs differ", what, caps[pass]);                            \
         }                                                                                               \
-        dsv4_simd_force_portable(0);                                                                    \
-        ck_assert_msg(out_portable.rc == out_simd.rc, "%s: rc %d vs %d", what, out_portable.rc, out_simd.rc); \
-        ck_assert_msg(memcmp(&out_portable, &out_simd, sizeof out_portable) == 0, "%s: outputs differ", what); \
     } while (0)
 
 START_TEST(avx2_path_is_on_where_supported)
