@@ -492,9 +492,9 @@ int dsv4_ref_inv_rope_einsum(const dsv4_einsum_args *a, double *out, double *gau
 typedef struct bmm_job {
     const dsv4_wo_a_bmm_args *a;
     const double *lut, *lut_abs, *pow2; /* e4m3fn codes and |codes|; e8m0 bytes 2^(b-127) */
-    int64_t g, tp;            /* tp: T rounded up to BMM_TB */
+    int64_t tp;               /* T rounded up to BMM_TB */
     int level;                /* dsv4_simd_level(): which kernel runs (the same sums) */
-    double *at;               /* group g's deq a transposed [K, tp] (then |deq a|), zero past T */
+    double *at;               /* deq a per group transposed [G, K, tp] (then |deq a| the same), zero past T */
     double *out, *gauge;
     double *scratch;          /* per worker: bmm_scratch(tp) doubles */
 } bmm_job;
@@ -503,23 +503,35 @@ typedef struct bmm_job {
  * values and of magnitudes [BMM_RB, tp]. */
 static size_t bmm_scratch(int64_t tp) { return (size_t)(2 * BMM_RB * BMM_KC + 2 * BMM_RB * tp); }
 
+/* Tokens per slice of the a decode (their scales held on the stack). */
+#define BMM_TSLICE 64
+
 /* deq x = fp8 * 2^(s - 127): exact in double (8 significant bits, the
  * exponent within [-136, 136]), so a block's dot of deq values is the
  * block's fp8 dot times 2^(sa+sw-254), exactly (docs/semantics/gemm.md A10.3). */
-static int bmm_decode_a(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+static int bmm_decode_a(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
 {
     (void)worker, (void)st;
     const bmm_job *j = ctx;
     const dsv4_wo_a_bmm_args *a = j->a;
     const int64_t T = a->T, G = a->G, K = a->K, KB = K / 32, tp = j->tp;
-    for (int64_t t = t0; t < t1; t++)
-        for (int64_t k = 0; k < K; k++) {
-            const double v =
-                t < T ? j->lut[a->a[(t * G + j->g) * K + k]] * j->pow2[a->a_scale[(t * G + j->g) * KB + k / 32]] : 0.0;
-            j->at[k * tp + t] = v;
-            if (j->gauge)
-                j->at[K * tp + k * tp + t] = fabs(v);
+    double sc[BMM_TSLICE];
+    for (int64_t i = i0; i < i1; i++) { /* item i: block i % KB of group i / KB, every token */
+        const int64_t g = i / KB, kb = i % KB;
+        double *at = j->at + g * K * tp, *at_abs = j->gauge ? j->at + (G + g) * K * tp : NULL;
+        for (int64_t t0 = 0; t0 < tp; t0 += BMM_TSLICE) { /* tokens in slices: sc on the stack */
+            const int64_t nt = tp - t0 < BMM_TSLICE ? tp - t0 : BMM_TSLICE;
+            for (int64_t t = 0; t < nt; t++)
+                sc[t] = t0 + t < T ? j->pow2[a->a_scale[((t0 + t) * G + g) * KB + kb]] : 0.0;
+            for (int64_t k = kb * 32; k < kb * 32 + 32; k++) /* the rows of at in order */
+                for (int64_t t = 0; t < nt; t++) {
+                    const double v = t0 + t < T ? j->lut[a->a[((t0 + t) * G + g) * K + k]] * sc[t] : 0.0;
+                    at[k * tp + t0 + t] = v;
+                    if (j->gauge)
+                        at_abs[k * tp + t0 + t] = fabs(v);
+                }
         }
+    }
     return DSV4_OK;
 }
 
@@ -728,14 +740,14 @@ BMM_512 static void bmm_kernel_512x8(const double *restrict at, int64_t ldt, int
  * kernel into s [BMM_RB, tp]: at is the chunk of deq a (or |deq a|), lut
  * the codes' values (or magnitudes).  The tile's rows past nr repeat row
  * nr - 1 (their sums are never read). */
-static void bmm_chunk_fused(const bmm_job *j, const double *at, const double *lut, int64_t c0, int64_t kc,
-                            int64_t r0, int nr, double *s)
+static void bmm_chunk_fused(const bmm_job *j, const double *at, const double *lut, int64_t g, int64_t c0,
+                            int64_t kc, int64_t r0, int nr, double *s)
 {
     const dsv4_wo_a_bmm_args *a = j->a;
     const int64_t R = a->R, K = a->K, KB = K / 32, tp = j->tp;
     const uint8_t *w[BMM_RB], *ws[BMM_RB];
     for (int r = 0; r < BMM_RB; r++) {
-        const int64_t row = j->g * R + r0 + (r < nr ? r : nr - 1);
+        const int64_t row = g * R + r0 + (r < nr ? r : nr - 1);
         w[r] = a->w + row * K + c0;
         ws[r] = a->w_scale + row * KB + c0 / 32;
     }
@@ -755,7 +767,8 @@ static void bmm_chunk_fused(const bmm_job *j, const double *at, const double *lu
 }
 #endif
 
-/* Item i: columns [16 i, 16 i + 16) of group g, every token, K in chunks:
+/* Item i: columns [16 b, 16 b + 16) of group g (i = g nrb + b, nrb the
+ * column blocks of a group: items never cross groups), every token, K in chunks:
  * the chunk of the 16 rows decoded once, then each 4 rows against every
  * block of 8 tokens (the fused levels read the codes in the kernel). */
 static int bmm_items(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
@@ -763,20 +776,21 @@ static int bmm_items(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status 
     (void)st;
     const bmm_job *j = ctx;
     const dsv4_wo_a_bmm_args *a = j->a;
-    const int64_t T = a->T, G = a->G, R = a->R, K = a->K, KB = K / 32, g = j->g, tp = j->tp;
+    const int64_t T = a->T, G = a->G, R = a->R, K = a->K, KB = K / 32, tp = j->tp, nrb = (R + BMM_RB - 1) / BMM_RB;
     double *wd = j->scratch + (size_t)worker * bmm_scratch(tp), *wa = wd + BMM_RB * BMM_KC;
     double *acc = wa + BMM_RB * BMM_KC, *acc_abs = acc + BMM_RB * tp;
     for (int64_t i = i0; i < i1; i++) {
-        const int64_t r0 = i * BMM_RB;
+        const int64_t g = i / nrb, r0 = i % nrb * BMM_RB;
         const int nr = R - r0 < BMM_RB ? (int)(R - r0) : BMM_RB;
+        const double *at_g = j->at + g * K * tp, *at_abs = j->gauge ? j->at + (G + g) * K * tp : NULL;
         memset(acc, 0, (size_t)(2 * BMM_RB * tp) * sizeof *acc);
         for (int64_t c0 = 0; c0 < K; c0 += BMM_KC) {
             const int64_t kc = K - c0 < BMM_KC ? K - c0 : BMM_KC;
 #if DSV4_HAVE_AVX2_PATHS
             if (j->level >= DSV4_SIMD_AVX2_FMA) {
-                bmm_chunk_fused(j, j->at + c0 * tp, j->lut, c0, kc, r0, nr, acc);
+                bmm_chunk_fused(j, at_g + c0 * tp, j->lut, g, c0, kc, r0, nr, acc);
                 if (j->gauge)
-                    bmm_chunk_fused(j, j->at + K * tp + c0 * tp, j->lut_abs, c0, kc, r0, nr, acc_abs);
+                    bmm_chunk_fused(j, at_abs + c0 * tp, j->lut_abs, g, c0, kc, r0, nr, acc_abs);
                 continue;
             }
 #endif
@@ -795,10 +809,10 @@ static int bmm_items(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status 
             }
             for (int64_t t0 = 0; t0 < tp; t0 += BMM_TB)
                 for (int r = 0; r < nr; r += 4) {
-                    const double *at = j->at + c0 * tp + t0, *w = wd + r * BMM_KC, *v = wa + r * BMM_KC;
+                    const double *at = at_g + c0 * tp + t0, *w = wd + r * BMM_KC, *v = wa + r * BMM_KC;
                     bmm_kernel(at, tp, kc, w, w + BMM_KC, w + 2 * BMM_KC, w + 3 * BMM_KC, acc + r * tp + t0, tp);
                     if (j->gauge) /* sum |deq a||deq w| the same way */
-                        bmm_kernel(at + K * tp, tp, kc, v, v + BMM_KC, v + 2 * BMM_KC, v + 3 * BMM_KC,
+                        bmm_kernel(at_abs + c0 * tp + t0, tp, kc, v, v + BMM_KC, v + 2 * BMM_KC, v + 3 * BMM_KC,
                                    acc_abs + r * tp + t0, tp);
                 }
         }
@@ -894,14 +908,14 @@ int dsv4_ref_mxfp8_wo_a_bmm(const dsv4_wo_a_bmm_args *a, double *out, double *ga
     for (int b = 0; b < 256; b++)
         pow2[b] = dsv4_e8m0_to_f64((uint8_t)b), lut_abs[b] = fabs(lut[b]);
     const int64_t nrb = (R + BMM_RB - 1) / BMM_RB, tp = (T + BMM_TB - 1) / BMM_TB * BMM_TB;
-    const int nw = dsv4_parallel_workers(nrb, 1);
-    double *at = malloc((size_t)((gauge ? 2 : 1) * tp * K + 1) * sizeof *at);
+    const int nw = dsv4_parallel_workers(G * nrb, 1);
+    double *at = malloc((size_t)((gauge ? 2 : 1) * G * tp * K + 1) * sizeof *at);
     double *scratch = malloc((size_t)nw * bmm_scratch(tp) * sizeof *scratch);
     rc = at && scratch ? DSV4_OK : dsv4_fail(st, DSV4_ERUNTIME, "wo_a bmm: out of memory");
-    for (int64_t g = 0; g < G && !rc; g++) { /* items never cross groups (docs/semantics/gemm.md A10.3) */
-        bmm_job j = {a, lut, lut_abs, pow2, g, tp, level, at, out, gauge, scratch};
-        if (!(rc = dsv4_parallel_for(tp, 16, 0, bmm_decode_a, &j, st)))
-            rc = dsv4_parallel_for(nrb, 1, 0, bmm_items, &j, st);
+    if (!rc) { /* every group at once; items never cross groups (docs/semantics/gemm.md A10.3) */
+        bmm_job j = {a, lut, lut_abs, pow2, tp, level, at, out, gauge, scratch};
+        if (!(rc = dsv4_parallel_for(G * (K / 32), 16, 0, bmm_decode_a, &j, st)))
+            rc = dsv4_parallel_for(G * nrb, 1, 0, bmm_items, &j, st);
     }
     free(at), free(scratch);
     if (!rc && scan_after) {

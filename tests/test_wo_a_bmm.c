@@ -100,10 +100,11 @@ static void free_data(bmm_data *d)
 
 START_TEST(blocked_matches_serial_bit_for_bit)
 {
-    /* T odd (a lone last token), R not a multiple of 4 or 16, K past one
-     * 512-lane chunk and not a multiple of it */
+    /* T odd (a lone last token) and past one 64-token slice of the a
+     * decode, R not a multiple of 4, 8 or 16, K past one 256-lane chunk and
+     * not a multiple of it */
     static const int64_t shapes[][4] = {{1, 1, 1, 32}, {3, 2, 17, 96}, {9, 3, 33, 544}, {16, 2, 40, 1056},
-                                        {21, 1, 7, 64}};
+                                        {21, 1, 7, 64}, {70, 1, 9, 64}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int64_t T = shapes[s][0], G = shapes[s][1], R = shapes[s][2], K = shapes[s][3], n = T * G * R;
         bmm_data d = make_data(T, G, R, K, 1000 + s);
