@@ -183,11 +183,93 @@ DSV4_AVX2 static int rows_range_avx2(void *ctx, int64_t m0, int64_t m1, int work
 }
 #endif
 
-/* The rows' function: the AVX2 one where it runs (simd.h), else the
- * portable one. */
+#if DSV4_HAVE_AVX2_PATHS
+/* The same rows sixteen lanes at a time (AVX-512F): each lane the integer
+ * and fp32 operations of dsv4_avx2_e4m3_sat and clamp_cvt_avx2 (no FMA),
+ * the selects by mask registers, the group's scale in scalar as there. */
+#define FQ512 __attribute__((target("avx512f,avx2,fma")))
+#define FQ512_INLINE static inline __attribute__((target("avx512f,avx2,fma"), always_inline))
+
+FQ512_INLINE __m512 load16(const rows_job *j, int64_t i)
+{
+    if (!j->xh)
+        return _mm512_loadu_ps(j->x + i);
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(j->xh + i)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
+/* dsv4_avx2_e4m3_sat after clamp_cvt_avx2's clamp, on 16 lanes. */
+FQ512_INLINE __m512i clamp_cvt_512(__m512 q, float mx, int fnuz)
+{
+    __m512 c = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(q, _mm512_set1_ps(-mx), _CMP_LT_OQ), q, _mm512_set1_ps(-mx));
+    c = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(q, _mm512_set1_ps(mx), _CMP_GT_OQ), c, _mm512_set1_ps(mx));
+    const int32_t emin = fnuz ? -7 : -6, max_code = fnuz ? 0x7F : 0x7E;
+    const __m512i b = _mm512_castps_si512(c), a = _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF));
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, 20), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32(0x7FFFF)), odd);
+    const __m512i nrm = _mm512_sub_epi32(_mm512_srli_epi32(rounded, 20), _mm512_set1_epi32((127 + emin - 1) << 3));
+    const __m512 scaled = _mm512_mul_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(fnuz ? 1024.0f : 512.0f));
+    const __m512i sub = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(scaled, _mm512_set1_ps(8388608.0f))),
+                                         _mm512_set1_epi32(0x4B000000));
+    const __mmask16 small = _mm512_cmpgt_epi32_mask(_mm512_set1_epi32((127 + emin) << 23), a);
+    __m512i code = _mm512_min_epi32(_mm512_mask_blend_epi32(small, nrm, sub), _mm512_set1_epi32(max_code));
+    const __m512i sign = _mm512_and_si512(_mm512_srai_epi32(b, 24), _mm512_set1_epi32(0x80));
+    if (fnuz) /* no negative zero */
+        code = _mm512_mask_or_epi32(code, _mm512_test_epi32_mask(code, code), code, sign);
+    else
+        code = _mm512_or_si512(code, sign);
+    const __m512i nan_code = fnuz ? _mm512_set1_epi32(0x80) : _mm512_or_si512(sign, _mm512_set1_epi32(0x7F));
+    return _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7F800000)), code, nan_code);
+}
+
+FQ512_INLINE void rows_512(const rows_job *j, int divide, int fnuz, int64_t m0, int64_t m1)
+{
+    const int g = j->cfg->group;
+    const int64_t K = j->K, M = j->M, G = K / g;
+    const float mx = j->cfg->fp8_max;
+    for (int64_t m = m0; m < m1; m++)
+        for (int64_t k = 0; k < G; k++) {
+            const int64_t base = m * K + k * g;
+            __m512i am = _mm512_setzero_si512();
+            for (int i = 0; i < g; i += 16) { /* group_amax: the non-NaN |x| bits' max */
+                const __m512i a = _mm512_and_si512(_mm512_castps_si512(load16(j, base + i)), _mm512_set1_epi32(0x7FFFFFFF));
+                am = _mm512_mask_max_epi32(am, _mm512_cmple_epi32_mask(a, _mm512_set1_epi32(0x7F800000)), am, a);
+            }
+            float amax = dsv4_f32_of_bits((uint32_t)_mm512_reduce_max_epi32(am));
+            amax = amax > 1e-10f ? amax : 1e-10f;
+            /* quant_group's two scale rules */
+            const float scale = divide ? amax / mx : amax * (1.0f / mx);
+            const __m512 f = _mm512_set1_ps(divide ? scale : 1.0f / scale);
+            uint8_t *y = j->y + base;
+            for (int i = 0; i < g; i += 16) {
+                const __m512 x = load16(j, base + i);
+                const __m512i c = clamp_cvt_512(divide ? _mm512_div_ps(x, f) : _mm512_mul_ps(x, f), mx, fnuz);
+                _mm_storeu_si128((__m128i *)(void *)(y + i), _mm512_cvtepi32_epi8(c));
+            }
+            j->scale[j->cfg->transpose_scale ? k * M + m : m * G + k] = scale;
+        }
+}
+
+FQ512 static int rows_range_512(void *ctx, int64_t m0, int64_t m1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const rows_job *j = ctx;
+    const int divide = j->cfg->impl != DSV4_FP8Q_AITER_HIP, fnuz = j->cfg->kind == DSV4_FP8_E4M3FNUZ;
+    if (divide)
+        fnuz ? rows_512(j, 1, 1, m0, m1) : rows_512(j, 1, 0, m0, m1);
+    else
+        fnuz ? rows_512(j, 0, 1, m0, m1) : rows_512(j, 0, 0, m0, m1);
+    return DSV4_OK;
+}
+#endif
+
+/* The rows' function: the AVX-512 or AVX2 one where it runs (simd.h),
+ * else the portable one. */
 static dsv4_par_fn rows_fn(const dsv4_fp8q_cfg *cfg)
 {
 #if DSV4_HAVE_AVX2_PATHS
+    if (cfg->group % 32 == 0 && dsv4_simd_level() >= DSV4_SIMD_AVX512)
+        return rows_range_512;
     if (cfg->group % 32 == 0 && dsv4_simd_avx2())
         return rows_range_avx2;
 #else
@@ -223,20 +305,102 @@ void dsv4_rmsnorm_row_ideal(const float *x, const float *w, int64_t n, double ep
     dsv4_rmsnorm_rows_ideal(x, w, 1, n, eps, y);
 }
 
-/* The rows' sums of squares run side by side, four chains at a time (each
- * chain is one row's sum in the serial order): the same values, four times
- * the throughput of one add chain. */
-/* y = x * r * w for one row (restrict: the compiler vectorizes it). */
-DSV4_VECTOR_CLONES DSV4_NOINLINE static void scale_row(const float *restrict x, const float *restrict w, double r, int64_t n, double *restrict y)
+#if DSV4_HAVE_AVX2_PATHS
+/* scale_row and scale_row_f32 four and eight lanes at a time: the same
+ * double products in the same order (no FMA), the fp32 rounding by the
+ * RNE conversion that C's (float) is. */
+DSV4_AVX2_INLINE __m256d scaled4_avx2(const float *x, const float *w, __m256d r)
 {
-    for (int64_t i = 0; i < n; i++)
+    return _mm256_mul_pd(_mm256_mul_pd(_mm256_cvtps_pd(_mm_loadu_ps(x)), r), _mm256_cvtps_pd(_mm_loadu_ps(w)));
+}
+
+DSV4_AVX2 static int64_t scale_row_avx2(const float *x, const float *w, double r, int64_t n, double *y)
+{
+    const __m256d rv = _mm256_set1_pd(r);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        _mm256_storeu_pd(y + i, scaled4_avx2(x + i, w + i, rv));
+    return i;
+}
+
+DSV4_AVX2 static int64_t scale_row_f32_avx2(const float *x, const float *w, double r, int64_t n, float *y)
+{
+    const __m256d rv = _mm256_set1_pd(r);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128 lo = _mm256_cvtpd_ps(scaled4_avx2(x + i, w + i, rv));
+        const __m128 hi = _mm256_cvtpd_ps(scaled4_avx2(x + i + 4, w + i + 4, rv));
+        _mm256_storeu_ps(y + i, _mm256_set_m128(hi, lo));
+    }
+    return i;
+}
+#endif
+
+/* y = x * r * w for one row. */
+static void scale_row(const float *restrict x, const float *restrict w, double r, int64_t n, double *restrict y)
+{
+    int64_t i = 0;
+#if DSV4_HAVE_AVX2_PATHS
+    if (dsv4_simd_avx2())
+        i = scale_row_avx2(x, w, r, n, y);
+#endif
+    for (; i < n; i++)
         y[i] = (double)x[i] * r * (double)w[i];
 }
 
-void dsv4_rmsnorm_rows_ideal(const float *x, const float *w, int64_t rows, int64_t n, double eps,
-                                                double *y)
+/* The same rounded to fp32 in the one pass: (float) of the same double. */
+static void scale_row_f32(const float *restrict x, const float *restrict w, double r, int64_t n, float *restrict y)
+{
+    int64_t i = 0;
+#if DSV4_HAVE_AVX2_PATHS
+    if (dsv4_simd_avx2())
+        i = scale_row_f32_avx2(x, w, r, n, y);
+#endif
+    for (; i < n; i++)
+        y[i] = (float)((double)x[i] * r * (double)w[i]);
+}
+
+#if DSV4_HAVE_AVX2_PATHS
+/* sumsq_rows of 8 rows: two vectors of four rows' sums, each lane one
+ * row's chain in the serial order (element i's square is added before
+ * i + 1's), the rows' elements transposed four at a time into the lanes.
+ * No FMA: each step is the double product then the double add, as the
+ * scalar "ss += (double)x * x". */
+DSV4_AVX2 static void sumsq8_avx2(const float *x, int64_t n, double *ss)
+{
+    __m256d s[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int h = 0; h < 2; h++) {
+            const float *xh = x + 4 * h * n + i;
+            __m128 c0 = _mm_loadu_ps(xh), c1 = _mm_loadu_ps(xh + n), c2 = _mm_loadu_ps(xh + 2 * n);
+            __m128 c3 = _mm_loadu_ps(xh + 3 * n);
+            _MM_TRANSPOSE4_PS(c0, c1, c2, c3); /* c_e: element i + e of the four rows */
+            const __m128 c[4] = {c0, c1, c2, c3};
+            for (int e = 0; e < 4; e++) {
+                const __m256d d = _mm256_cvtps_pd(c[e]);
+                s[h] = _mm256_add_pd(s[h], _mm256_mul_pd(d, d));
+            }
+        }
+    _mm256_storeu_pd(ss, s[0]);
+    _mm256_storeu_pd(ss + 4, s[1]);
+    for (int k = 0; k < 8; k++)
+        for (int64_t e = i; e < n; e++)
+            ss[k] += (double)x[k * n + e] * x[k * n + e];
+}
+#endif
+
+/* ss[k] = the sum of x_k[i]^2 in double over i in order, for rows k <
+ * rows of n: eight rows side by side in vectors (AVX2), else four scalar
+ * chains at a time; the same values, more adds in flight than one chain. */
+static void sumsq_rows(const float *x, int64_t rows, int64_t n, double *ss)
 {
     int64_t r = 0;
+#if DSV4_HAVE_AVX2_PATHS
+    if (dsv4_simd_avx2())
+        for (; r + 8 <= rows; r += 8)
+            sumsq8_avx2(x + r * n, n, ss + r);
+#endif
     for (; r + 4 <= rows; r += 4) {
         const float *x0 = x + r * n, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
         double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -246,17 +410,39 @@ void dsv4_rmsnorm_rows_ideal(const float *x, const float *w, int64_t rows, int64
             s2 += (double)x2[i] * x2[i];
             s3 += (double)x3[i] * x3[i];
         }
-        const double ss[4] = {s0, s1, s2, s3};
-        for (int k = 0; k < 4; k++) {
-            scale_row(x + (r + k) * n, w, 1.0 / sqrt(ss[k] / (double)n + eps), n, y + (r + k) * n);
-        }
+        ss[r] = s0, ss[r + 1] = s1, ss[r + 2] = s2, ss[r + 3] = s3;
     }
     for (; r < rows; r++) {
         const float *xr = x + r * n;
-        double ss = 0;
+        double s0 = 0;
         for (int64_t i = 0; i < n; i++)
-            ss += (double)xr[i] * xr[i];
-        scale_row(xr, w, 1.0 / sqrt(ss / (double)n + eps), n, y + r * n);
+            s0 += (double)xr[i] * xr[i];
+        ss[r] = s0;
+    }
+}
+
+/* The rows in batches of RMS_BATCH (the sums' scratch on the stack). */
+#define RMS_BATCH 32
+
+void dsv4_rmsnorm_rows_ideal(const float *x, const float *w, int64_t rows, int64_t n, double eps, double *y)
+{
+    double ss[RMS_BATCH];
+    for (int64_t r0 = 0; r0 < rows; r0 += RMS_BATCH) {
+        const int64_t nr = rows - r0 < RMS_BATCH ? rows - r0 : RMS_BATCH;
+        sumsq_rows(x + r0 * n, nr, n, ss);
+        for (int64_t k = 0; k < nr; k++)
+            scale_row(x + (r0 + k) * n, w, 1.0 / sqrt(ss[k] / (double)n + eps), n, y + (r0 + k) * n);
+    }
+}
+
+void dsv4_rmsnorm_rows_ideal_f32(const float *x, const float *w, int64_t rows, int64_t n, double eps, float *y)
+{
+    double ss[RMS_BATCH];
+    for (int64_t r0 = 0; r0 < rows; r0 += RMS_BATCH) {
+        const int64_t nr = rows - r0 < RMS_BATCH ? rows - r0 : RMS_BATCH;
+        sumsq_rows(x + r0 * n, nr, n, ss);
+        for (int64_t k = 0; k < nr; k++)
+            scale_row_f32(x + (r0 + k) * n, w, 1.0 / sqrt(ss[k] / (double)n + eps), n, y + (r0 + k) * n);
     }
 }
 

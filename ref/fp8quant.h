@@ -51,6 +51,8 @@ int dsv4_fp8q_rows_bf16(const uint16_t *x, int64_t M, int64_t K, const dsv4_fp8q
 void dsv4_rmsnorm_row_ideal(const float *x, const float *w, int64_t n, double eps, double *y);
 /* The ideal of `rows` consecutive rows of n (x and y [rows, n]). */
 void dsv4_rmsnorm_rows_ideal(const float *x, const float *w, int64_t rows, int64_t n, double eps, double *y);
+/* The same rounded to fp32 ((float) of each double y). */
+void dsv4_rmsnorm_rows_ideal_f32(const float *x, const float *w, int64_t rows, int64_t n, double eps, float *y);
 void dsv4_rmsnorm_row_f32(const float *x, const float *w, int64_t n, float eps, float *y);
 
 #endif

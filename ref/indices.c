@@ -7,6 +7,11 @@
 #include <string.h>
 
 #include "parallel.h"
+#include "simd.h"
+
+#if DSV4_HAVE_AVX2_PATHS
+#include <immintrin.h>
+#endif
 
 /* Tokens per parallel chunk of the index builders. */
 #define TOKEN_GRAIN 64
@@ -204,6 +209,80 @@ static inline int32_t global_slot(const int32_t *bt, int64_t cols, int64_t r, in
     return wrap_i32((int64_t)bt[r * cols + page] * (int64_t)d.b + (uv - page * d.b));
 }
 
+#if DSV4_HAVE_AVX2_PATHS
+/* map_row's power-of-two case, eight entries at a time: the page of a
+ * negative entry is masked to 0 (the row's first column, as there), the
+ * int32 product's low 32 bits plus the offset are the wrapped sum
+ * wrap_i32 gives, and the negative entries become -1. */
+__attribute__((target("avx2"))) static int64_t map_row_pow2_avx2(const int32_t *restrict src, int64_t n,
+                                                                 const int32_t *restrict btrow, page_div d,
+                                                                 int32_t *restrict dst)
+{
+    const __m128i sh = _mm_cvtsi32_si128(d.shift);
+    const __m256i minus1 = _mm256_set1_epi32(-1), mask = _mm256_set1_epi32((int32_t)(d.b - 1));
+    const __m256i b = _mm256_set1_epi32((int32_t)d.b);
+    int64_t count = 0, k = 0;
+    for (; k + 8 <= n; k += 8) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(src + k));
+        const __m256i valid = _mm256_cmpgt_epi32(v, minus1);
+        const __m256i page = _mm256_and_si256(_mm256_srl_epi32(v, sh), valid);
+        const __m256i bt = _mm256_i32gather_epi32(btrow, page, 4);
+        const __m256i slot = _mm256_add_epi32(_mm256_mullo_epi32(bt, b), _mm256_and_si256(v, mask));
+        _mm256_storeu_si256((__m256i *)(void *)(dst + k), _mm256_or_si256(_mm256_and_si256(slot, valid),
+                                                                          _mm256_andnot_si256(valid, minus1)));
+        count += __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(valid)));
+    }
+    const uint32_t shift = (uint32_t)d.shift, low = d.b - 1;
+    for (; k < n; k++) {
+        const int32_t v = src[k];
+        const uint32_t uv = (uint32_t)v;
+        const int32_t slot = wrap_i32((int64_t)btrow[v >= 0 ? uv >> shift : 0] * (int64_t)d.b + (uv & low));
+        dst[k] = v >= 0 ? slot : -1;
+        count += v >= 0;
+    }
+    return count;
+}
+
+/* row_scan, eight entries at a time. */
+__attribute__((target("avx2"))) static int64_t row_scan_avx2(const int32_t *row, int64_t n, int32_t *max)
+{
+    const __m256i minus1 = _mm256_set1_epi32(-1);
+    __m256i m = _mm256_set1_epi32(INT32_MIN), c = _mm256_setzero_si256();
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(row + k));
+        m = _mm256_max_epi32(m, v);
+        c = _mm256_sub_epi32(c, _mm256_cmpgt_epi32(v, minus1)); /* at most n / 8 per lane */
+    }
+    int32_t lanes_m[8], lanes_c[8];
+    _mm256_storeu_si256((__m256i *)(void *)lanes_m, m);
+    _mm256_storeu_si256((__m256i *)(void *)lanes_c, c);
+    int32_t mx = INT32_MIN;
+    int64_t count = 0;
+    for (int i = 0; i < 8; i++)
+        mx = lanes_m[i] > mx ? lanes_m[i] : mx, count += (uint32_t)lanes_c[i];
+    for (; k < n; k++)
+        mx = row[k] > mx ? row[k] : mx, count += row[k] >= 0;
+    *max = mx;
+    return count;
+}
+#endif
+
+/* #{row[k] >= 0} over k < n, and the largest entry (INT32_MIN if n = 0). */
+static int64_t row_scan(const int32_t *row, int64_t n, int32_t *max)
+{
+#if DSV4_HAVE_AVX2_PATHS
+    if (dsv4_simd_avx2())
+        return row_scan_avx2(row, n, max);
+#endif
+    int32_t mx = INT32_MIN;
+    int64_t count = 0;
+    for (int64_t k = 0; k < n; k++)
+        mx = row[k] > mx ? row[k] : mx, count += row[k] >= 0;
+    *max = mx;
+    return count;
+}
+
 /* dst[k] = src[k] >= 0 ? global_slot(bt row r, src[k]) : -1 for k < n;
  * returns #{src[k] >= 0}.  The row and divider are held in locals (the
  * stores cannot alias them); the power-of-two case is branch-free, reading
@@ -213,6 +292,10 @@ static inline int64_t map_row(const int32_t *restrict src, int64_t n, const int3
                               page_div d, int32_t *restrict dst)
 {
     int64_t count = 0;
+#if DSV4_HAVE_AVX2_PATHS
+    if (d.shift >= 0 && row0_ok && dsv4_simd_avx2())
+        return map_row_pow2_avx2(src, n, btrow, d, dst);
+#endif
     if (d.shift >= 0 && row0_ok) {
         const uint32_t sh = (uint32_t)d.shift, mask = d.b - 1;
         const int64_t b = d.b;
@@ -246,8 +329,12 @@ typedef struct gtopk_job {
     int32_t *out, *indptr, *lens;
 } gtopk_job;
 
-/* The reads of token t (dsv4_gtopk_check). */
-static inline int gtopk_check_token(const gtopk_job *j, int64_t t, dsv4_status *st)
+/* The reads of token t (dsv4_gtopk_check); *count (where not NULL) gets
+ * #{v >= 0} over the columns read, for the ragged lens.  One scan finds
+ * the row's largest entry: the row is good if it is negative, or if the
+ * request is a row and its page (page_of grows with v) is a column;
+ * otherwise the loop below names the first bad column. */
+static inline int gtopk_check_token_counting(const gtopk_job *j, int64_t t, int64_t *count, dsv4_status *st)
 {
     const dsv4_gtopk_args *a = j->a;
     if (a->is_valid_token[t] > 1)
@@ -262,6 +349,12 @@ static inline int gtopk_check_token(const gtopk_job *j, int64_t t, dsv4_status *
     int64_t n = a->topk_width;
     if (j->ragged && !a->is_valid_token[t])
         n = 0;
+    int32_t max;
+    const int64_t valid = row_scan(row, n, &max);
+    if (count)
+        *count = valid;
+    if (max < 0 || (r >= 0 && r < a->bt_rows && (int64_t)page_of((uint32_t)max, j->d) < a->bt_cols))
+        return DSV4_OK;
     for (int64_t k = 0; k < n; k++) {
         if (row[k] < 0)
             continue;
@@ -277,6 +370,11 @@ static inline int gtopk_check_token(const gtopk_job *j, int64_t t, dsv4_status *
                              t, k, row[k], (int64_t)row[k] / a->block_size, a->bt_cols);
     }
     return DSV4_OK;
+}
+
+static inline int gtopk_check_token(const gtopk_job *j, int64_t t, dsv4_status *st)
+{
+    return gtopk_check_token_counting(j, t, NULL, st);
 }
 
 CHECK_RANGE_OF(gtopk_check_range, gtopk_check_token)
@@ -340,15 +438,13 @@ static int gtopk_lens_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_
     const gtopk_job *j = ctx;
     const dsv4_gtopk_args *a = j->a;
     const int64_t K = a->topk_width;
+    (void)K;
     for (int64_t t = t0; t < t1; t++) {
-        int rc = gtopk_check_token(j, t, st);
+        int64_t count = 0; /* ragged: counted by the check (0 columns read for an invalid token) */
+        int rc = gtopk_check_token_counting(j, t, j->ragged ? &count : NULL, st);
         if (rc)
             return rc;
-        int64_t count = 0;
-        if (j->ragged)
-            for (int64_t k = 0; k < K; k++)
-                count += a->topk_indices[t * K + k] >= 0;
-        else
+        if (!j->ragged)
             count = gtopk_dense_row(j, t);
         /* lens = is_valid_token ? count : 0 (docs/semantics/indices.md A5.6, A5.7). */
         j->lens[t] = a->is_valid_token[t] ? wrap_i32(count) : 0;

@@ -539,6 +539,81 @@ DSV4_AVX2 uint8_t dsv4_mx_fp4_block_avx2(const __m256 v[4], dsv4_mx_rule rule, d
     return b;
 }
 
+/* fp4_codes_avx2 sixteen lanes at a time (AVX-512F): the same fp32
+ * products and threshold counts (a lane's magnitude is the count of the
+ * thresholds it passes, here added under compare masks), the same signs;
+ * 0 if some q is NaN. */
+#define MX512_INLINE static inline __attribute__((target("avx512f,avx2,fma"), always_inline))
+MX512_INLINE int fp4_codes_512(const __m512 v[2], float m, dsv4_mx_elem elem, uint8_t *packed)
+{
+    __m512i c[2];
+    __mmask16 nan = 0;
+    const int half_away = elem == DSV4_MX_ELEM_HALF_AWAY;
+    _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) { /* unrolled: c stays in registers */
+        const __m512 q = _mm512_mul_ps(v[r], _mm512_set1_ps(m));
+        const __m512i bits = _mm512_castps_si512(q), abits = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
+        nan |= _mm512_cmpgt_epi32_mask(abits, _mm512_set1_epi32(0x7F800000));
+        const __m512 a = _mm512_castsi512_ps(abits);
+        const __m512i one = _mm512_set1_epi32(1);
+        __m512i n = _mm512_setzero_si512();
+        /* RNE: the ties at 0.25, 1.25, 2.5, 5 stay down (>), the others go up (>=) */
+#define MX512_UP(t) n = _mm512_mask_add_epi32(n, _mm512_cmp_ps_mask(a, _mm512_set1_ps(t), _CMP_GE_OQ), n, one)
+#define MX512_TIE(t)                                                                                        \
+    n = _mm512_mask_add_epi32(n, _mm512_cmp_ps_mask(a, _mm512_set1_ps(t), half_away ? _CMP_GE_OQ : _CMP_GT_OQ), \
+                              n, one)
+        MX512_TIE(0.25f), MX512_UP(0.75f), MX512_TIE(1.25f), MX512_UP(1.75f);
+        MX512_TIE(2.5f), MX512_UP(3.5f), MX512_TIE(5.0f);
+#undef MX512_UP
+#undef MX512_TIE
+        /* RNE and half-away keep the sign bit (-0 -> 0x8); threshold: q < 0 only */
+        const __m512i sign =
+            elem == DSV4_MX_ELEM_THRESHOLD
+                ? _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(q, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_set1_epi32(8))
+                : _mm512_and_si512(_mm512_srli_epi32(bits, 28), _mm512_set1_epi32(8));
+        c[r] = _mm512_or_si512(n, sign);
+    }
+    if (nan)
+        return 0;
+    const __m256i bytes = _mm256_set_m128i(_mm512_cvtepi32_epi8(c[1]), _mm512_cvtepi32_epi8(c[0]));
+    _mm_storeu_si128((__m128i *)(void *)packed, dsv4_avx2_pack_nibbles(bytes));
+    return 1;
+}
+
+/* fp4_block_avx2 with the codes sixteen lanes at a time (the amax, the
+ * scale rule and the NaN fallback as there). */
+MX512_INLINE uint8_t fp4_block_512(const __m256 v[4], dsv4_mx_rule rule, dsv4_mx_elem elem, dsv4_mx_elem elem_arg,
+                                   uint8_t *pb)
+{
+    const float amax = amax_avx2(v);
+    const uint8_t b = scale_byte(rule, amax);
+    __m512 w[2];
+    _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)
+        w[r] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(v[2 * r])),
+                                                   _mm256_castps_pd(v[2 * r + 1]), 1));
+    if (!isnan(amax) && !(rule == DSV4_MX_FP4_OCP && b == 0xFF) &&
+        fp4_codes_512(w, fp4_multiplier(rule, b, amax), elem, pb))
+        return b;
+    float f[DSV4_MX_BLOCK];
+    uint8_t codes[DSV4_MX_BLOCK];
+    for (int r = 0; r < 4; r++)
+        _mm256_storeu_ps(f + 8 * r, v[r]);
+    (void)quant_block_fp4(f, DSV4_MX_BLOCK, rule, elem_arg, codes);
+    for (int i = 0; i < DSV4_MX_BLOCK / 2; i++)
+        pb[i] = dsv4_e2m1_pack(codes[2 * i], codes[2 * i + 1]);
+    return b;
+}
+
+__attribute__((target("avx512f,avx2,fma"))) void dsv4_mx_fp4_blocks_avx512(const __m256 *v, int n, dsv4_mx_rule rule,
+                                                                          dsv4_mx_elem elem, uint8_t *packed,
+                                                                          uint8_t *scales)
+{
+#define BLOCKS(e)                                                                                                \
+    for (int k = 0; k < n; k++)                                                                                  \
+        scales[k] = fp4_block_512(v + 4 * k, rule, e, elem, packed + k * (DSV4_MX_BLOCK / 2))
+    DSV4_FP4_BY_ELEM(elem, BLOCKS)
+#undef BLOCKS
+}
+
 /* One MXFP8 block in four vectors: its scale byte, its 32 codes. */
 DSV4_AVX2_INLINE uint8_t fp8_block_avx2(const __m256 v[4], dsv4_mx_rule rule, uint8_t *out)
 {

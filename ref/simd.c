@@ -8,26 +8,33 @@
 #include <string.h>
 
 static pthread_once_t detect_once = PTHREAD_ONCE_INIT;
-static int cpu_and_env_allow; /* set once by detect() */
-static atomic_int forced_portable;
+static int cpu_and_env_level; /* set once by detect() */
+static atomic_int level_cap = DSV4_SIMD_AVX512;
 
 static void detect(void)
 {
     const char *env = getenv("DSV4_SIMD");
-    int ok = !(env && strcmp(env, "0") == 0);
+    int level = DSV4_SIMD_PORTABLE;
 #if DSV4_HAVE_AVX2_PATHS
     __builtin_cpu_init();
-    ok = ok && __builtin_cpu_supports("avx2");
-#else
-    ok = 0;
+    if (__builtin_cpu_supports("avx2")) {
+        level = DSV4_SIMD_AVX2;
+        if (__builtin_cpu_supports("fma"))
+            level = __builtin_cpu_supports("avx512f") ? DSV4_SIMD_AVX512 : DSV4_SIMD_AVX2_FMA;
+    }
 #endif
-    cpu_and_env_allow = ok;
+    cpu_and_env_level = env && strcmp(env, "0") == 0 ? DSV4_SIMD_PORTABLE : level;
 }
 
-int dsv4_simd_avx2(void)
+int dsv4_simd_level(void)
 {
     pthread_once(&detect_once, detect);
-    return cpu_and_env_allow && !atomic_load_explicit(&forced_portable, memory_order_relaxed);
+    const int cap = atomic_load_explicit(&level_cap, memory_order_relaxed);
+    return cpu_and_env_level < cap ? cpu_and_env_level : cap;
 }
 
-void dsv4_simd_force_portable(int on) { atomic_store(&forced_portable, on != 0); }
+int dsv4_simd_avx2(void) { return dsv4_simd_level() >= DSV4_SIMD_AVX2; }
+
+void dsv4_simd_force_portable(int on) { atomic_store(&level_cap, on ? DSV4_SIMD_PORTABLE : DSV4_SIMD_AVX512); }
+
+void dsv4_simd_cap_level(int level) { atomic_store(&level_cap, level); }

@@ -18,7 +18,20 @@
  * the portable paths. */
 int dsv4_simd_avx2(void);
 
+/* The widest vector level the paths may use, under the same rules as
+ * dsv4_simd_avx2 (DSV4_SIMD=0 and the test hooks give DSV4_SIMD_PORTABLE):
+ * AVX2 alone (the codecs: no FMA, so that fp32 rounding matches the
+ * portable lanes), AVX2 with FMA, or AVX-512F (with AVX2 and FMA).  Only
+ * code whose results cannot depend on the level uses FMA or AVX-512 (the
+ * wo_a bmm's exact block dots, docs/semantics/gemm.md A10.3). */
+enum { DSV4_SIMD_PORTABLE = 0, DSV4_SIMD_AVX2 = 1, DSV4_SIMD_AVX2_FMA = 2, DSV4_SIMD_AVX512 = 3 };
+int dsv4_simd_level(void);
+
 /* Test hook: 1 forces the portable paths, 0 restores the default. */
 void dsv4_simd_force_portable(int on);
+
+/* Test hook: caps dsv4_simd_level at level (DSV4_SIMD_AVX512 restores the
+ * default), so that a test can run each level the CPU has. */
+void dsv4_simd_cap_level(int level);
 
 #endif

@@ -1,10 +1,11 @@
-/* test_simd.c - the AVX2 codec paths (ref/simd.h) against the portable
- * ones: every row entry point that has an AVX2 path runs twice on the same
- * inputs, once with the portable paths forced, and the output bytes must be
- * identical.  The inputs mix random values of many magnitudes with the
- * special ones: NaN of both signs and several payloads, +-Inf, +-0,
+/* test_simd.c - the AVX2 and AVX-512 codec paths (ref/simd.h) against the
+ * portable ones: every row entry point that has a vector path runs on the
+ * same inputs with the portable paths forced, then at each vector level
+ * the CPU has (AVX2, AVX-512), and the output bytes must be identical.
+ * The inputs mix random values of many magnitudes with the special ones: NaN of both signs and several payloads, +-Inf, +-0,
  * subnormals, values past the formats' saturation, the e2m1 and e4m3
- * rounding midpoints, and whole blocks of zeros, NaN or Inf. */
+ * rounding midpoints, and whole blocks of zeros, NaN or Inf.  The ideal
+ * RMSNorm rows are checked against their serial definition. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
@@ -93,21 +94,26 @@ typedef struct run_out {
 
 static run_out out_portable, out_simd;
 
-/* Runs fn with the portable paths forced into out_portable, then with the
- * default paths into out_simd, and compares them. */
+/* Runs CALL with the portable paths forced into out_portable, then at each
+ * vector level above (AVX2 capped below AVX-512, then the default) into
+ * out_simd, and compares each with the portable run. */
 #define COMPARE_PATHS(what, CALL)                                                                       \
     do {                                                                                                \
-        run_out *runs[2] = {&out_portable, &out_simd};                                                  \
-        for (int pass = 0; pass < 2; pass++) {                                                          \
-            run_out *o = runs[pass];                                                                    \
+        static const int caps[3] = {DSV4_SIMD_PORTABLE, DSV4_SIMD_AVX2_FMA, DSV4_SIMD_AVX512};          \
+        for (int pass = 0; pass < 3; pass++) {                                                          \
+            run_out *o = pass ? &out_simd : &out_portable;                                              \
             memset(o, 0xA5, sizeof *o);                                                                 \
-            dsv4_simd_force_portable(pass == 0);                                                        \
+            dsv4_simd_cap_level(caps[pass]);                                                            \
             dsv4_status st = {0};                                                                       \
             o->rc = (CALL);                                                                             \
+            dsv4_simd_cap_level(DSV4_SIMD_AVX512);                                                      \
+            if (!pass)                                                                                  \
+                continue;                                                                               \
+            ck_assert_msg(out_portable.rc == out_simd.rc, "%s, level %d: rc %d vs %d", what, caps[pass],   \
+                          out_portable.rc, out_simd.rc);                                                \
+            ck_assert_msg(memcmp(&out_portable, &out_simd, sizeof out_portable) == 0,                   \
+                          "%s, level %d: outputs differ", what, caps[pass]);                            \
         }                                                                                               \
-        dsv4_simd_force_portable(0);                                                                    \
-        ck_assert_msg(out_portable.rc == out_simd.rc, "%s: rc %d vs %d", what, out_portable.rc, out_simd.rc); \
-        ck_assert_msg(memcmp(&out_portable, &out_simd, sizeof out_portable) == 0, "%s: outputs differ", what); \
     } while (0)
 
 START_TEST(avx2_path_is_on_where_supported)
@@ -230,5 +236,54 @@ START_TEST(inverse_rope_mxfp8_same_bytes)
 }
 END_TEST
 
+/* The ideal RMSNorm of fused_qk_rmsnorm_group_quant (rows side by side
+ * in vectors, the scaling four or eight lanes at a time) against its
+ * serial definition (docs/semantics/quant.md Q3.3: the sum of squares in
+ * double in order, y = x (1/sqrt(ss/n + eps)) w), in double and rounded
+ * to fp32, on both paths: row counts that leave partial batches of 8 and
+ * 4, widths that leave partial vectors, values of many magnitudes. */
+START_TEST(rmsnorm_rows_match_serial)
+{
+    enum { ROWS = 37, N = 517 };
+    static float x[ROWS * N], w[N], yf[ROWS * N], want_f[ROWS * N];
+    static double y[ROWS * N], want[ROWS * N];
+    const int64_t widths[] = {N, 512, 8, 3};
+    for (int trial = 0; trial < 3; trial++) {
+        fill(x, ROWS * N);
+        make_finite(x, ROWS * N);
+        fill(w, N);
+        make_finite(w, N);
+        for (int wi = 0; wi < 4; wi++) {
+            const int64_t n = widths[wi];
+            const double eps = trial == 2 ? 1e-6 : 1e-30;
+            for (int64_t r = 0; r < ROWS; r++) {
+                double ss = 0;
+                for (int64_t i = 0; i < n; i++)
+                    ss += (double)x[r * n + i] * x[r * n + i];
+                const double rc = 1.0 / sqrt(ss / (double)n + eps);
+                for (int64_t i = 0; i < n; i++) {
+                    want[r * n + i] = (double)x[r * n + i] * rc * (double)w[i];
+                    want_f[r * n + i] = (float)want[r * n + i];
+                }
+            }
+            for (int pass = 0; pass < 2; pass++) {
+                dsv4_simd_force_portable(pass == 0);
+                for (int64_t rows = ROWS; rows >= 1; rows -= 12) {
+                    memset(y, 0, sizeof y), memset(yf, 0, sizeof yf);
+                    dsv4_rmsnorm_rows_ideal(x, w, rows, n, eps, y);
+                    dsv4_rmsnorm_rows_ideal_f32(x, w, rows, n, eps, yf);
+                    ck_assert_msg(!memcmp(y, want, (size_t)(rows * n) * sizeof *y) &&
+                                      !memcmp(yf, want_f, (size_t)(rows * n) * sizeof *yf),
+                                  "n %d, %d rows, %s path: not the serial values", (int)n, (int)rows,
+                                  pass ? "default" : "portable");
+                }
+            }
+            dsv4_simd_force_portable(0);
+        }
+    }
+}
+END_TEST
+
 DSV4_TEST_MAIN("simd", "core", 120, NULL, NULL, avx2_path_is_on_where_supported, mx_rows_same_bytes,
-               fp8_group_rows_same_bytes, indexer_q_quant_same_bytes, inverse_rope_mxfp8_same_bytes)
+               fp8_group_rows_same_bytes, indexer_q_quant_same_bytes, inverse_rope_mxfp8_same_bytes,
+               rmsnorm_rows_match_serial)

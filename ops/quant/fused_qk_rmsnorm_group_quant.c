@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../ref/codec_avx2.h"
 #include "../../ref/codec_inline.h"
 #include "../../ref/fp8quant.h"
 #include "../../ref/numerics.h"
@@ -145,23 +146,32 @@ typedef struct fq_job {
     float *q_scale;
     dsv4_fp8q_cfg cfg;
     int64_t m;
-    float *scratch;   /* per worker: x_q, x_kv, y_q and the q scales of FQ_ROWS rows */
-    double *dscratch; /* per worker: the ideal y_q of FQ_ROWS rows */
+    float *scratch; /* per worker: x_q, x_kv, y_q and the q scales of FQ_ROWS rows */
 } fq_job;
 
-DSV4_VECTOR_CLONES DSV4_NOINLINE static void bf16_row(const uint16_t *restrict h, int64_t n, float *restrict f)
+#if DSV4_HAVE_AVX2_PATHS
+DSV4_AVX2 static int64_t bf16_row_avx2(const uint16_t *h, int64_t n, float *f)
 {
-    for (int64_t i = 0; i < n; i++)
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(f + i, dsv4_avx2_load_bf16(h + i));
+    return i;
+}
+#endif
+
+/* bf16 to fp32 (exact): eight at a time where AVX2 runs. */
+static void bf16_row(const uint16_t *restrict h, int64_t n, float *restrict f)
+{
+    int64_t i = 0;
+#if DSV4_HAVE_AVX2_PATHS
+    if (dsv4_simd_avx2())
+        i = bf16_row_avx2(h, n, f);
+#endif
+    for (; i < n; i++)
         f[i] = dsv4_bf16_to_f32_inline(h[i]);
 }
 
-#define FQ_ROWS 4 /* rows normed together (dsv4_rmsnorm_rows_ideal) */
-
-DSV4_VECTOR_CLONES DSV4_NOINLINE static void narrow(const double *restrict y, int64_t n, float *restrict f)
-{
-    for (int64_t i = 0; i < n; i++)
-        f[i] = (float)y[i];
-}
+#define FQ_ROWS 8 /* rows normed together (dsv4_rmsnorm_rows_ideal: eight sums side by side) */
 
 /* Rows [r0, r1), FQ_ROWS at a time: both norms, then the q quant of each row. */
 static int fq_rows(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *st)
@@ -170,7 +180,6 @@ static int fq_rows(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *s
     const int64_t n1 = j->n1, n2 = j->n2, G = n1 / 128;
     float *xq = j->scratch + (size_t)worker * (size_t)(FQ_ROWS * (2 * n1 + n2 + G)), *xk = xq + FQ_ROWS * n1;
     float *yq = xk + FQ_ROWS * n2; /* the fp32 y of q that the quant reads */
-    double *yd = j->dscratch + (size_t)worker * (size_t)(FQ_ROWS * n1);
     for (int64_t row0 = r0; row0 < r1; row0 += FQ_ROWS) {
         const int64_t nr = r1 - row0 < FQ_ROWS ? r1 - row0 : FQ_ROWS;
         bf16_row(j->q + row0 * n1, nr * n1, xq);
@@ -185,8 +194,8 @@ static int fq_rows(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *s
                 dsv4_rmsnorm_row_f32(xq + k * n1, j->qw, n1, (float)j->qe, yq + k * n1);
             }
         } else {
-            dsv4_rmsnorm_rows_ideal(xq, j->qw, nr, n1, j->qe, yd);
-            narrow(yd, nr * n1, yq); /* the quant reads y in fp32 (docs/semantics/quant.md Q3.3 step 6) */
+            /* the quant reads y in fp32 (docs/semantics/quant.md Q3.3 step 6) */
+            dsv4_rmsnorm_rows_ideal_f32(xq, j->qw, nr, n1, j->qe, yq);
             dsv4_rmsnorm_rows_ideal(xk, j->kw, nr, n2, j->ke, kv);
         }
         /* the 1x128 quant of the rows; scale (row, g) at g*m + row when transposed */
@@ -215,8 +224,7 @@ static int fq_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensor
     const int nw = dsv4_parallel_workers(m, grain);
     float *qw = dsv4_quant_as_f32(t[1], st), *kw = qw ? dsv4_quant_as_f32(t[3], st) : NULL;
     float *scratch = malloc((size_t)nw * (size_t)(FQ_ROWS * (2 * n1 + n2 + n1 / 128)) * sizeof(float) + 8);
-    double *dscratch = malloc((size_t)nw * (size_t)(FQ_ROWS * n1) * sizeof(double) + 8);
-    if (!qw || !kw || !scratch || !dscratch) {
+    if (!qw || !kw || !scratch) {
         rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
     } else {
         fq_job j = {r->faithful, n1, n2, t[0]->data, t[2]->data, qw, kw,
@@ -224,10 +232,10 @@ static int fq_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensor
                     dsv4_tensors_find(out, "kv_out")->data, dsv4_tensors_find(out, "q_out")->data,
                     dsv4_tensors_find(out, "q_scale")->data,
                     {DSV4_FP8Q_AITER_HIP, DSV4_FP8_E4M3FN, 448.0f, 128, dsv4_params_int(c->params, "transpose_scale") != 0},
-                    m, scratch, dscratch};
+                    m, scratch};
         rc = dsv4_parallel_for(m, grain, 0, fq_rows, &j, st);
     }
-    free(qw), free(kw), free(scratch), free(dscratch);
+    free(qw), free(kw), free(scratch);
     return rc;
 }
 
