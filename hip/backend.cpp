@@ -357,8 +357,10 @@ __global__ void __launch_bounds__(MMA_THREADS) mma_peak_kernel(long long steps, 
 
 /* The codec check (DSV4_PLUGIN_CODEC_CHECK_OP): where the kernels convert
  * fp32 to e4m3fn with the hardware instruction (quant_rules.h dsv4q_fp8_hw
- * and the four-code word dsv4q_fp8x4), every one of the 2^32 fp32 inputs
- * is converted both ways on this device, in each byte position of the word.  res: {conversions checked, mismatches, first mismatch}. */
+ * and the four-code words dsv4q_fp8x4 and dsv4q_fp8x4_scaled, the latter
+ * with its one NaN test a word, at scale 1), every one of the 2^32 fp32
+ * inputs is converted both ways on this device, in each byte position of
+ * the word.  res: {conversions checked, mismatches, first mismatch}. */
 __global__ void codec_check_kernel(unsigned long long *res)
 {
 #ifdef DSV4Q_HW_E4M3
@@ -375,7 +377,8 @@ __global__ void codec_check_kernel(unsigned long long *res)
             q[j] = dsv4q_float((uint32_t)i ^ key[j]);
             want |= (uint32_t)dsv4q_fp8_int(q[j], 0) << (8 * j);
         }
-        if (dsv4q_fp8_hw(x) != dsv4q_fp8_int(x, 0) || dsv4q_fp8x4(q[0], q[1], q[2], q[3], 0) != want) {
+        if (dsv4q_fp8_hw(x) != dsv4q_fp8_int(x, 0) || dsv4q_fp8x4(q[0], q[1], q[2], q[3], 0) != want ||
+            dsv4q_fp8x4_scaled(q, 1.0f, 0) != want) {
             first = bad ? first : i;
             bad++;
         }

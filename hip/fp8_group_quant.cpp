@@ -38,12 +38,22 @@ __global__ void __launch_bounds__(QUANT_THREADS)
             s = m * inv_max; /* fl(amax * fl(1/MAX)) (Q3.1 step 2) */
             inv = 1.0f / s;  /* IEEE division (Q3.1 step 3) */
         }
-        float q[8];
-        for (int i = 0; i < 8; i++) {
-            q[i] = TRITON ? dsv4q_div(v[k][i], s) : dsv4q_mul(v[k][i], inv);
-            q[i] = q[i] < -fp8_max ? -fp8_max : q[i] > fp8_max ? fp8_max : q[i]; /* clamp; NaN passes (fp8quant.c clampf) */
+#ifdef DSV4Q_HW_E4M3
+        const float f = TRITON ? s : inv;
+        /* f finite and nonzero (amax >= 1e-10 and finite: an Inf amax gives inv = 0, and
+         * Inf * 0 is x86's negative NaN), the clamp to +-448 is the conversion's own saturation */
+        if (!FNUZ && (dsv4q_bits(f) & 0x7F800000u) != 0x7F800000u && f != 0.0f) {
+            y[c] = make_uint2(dsv4q_fp8x4_scaled(v[k], f, TRITON), dsv4q_fp8x4_scaled(v[k] + 4, f, TRITON));
+        } else
+#endif
+        {
+            float q[8];
+            for (int i = 0; i < 8; i++) {
+                q[i] = TRITON ? dsv4q_div(v[k][i], s) : dsv4q_mul(v[k][i], inv);
+                q[i] = q[i] < -fp8_max ? -fp8_max : q[i] > fp8_max ? fp8_max : q[i]; /* clamp; NaN passes (fp8quant.c clampf) */
+            }
+            y[c] = make_uint2(dsv4q_fp8x4(q[0], q[1], q[2], q[3], FNUZ), dsv4q_fp8x4(q[4], q[5], q[6], q[7], FNUZ));
         }
-        y[c] = make_uint2(dsv4q_fp8x4(q[0], q[1], q[2], q[3], FNUZ), dsv4q_fp8x4(q[4], q[5], q[6], q[7], FNUZ));
         if ((c & (lanes - 1)) == 0) { /* lanes is a power of two */
             const long long g = c / lanes, G = K / (8LL * lanes), row = g / G, col = g % G;
             scale[transpose ? col * M + row : g] = s; /* (m, g) at g*M + m when transposed (docs/semantics/quant.md Q3.1) */

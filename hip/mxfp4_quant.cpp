@@ -1,14 +1,13 @@
 /* mxfp4_quant.cpp - MXFP4 rows (docs/semantics/quant.md Q1; docs/semantics/indexer.md Q4.1), all six
  * variants of harness/ops_quant.c, bit-exact with ref/mx.c.
  *
- * One launch over the whole [T, W] tensor, 256-thread blocks: each thread
- * takes two chunks of 8 consecutive elements (one 16-byte bf16 load each, two
- * for fp32; both issued first, quant_device.h CHUNKS_PER_THREAD), so a
- * 32-element block is 4 aligned lanes; the block amax is a 2-step xor
- * shuffle of integer keys.  Each thread stores
- * its 4 packed code bytes (one 32-bit store, coalesced); the first lane of a
- * block stores the scale byte.  The shuffled variant's padding entries (0,
- * docs/semantics/quant.md Q1.3) are written by the same launch (threads past the data's). */
+ * One launch over the whole [T, W] tensor, 256-thread blocks, one
+ * 32-element block a thread (quant_device.h MX_THREADS): its four 16-byte
+ * bf16 loads (eight for fp32) issued first, the amax (block_amax32) and the
+ * scale rule once a block, one 16-byte store of its 16 code bytes and one
+ * scale byte.  The shuffled variant's padding entries (0,
+ * docs/semantics/quant.md Q1.3) are written by the same launch, thread g
+ * the scale entry g (threads past the data's too). */
 #include "quant_device.h"
 
 namespace {
@@ -24,56 +23,52 @@ enum { V_SHUFFLED = 5 };
 
 struct mx4_args {
     const void *x;
-    long long nchunks, W, T, npad_cols, npad;
+    long long nblocks, W, T, npad_cols, npad;
 };
 
 /* RULE, ELEM, SHUF and BF16 are template arguments: the scale rule and
  * element encoder fold to straight-line code (no per-element switch). */
 template <int RULE, int ELEM, bool SHUF, bool BF16>
-__global__ void __launch_bounds__(QUANT_THREADS)
-    mxfp4_kernel(mx4_args a, uint32_t *__restrict__ packed, uint8_t *__restrict__ scales)
+__global__ void __launch_bounds__(MX_THREADS)
+    mxfp4_kernel(mx4_args a, uint4 *__restrict__ packed, uint8_t *__restrict__ scales)
 {
-    const void *__restrict__ x = a.x;
-    const long long nchunks = a.nchunks, W = a.W, T = a.T, npad_cols = a.npad_cols, npad = a.npad;
-    float v[CHUNKS_PER_THREAD][8];
-    int32_t key[CHUNKS_PER_THREAD];
-    load_chunks_amax(x, BF16, nchunks, -1 /* "none seen" */, v, key);
-    #pragma unroll
-    for (int k = 0; k < CHUNKS_PER_THREAD; k++) {
-        const long long c = quant_chunk(k);
-        /* whole warps call it: inactive lanes form whole groups */
-        const float m = dsv4q_amax_of_key(group_max_key(key[k], 4));
-        if (c < nchunks) {
-            uint8_t byte;
-            float mult;
-            const int nanfill = dsv4q_fp4_block(m, RULE, &byte, &mult);
-            uint32_t word = 0;
+    const long long g = mx_block_index(), W = a.W, npad_cols = a.npad_cols;
+    if (g < a.nblocks) {
+        float v[MX_BLOCK_CHUNKS][8];
+        #pragma unroll
+        for (int k = 0; k < MX_BLOCK_CHUNKS; k++)
+            load8(a.x, BF16, g * 32 + 8 * k, v[k]);
+        uint8_t byte;
+        float mult;
+        const int nanfill = dsv4q_fp4_block(block_amax32(v), RULE, &byte, &mult);
+        uint32_t word[MX_BLOCK_CHUNKS];
+        #pragma unroll
+        for (int k = 0; k < MX_BLOCK_CHUNKS; k++) {
+            word[k] = 0;
             for (int i = 0; i < 8; i++) {
                 /* NaN blocks: every element encodes as NAN does (mx.h) */
                 const float q = nanfill ? dsv4q_float(0x7FC00000u) : dsv4q_mul(v[k][i], mult);
-                word |= (uint32_t)dsv4q_e2m1(q, ELEM) << (4 * i); /* even element low (docs/semantics/quant.md Q1.2) */
-            }
-            packed[c] = word;
-            if ((c & 3) == 0) {
-                const long long blk = c / 4, nb = W / 32;
-                scales[SHUF ? dsv4q_shuffle_idx(blk / nb, blk % nb, npad_cols) : blk] = byte;
+                word[k] |= (uint32_t)dsv4q_e2m1(q, ELEM) << (4 * i); /* even element low (docs/semantics/quant.md Q1.2) */
             }
         }
-        /* shuffled: padding entries (row >= T or column >= W/32) are 0 (docs/semantics/quant.md Q1.3) */
-        if (SHUF && c < npad) {
-            const long long r = c / npad_cols, col = c % npad_cols;
-            if (r >= T || col >= W / 32)
-                scales[dsv4q_shuffle_idx(r, col, npad_cols)] = 0;
-        }
+        packed[g] = make_uint4(word[0], word[1], word[2], word[3]);
+        const long long nb = W / 32;
+        scales[SHUF ? dsv4q_shuffle_idx(g / nb, g % nb, npad_cols) : g] = byte;
+    }
+    /* shuffled: padding entries (row >= T or column >= W/32) are 0 (docs/semantics/quant.md Q1.3) */
+    if (SHUF && g < a.npad) {
+        const long long r = g / npad_cols, col = g % npad_cols;
+        if (r >= a.T || col >= W / 32)
+            scales[dsv4q_shuffle_idx(r, col, npad_cols)] = 0;
     }
 }
 
 template <int RULE, int ELEM, bool SHUF>
-void launch_rule(const mx4_args &a, int is_bf16, hipStream_t stream, uint32_t *packed, uint8_t *scales)
+void launch_rule(const mx4_args &a, int is_bf16, hipStream_t stream, uint4 *packed, uint8_t *scales)
 {
-    const unsigned grid = grid_for(a.nchunks > a.npad ? a.nchunks : a.npad, QUANT_THREADS * CHUNKS_PER_THREAD);
+    const unsigned grid = grid_for(a.nblocks > a.npad ? a.nblocks : a.npad, MX_THREADS);
     launch_by_input_dtype(is_bf16, [&](auto bf16) {
-        hipLaunchKernelGGL((mxfp4_kernel<RULE, ELEM, SHUF, decltype(bf16)::value>), dim3(grid), dim3(QUANT_THREADS),
+        hipLaunchKernelGGL((mxfp4_kernel<RULE, ELEM, SHUF, decltype(bf16)::value>), dim3(grid), dim3(MX_THREADS),
                            0, stream, a, packed, scales);
     });
 }
@@ -103,13 +98,13 @@ int check_shape(const dsv4_hip_call *c, const mx4_shape &s, char *err, size_t er
 hipError_t launch_shape(const dsv4_hip_call *c, const mx4_shape &s, hipStream_t stream)
 {
     const int shuffled = c->variant == V_SHUFFLED;
-    const long long nchunks = s.T * s.W / 8;
+    const long long nblocks = s.T * s.W / 32;
     const long long pcols = c->out[s.s].shape[1], npad = shuffled ? c->out[s.s].shape[0] * pcols : 0;
-    const long long n = nchunks > npad ? nchunks : npad;
+    const long long n = nblocks > npad ? nblocks : npad;
     if (n == 0)
         return hipSuccess;
-    const mx4_args a = {c->din[s.x], nchunks, s.W, s.T, pcols, npad};
-    uint32_t *packed = (uint32_t *)c->dout[s.d];
+    const mx4_args a = {c->din[s.x], nblocks, s.W, s.T, pcols, npad};
+    uint4 *packed = (uint4 *)c->dout[s.d];
     uint8_t *sc = (uint8_t *)c->dout[s.s];
     switch (c->variant) { /* the variants table above, in order */
     case 0: launch_rule<DSV4Q_FP4_CEIL, DSV4Q_ELEM_RNE, false>(a, s.is_bf16, stream, packed, sc); break;

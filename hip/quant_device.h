@@ -104,50 +104,70 @@ __device__ inline long long div_fast(long long a, long long b, long long *rem)
     return a / b;
 }
 
-/* MXFP8 (e4m3fn) of 8 elements of a 32-block with block amax m (docs/semantics/quant.md Q2), the
+/* MXFP8 (e4m3fn) of one 32-block held whole by one thread (docs/semantics/quant.md Q2), the
  * rule fixed at compile time: 0 = fl(a/448) with the correctly rounded fp32
  * log2, 1 = the exact ceil rule, 2 = floor (x / 2^(byte-127)); mx.c rules
- * through quant_rules.h.  Returns the codes (element 0 lowest), *b the
- * scale byte.  NAN_FILL: an all-NaN block gives every code fp8(NAN) (mx.c
- * mxfp8_quant); without it (the inverse-RoPE op, whose reference has no such
- * rule) the elements are scaled as they are. */
-enum { MXFP8_CEIL_F32LOG2 = 0, MXFP8_CEIL = 1, MXFP8_FLOOR = 2 };
+ * through quant_rules.h.  One thread a block: the amax and the scale rule
+ * once a block and no lane exchange (with 4 lanes a block, each lane ran the
+ * scale rule for its block).  NAN_FILL: an all-NaN block gives every code
+ * fp8(NAN) (mx.c mxfp8_quant); without it (the inverse-RoPE op, whose
+ * reference has no such rule) the elements are scaled as they are. */
+enum { MXFP8_CEIL_F32LOG2 = 0, MXFP8_CEIL = 1, MXFP8_FLOOR = 2, MX_BLOCK_CHUNKS = 4 };
 
-template <int RULE, bool NAN_FILL> __device__ inline uint2 mxfp8_encode8(const float v[8], float m, uint8_t *b)
+/* The amax of a block, NaN only when every element is NaN (dsv4q_amax_key's
+ * fold).  NVIDIA's max returns the other operand when one is NaN, whatever
+ * the NaN, so |x| folds in one instruction; elsewhere (an IEEE-mode max may
+ * quiet a signalling NaN instead) the integer keys. */
+__device__ inline float block_amax32(const float (&v)[MX_BLOCK_CHUNKS][8])
 {
-    *b = RULE == MXFP8_FLOOR          ? dsv4q_fp8_scale_floor(m)
-         : RULE == MXFP8_CEIL_F32LOG2 ? dsv4q_fp8_scale_ceil_f32log2(m)
-                                      : dsv4q_fp8_scale_ceil(m);
-    const bool all_nan = NAN_FILL && dsv4q_isnan(m);
-    /* floor: x / 2^(byte-127) (@00134422); else the reciprocal multiply (docs/semantics/quant.md Q2 step 3) */
-    const float f = RULE == MXFP8_FLOOR ? dsv4q_pow2((int)*b - 127) : dsv4q_pow2(127 - (int)*b);
-    float q[8];
-    for (int i = 0; i < 8; i++)
-        q[i] = all_nan ? dsv4q_float(0x7FC00000u) : RULE == MXFP8_FLOOR ? dsv4q_div(v[i], f) : dsv4q_mul(v[i], f);
-    return make_uint2(dsv4q_fp8x4(q[0], q[1], q[2], q[3], 0), dsv4q_fp8x4(q[4], q[5], q[6], q[7], 0));
-}
-
-/* The MXFP8 codes and scale bytes of a thread's chunks (8 elements each; a
- * lane group of 4 chunks is one 32-block): every lane takes part in the
- * group's amax reduction, then the chunks below nchunks are encoded.  The
- * rule and NAN_FILL as for mxfp8_encode8. */
-template <int RULE, bool NAN_FILL>
-__device__ inline void store_mxfp8_chunks(const float (&v)[CHUNKS_PER_THREAD][8],
-                                          const int32_t (&key)[CHUNKS_PER_THREAD], long long nchunks,
-                                          uint2 *__restrict__ data, uint8_t *__restrict__ scales)
-{
+#if defined(__CUDA_ARCH__)
+    float m = dsv4q_float(0x7FC00000u);
     #pragma unroll
-    for (int k = 0; k < CHUNKS_PER_THREAD; k++) {
-        const long long c = quant_chunk(k);
-        const float m = dsv4q_amax_of_key(group_max_key(key[k], 4)); /* whole warps */
-        if (c >= nchunks)
-            continue;
-        uint8_t b;
-        data[c] = mxfp8_encode8<RULE, NAN_FILL>(v[k], m, &b);
-        if ((c & 3) == 0)
-            scales[c / 4] = b;
-    }
+    for (int k = 0; k < MX_BLOCK_CHUNKS; k++)
+        for (int i = 0; i < 8; i++)
+            m = fmaxf(m, fabsf(v[k][i]));
+    return m;
+#else
+    int32_t key = -1; /* "none seen" */
+    #pragma unroll
+    for (int k = 0; k < MX_BLOCK_CHUNKS; k++)
+        key = fold_amax_key(v[k], key);
+    return dsv4q_amax_of_key(key);
+#endif
 }
+
+/* Codes of the block into codes[0..1] (element 0 lowest), its scale byte
+ * into *scale. */
+template <int RULE, bool NAN_FILL>
+__device__ inline void store_mxfp8_block(const float (&v)[MX_BLOCK_CHUNKS][8], uint4 *__restrict__ codes,
+                                         uint8_t *__restrict__ scale)
+{
+    const float m = block_amax32(v);
+    const uint8_t b = RULE == MXFP8_FLOOR          ? dsv4q_fp8_scale_floor(m)
+                      : RULE == MXFP8_CEIL_F32LOG2 ? dsv4q_fp8_scale_ceil_f32log2(m)
+                                                   : dsv4q_fp8_scale_ceil(m);
+    /* x * 2^(127-byte); for floor x / 2^(byte-127) (@00134422) is the same
+     * number: both are the rounding of the exact x 2^(127-byte)
+     * (docs/semantics/quant.md Q2 step 3) */
+    const float f = dsv4q_pow2(127 - (int)b);
+    uint32_t w[2 * MX_BLOCK_CHUNKS];
+    #pragma unroll
+    for (int k = 0; k < MX_BLOCK_CHUNKS; k++) {
+        w[2 * k] = dsv4q_fp8x4_scaled(v[k], f, 0);
+        w[2 * k + 1] = dsv4q_fp8x4_scaled(v[k] + 4, f, 0);
+    }
+    if (NAN_FILL && dsv4q_isnan(m))
+        for (int i = 0; i < 2 * MX_BLOCK_CHUNKS; i++)
+            w[i] = 0x7F7F7F7Fu; /* fp8(NAN), NAN positive */
+    codes[0] = make_uint4(w[0], w[1], w[2], w[3]);
+    codes[1] = make_uint4(w[4], w[5], w[6], w[7]);
+    *scale = b;
+}
+
+/* The MX kernels' blocks: one 32-block a thread, MX_THREADS threads a block. */
+enum { MX_THREADS = 256 };
+
+__device__ inline long long mx_block_index() { return (long long)blockIdx.x * MX_THREADS + threadIdx.x; }
 
 /* Sum over the whole block (blockDim a multiple of warpSize); every thread
  * gets the result.  The fp32 tree order differs from a sequential sum; the

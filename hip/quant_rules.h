@@ -184,6 +184,36 @@ DSV4Q_FN uint32_t dsv4q_fp8x4(float q0, float q1, float q2, float q3, int fnuz)
            (uint32_t)dsv4q_fp8_int(q2, fnuz) << 16 | (uint32_t)dsv4q_fp8_int(q3, fnuz) << 24;
 }
 
+/* dsv4q_fp8(dsv4q_mul(v[i], f)) (div: dsv4q_div(v[i], f)) of four values as
+ * one e4m3fn word, f finite and nonzero (an MX power of two, an FP8 group
+ * scale).  Then v * f and v / f are NaN exactly when v is, and the code of
+ * that NaN is v's sign with 0x7F (x86 quiets v, keeping its sign), so with
+ * the hardware conversion the results need no NaN test each: satfinite
+ * never gives low bits 0x7F for a non-NaN, and one test on the word (a
+ * byte's low seven bits all ones) finds the rare word that holds a NaN. */
+DSV4Q_FN uint32_t dsv4q_fp8x4_scaled(const float v[4], float f, int div)
+{
+#ifdef DSV4Q_HW_E4M3
+    float q[4];
+    for (int i = 0; i < 4; i++)
+        q[i] = div ? v[i] / f : v[i] * f;
+    unsigned short lo, hi;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(q[1]), "f"(q[0]));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(q[3]), "f"(q[2]));
+    uint32_t w = (uint32_t)lo | (uint32_t)hi << 16;
+    if (((w & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u)
+        for (int i = 0; i < 4; i++)
+            if (dsv4q_isnan(v[i]))
+                w = (w & ~(0xFFu << (8 * i))) | (((dsv4q_bits(v[i]) >> 24) & 0x80u) | 0x7Fu) << (8 * i);
+    return w;
+#else
+    float q[4];
+    for (int i = 0; i < 4; i++)
+        q[i] = div ? dsv4q_div(v[i], f) : dsv4q_mul(v[i], f);
+    return dsv4q_fp8x4(q[0], q[1], q[2], q[3], 0);
+#endif
+}
+
 /* e4m3 decode: NaN as the reference's NAN (0x7FC00000). */
 DSV4Q_FN float dsv4q_fp8_decode(uint8_t b, int fnuz)
 {

@@ -9,53 +9,45 @@
  * then the sum: rope_device.h), NoPE lanes keep their bits; then MXFP8 of
  * every 32-lane block with the registry rule (quant_rules.h), bit-exact.
  *
- * One launch over [T*H, 512], 256-thread blocks: two chunks of 8 lanes per
- * thread (16-byte bf16 loads, both issued first: quant_device.h
- * CHUNKS_PER_THREAD; rope_head_dim is a multiple of 32, so a chunk's lanes
- * are all NoPE or all RoPE), 4 threads per 32-block, xor-shuffle amax of
- * integer keys, one 8-byte store of codes per chunk, the block's first
- * thread stores the scale byte. */
+ * One launch over [T*H, 512], 256-thread blocks, one 32-lane block a
+ * thread (rope_head_dim is a multiple of 32, so a block's lanes are all
+ * NoPE or all RoPE): its four 16-byte bf16 loads issued first, the RoPE,
+ * then quant_device.h store_mxfp8_block (the amax and the scale rule once,
+ * two 16-byte stores of codes, one scale byte). */
 #include "quant_device.h"
 #include "rope_device.h"
 
 namespace {
 
 const char *const variants[] = {"default", "log2=exact", "scale_rule=floor", NULL};
-/* the variant index is the rule number of mxfp8_encode8 (quant_device.h) */
+/* the variant index is the rule number of store_mxfp8_block (quant_device.h) */
 enum { V_CEIL_F32LOG2 = MXFP8_CEIL_F32LOG2, V_CEIL = MXFP8_CEIL, V_FLOOR = MXFP8_FLOOR };
 
 constexpr int D = 512;
 
 template <int VARIANT>
-__global__ void __launch_bounds__(QUANT_THREADS)
+__global__ void __launch_bounds__(MX_THREADS)
     rmx_kernel(const uint16_t *__restrict__ o, const int64_t *__restrict__ positions, const float *__restrict__ cs,
-               long long H, int rd, long long nchunks, uint2 *__restrict__ data, uint8_t *__restrict__ scales)
+               long long H, int rd, long long nblocks, uint4 *__restrict__ data, uint8_t *__restrict__ scales)
 {
-    float v[CHUNKS_PER_THREAD][8];
-    int32_t key[CHUNKS_PER_THREAD];
+    const long long g = mx_block_index();
+    if (g >= nblocks)
+        return;
+    float v[MX_BLOCK_CHUNKS][8];
     #pragma unroll
-    for (int k = 0; k < CHUNKS_PER_THREAD; k++) { /* every o load first */
-        const long long c = quant_chunk(k);
-        if (c < nchunks)
-            load8_bf16(o, c * 8, v[k]); /* step 1: x = fp32(o) */
+    for (int k = 0; k < MX_BLOCK_CHUNKS; k++) /* every o load first */
+        load8_bf16(o, g * 32 + 8 * k, v[k]); /* step 1: x = fp32(o) */
+    const int l0 = (int)(g & 15) * 32;       /* first lane of the block in the head row */
+    if (l0 >= D - rd) {                      /* step 2: inverse GPT-J at positions[t] */
+        const long long row = g >> 4;
+        /* 32-bit division where it fits (always at bench shapes): a 64-bit one is a long subroutine */
+        const long long t = (row >> 31) == 0 && (H >> 31) == 0 ? (long long)((uint32_t)row / (uint32_t)H) : row / H;
+        const float *csrow = cs + positions[t] * rd;
+        #pragma unroll
+        for (int k = 0; k < MX_BLOCK_CHUNKS; k++)
+            rope4(v[k], csrow, rd / 2, (l0 + 8 * k - (D - rd)) / 2, 0);
     }
-    #pragma unroll
-    for (int k = 0; k < CHUNKS_PER_THREAD; k++) {
-        const long long c = quant_chunk(k);
-        key[k] = -1; /* "none seen" */
-        if (c < nchunks) {
-            const int l = (int)(c & 63) * 8; /* first lane of the 8 in the head row */
-            if (l >= D - rd) {               /* step 2: inverse GPT-J at positions[t] */
-                const long long row = c >> 6;
-                /* 32-bit division where it fits (always at bench shapes): a 64-bit one is a long subroutine */
-                const long long t = (row >> 31) == 0 && (H >> 31) == 0 ? (long long)((uint32_t)row / (uint32_t)H)
-                                                                       : row / H;
-                rope4(v[k], cs + positions[t] * rd, rd / 2, (l - (D - rd)) / 2, 0);
-            }
-            key[k] = fold_amax_key(v[k], -1);
-        }
-    }
-    store_mxfp8_chunks<VARIANT, false>(v, key, nchunks, data, scales); /* step 3: MXFP8 per 32-block (mx.c rules) */
+    store_mxfp8_block<VARIANT, false>(v, data + 2 * g, scales + g); /* step 3: MXFP8 per 32-block (mx.c rules) */
 }
 
 struct rmx_shape {
@@ -104,24 +96,24 @@ int check_shape(const dsv4_hip_call *c, const rmx_shape &s, char *err, size_t er
 
 hipError_t launch_shape(const dsv4_hip_call *c, const rmx_shape &s, hipStream_t stream)
 {
-    const long long nchunks = s.T * s.H * 64;
-    if (nchunks == 0)
+    const long long nblocks = s.T * s.H * 16;
+    if (nblocks == 0)
         return hipSuccess;
-    const unsigned grid = grid_for(nchunks, QUANT_THREADS * CHUNKS_PER_THREAD);
+    const unsigned grid = grid_for(nblocks, MX_THREADS);
     const uint16_t *o = (const uint16_t *)c->din[s.o];
     const int64_t *pos = (const int64_t *)c->din[s.pos];
     const float *cs = (const float *)c->din[s.cs];
-    uint2 *data = (uint2 *)c->dout[s.d];
+    uint4 *data = (uint4 *)c->dout[s.d];
     uint8_t *sc = (uint8_t *)c->dout[s.s];
     if (c->variant == V_FLOOR)
-        hipLaunchKernelGGL(rmx_kernel<V_FLOOR>, dim3(grid), dim3(QUANT_THREADS), 0, stream, o, pos, cs, s.H,
-                           (int)s.rd, nchunks, data, sc);
+        hipLaunchKernelGGL(rmx_kernel<V_FLOOR>, dim3(grid), dim3(MX_THREADS), 0, stream, o, pos, cs, s.H,
+                           (int)s.rd, nblocks, data, sc);
     else if (c->variant == V_CEIL)
-        hipLaunchKernelGGL(rmx_kernel<V_CEIL>, dim3(grid), dim3(QUANT_THREADS), 0, stream, o, pos, cs, s.H,
-                           (int)s.rd, nchunks, data, sc);
+        hipLaunchKernelGGL(rmx_kernel<V_CEIL>, dim3(grid), dim3(MX_THREADS), 0, stream, o, pos, cs, s.H,
+                           (int)s.rd, nblocks, data, sc);
     else
-        hipLaunchKernelGGL(rmx_kernel<V_CEIL_F32LOG2>, dim3(grid), dim3(QUANT_THREADS), 0, stream, o, pos, cs, s.H,
-                           (int)s.rd, nchunks, data, sc);
+        hipLaunchKernelGGL(rmx_kernel<V_CEIL_F32LOG2>, dim3(grid), dim3(MX_THREADS), 0, stream, o, pos, cs, s.H,
+                           (int)s.rd, nblocks, data, sc);
     return hipGetLastError();
 }
 
