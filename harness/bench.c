@@ -73,17 +73,28 @@ static double bmm_flops(const dsv4_params *ps, const dsv4_tensors *in)
            (double)dsv4_params_int(ps, "o_lora_rank") * (double)dsv4_params_int(ps, "K");
 }
 
+/* Request shapes several rows share: the V4.1 prefill step below (4 x 2048
+ * tokens after a 30000-token prefix), and a decode step of 64 one-token
+ * requests, each over a 65536-token sequence where the op takes seq_lens. */
+#define PREFILL_8192_LENS "query_lens=[2048,2048,2048,2048]", "prefix_lens=[30000,30000,30000,30000]"
+#define DECODE_64_QUERY_LENS                                                       \
+    "query_lens=[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1," \
+    "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]"
+#define DECODE_64_SEQ_LENS                                                                                       \
+    "seq_lens=[65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536," \
+    "65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,"           \
+    "65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,"           \
+    "65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536]"
+
 /* The production shape of a V4.1 prefill step: 4 requests x 2048 tokens
  * after a 30000-token prefix, window 128, ratio 4, topk 2048. */
 static const bench_case bench_table[] = {
     {"combine_prefill_8192", "combine_topk_swa_indices",
-     {"window_size=128", "compress_ratio=4", "topk=2048", "query_lens=[2048,2048,2048,2048]",
-      "prefix_lens=[30000,30000,30000,30000]", NULL},
+     {"window_size=128", "compress_ratio=4", "topk=2048", PREFILL_8192_LENS, NULL},
      NULL, 0},
     /* The same 8192 tokens, K = 2048, C4 (Bc = 64). */
     {"global_topk_8192x2048", "compute_global_topk_indices_and_lens",
-     {"block_size=64", "compress_ratio=4", "topk=2048", "query_lens=[2048,2048,2048,2048]",
-      "prefix_lens=[30000,30000,30000,30000]", NULL},
+     {"block_size=64", "compress_ratio=4", "topk=2048", PREFILL_8192_LENS, NULL},
      NULL, 0},
     /* Index/metadata builders (hip/): the C4A decode CSR of 64 MTP requests
      * x 4 tokens after 30000 (K = 2048), and the same chain at 8192 tokens. */
@@ -93,18 +104,16 @@ static const bench_case bench_table[] = {
       "prefix_lens=[30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000,30000]", NULL},
      NULL, 0},
     {"global_topk_ragged_8192x2048", "compute_global_topk_ragged_indices_and_indptr",
-     {"block_size=64", "compress_ratio=4", "topk=2048", "query_lens=[2048,2048,2048,2048]",
-      "prefix_lens=[30000,30000,30000,30000]", NULL},
+     {"block_size=64", "compress_ratio=4", "topk=2048", PREFILL_8192_LENS, NULL},
      NULL, 0},
     /* Prefill top-k CSR of 4 x 2048 tokens after 30000 (Wk = 2048). */
     {"prefill_topk_ragged_8192", "build_prefill_topk_ragged_indices",
-     {"block_size=64", "compress_ratio=4", "topk_width=2048", "query_lens=[2048,2048,2048,2048]",
-      "prefix_lens=[30000,30000,30000,30000]", NULL},
+     {"block_size=64", "compress_ratio=4", "topk_width=2048", PREFILL_8192_LENS, NULL},
      NULL, 0},
     /* SWA paged indices (dense + CSR) of the same 8192 prefill tokens, W = 128. */
     {"swa_indices_8192", "decode_swa_indices_and_lens",
      {"window_size=128", "block_size=64", "token_offset=0", "num_out_rows=8192",
-      "query_lens=[2048,2048,2048,2048]", "prefix_lens=[30000,30000,30000,30000]", NULL},
+      PREFILL_8192_LENS, NULL},
      NULL, 0},
     /* CUDA-graph buffer copy of a 256-row decode step with K = 2048. */
     {"graph_copy_256x2048", "copy_ragged_to_graph_buffers", {"num_rows=256", "max_entries_per_row=2048", NULL},
@@ -124,7 +133,7 @@ static const bench_case bench_table[] = {
     {"fused_qk_norm_quant_4096", "fused_qk_rmsnorm_group_quant", {"m=4096", "n1=1536", "n2=512", NULL}, NULL, 0},
     /* SWA-cache insert of a prefill step: 4 x 2048 tokens after a 30000 prefix, B = 64. */
     {"kv_insert_prefill_8192", "quantize_and_insert_k_cache",
-     {"block_size=64", "query_lens=[2048,2048,2048,2048]", "prefix_lens=[30000,30000,30000,30000]", NULL},
+     {"block_size=64", PREFILL_8192_LENS, NULL},
      NULL, 0},
     /* Prefill gather of 4 requests x 8192 rows from a 64-token-page cache. */
     {"kv_gather_4x8192", "dequantize_and_gather_k_cache",
@@ -136,33 +145,31 @@ static const bench_case bench_table[] = {
      attn_flops, 1},
     {"attn_decode_64tok_H64_topk2048", "rocm_sparse_attn_prefill",
      {"num_heads=64", "compress_ratio=4", "topk=2048", "window_size=128",
-      "query_lens=[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
-      "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]",
+      DECODE_64_QUERY_LENS,
       "prefix_lens=[9000]", "nan_unused=0", NULL},
      attn_flops, 1},
     /* The same 64 decode tokens straight off the paged fp8_ds_mla caches
      * (128 SWA + 2048 top-k keys each); bytes count the whole caches. */
     {"attn_decode_paged_64tok_H64", "rocm_sparse_attn_decode",
      {"num_heads=64", "compress_ratio=4", "topk=2048", "window_size=128",
-      "query_lens=[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
-      "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]",
+      DECODE_64_QUERY_LENS,
       "prefix_lens=[9000]", NULL},
      paged_attn_flops, 1},
     /* Paged MXFP4 indexer (hip/): the K store of 8192 prefill tokens, the Q
      * quant of 4096 tokens x 64 heads, and 64 decode rows against 16384
      * compressed keys each (seq 65536, ratio 4, H 64). */
     {"idx_kstore_8192", "rocm_mxfp4_indexer_k_store",
-     {"query_lens=[2048,2048,2048,2048]", "prefix_lens=[30000,30000,30000,30000]", NULL}, NULL, 0},
+     {PREFILL_8192_LENS, NULL}, NULL, 0},
     {"idx_qquant_4096_h64", "rocm_mxfp4_indexer_q_quant", {"T=4096", "H=64", NULL}, NULL, 0},
-    {"idx_logits_decode_64x16k", "paged_mxfp4_mqa_logits", {"heads=64", "seq_lens=[65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536]", "query_lens=[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]", NULL},
+    {"idx_logits_decode_64x16k", "paged_mxfp4_mqa_logits", {"heads=64", DECODE_64_SEQ_LENS, DECODE_64_QUERY_LENS, NULL},
      dsv4_indexer_logits_flops, 0},
     {"idx_sa_decode_64x16k_top2048", "rocm_mxfp4_sparse_attn_indexer",
-     {"heads=64", "topk=2048", "candidate_block_size=8", "candidate_topk_blocks=128", "seq_lens=[65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536]",
-      "query_lens=[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]", NULL},
+     {"heads=64", "topk=2048", "candidate_block_size=8", "candidate_topk_blocks=128", DECODE_64_SEQ_LENS,
+      DECODE_64_QUERY_LENS, NULL},
      dsv4_indexer_logits_flops, 0},
     {"idx_mqa_decode_64x16k", "rocm_mxfp4_sparse_mqa_indexer",
-     {"heads=64", "topk=512", "candidate_block_size=8", "candidate_topk_blocks=256", "seq_lens=[65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536,65536]",
-      "query_lens=[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]", NULL},
+     {"heads=64", "topk=512", "candidate_block_size=8", "candidate_topk_blocks=256", DECODE_64_SEQ_LENS,
+      DECODE_64_QUERY_LENS, NULL},
      NULL, 0},
     /* The block-scaled GEMM at M 4096, N 7168 (hidden), K 1536 (q_lora_rank):
      * the fp32 model (sgemm per K block) and the exact ideal (dgemm). */

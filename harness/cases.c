@@ -262,7 +262,7 @@ static int tol_value(const loader *L, const yaml_node_t *k, const yaml_node_t *v
                        fraction ? "1" : "inf");
     static const unsigned bits[] = {DSV4_TOL_ATOL, DSV4_TOL_RTOL,   DSV4_TOL_ULP,
                                     DSV4_TOL_NMSE, DSV4_TOL_COSINE, DSV4_TOL_BUDGET};
-    double *slots[] = {&o->atol, &o->rtol, &o->ulp, &o->max_nmse, &o->min_cosine, &o->budget};
+    double *slots[DSV4_TOL_FIELD_COUNT] = DSV4_TOL_FIELDS(o);
     for (int i = 0; tol_keys[i]; i++)
         if (strcmp(tol_keys[i], name) == 0) {
             *slots[i] = p.f;

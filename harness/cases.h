@@ -70,6 +70,11 @@ enum {
     DSV4_TOL_BUDGET = 1u << 5
 };
 
+/* Pointers to the six tolerance fields of s (a dsv4_tol_override or a
+ * dsv4_policy: the same names), field i under the bit 1u << i above. */
+#define DSV4_TOL_FIELDS(s) {&(s)->atol, &(s)->rtol, &(s)->ulp, &(s)->max_nmse, &(s)->min_cosine, &(s)->budget}
+#define DSV4_TOL_FIELD_COUNT 6
+
 typedef struct dsv4_case {
     char name[192];
     char file[DSV4_PATH_MAX]; /* the suite file */

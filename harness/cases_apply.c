@@ -13,18 +13,11 @@ void dsv4_case_apply_overrides(const dsv4_case *c, const char *output, dsv4_poli
         const dsv4_tol_override *o = &c->overrides[i];
         if (!o->set || (strcmp(o->output, "*") != 0 && strcmp(o->output, output) != 0))
             continue;
-        if (o->set & DSV4_TOL_ATOL)
-            pol->atol = o->atol;
-        if (o->set & DSV4_TOL_RTOL)
-            pol->rtol = o->rtol;
-        if (o->set & DSV4_TOL_ULP)
-            pol->ulp = o->ulp;
-        if (o->set & DSV4_TOL_NMSE)
-            pol->max_nmse = o->max_nmse;
-        if (o->set & DSV4_TOL_COSINE)
-            pol->min_cosine = o->min_cosine;
-        if (o->set & DSV4_TOL_BUDGET)
-            pol->budget = o->budget;
+        double *to[DSV4_TOL_FIELD_COUNT] = DSV4_TOL_FIELDS(pol);
+        const double *from[DSV4_TOL_FIELD_COUNT] = DSV4_TOL_FIELDS(o);
+        for (int k = 0; k < DSV4_TOL_FIELD_COUNT; k++)
+            if (o->set & (1u << k))
+                *to[k] = *from[k];
         if (used < sizeof prov) {
             int w = snprintf(prov + used, sizeof prov - used, "%s%s:%d", used ? ", " : "",
                              c->file, o->line);

@@ -237,13 +237,39 @@ static void junit_text_property(FILE *f, const char *name, const char *value)
     dsv4_xml_escape_then(f, value, "\"/>\n");
 }
 
-int dsv4_write_junit(const char *path, const char *suite, const char *impl,
-                     const dsv4_case_result *rs, int n, dsv4_status *st)
+/* The error metrics after max_abs, in the order both the JUnit and the JSON
+ * report list them; sign_stat only where the policy ran the sign test. */
+static void put_error_metrics(FILE *f, const dsv4_output_result *o,
+                              void (*put)(FILE *f, const char *name, double v))
+{
+    put(f, "max_rel", o->cmp.max_rel);
+    put(f, "max_ulp", o->cmp.max_ulp);
+    put(f, "worst_ratio", o->cmp.worst_ratio);
+    put(f, "nmse", o->cmp.nmse);
+    put(f, "cosine", o->cmp.cosine);
+    if (o->pol.sign_test)
+        put(f, "sign_stat", o->cmp.sign_stat);
+}
+
+/* A report's text, written into the file write_report holds open. */
+typedef void (*report_body)(FILE *f, const char *suite, const char *impl, const dsv4_case_result *rs,
+                            int n);
+
+/* The JUnit and JSON reports: the body into a temporary file that replaces
+ * path only once whole (dsv4_report_open). */
+static int write_report(const char *path, report_body body, const char *suite, const char *impl,
+                        const dsv4_case_result *rs, int n, dsv4_status *st)
 {
     dsv4_report_file rf;
     FILE *f = dsv4_report_open(&rf, path, st);
     if (!f)
         return st->code;
+    body(f, suite, impl, rs, n);
+    return dsv4_report_commit(&rf, st);
+}
+
+static void junit_body(FILE *f, const char *suite, const char *impl, const dsv4_case_result *rs, int n)
+{
     int tests = 0, failures = 0, errors = 0, skipped = 0;
     double total = 0;
     for (int i = 0; i < n; i++) {
@@ -289,13 +315,7 @@ int dsv4_write_junit(const char *path, const char *suite, const char *impl,
                 junit_property(f, "compared", (double)o->cmp.compared);
                 junit_property(f, "mismatches", (double)o->cmp.bad);
                 junit_property(f, "max_abs", o->cmp.max_abs);
-                junit_property(f, "max_rel", o->cmp.max_rel);
-                junit_property(f, "max_ulp", o->cmp.max_ulp);
-                junit_property(f, "worst_ratio", o->cmp.worst_ratio);
-                junit_property(f, "nmse", o->cmp.nmse);
-                junit_property(f, "cosine", o->cmp.cosine);
-                if (o->pol.sign_test)
-                    junit_property(f, "sign_stat", o->cmp.sign_stat);
+                put_error_metrics(f, o, junit_property);
                 if (r->special.has_lanes) {
                     junit_property(f, "special_lanes", (double)o->special.lanes);
                     junit_property(f, "finite_mismatches", (double)o->special.finite_bad);
@@ -332,7 +352,12 @@ int dsv4_write_junit(const char *path, const char *suite, const char *impl,
         }
     }
     fprintf(f, "  </testsuite>\n</testsuites>\n");
-    return dsv4_report_commit(&rf, st);
+}
+
+int dsv4_write_junit(const char *path, const char *suite, const char *impl,
+                     const dsv4_case_result *rs, int n, dsv4_status *st)
+{
+    return write_report(path, junit_body, suite, impl, rs, n, st);
 }
 
 static void json_mismatch(FILE *f, const dsv4_mismatch *m)
@@ -372,13 +397,8 @@ static void json_special(FILE *f, const dsv4_special_split *s)
     fprintf(f, "]}");
 }
 
-int dsv4_write_json(const char *path, const char *suite, const char *impl,
-                    const dsv4_case_result *rs, int n, dsv4_status *st)
+static void json_body(FILE *f, const char *suite, const char *impl, const dsv4_case_result *rs, int n)
 {
-    dsv4_report_file rf;
-    FILE *f = dsv4_report_open(&rf, path, st);
-    if (!f)
-        return st->code;
     fprintf(f, "{\n  \"dsv4check\": ");
     json_string(f, DSV4_VERSION);
     fprintf(f, ",\n  \"suite\": ");
@@ -422,13 +442,7 @@ int dsv4_write_json(const char *path, const char *suite, const char *impl,
                        ", \"mismatches\": %" PRId64 ", \"max_abs\": ",
                     o->cmp.count, o->cmp.compared, o->cmp.bad);
             json_number(f, o->cmp.max_abs);
-            json_num(f, "max_rel", o->cmp.max_rel);
-            json_num(f, "max_ulp", o->cmp.max_ulp);
-            json_num(f, "worst_ratio", o->cmp.worst_ratio);
-            json_num(f, "nmse", o->cmp.nmse);
-            json_num(f, "cosine", o->cmp.cosine);
-            if (o->pol.sign_test)
-                json_num(f, "sign_stat", o->cmp.sign_stat);
+            put_error_metrics(f, o, json_num);
             fprintf(f, "},\n       \"message\": ");
             json_string(f, o->cmp.message);
             json_str(f, "hint", o->cmp.hint);
@@ -453,7 +467,12 @@ int dsv4_write_json(const char *path, const char *suite, const char *impl,
         fprintf(f, "]}");
     }
     fprintf(f, "\n  ]\n}\n");
-    return dsv4_report_commit(&rf, st);
+}
+
+int dsv4_write_json(const char *path, const char *suite, const char *impl,
+                    const dsv4_case_result *rs, int n, dsv4_status *st)
+{
+    return write_report(path, json_body, suite, impl, rs, n, st);
 }
 
 /* ---- report files: written whole or not at all ---- */

@@ -78,29 +78,32 @@ static int count_event(counts *c, const yaml_event_t *ev, char *msg, size_t size
     return 0;
 }
 
-/* A libyaml parser over buf (yaml_parser_delete it after). */
-static int open_parser(yaml_parser_t *p, const char *file, const unsigned char *buf, size_t len, dsv4_status *st)
-{
-    if (!yaml_parser_initialize(p))
-        return dsv4_fail(st, DSV4_ERUNTIME, "%s: cannot initialize the YAML parser", file);
-    yaml_parser_set_input_string(p, buf, len);
-    return DSV4_OK;
-}
+/* One pass over buf with a parser of its own (libyaml cannot rewind):
+ * the parser set up, pass run on it with ctx, the parser freed. */
+typedef int (*yaml_pass)(yaml_parser_t *p, const char *file, void *ctx, dsv4_status *st);
 
-/* The event pass: every document of the stream, stopped at the first
- * syntax error or limit. */
-static int check_events(const char *file, const unsigned char *buf, size_t len,
-                        size_t *nodes_left, dsv4_status *st)
+static int run_pass(const char *file, const unsigned char *buf, size_t len, yaml_pass pass, void *ctx,
+                    dsv4_status *st)
 {
     yaml_parser_t p;
-    if (open_parser(&p, file, buf, len, st))
-        return st->code;
-    counts c = {0, 0, 0, nodes_left};
+    if (!yaml_parser_initialize(&p))
+        return dsv4_fail(st, DSV4_ERUNTIME, "%s: cannot initialize the YAML parser", file);
+    yaml_parser_set_input_string(&p, buf, len);
+    int rc = pass(&p, file, ctx, st);
+    yaml_parser_delete(&p);
+    return rc;
+}
+
+/* The event pass (ctx: the size_t count of nodes left): every document of
+ * the stream, stopped at the first syntax error or limit. */
+static int check_events(yaml_parser_t *p, const char *file, void *ctx, dsv4_status *st)
+{
+    counts c = {0, 0, 0, ctx};
     int rc = DSV4_OK;
     for (int done = 0; !done && !rc;) {
         yaml_event_t ev;
-        if (!yaml_parser_parse(&p, &ev)) {
-            rc = syntax_error(file, &p, st);
+        if (!yaml_parser_parse(p, &ev)) {
+            rc = syntax_error(file, p, st);
             break;
         }
         char over[128];
@@ -109,36 +112,28 @@ static int check_events(const char *file, const unsigned char *buf, size_t len,
         done = ev.type == YAML_STREAM_END_EVENT;
         yaml_event_delete(&ev);
     }
-    yaml_parser_delete(&p);
     return rc;
 }
 
-/* Builds the document; the event pass has vouched for its size. */
-static int load_document(const char *file, const unsigned char *buf, size_t len,
-                         yaml_document_t *doc, dsv4_status *st)
+/* Builds the document (ctx: the yaml_document_t); the event pass has
+ * vouched for its size. */
+static int load_document(yaml_parser_t *p, const char *file, void *ctx, dsv4_status *st)
 {
-    yaml_parser_t p;
-    if (open_parser(&p, file, buf, len, st))
-        return st->code;
+    yaml_document_t *doc = ctx, extra;
+    if (!yaml_parser_load(p, doc)) /* libyaml frees doc on failure */
+        return syntax_error(file, p, st);
     int rc = DSV4_OK;
-    yaml_document_t extra;
-    if (!yaml_parser_load(&p, doc)) { /* libyaml frees doc on failure */
-        rc = syntax_error(file, &p, st);
-        yaml_parser_delete(&p);
-        return rc;
-    }
     const yaml_node_t *more;
     if (!yaml_document_get_root_node(doc)) {
         rc = dsv4_fail(st, DSV4_EINPUT, "%s:1:1: empty file (a suite needs 'suite' and 'cases')",
                        file);
-    } else if (!yaml_parser_load(&p, &extra)) {
-        rc = syntax_error(file, &p, st);
+    } else if (!yaml_parser_load(p, &extra)) {
+        rc = syntax_error(file, p, st);
     } else {
         if ((more = yaml_document_get_root_node(&extra)))
             rc = fail_mark(file, more->start_mark, "a suite file holds one YAML document", st);
         yaml_document_delete(&extra);
     }
-    yaml_parser_delete(&p);
     if (rc)
         yaml_document_delete(doc);
     return rc;
@@ -166,8 +161,8 @@ int dsv4_yaml_read(const char *path, dsv4_yaml_budget *b, char **text, size_t *l
 int dsv4_yaml_parse(const char *file, const unsigned char *buf, size_t len, dsv4_yaml_budget *b,
                     yaml_document_t *doc, dsv4_status *st)
 {
-    int rc = check_events(file, buf, len, &b->nodes_left, st);
-    return rc ? rc : load_document(file, buf, len, doc, st);
+    int rc = run_pass(file, buf, len, check_events, &b->nodes_left, st);
+    return rc ? rc : run_pass(file, buf, len, load_document, doc, st);
 }
 
 /* ---- key set: open addressing, FNV-1a ---- */

@@ -143,9 +143,19 @@ static void decode_lut(dsv4_fp8_kind kind, double *lut)
 typedef struct decode_job {
     const dsv4_gemm_args *a;
     const double *lut;
-    double *A, *B;
-    int absolute, scaled;
+    void *A, *B;     /* double, or float where f32 (the fp32 model's operands) */
+    int absolute, scaled, f32;
 } decode_job;
+
+/* dst[i] = v in the job's element type (v is an fp8 value, maybe scaled:
+ * exact in float where the fp32 model asks for it unscaled). */
+static inline void put_operand(const decode_job *j, void *dst, int64_t i, double v)
+{
+    if (j->f32)
+        ((float *)dst)[i] = (float)v;
+    else
+        ((double *)dst)[i] = v;
+}
 
 /* Rows [r0, r1) of the stacked [M + N, K] operands: A's rows, then B's. */
 static int decode_range(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *st)
@@ -160,7 +170,7 @@ static int decode_range(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_stat
             for (int64_t k = 0; k < K; k++) {
                 double v = j->lut[a->xq[m * K + k]];
                 v = j->absolute ? fabs(v) : v;
-                j->A[m * K + k] = j->scaled ? v * fabs((double)xscale(a, m, k / BLK)) : v;
+                put_operand(j, j->A, m * K + k, j->scaled ? v * fabs((double)xscale(a, m, k / BLK)) : v);
             }
         } else {
             const int64_t n = r - M;
@@ -168,27 +178,28 @@ static int decode_range(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_stat
                 int64_t src = a->w_shuffled ? dsv4_shuffle_index(n, k, K, 1) : n * K + k;
                 double v = j->lut[a->wq[src]];
                 v = j->absolute ? fabs(v) : v;
-                j->B[n * K + k] = j->scaled ? v * fabs((double)wscale(a, n, k / BLK)) : v;
+                put_operand(j, j->B, n * K + k, j->scaled ? v * fabs((double)wscale(a, n, k / BLK)) : v);
             }
         }
     }
     return DSV4_OK;
 }
 
-static int decode_operands(const dsv4_gemm_args *a, double **A, double **B, int absolute, int scaled,
+static int decode_operands(const dsv4_gemm_args *a, void **A, void **B, int absolute, int scaled, int f32,
                            dsv4_status *st)
 {
     double lut[256];
     decode_lut(a->kind, lut);
     const int64_t M = a->M, N = a->N, K = a->K;
-    *A = malloc((size_t)(M * K + 1) * sizeof(double));
-    *B = malloc((size_t)(N * K + 1) * sizeof(double));
+    const size_t elem = f32 ? sizeof(float) : sizeof(double);
+    *A = malloc((size_t)(M * K + 1) * elem);
+    *B = malloc((size_t)(N * K + 1) * elem);
     if (!*A || !*B) {
         free(*A), free(*B);
         *A = *B = NULL;
         return dsv4_fail(st, DSV4_ERUNTIME, "gemm: out of memory");
     }
-    decode_job j = {a, lut, *A, *B, absolute, scaled};
+    decode_job j = {a, lut, *A, *B, absolute, scaled, f32};
     return dsv4_parallel_for(M + N, 64, 0, decode_range, &j, st);
 }
 
@@ -252,28 +263,6 @@ static int gemm_start(const dsv4_gemm_args *a, void *y, size_t elem_size, int *e
     return DSV4_OK;
 }
 
-int dsv4_ref_gemm_a8w8_blockscale_f64(const dsv4_gemm_args *a, double *y, dsv4_status *st)
-{
-    int empty, rc = gemm_start(a, y, sizeof *y, &empty, st);
-    if (rc || empty)
-        return rc;
-    const int64_t M = a->M, N = a->N;
-    double *A, *B;
-    if ((rc = decode_operands(a, &A, &B, 0, 0, st)))
-        return rc;
-    const int64_t tm = (M + TILE_M - 1) / TILE_M, tn = (N + TILE_N - 1) / TILE_N;
-    const int nw = dsv4_parallel_workers(tm * tn, 1);
-    double *P = malloc((size_t)nw * (TILE_M * TILE_N + TILE_N) * sizeof *P); /* P and the tile's w scales */
-    if (!P) {
-        free(A), free(B);
-        return dsv4_fail(st, DSV4_ERUNTIME, "gemm: out of memory");
-    }
-    tiles_job j = {a, A, B, y, P, tn};
-    rc = dsv4_parallel_for(tm * tn, 1, DSV4_PAR_BLAS, tiles_f64, &j, st);
-    free(A), free(B), free(P);
-    return rc;
-}
-
 /* The fp32 model: per row block of MTILE rows, the K blocks in order (the
  * serial path's sgemm calls, unchanged: fp32 sums depend on the BLAS
  * blocking), row blocks in parallel. */
@@ -304,31 +293,43 @@ static int rows_f32(void *ctx, int64_t b0, int64_t b1, int worker, dsv4_status *
     return DSV4_OK;
 }
 
-int dsv4_ref_gemm_a8w8_blockscale_f32(const dsv4_gemm_args *a, float *y, dsv4_status *st)
+/* The block product into y, zeroed first: the operands decoded (as floats
+ * for the fp32 model), then its work items in parallel, each worker with a
+ * scratch P: [TILE_M, TILE_N] output tiles with P and the tile's w scales
+ * (tiles_f64), or the fp32 model's MTILE-row blocks with P [MTILE, N]
+ * (rows_f32). */
+static int block_product(const dsv4_gemm_args *a, void *y, int f32, dsv4_status *st)
 {
-    int empty, rc = gemm_start(a, y, sizeof *y, &empty, st);
+    int empty, rc = gemm_start(a, y, f32 ? sizeof(float) : sizeof(double), &empty, st);
     if (rc || empty)
         return rc;
-    const int64_t M = a->M, N = a->N, K = a->K;
-    double lut[256];
-    decode_lut(a->kind, lut);
-    const int64_t nb = (M + MTILE - 1) / MTILE;
-    const int nw = dsv4_parallel_workers(nb, 1);
-    float *A = malloc((size_t)(M * K) * sizeof *A), *B = malloc((size_t)(N * K) * sizeof *B);
-    float *P = malloc((size_t)nw * (size_t)(MTILE * N) * sizeof *P);
-    if (!A || !B || !P) {
-        free(A), free(B), free(P);
+    const int64_t M = a->M, N = a->N;
+    void *A, *B;
+    if ((rc = decode_operands(a, &A, &B, 0, 0, f32, st)))
+        return rc;
+    const int64_t tn = f32 ? 0 : (N + TILE_N - 1) / TILE_N;
+    const int64_t items = f32 ? (M + MTILE - 1) / MTILE : (M + TILE_M - 1) / TILE_M * tn;
+    const int nw = dsv4_parallel_workers(items, 1);
+    const size_t scratch = f32 ? (size_t)(MTILE * N) * sizeof(float) : (TILE_M * TILE_N + TILE_N) * sizeof(double);
+    void *P = malloc((size_t)nw * scratch);
+    if (!P) {
+        free(A), free(B);
         return dsv4_fail(st, DSV4_ERUNTIME, "gemm: out of memory");
     }
-    for (int64_t i = 0; i < M * K; i++)
-        A[i] = (float)lut[a->xq[i]];
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < K; k++)
-            B[n * K + k] = (float)lut[a->wq[a->w_shuffled ? dsv4_shuffle_index(n, k, K, 1) : n * K + k]];
-    tiles_job j = {a, A, B, y, P, 0};
-    rc = dsv4_parallel_for(nb, 1, DSV4_PAR_BLAS, rows_f32, &j, st);
+    tiles_job j = {a, A, B, y, P, tn};
+    rc = dsv4_parallel_for(items, 1, DSV4_PAR_BLAS, f32 ? rows_f32 : tiles_f64, &j, st);
     free(A), free(B), free(P);
     return rc;
+}
+
+int dsv4_ref_gemm_a8w8_blockscale_f64(const dsv4_gemm_args *a, double *y, dsv4_status *st)
+{
+    return block_product(a, y, 0, st);
+}
+
+int dsv4_ref_gemm_a8w8_blockscale_f32(const dsv4_gemm_args *a, float *y, dsv4_status *st)
+{
+    return block_product(a, y, 1, st);
 }
 
 int dsv4_gemm_abs_gauge(const dsv4_gemm_args *a, double *g, dsv4_status *st)
@@ -337,8 +338,8 @@ int dsv4_gemm_abs_gauge(const dsv4_gemm_args *a, double *g, dsv4_status *st)
     if (rc || empty)
         return rc;
     const int64_t M = a->M, N = a->N, K = a->K;
-    double *A, *B;
-    if ((rc = decode_operands(a, &A, &B, 1, 1, st)))
+    void *A, *B;
+    if ((rc = decode_operands(a, &A, &B, 1, 1, 0, st)))
         return rc;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0, A, (int)K, B, (int)K, 0.0, g,
                 (int)N);

@@ -196,13 +196,18 @@ static int gtopk_check_shape(const dsv4_gtopk_args *a, dsv4_gtopk_variant v, dsv
     return DSV4_OK;
 }
 
+/* The shapes checked, then fn over every token of the job (its token
+ * checks run with the work). */
+static int gtopk_run(gtopk_job *j, dsv4_par_fn fn, dsv4_status *st)
+{
+    int rc = gtopk_check_shape(j->a, j->v, st);
+    return rc ? rc : dsv4_parallel_for(j->a->num_tokens, TOKEN_GRAIN, 0, fn, j, st);
+}
+
 int dsv4_gtopk_check(const dsv4_gtopk_args *a, dsv4_gtopk_variant v, int ragged, dsv4_status *st)
 {
-    int rc = gtopk_check_shape(a, v, st);
-    if (rc)
-        return rc;
     gtopk_job j = {a, v, ragged, page_div_of(a->block_size), NULL, NULL, NULL};
-    return dsv4_parallel_for(a->num_tokens, TOKEN_GRAIN, 0, gtopk_check_range, &j, st);
+    return gtopk_run(&j, gtopk_check_range, st);
 }
 
 /* The dense row of token t into out (docs/semantics/indices.md A5.6);
@@ -279,22 +284,17 @@ int dsv4_ref_compute_global_topk_indices_and_lens(const dsv4_gtopk_args *a, dsv4
                                                   int32_t *global, int32_t *lens,
                                                   dsv4_status *st)
 {
-    int rc = gtopk_check_shape(a, v, st);
-    if (rc)
-        return rc;
     gtopk_job j = {a, v, 0, page_div_of(a->block_size), global, NULL, lens};
-    return dsv4_parallel_for(a->num_tokens, TOKEN_GRAIN, 0, gtopk_lens_range, &j, st);
+    return gtopk_run(&j, gtopk_lens_range, st);
 }
 
 int dsv4_ref_compute_global_topk_ragged_indices_and_indptr(const dsv4_gtopk_args *a, int32_t *flat,
                                                            int32_t *indptr, int32_t *lens,
                                                            dsv4_status *st)
 {
-    int rc = gtopk_check_shape(a, DSV4_GTOPK_BASE, st);
-    if (rc)
-        return rc;
     gtopk_job j = {a, DSV4_GTOPK_BASE, 1, page_div_of(a->block_size), flat, indptr, lens};
-    if ((rc = dsv4_parallel_for(a->num_tokens, TOKEN_GRAIN, 0, gtopk_lens_range, &j, st)))
+    int rc = gtopk_run(&j, gtopk_lens_range, st);
+    if (rc)
         return rc;
     /* Step 2: indptr = exclusive cumsum (int32); the flat offsets stay the
      * true sums (lens >= 0 here, and flat holds them all). */

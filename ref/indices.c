@@ -347,6 +347,13 @@ typedef struct swa_job {
     int32_t *indices, *lens;
 } swa_job;
 
+/* fn over the out rows of a (the check's pass and the op's share the job). */
+static int swa_for(const dsv4_swa_args *a, dsv4_par_fn fn, int32_t *indices, int32_t *lens, dsv4_status *st)
+{
+    swa_job j = {a, page_div_of(a->block_size), indices, lens};
+    return dsv4_parallel_for(a->out_rows, TOKEN_GRAIN, 0, fn, &j, st);
+}
+
 static int swa_check_range(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
 {
     (void)worker;
@@ -381,10 +388,7 @@ int dsv4_swa_check(const dsv4_swa_args *a, dsv4_status *st)
                          "token_offset + rows (%" PRId64 " + %" PRId64 ") <= tokens (%" PRId64 ")",
                          a->token_offset, a->out_rows, a->num_tokens);
     int rc = check_qsl(a->query_start_loc, a->num_reqs, a->num_tokens, st);
-    if (rc)
-        return rc;
-    swa_job j = {a, page_div_of(a->block_size), NULL, NULL};
-    return dsv4_parallel_for(a->out_rows, TOKEN_GRAIN, 0, swa_check_range, &j, st);
+    return rc ? rc : swa_for(a, swa_check_range, NULL, NULL, st);
 }
 
 static int swa_range(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_status *st)
@@ -413,10 +417,7 @@ int dsv4_ref_decode_swa_indices_and_lens(const dsv4_swa_args *a, int32_t *indice
                                          dsv4_status *st)
 {
     int rc = dsv4_swa_check(a, st);
-    if (rc)
-        return rc;
-    swa_job j = {a, page_div_of(a->block_size), indices, lens};
-    return dsv4_parallel_for(a->out_rows, TOKEN_GRAIN, 0, swa_range, &j, st);
+    return rc ? rc : swa_for(a, swa_range, indices, lens, st);
 }
 
 void dsv4_ref_build_ragged_indices_from_dense(const int32_t *indices, int64_t n, int64_t width,

@@ -247,3 +247,15 @@ void dsv4_tensor_set(dsv4_tensor *t, int64_t i, double v)
     default: break;
     }
 }
+
+void dsv4_tensor_set_all(dsv4_tensor *t, const double *v, int64_t n)
+{
+    if (t->dtype == DSV4_F32) { /* the same cast as dsv4_tensor_set, without its switch per element */
+        float *f = t->data;
+        for (int64_t i = 0; i < n; i++)
+            f[i] = (float)v[i];
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        dsv4_tensor_set(t, i, v[i]);
+}

@@ -88,4 +88,7 @@ void dsv4_tensors_free(dsv4_tensors *ts);
 /* Store v into element i, rounding to the tensor's dtype as the kernels do
  * (RNE; fp8 saturating; integers truncated toward zero and wrapped). */
 void dsv4_tensor_set(dsv4_tensor *t, int64_t i, double v);
+/* dsv4_tensor_set of v[i] into elements [0, n): an ideal stored in the
+ * output's dtype. */
+void dsv4_tensor_set_all(dsv4_tensor *t, const double *v, int64_t n);
 #endif

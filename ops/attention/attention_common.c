@@ -156,13 +156,8 @@ int dsv4_attn_op_reference(dsv4_attn_args_fn fn, const dsv4_opctx *c, const dsv4
     double *ideal = malloc((size_t)(n ? n : 1) * sizeof *ideal);
     if (!ideal)
         return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
-    rc = dsv4_ref_sparse_attn(&a, DSV4_ATTN_IDEAL, ideal, NULL, st);
-    if (!rc && o->dtype == DSV4_F32)
-        for (int64_t i = 0; i < n; i++)
-            ((float *)o->data)[i] = (float)ideal[i];
-    else if (!rc)
-        for (int64_t i = 0; i < n; i++)
-            dsv4_tensor_set(o, i, ideal[i]);
+    if (!(rc = dsv4_ref_sparse_attn(&a, DSV4_ATTN_IDEAL, ideal, NULL, st)))
+        dsv4_tensor_set_all(o, ideal, n);
     free(ideal);
     return rc;
 }

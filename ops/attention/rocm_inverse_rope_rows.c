@@ -110,12 +110,7 @@ static int rope_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tens
     double *ideal = rope_ideal(&r, st);
     if (!ideal)
         return st->code;
-    if (o->dtype == DSV4_F32) /* as dsv4_tensor_set stores it */
-        for (int64_t i = 0; i < n; i++)
-            ((float *)o->data)[i] = (float)ideal[i];
-    else
-        for (int64_t i = 0; i < n; i++)
-            dsv4_tensor_set(o, i, ideal[i]);
+    dsv4_tensor_set_all(o, ideal, n);
     free(ideal);
     return DSV4_OK;
 }

@@ -211,8 +211,8 @@ static int qi_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensor
     if (!d)
         return dsv4_gemmops_oom(st);
     int rc = qi_run(c, in, d, NULL, NULL, cache->data, st);
-    for (int64_t i = 0; !rc && i < n; i++)
-        dsv4_tensor_set(q, i, d[i]);
+    if (!rc)
+        dsv4_tensor_set_all(q, d, n);
     free(d);
     return rc;
 }

@@ -257,8 +257,8 @@ static int gemm_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tens
     } else {
         rc = dsv4_ref_gemm_a8w8_blockscale_f64(&a, e, st);
     }
-    for (int64_t i = 0; !rc && e != y->data && i < n; i++)
-        dsv4_tensor_set(y, i, e[i]);
+    if (!rc && e != y->data)
+        dsv4_tensor_set_all(y, e, n);
     if (e != y->data)
         free(e);
     free(f);

@@ -74,8 +74,8 @@ int dsv4_bf16_ideal_reference(dsv4_bf16_ideal_fn ideal, const dsv4_opctx *c, con
     if (!rc && id.n != dsv4_tensor_numel(y))
         rc = dsv4_fail(st, DSV4_EINPUT, "output '%s' has %" PRId64 " elements, the op computes %" PRId64,
                        y->name, dsv4_tensor_numel(y), id.n);
-    for (int64_t i = 0; !rc && i < id.n; i++)
-        dsv4_tensor_set(y, i, id.e[i]);
+    if (!rc)
+        dsv4_tensor_set_all(y, id.e, id.n);
     dsv4_bf16_ideal_free(&id);
     return rc;
 }
