@@ -93,6 +93,40 @@ static inline int dsv4_test_count(const char *hay, const char *needle)
     return n;
 }
 
+/* The strings an output must hold, as one argument of dsv4_test_holds or
+ * dsv4_test_expect: DSV4_WANTS("summary: 1 passed", "PASS ..."). */
+#define DSV4_WANTS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* The first of the NULL-terminated strings wants that text does not hold;
+ * NULL when it holds them all. */
+static inline const char *dsv4_test_first_missing(const char *text, const char *const *wants)
+{
+    for (; *wants; wants++)
+        if (!strstr(text, *wants))
+            return *wants;
+    return NULL;
+}
+
+/* Asserts that text holds every string of wants (DSV4_WANTS); a failure
+ * names the first one missing and shows the text. Macros, so that Check
+ * reports the caller's line. */
+#define dsv4_test_holds(text, wants)                                                                   \
+    do {                                                                                               \
+        const char *const text_ = (text), *const missing_ = dsv4_test_first_missing(text_, wants);    \
+        ck_assert_msg(missing_ == NULL, "no '%s' in:\n%.6000s", missing_, text_);                     \
+    } while (0)
+
+/* Asserts that the command run (an expression that runs it into text and
+ * gives its exit code, e.g. dsv4_test_cli(...)) exits with want_rc and that
+ * text then holds every string of wants; a failure names the command as
+ * written and shows its output. */
+#define dsv4_test_expect(run, want_rc, text, wants)                                                    \
+    do {                                                                                               \
+        const int rc_ = (run);                                                                         \
+        ck_assert_msg(rc_ == (want_rc), "%s: exit %d, want %d:\n%.6000s", #run, rc_, (want_rc), (text)); \
+        dsv4_test_holds(text, wants);                                                                  \
+    } while (0)
+
 /* Writes text to path (created or truncated). */
 static inline void dsv4_test_write_file(const char *path, const char *text)
 {
