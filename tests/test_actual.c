@@ -153,7 +153,8 @@ START_TEST(one_changed_element_fails_naming_it)
     /* the same report as the example plug-in with the same bug */
     char mine[4096], theirs[4096];
     case_report(out, mine, sizeof mine);
-    const int rc = sh("%s check data/ci/combine_mixed_prefill_c4.h5 --impl %s", dsv4_test_exe(), plugin("libexample_wrong.so"));
+    const int rc = sh("%s check data/ci/combine_mixed_prefill_c4.h5 --impl %s", dsv4_test_exe(),
+                      plugin("libexample_wrong.so"));
     ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out);
     case_report(out, theirs, sizeof theirs);
     ck_assert_str_eq(mine, theirs);

@@ -91,7 +91,8 @@ START_TEST(test_list_shows_the_chain)
 {
     dsv4_test_expect(dsv4_test_cli(out, sizeof out, "list"), 0, out,
                      DSV4_WANTS("v41_attention_layer  (a chain of the ops above",
-                                "  stages (a tap after each):\n    hidden_quant", "    qnorm_rope_kv_insert ", "    wo_b "));
+                                "  stages (a tap after each):\n    hidden_quant", "    qnorm_rope_kv_insert ",
+                                "    wo_b "));
 }
 END_TEST
 
