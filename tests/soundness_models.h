@@ -330,8 +330,8 @@ SND_ROPE_BODY(inv_rope_mxfp8)
                 lanes[d] = (float)((double)lanes[d] + dsv4_ulp(DSV4_BF16, (double)lanes[d]));
         }
     }
-    const int rc = dsv4_mx_quant_rows_fp8(x, rows, SND_D, *(const dsv4_mx_rule *)c->rule,
-                                          dsv4_tensors_find(out, "data")->data, dsv4_tensors_find(out, "scale")->data, st);
+    uint8_t *data = dsv4_tensors_find(out, "data")->data, *scale = dsv4_tensors_find(out, "scale")->data;
+    const int rc = dsv4_mx_quant_rows_fp8(x, rows, SND_D, *(const dsv4_mx_rule *)c->rule, data, scale, st);
     free(x);
     return rc;
 }
