@@ -62,6 +62,40 @@ static inline int dsv4_test_main(const char *suite_name, const char *tcase_name,
 #define DSV4_TEST_MAIN(suite_name, tcase_name, timeout, setup, teardown, ...) \
     int main(void) { return dsv4_test_main(suite_name, tcase_name, timeout, setup, teardown, DSV4_TESTS(__VA_ARGS__)); }
 
+/* One TCase of a program with several: its name, timeout, checked fixture
+ * and tests, as dsv4_test_tcase takes them; DSV4_TEST_GROUP(name, timeout,
+ * setup, teardown, tests...) writes one. */
+typedef struct dsv4_test_group {
+    const char *name;
+    double timeout;
+    SFun setup, teardown;
+    const TTest *const *tests;
+    size_t n;
+} dsv4_test_group;
+
+#define DSV4_TEST_GROUP(name, timeout, setup, teardown, ...) {name, timeout, setup, teardown, DSV4_TESTS(__VA_ARGS__)}
+
+/* The groups of a program as one argument pair of dsv4_test_groups_main. */
+#define DSV4_TEST_GROUPS(...)                                                                          \
+    (const dsv4_test_group[]){__VA_ARGS__},                                                            \
+        sizeof((const dsv4_test_group[]){__VA_ARGS__}) / sizeof(dsv4_test_group)
+
+/* The whole main() of a test program with n TCases: builds the suite of
+ * the groups in order, runs it (dsv4_test_run) and returns the exit status. */
+static inline int dsv4_test_groups_main(const char *suite_name, const dsv4_test_group *groups, size_t n)
+{
+    Suite *s = suite_create(suite_name);
+    for (size_t i = 0; i < n; i++)
+        dsv4_test_tcase(s, groups[i].name, groups[i].timeout, groups[i].setup, groups[i].teardown, groups[i].tests,
+                        groups[i].n);
+    return dsv4_test_run(s);
+}
+
+/* Defines main() of a test program with several TCases: its suite, then its
+ * groups (DSV4_TEST_GROUP) in order. */
+#define DSV4_TEST_GROUPS_MAIN(suite_name, ...) \
+    int main(void) { return dsv4_test_groups_main(suite_name, DSV4_TEST_GROUPS(__VA_ARGS__)); }
+
 /* Reads a whole file into a malloc'd buffer with a NUL after its last byte
  * (so text can be searched as a string); *len, when given, is its size. */
 static inline char *dsv4_test_slurp_len(const char *path, size_t *len)
