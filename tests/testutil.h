@@ -319,6 +319,37 @@ static inline void dsv4_test_scratch_close(const char *dir, char **out)
 
 /* The public C API, for a test program that includes dsv4check.h first. */
 #ifdef DSV4CHECK_H
+/* The checked fixture of an API test program: an output buffer of out_len
+ * bytes into *out and the suite at path loaded into *suite (err, of errlen
+ * bytes, gets the loader's message: none); dsv4_test_api_close frees both. */
+static inline void dsv4_test_api_open(const char *path, dsv4check_suite **suite, char *err, size_t errlen, char **out,
+                                      size_t out_len)
+{
+    *out = malloc(out_len);
+    ck_assert_ptr_nonnull(*out);
+    ck_assert_msg(dsv4check_suite_load(path, suite, err, errlen) == DSV4CHECK_OK, "%s: %s", path, err);
+    ck_assert_str_eq(err, "");
+}
+
+static inline void dsv4_test_api_close(dsv4check_suite *suite, char **out)
+{
+    dsv4check_suite_free(suite);
+    free(*out);
+    *out = NULL;
+}
+
+/* Defines the fixture of an API test program on the suite at path: err (the
+ * API's messages), out (out_len bytes, for the CLI's output), suite_var (the
+ * suite), setup and teardown (dsv4_test_api_open / _close) and find_case
+ * (a case of the suite by name). */
+#define DSV4_TEST_API_FIXTURE(path, suite_var, out_len)                                                \
+    static char err[1024];                                                                             \
+    static dsv4check_suite *suite_var;                                                                 \
+    static char *out;                                                                                  \
+    static void setup(void) { dsv4_test_api_open(path, &suite_var, err, sizeof err, &out, out_len); }   \
+    static void teardown(void) { dsv4_test_api_close(suite_var, &out); }                               \
+    static const dsv4check_case *find_case(const char *name) { return dsv4_test_find_case(suite_var, name); }
+
 /* The case of suite s named name; the test fails when s has none. */
 static inline const dsv4check_case *dsv4_test_find_case(const dsv4check_suite *s, const char *name)
 {
