@@ -265,68 +265,77 @@ static void snd_rope_f32(float *x, const float *cs, int rd, int inverse, int for
     }
 }
 
+/* The body of an inverse-RoPE model: the rows, positions and cos/sin table
+ * r, already read from the inputs and checked. */
+#define SND_ROPE_BODY(name)                                                                                   \
+    static int snd_body_##name(const dsv4_opctx *c, const dsv4_rope_io *r, dsv4_tensors *out, dsv4_rng *var, \
+                               int bias, dsv4_status *st)
+
+/* Defines snd_model_<name> (a snd_model_fn) for the body snd_body_<name>:
+ * the op's own reading of its inputs (a failure as the op's), then the body;
+ * both read only the inputs, so op and exp go unread. */
+#define SND_ROPE_MODEL(name)                                                                                  \
+    static int snd_model_##name(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,               \
+                                const dsv4_tensors *exp, dsv4_tensors *out, dsv4_rng *var, int bias,          \
+                                dsv4_status *st)                                                              \
+    {                                                                                                         \
+        dsv4_rope_io r;                                                                                       \
+        (void)op, (void)exp;                                                                                  \
+        const int rc = dsv4_rope_inputs_of(c, in, &r, st);                                                   \
+        return rc ? rc : snd_body_##name(c, &r, out, var, bias, st);                                         \
+    }
+
 /* rocm_inverse_rope_rows: rows >= rotated, lanes 448.. rotated in fp32,
  * each lane rounded to bf16; the rest untouched (out holds the input). */
-static int snd_model_inv_rope_rows(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
-                                   const dsv4_tensors *exp, dsv4_tensors *out, dsv4_rng *var, int bias,
-                                   dsv4_status *st)
+SND_ROPE_BODY(inv_rope_rows)
 {
-    (void)op, (void)exp;
-    dsv4_rope_io r;
-    int rc = dsv4_rope_inputs_of(c, in, &r, st);
-    if (rc)
-        return rc;
+    (void)c, (void)st;
     uint16_t *o = dsv4_tensors_find(out, "o")->data;
     const int form = (int)snd_int(var, 0, 2);
-    for (int64_t t = r.rotated; t < r.T; t++) {
-        const float *cs = (const float *)r.cs->data + ((const int64_t *)r.pos->data)[t] * r.rd;
-        for (int64_t h = 0; h < r.H; h++) {
-            uint16_t *row = o + (t * r.H + h) * SND_D + (SND_D - r.rd);
+    for (int64_t t = r->rotated; t < r->T; t++) {
+        const float *cs = (const float *)r->cs->data + ((const int64_t *)r->pos->data)[t] * r->rd;
+        for (int64_t h = 0; h < r->H; h++) {
+            uint16_t *row = o + (t * r->H + h) * SND_D + (SND_D - r->rd);
             float x[SND_D];
-            for (int d = 0; d < r.rd; d++)
+            for (int d = 0; d < r->rd; d++)
                 x[d] = dsv4_bf16_to_f32(row[d]);
-            snd_rope_f32(x, cs, r.rd, 1, form);
-            for (int d = 0; d < r.rd; d++)
+            snd_rope_f32(x, cs, r->rd, 1, form);
+            for (int d = 0; d < r->rd; d++)
                 row[d] = dsv4_bf16_from_f32(bias ? snd_bf16_up(x[d]) : x[d]);
         }
     }
     return DSV4_OK;
 }
+SND_ROPE_MODEL(inv_rope_rows)
 
 /* rocm_inverse_rope_mxfp8_rows: the fp32 rows (RoPE lanes rotated in fp32,
  * not rounded), then MXFP8 by the variant's rule; bias moves the rotated
  * lanes up one bf16 ulp before the quantization. */
-static int snd_model_inv_rope_mxfp8(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,
-                                    const dsv4_tensors *exp, dsv4_tensors *out, dsv4_rng *var, int bias,
-                                    dsv4_status *st)
+SND_ROPE_BODY(inv_rope_mxfp8)
 {
-    (void)op, (void)exp;
-    dsv4_rope_io r;
-    int rc = dsv4_rope_inputs_of(c, in, &r, st);
-    if (rc)
-        return rc;
-    const int64_t rows = r.T * r.H;
+    const int64_t rows = r->T * r->H;
     float *x = malloc((size_t)(rows * SND_D + 1) * sizeof *x);
     if (!x)
         return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
     const int form = (int)snd_int(var, 0, 2);
-    const uint16_t *o = r.o->data;
+    const uint16_t *o = r->o->data;
     for (int64_t i = 0; i < rows * SND_D; i++)
         x[i] = dsv4_bf16_to_f32(o[i]);
-    for (int64_t t = 0; t < r.T; t++) {
-        const float *cs = (const float *)r.cs->data + ((const int64_t *)r.pos->data)[t] * r.rd;
-        for (int64_t h = 0; h < r.H; h++) {
-            float *lanes = x + (t * r.H + h) * SND_D + (SND_D - r.rd);
-            snd_rope_f32(lanes, cs, r.rd, 1, form);
-            for (int d = 0; bias && d < r.rd; d++)
+    for (int64_t t = 0; t < r->T; t++) {
+        const float *cs = (const float *)r->cs->data + ((const int64_t *)r->pos->data)[t] * r->rd;
+        for (int64_t h = 0; h < r->H; h++) {
+            float *lanes = x + (t * r->H + h) * SND_D + (SND_D - r->rd);
+            snd_rope_f32(lanes, cs, r->rd, 1, form);
+            for (int d = 0; bias && d < r->rd; d++)
                 lanes[d] = (float)((double)lanes[d] + dsv4_ulp(DSV4_BF16, (double)lanes[d]));
         }
     }
-    rc = dsv4_mx_quant_rows_fp8(x, rows, SND_D, *(const dsv4_mx_rule *)c->rule, dsv4_tensors_find(out, "data")->data,
-                                dsv4_tensors_find(out, "scale")->data, st);
+    uint8_t *data = dsv4_tensors_find(out, "data")->data, *scale = dsv4_tensors_find(out, "scale")->data;
+    const int rc = dsv4_mx_quant_rows_fp8(x, rows, SND_D, *(const dsv4_mx_rule *)c->rule, data, scale, st);
     free(x);
     return rc;
 }
+SND_ROPE_MODEL(inv_rope_mxfp8)
 
 static void snd_shape_inv_rope(dsv4_rng *r, snd_params *p)
 {
@@ -362,6 +371,28 @@ static int snd_four_inputs(const dsv4_tensors *in, const char *const names[4], c
     return DSV4_OK;
 }
 
+/* The body of a GEMM-family model: its four inputs t, in the order of their
+ * names, already fetched. */
+#define SND_FOUR_INPUT_BODY(name)                                                                             \
+    static int snd_body_##name(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensor *const t[4],        \
+                               dsv4_tensors *out, dsv4_rng *var, int bias, dsv4_status *st)
+
+/* Defines snd_model_<name> (a snd_model_fn) for the body snd_body_<name>:
+ * the four inputs in0..in3 fetched by name (a failure names the model), then
+ * the body on them; the GEMM family recomputes every output, so exp goes
+ * unread. */
+#define SND_FOUR_INPUT_MODEL(name, in0, in1, in2, in3)                                                        \
+    static int snd_model_##name(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in,               \
+                                const dsv4_tensors *exp, dsv4_tensors *out, dsv4_rng *var, int bias,          \
+                                dsv4_status *st)                                                              \
+    {                                                                                                         \
+        static const char *const names[4] = {in0, in1, in2, in3};                                            \
+        const dsv4_tensor *t[4];                                                                              \
+        (void)exp;                                                                                            \
+        const int rc = snd_four_inputs(in, names, t, #name, st);                                             \
+        return rc ? rc : snd_body_##name(op, c, t, out, var, bias, st);                                      \
+    }
+
 /* Two fp32 scratch buffers of na and nb elements (one more each, so that an
  * empty shape still allocates): both, or neither and an error. */
 static int snd_two_buffers(float **a, int64_t na, float **b, int64_t nb, dsv4_status *st)
@@ -378,22 +409,15 @@ static int snd_two_buffers(float **a, int64_t na, float **b, int64_t nb, dsv4_st
 /* gemm_a8w8_blockscale: per 128-wide K block the fp32 dot P of the exact fp8
  * products in one of the orders, then acc += fl(P xs) ws (Triton) or
  * acc = fma(P, fl(xs ws), acc) (a kernel that folds the two scales); bf16. */
-static int snd_model_gemm(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in, const dsv4_tensors *exp,
-                          dsv4_tensors *out, dsv4_rng *var, int bias, dsv4_status *st)
+SND_FOUR_INPUT_BODY(gemm)
 {
-    (void)op, (void)exp;
-    static const char *const names[4] = {"XQ", "WQ", "x_scale", "w_scale"};
-    const dsv4_tensor *t[4];
-    int rc = snd_four_inputs(in, names, t, "gemm", st);
-    if (rc)
-        return rc;
     const dsv4_tensor *xq = t[0], *wq = t[1], *xs = t[2], *ws = t[3];
     const int64_t M = xq->shape[0], K = xq->shape[1], N = wq->shape[0], KB = K / 128;
     const int shuffled = !strcmp(dsv4_op_variant_name(op, c->variant), "bpreshuffle");
     const dsv4_fp8_kind kind = xq->dtype == DSV4_F8E4M3FNUZ ? DSV4_FP8_E4M3FNUZ : DSV4_FP8_E4M3FN;
     const int order = (int)snd_int(var, 0, SND_DOT_ORDERS - 1), fold = (int)snd_int(var, 0, 1);
     float *a, *b;
-    rc = snd_two_buffers(&a, K, &b, N * K, st);
+    int rc = snd_two_buffers(&a, K, &b, N * K, st);
     if (rc)
         return rc;
     const uint8_t *xb = xq->data, *wb = wq->data;
@@ -418,6 +442,7 @@ static int snd_model_gemm(const dsv4_op *op, const dsv4_opctx *c, const dsv4_ten
     free(a), free(b);
     return DSV4_OK;
 }
+SND_FOUR_INPUT_MODEL(gemm, "XQ", "WQ", "x_scale", "w_scale")
 
 static void snd_shape_gemm(dsv4_rng *r, snd_params *p)
 {
@@ -435,22 +460,16 @@ static void snd_shape_gemm(dsv4_rng *r, snd_params *p)
 /* rocm_inv_rope_einsum: o_r = o, or with the last 64 lanes of every head
  * rotated inversely in fp32 and rounded to bf16; out = fp32 dots over Dg
  * lanes (bf16 products exact in fp32) in one of the orders; bf16. */
-static int snd_model_einsum(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in, const dsv4_tensors *exp,
-                            dsv4_tensors *out, dsv4_rng *var, int bias, dsv4_status *st)
+SND_FOUR_INPUT_BODY(einsum)
 {
-    (void)op, (void)exp;
-    static const char *const names[4] = {"o", "positions", "cos_sin_cache", "wo_a"};
-    const dsv4_tensor *t[4];
-    int rc = snd_four_inputs(in, names, t, "einsum", st);
-    if (rc)
-        return rc;
+    (void)op;
     const dsv4_tensor *o = t[0], *pos = t[1], *cs = t[2], *w = t[3];
     const int64_t T = o->shape[0], H = o->shape[1], G = dsv4_params_int(c->params, "n_local_groups");
     const int64_t R = dsv4_params_int(c->params, "o_lora_rank"), Dg = H * SND_D / G;
     const int rd = (int)dsv4_params_int(c->params, "rope_head_dim"), inv = dsv4_params_int(c->params, "inverse_rope");
     const int order = (int)snd_int(var, 0, SND_DOT_ORDERS - 1), form = (int)snd_int(var, 0, 2);
     float *x, *wf;
-    rc = snd_two_buffers(&x, H * SND_D, &wf, G * R * Dg, st);
+    int rc = snd_two_buffers(&x, H * SND_D, &wf, G * R * Dg, st);
     if (rc)
         return rc;
     for (int64_t i = 0; i < G * R * Dg; i++)
@@ -474,6 +493,7 @@ static int snd_model_einsum(const dsv4_op *op, const dsv4_opctx *c, const dsv4_t
     free(x), free(wf);
     return DSV4_OK;
 }
+SND_FOUR_INPUT_MODEL(einsum, "o", "positions", "cos_sin_cache", "wo_a")
 
 static void snd_shape_einsum(dsv4_rng *r, snd_params *p)
 {
@@ -488,21 +508,15 @@ static void snd_shape_einsum(dsv4_rng *r, snd_params *p)
 /* rocm_mxfp8_wo_a_bmm: per 32-lane block the fp32 dot of the raw e4m3
  * values times 2^(sa + sw - 254) (exact), blocks accumulated in fp32; or the
  * dequantized values dotted straight through; bf16. */
-static int snd_model_bmm(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tensors *in, const dsv4_tensors *exp,
-                         dsv4_tensors *out, dsv4_rng *var, int bias, dsv4_status *st)
+SND_FOUR_INPUT_BODY(bmm)
 {
-    (void)op, (void)exp;
-    static const char *const names[4] = {"a", "a_scale", "wo_a", "wo_a_scale"};
-    const dsv4_tensor *t[4];
-    int rc = snd_four_inputs(in, names, t, "bmm", st);
-    if (rc)
-        return rc;
+    (void)op;
     const dsv4_tensor *a = t[0], *as = t[1], *w = t[2], *ws = t[3];
     const int64_t T = a->shape[0], G = dsv4_params_int(c->params, "n_local_groups");
     const int64_t R = dsv4_params_int(c->params, "o_lora_rank"), K = w->shape[1], KB = K / 32;
     const int order = (int)snd_int(var, 0, SND_DOT_ORDERS - 1), blocked = (int)snd_int(var, 0, 1);
     float *av, *wv;
-    rc = snd_two_buffers(&av, K, &wv, K, st);
+    int rc = snd_two_buffers(&av, K, &wv, K, st);
     if (rc)
         return rc;
     const uint8_t *ab = a->data, *asb = as->data, *wb = w->data, *wsb = ws->data;
@@ -531,6 +545,7 @@ static int snd_model_bmm(const dsv4_op *op, const dsv4_opctx *c, const dsv4_tens
     free(av), free(wv);
     return DSV4_OK;
 }
+SND_FOUR_INPUT_MODEL(bmm, "a", "a_scale", "wo_a", "wo_a_scale")
 
 static void snd_shape_bmm(dsv4_rng *r, snd_params *p)
 {

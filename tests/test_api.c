@@ -17,25 +17,7 @@
 #define SUITE "cases/ci.yaml"
 #define OUT_MAX (1 << 20)
 
-static char err[1024];
-static dsv4check_suite *ci;
-static char *out;
-
-static void setup(void)
-{
-    out = malloc(OUT_MAX);
-    ck_assert_ptr_nonnull(out);
-    ck_assert_int_eq(dsv4check_suite_load(SUITE, &ci, err, sizeof err), DSV4CHECK_OK);
-    ck_assert_str_eq(err, "");
-}
-
-static void teardown(void)
-{
-    dsv4check_suite_free(ci);
-    free(out);
-}
-
-static const dsv4check_case *find_case(const char *name) { return dsv4_test_find_case(ci, name); }
+DSV4_TEST_API_FIXTURE(SUITE, ci, OUT_MAX)
 
 static dsv4check_tensor get(const dsv4check_tensors *ts, const char *name)
 {

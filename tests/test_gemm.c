@@ -739,15 +739,16 @@ END_TEST
 int main(void)
 {
     dsv4_h5_quiet();
-    Suite *s = suite_create("gemm");
-    dsv4_test_tcase(s, "core", 60, NULL, NULL,
-        DSV4_TESTS(shuffle_matches_permute_definition, shuffle_hand_positions, gemm_hand_answer, block_dot_is_exact,
-                   ideal_matches_naive_and_bpreshuffle, ideal_thread_invariant, f32_model_within_bound,
-                   gemm_rejects_bad_input, bmm_hand_answer, einsum_hand_answer, generic_permutation_hint,
-                   qnorm_insert_hand, compressor_c4_matches_naive, compressor_c128_matches_naive,
-                   compressor_rejects_bad_tables, family_variants_are_tables, gemm_variant_rules_shape_inputs,
-                   shuffle_inverse_variant_round_trips, bf16_ideal_bound_by_hand, cache_locate_names_parts));
-    dsv4_test_tcase(s, "cli", 60, setup, teardown,
-        DSV4_TESTS(cli_rejects_k_not_multiple_of_128, cli_shuffled_weight_as_plain_fails_with_permutation_hint));
-    return dsv4_test_run(s);
+    return dsv4_test_groups_main(
+        "gemm",
+        DSV4_TEST_GROUPS(
+            DSV4_TEST_GROUP("core", 60, NULL, NULL, shuffle_matches_permute_definition, shuffle_hand_positions,
+                            gemm_hand_answer, block_dot_is_exact, ideal_matches_naive_and_bpreshuffle,
+                            ideal_thread_invariant, f32_model_within_bound, gemm_rejects_bad_input, bmm_hand_answer,
+                            einsum_hand_answer, generic_permutation_hint, qnorm_insert_hand,
+                            compressor_c4_matches_naive, compressor_c128_matches_naive, compressor_rejects_bad_tables,
+                            family_variants_are_tables, gemm_variant_rules_shape_inputs,
+                            shuffle_inverse_variant_round_trips, bf16_ideal_bound_by_hand, cache_locate_names_parts),
+            DSV4_TEST_GROUP("cli", 60, setup, teardown, cli_rejects_k_not_multiple_of_128,
+                            cli_shuffled_weight_as_plain_fails_with_permutation_hint)));
 }

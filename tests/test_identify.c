@@ -37,61 +37,51 @@ static void setup(void)
 
 static void teardown(void) { dsv4_test_scratch_close(tmpdir, &out); }
 
-static void has(const char *want)
-{
-    ck_assert_msg(strstr(out, want) != NULL, "no '%s' in:\n%.6000s", want, out);
-}
-
 START_TEST(example_plugin_is_the_default)
 {
-    int rc = sh("%s identify --impl %s", dsv4_test_exe(), lib("tests", "libexample.so"));
-    ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
-    has("identify: example-cpu (default device) on ");
-    has("combine_topk_swa_indices, called as default: 17 cases\n");
-    has("  default                      bit for bit   17 of 17 cases\n");
-    has("  validate_topk=none           differs       ");
-    has("  width_guard=col0             differs       2 of 17 cases fail\n");
-    has("  nearest failing: width_guard=col0, first differs at combine_topk_wider_than_indices: combined_indices "
-        "[0, 300]: expected 619, actual 755");
-    has("  => default (bit for bit)\n");
-    has("identify: 1 op group judged, 0 matching no variant\n");
+    dsv4_test_expect(sh("%s identify --impl %s", dsv4_test_exe(), lib("tests", "libexample.so")), 0, out,
+                     DSV4_WANTS("identify: example-cpu (default device) on ",
+                                "combine_topk_swa_indices, called as default: 17 cases\n",
+                                "  default                      bit for bit   17 of 17 cases\n",
+                                "  validate_topk=none           differs       ",
+                                "  width_guard=col0             differs       2 of 17 cases fail\n",
+                                "  nearest failing: width_guard=col0, first differs at "
+                                "combine_topk_wider_than_indices: combined_indices [0, 300]: expected 619, actual 755",
+                                "  => default (bit for bit)\n",
+                                "identify: 1 op group judged, 0 matching no variant\n"));
     /* only the ops of the sources given */
-    rc = sh("%s identify --impl %s cases/ci/quant.yaml", dsv4_test_exe(), lib("tests", "libexample.so"));
-    ck_assert_msg(rc == 77, "rc %d:\n%s", rc, out);
-    has("provides none of the sources' ops");
+    dsv4_test_expect(sh("%s identify --impl %s cases/ci/quant.yaml", dsv4_test_exe(), lib("tests", "libexample.so")),
+                     77, out, DSV4_WANTS("provides none of the sources' ops"));
 }
 END_TEST
 
 START_TEST(planted_bug_matches_no_variant)
 {
-    int rc = sh("%s identify --impl %s data/ci/combine_mixed_prefill_c4.h5 data/ci/combine_c128.h5", dsv4_test_exe(),
-                lib("tests", "libexample_wrong.so"));
-    ck_assert_msg(rc == 1, "rc %d:\n%s", rc, out);
-    has("combine_topk_swa_indices, called as default: 2 cases\n");
-    has("  default                      differs       2 of 2 cases fail\n");
-    has("  nearest failing: default, first differs at ");
-    has("combined_indices [1, ");
-    has("window part");
-    has("  => no variant of combine_topk_swa_indices\n");
-    has("identify: 1 op group judged, 1 matching no variant\n");
+    dsv4_test_expect(sh("%s identify --impl %s data/ci/combine_mixed_prefill_c4.h5 data/ci/combine_c128.h5",
+                        dsv4_test_exe(), lib("tests", "libexample_wrong.so")),
+                     1, out,
+                     DSV4_WANTS("combine_topk_swa_indices, called as default: 2 cases\n",
+                                "  default                      differs       2 of 2 cases fail\n",
+                                "  nearest failing: default, first differs at ", "combined_indices [1, ", "window part",
+                                "  => no variant of combine_topk_swa_indices\n",
+                                "identify: 1 op group judged, 1 matching no variant\n"));
 }
 END_TEST
 
 START_TEST(reference_of_another_variant_is_named)
 {
-    int rc = sh("%s identify --impl %s", dsv4_test_exe(), lib("mutants", "libmut_mxfp8_log2_exact.so"));
-    ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
-    has("mxfp8_quant, called as default: ");
-    has("  log2=exact                   bit for bit   ");
-    has("  default                      differs       ");
-    has("  nearest failing: default, first differs at mxfp8_log2_edge_f32: data [0, 0]: expected 16, actual 32");
-    has("  => log2=exact (bit for bit)\n");
-    rc = sh("%s identify --impl %s --filter '^rocm_mxfp4_indexer_q_quant/'", dsv4_test_exe(),
-            lib("mutants", "libmut_qquant_variant_a_for_b.so"));
-    ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
-    has("rocm_mxfp4_indexer_q_quant, called as default: 2 cases\n");
-    has("  quant=cache_a                bit for bit   2 of 2 cases\n");
-    has("  => quant=cache_a (bit for bit)\n");
+    dsv4_test_expect(sh("%s identify --impl %s", dsv4_test_exe(), lib("mutants", "libmut_mxfp8_log2_exact.so")), 0, out,
+                     DSV4_WANTS("mxfp8_quant, called as default: ", "  log2=exact                   bit for bit   ",
+                                "  default                      differs       ",
+                                "  nearest failing: default, first differs at mxfp8_log2_edge_f32: data [0, 0]: "
+                                "expected 16, actual 32",
+                                "  => log2=exact (bit for bit)\n"));
+    dsv4_test_expect(sh("%s identify --impl %s --filter '^rocm_mxfp4_indexer_q_quant/'", dsv4_test_exe(),
+                        lib("mutants", "libmut_qquant_variant_a_for_b.so")),
+                     0, out,
+                     DSV4_WANTS("rocm_mxfp4_indexer_q_quant, called as default: 2 cases\n",
+                                "  quant=cache_a                bit for bit   2 of 2 cases\n",
+                                "  => quant=cache_a (bit for bit)\n"));
 }
 END_TEST
 
@@ -103,21 +93,18 @@ START_TEST(actuals_file_is_identified_per_variant)
                                    "data/ci/mxfp8_log2_edge_f32_exact.h5", "data/ci/mxfp8_special_bf16_scale_rule_floor.h5",
                                    NULL};
     write_actuals(f, goldens, NULL);
-    int rc = sh("%s identify --actual %s data/ci/mxfp8_*.h5", dsv4_test_exe(), f);
-    ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
-    has("mxfp8_quant, the file's cases of variant default: 1 case\n");
-    has("mxfp8_quant, the file's cases of variant log2=exact: 2 cases\n");
-    has("  => log2=exact (bit for bit)\n");
-    has("mxfp8_quant, the file's cases of variant scale_rule=floor: 1 case\n");
-    has("  => scale_rule=floor (bit for bit)\n");
-    has("mxfp8_quant: 2 cases not provided\n"); /* the default cases the file lacks */
+    dsv4_test_expect(sh("%s identify --actual %s data/ci/mxfp8_*.h5", dsv4_test_exe(), f), 0, out,
+                     DSV4_WANTS("mxfp8_quant, the file's cases of variant default: 1 case\n",
+                                "mxfp8_quant, the file's cases of variant log2=exact: 2 cases\n",
+                                "  => log2=exact (bit for bit)\n",
+                                "mxfp8_quant, the file's cases of variant scale_rule=floor: 1 case\n",
+                                "  => scale_rule=floor (bit for bit)\n",
+                                "mxfp8_quant: 2 cases not provided\n")); /* the default cases the file lacks */
     /* usage */
-    rc = sh("%s identify cases/ci.yaml", dsv4_test_exe());
-    ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
-    has("name the implementation: --impl IMPL or --actual FILE");
-    rc = sh("%s identify --actual %s --filter '^nothing$'", dsv4_test_exe(), f);
-    ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
-    has("no case selected");
+    dsv4_test_expect(sh("%s identify cases/ci.yaml", dsv4_test_exe()), 2, out,
+                     DSV4_WANTS("name the implementation: --impl IMPL or --actual FILE"));
+    dsv4_test_expect(sh("%s identify --actual %s --filter '^nothing$'", dsv4_test_exe(), f), 2, out,
+                     DSV4_WANTS("no case selected"));
 }
 END_TEST
 
@@ -149,25 +136,22 @@ START_TEST(abi2_plugin_is_told_the_case)
     text = dsv4_test_slurp(log);
     ck_assert_str_eq(text, "combine_c128 1 data/ci/combine_c128.h5\nlive_case 77 -\n");
     free(text);
-    rc = sh("%s list --impl %s", dsv4_test_exe(), lib("tests", "libexample.so"));
-    ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
-    has("plug-in ABI 2, device -1 (default)\n");
+    dsv4_test_expect(sh("%s list --impl %s", dsv4_test_exe(), lib("tests", "libexample.so")), 0, out,
+                     DSV4_WANTS("plug-in ABI 2, device -1 (default)\n"));
 }
 END_TEST
 
 START_TEST(abi1_plugin_still_loads_and_runs)
 {
     const char *so = lib("tests", "libexample_abi1.so");
-    int rc = sh("%s list --impl %s", dsv4_test_exe(), so);
-    ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
-    has("plug-in ABI 1, device -1 (default)\n");
-    rc = sh("%s run cases/ci.yaml --filter '^combine_' --impl %s -j 2", dsv4_test_exe(), so);
-    ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
-    has("summary: 15 passed, 0 failed, 2 skipped");
-    rc = sh("%s identify --impl %s data/ci/combine_c128.h5", dsv4_test_exe(), so);
-    ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
+    dsv4_test_expect(sh("%s list --impl %s", dsv4_test_exe(), so), 0, out,
+                     DSV4_WANTS("plug-in ABI 1, device -1 (default)\n"));
+    dsv4_test_expect(sh("%s run cases/ci.yaml --filter '^combine_' --impl %s -j 2", dsv4_test_exe(), so), 0, out,
+                     DSV4_WANTS("summary: 15 passed, 0 failed, 2 skipped"));
     /* one case agrees with every variant: said so */
-    has("  => default (bit for bit); these inputs do not tell it from validate_topk=none, width_guard=col0\n");
+    dsv4_test_expect(sh("%s identify --impl %s data/ci/combine_c128.h5", dsv4_test_exe(), so), 0, out,
+                     DSV4_WANTS("  => default (bit for bit); these inputs do not tell it from validate_topk=none, "
+                                "width_guard=col0\n"));
 }
 END_TEST
 

@@ -445,14 +445,10 @@ START_TEST(compressed_slot_mapping_by_hand)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("indices");
-    dsv4_test_tcase(s, "combine", 0, NULL, NULL,
-        DSV4_TESTS(torch_semantics_by_hand, no_validation_variant, width_col0_variant, bad_inputs_are_rejected));
-    dsv4_test_tcase(s, "metadata", 0, NULL, NULL,
-        DSV4_TESTS(gtopk_s26_pinned_cases, gtopk_base_keeps_columns, ragged_mask_excludes_tail, prefill_ragged_by_hand,
-                   decode_swa_by_hand, graph_copy_by_hand, chunk_plan_by_hand, compressed_slot_mapping_by_hand,
-                   variant_rules_reach_the_callbacks));
-    return dsv4_test_run(s);
-}
+DSV4_TEST_GROUPS_MAIN("indices",
+                      DSV4_TEST_GROUP("combine", 0, NULL, NULL, torch_semantics_by_hand, no_validation_variant,
+                                      width_col0_variant, bad_inputs_are_rejected),
+                      DSV4_TEST_GROUP("metadata", 0, NULL, NULL, gtopk_s26_pinned_cases, gtopk_base_keeps_columns,
+                                      ragged_mask_excludes_tail, prefill_ragged_by_hand, decode_swa_by_hand,
+                                      graph_copy_by_hand, chunk_plan_by_hand, compressed_slot_mapping_by_hand,
+                                      variant_rules_reach_the_callbacks))

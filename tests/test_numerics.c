@@ -784,16 +784,12 @@ START_TEST(test_ulp)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("numerics");
-    dsv4_test_tcase(s, "codes", 0, NULL, NULL,
-        DSV4_TESTS(test_fp8_all_codes, test_e8m0_all_codes, test_e2m1_all_codes, test_bf16_f16_all_patterns));
-    dsv4_test_tcase(s, "tables", 0, NULL, NULL,
-        DSV4_TESTS(test_fp8_table_e4m3fn, test_fp8_table_e4m3fnuz, test_bf16_table, test_f16_table, test_e2m1_table,
-                   test_e2m1_packing, test_e8m0_table, test_ulp));
-    /* 120 s: the ASan build is several times slower */
-    dsv4_test_tcase(s, "cross", 120, NULL, NULL,
-        DSV4_TESTS(test_references_sane, test_cross_bf16_patterns, test_cross_random));
-    return dsv4_test_run(s);
-}
+DSV4_TEST_GROUPS_MAIN("numerics",
+                      DSV4_TEST_GROUP("codes", 0, NULL, NULL, test_fp8_all_codes, test_e8m0_all_codes,
+                                      test_e2m1_all_codes, test_bf16_f16_all_patterns),
+                      DSV4_TEST_GROUP("tables", 0, NULL, NULL, test_fp8_table_e4m3fn, test_fp8_table_e4m3fnuz,
+                                      test_bf16_table, test_f16_table, test_e2m1_table, test_e2m1_packing,
+                                      test_e8m0_table, test_ulp),
+                      /* 120 s: the ASan build is several times slower */
+                      DSV4_TEST_GROUP("cross", 120, NULL, NULL, test_references_sane, test_cross_bf16_patterns,
+                                      test_cross_random))

@@ -19,24 +19,7 @@
 #define SUITE "cases/ci/quant.yaml"
 #define OUT_MAX (1 << 20)
 
-static char err[1024];
-static dsv4check_suite *suite;
-static char *out;
-
-static void setup(void)
-{
-    out = malloc(OUT_MAX);
-    ck_assert_ptr_nonnull(out);
-    ck_assert_int_eq(dsv4check_suite_load(SUITE, &suite, err, sizeof err), DSV4CHECK_OK);
-}
-
-static void teardown(void)
-{
-    dsv4check_suite_free(suite);
-    free(out);
-}
-
-static const dsv4check_case *find_case(const char *name) { return dsv4_test_find_case(suite, name); }
+DSV4_TEST_API_FIXTURE(SUITE, suite, OUT_MAX)
 
 /* A kernel's outputs: the reference in the kernel dtypes (what --impl ref
  * produces), copied so that a test can change bytes. */

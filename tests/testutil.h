@@ -62,6 +62,40 @@ static inline int dsv4_test_main(const char *suite_name, const char *tcase_name,
 #define DSV4_TEST_MAIN(suite_name, tcase_name, timeout, setup, teardown, ...) \
     int main(void) { return dsv4_test_main(suite_name, tcase_name, timeout, setup, teardown, DSV4_TESTS(__VA_ARGS__)); }
 
+/* One TCase of a program with several: its name, timeout, checked fixture
+ * and tests, as dsv4_test_tcase takes them; DSV4_TEST_GROUP(name, timeout,
+ * setup, teardown, tests...) writes one. */
+typedef struct dsv4_test_group {
+    const char *name;
+    double timeout;
+    SFun setup, teardown;
+    const TTest *const *tests;
+    size_t n;
+} dsv4_test_group;
+
+#define DSV4_TEST_GROUP(name, timeout, setup, teardown, ...) {name, timeout, setup, teardown, DSV4_TESTS(__VA_ARGS__)}
+
+/* The groups of a program as one argument pair of dsv4_test_groups_main. */
+#define DSV4_TEST_GROUPS(...)                                                                          \
+    (const dsv4_test_group[]){__VA_ARGS__},                                                            \
+        sizeof((const dsv4_test_group[]){__VA_ARGS__}) / sizeof(dsv4_test_group)
+
+/* The whole main() of a test program with n TCases: builds the suite of
+ * the groups in order, runs it (dsv4_test_run) and returns the exit status. */
+static inline int dsv4_test_groups_main(const char *suite_name, const dsv4_test_group *groups, size_t n)
+{
+    Suite *s = suite_create(suite_name);
+    for (size_t i = 0; i < n; i++)
+        dsv4_test_tcase(s, groups[i].name, groups[i].timeout, groups[i].setup, groups[i].teardown, groups[i].tests,
+                        groups[i].n);
+    return dsv4_test_run(s);
+}
+
+/* Defines main() of a test program with several TCases: its suite, then its
+ * groups (DSV4_TEST_GROUP) in order. */
+#define DSV4_TEST_GROUPS_MAIN(suite_name, ...) \
+    int main(void) { return dsv4_test_groups_main(suite_name, DSV4_TEST_GROUPS(__VA_ARGS__)); }
+
 /* Reads a whole file into a malloc'd buffer with a NUL after its last byte
  * (so text can be searched as a string); *len, when given, is its size. */
 static inline char *dsv4_test_slurp_len(const char *path, size_t *len)
@@ -92,6 +126,40 @@ static inline int dsv4_test_count(const char *hay, const char *needle)
         n++;
     return n;
 }
+
+/* The strings an output must hold, as one argument of dsv4_test_holds or
+ * dsv4_test_expect: DSV4_WANTS("summary: 1 passed", "PASS ..."). */
+#define DSV4_WANTS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* The first of the NULL-terminated strings wants that text does not hold;
+ * NULL when it holds them all. */
+static inline const char *dsv4_test_first_missing(const char *text, const char *const *wants)
+{
+    for (; *wants; wants++)
+        if (!strstr(text, *wants))
+            return *wants;
+    return NULL;
+}
+
+/* Asserts that text holds every string of wants (DSV4_WANTS); a failure
+ * names the first one missing and shows the text. Macros, so that Check
+ * reports the caller's line. */
+#define dsv4_test_holds(text, wants)                                                                   \
+    do {                                                                                               \
+        const char *const text_ = (text), *const missing_ = dsv4_test_first_missing(text_, wants);    \
+        ck_assert_msg(missing_ == NULL, "no '%s' in:\n%.6000s", missing_, text_);                     \
+    } while (0)
+
+/* Asserts that the command run (an expression that runs it into text and
+ * gives its exit code, e.g. dsv4_test_cli(...)) exits with want_rc and that
+ * text then holds every string of wants; a failure names the command as
+ * written and shows its output. */
+#define dsv4_test_expect(run, want_rc, text, wants)                                                    \
+    do {                                                                                               \
+        const int rc_ = (run);                                                                         \
+        ck_assert_msg(rc_ == (want_rc), "%s: exit %d, want %d:\n%.6000s", #run, rc_, (want_rc), (text)); \
+        dsv4_test_holds(text, wants);                                                                  \
+    } while (0)
 
 /* Writes text to path (created or truncated). */
 static inline void dsv4_test_write_file(const char *path, const char *text)
@@ -251,6 +319,37 @@ static inline void dsv4_test_scratch_close(const char *dir, char **out)
 
 /* The public C API, for a test program that includes dsv4check.h first. */
 #ifdef DSV4CHECK_H
+/* The checked fixture of an API test program: an output buffer of out_len
+ * bytes into *out and the suite at path loaded into *suite (err, of errlen
+ * bytes, gets the loader's message: none); dsv4_test_api_close frees both. */
+static inline void dsv4_test_api_open(const char *path, dsv4check_suite **suite, char *err, size_t errlen, char **out,
+                                      size_t out_len)
+{
+    *out = malloc(out_len);
+    ck_assert_ptr_nonnull(*out);
+    ck_assert_msg(dsv4check_suite_load(path, suite, err, errlen) == DSV4CHECK_OK, "%s: %s", path, err);
+    ck_assert_str_eq(err, "");
+}
+
+static inline void dsv4_test_api_close(dsv4check_suite *suite, char **out)
+{
+    dsv4check_suite_free(suite);
+    free(*out);
+    *out = NULL;
+}
+
+/* Defines the fixture of an API test program on the suite at path: err (the
+ * API's messages), out (out_len bytes, for the CLI's output), suite_var (the
+ * suite), setup and teardown (dsv4_test_api_open / _close) and find_case
+ * (a case of the suite by name). */
+#define DSV4_TEST_API_FIXTURE(path, suite_var, out_len)                                                \
+    static char err[1024];                                                                             \
+    static dsv4check_suite *suite_var;                                                                 \
+    static char *out;                                                                                  \
+    static void setup(void) { dsv4_test_api_open(path, &suite_var, err, sizeof err, &out, out_len); }   \
+    static void teardown(void) { dsv4_test_api_close(suite_var, &out); }                               \
+    static const dsv4check_case *find_case(const char *name) { return dsv4_test_find_case(suite_var, name); }
+
 /* The case of suite s named name; the test fails when s has none. */
 static inline const dsv4check_case *dsv4_test_find_case(const dsv4check_suite *s, const char *name)
 {

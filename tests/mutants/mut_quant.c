@@ -24,6 +24,24 @@ static float *input_f32(mut_call *m, const char *name, int ftz, dsv4_tensor **x)
     return f;
 }
 
+/* A row quantizer's tensors: its input x, x as the kernel's fp32 view f
+ * (malloc'd) and its two outputs, the codes and their scales. */
+typedef struct rows_io {
+    dsv4_tensor *x, *codes, *scales;
+    float *f;
+} rows_io;
+
+/* The outputs named codes and scales and the input "x" (input_f32, ftz as
+ * there) of a row quantizer into io; an error when one is missing. */
+static int rows_io_get(mut_call *m, const char *codes, const char *scales, int ftz, rows_io *io)
+{
+    int rc;
+    if ((rc = mut_need(m, &m->out, codes, &io->codes)) || (rc = mut_need(m, &m->out, scales, &io->scales)))
+        return rc;
+    io->f = input_f32(m, "x", ftz, &io->x);
+    return io->f ? DSV4_OK : m->st->code ? m->st->code : DSV4_ERUNTIME;
+}
+
 /* ---- mxfp4_quant ---- */
 
 typedef enum fp4_bug { FP4_NONE, FP4_TRANSPOSED_SCALES, FP4_NIBBLES_SWAPPED, FP4_SHUFFLE_SKIPPED } fp4_bug;
@@ -32,30 +50,27 @@ typedef enum fp4_bug { FP4_NONE, FP4_TRANSPOSED_SCALES, FP4_NIBBLES_SWAPPED, FP4
  * the scales (row-major [T, W/32]) placed into scales as bug says. */
 static int mxfp4(mut_call *m, dsv4_mx_rule rule, dsv4_mx_elem elem, int ftz, fp4_bug bug)
 {
-    dsv4_tensor *x, *codes, *scales;
-    int rc;
-    if ((rc = mut_need(m, &m->out, "x_fp4", &codes)) || (rc = mut_need(m, &m->out, "scales", &scales)))
+    rows_io io;
+    int rc = rows_io_get(m, "x_fp4", "scales", ftz, &io);
+    if (rc)
         return rc;
-    float *f = input_f32(m, "x", ftz, &x);
-    if (!f)
-        return m->st->code ? m->st->code : DSV4_ERUNTIME;
-    const int64_t T = x->shape[0], W = x->shape[1], nb = W / 32;
+    const int64_t T = io.x->shape[0], W = io.x->shape[1], nb = W / 32;
     uint8_t *rows = malloc((size_t)(T * nb + 1));
     if (!rows) {
-        free(f);
+        free(io.f);
         return dsv4_fail(m->st, DSV4_ERUNTIME, "out of memory");
     }
-    rc = dsv4_mx_quant_rows_fp4(f, T, W, rule, elem, codes->data, rows, m->st);
-    uint8_t *s = scales->data, *c = codes->data;
+    rc = dsv4_mx_quant_rows_fp4(io.f, T, W, rule, elem, io.codes->data, rows, m->st);
+    uint8_t *s = io.scales->data, *c = io.codes->data;
     if (bug == FP4_SHUFFLE_SKIPPED) /* the padded buffer, rows in plain order, padding 0 */
-        memset(s, 0, scales->nbytes);
+        memset(s, 0, io.scales->nbytes);
     for (int64_t t = 0; t < T; t++)
         for (int64_t j = 0; j < nb; j++)
             s[bug == FP4_TRANSPOSED_SCALES ? j * T + t : t * nb + j] = rows[t * nb + j];
-    for (int64_t i = 0; bug == FP4_NIBBLES_SWAPPED && i < mut_numel(codes); i++)
+    for (int64_t i = 0; bug == FP4_NIBBLES_SWAPPED && i < mut_numel(io.codes); i++)
         c[i] = (uint8_t)((c[i] >> 4) | (c[i] << 4));
     free(rows);
-    free(f);
+    free(io.f);
     return rc;
 }
 
@@ -81,15 +96,12 @@ int mut_mxfp4_shuffle_skipped(mut_call *m)
 
 static int mxfp8(mut_call *m, dsv4_mx_rule rule, int ftz)
 {
-    dsv4_tensor *x, *data, *scale;
-    int rc;
-    if ((rc = mut_need(m, &m->out, "data", &data)) || (rc = mut_need(m, &m->out, "scale", &scale)))
+    rows_io io;
+    int rc = rows_io_get(m, "data", "scale", ftz, &io);
+    if (rc)
         return rc;
-    float *f = input_f32(m, "x", ftz, &x);
-    if (!f)
-        return m->st->code ? m->st->code : DSV4_ERUNTIME;
-    rc = dsv4_mx_quant_rows_fp8(f, x->shape[0], x->shape[1], rule, data->data, scale->data, m->st);
-    free(f);
+    rc = dsv4_mx_quant_rows_fp8(io.f, io.x->shape[0], io.x->shape[1], rule, io.codes->data, io.scales->data, m->st);
+    free(io.f);
     return rc;
 }
 
@@ -102,15 +114,12 @@ int mut_mxfp8_ftz(mut_call *m) { return mxfp8(m, DSV4_MX_FP8_CEIL_F32LOG2, 1); }
 
 static int group_quant(mut_call *m, dsv4_fp8q_cfg cfg)
 {
-    dsv4_tensor *x, *y, *scale;
-    int rc;
-    if ((rc = mut_need(m, &m->out, "y", &y)) || (rc = mut_need(m, &m->out, "scale", &scale)))
+    rows_io io;
+    int rc = rows_io_get(m, "y", "scale", 0, &io);
+    if (rc)
         return rc;
-    float *f = input_f32(m, "x", 0, &x);
-    if (!f)
-        return m->st->code ? m->st->code : DSV4_ERUNTIME;
-    rc = dsv4_fp8q_rows(f, x->shape[0], x->shape[1], &cfg, y->data, scale->data, m->st);
-    free(f);
+    rc = dsv4_fp8q_rows(io.f, io.x->shape[0], io.x->shape[1], &cfg, io.codes->data, io.scales->data, m->st);
+    free(io.f);
     return rc;
 }
 
