@@ -360,7 +360,9 @@ __global__ void __launch_bounds__(MMA_THREADS) mma_peak_kernel(long long steps, 
  * and the four-code words dsv4q_fp8x4 and dsv4q_fp8x4_scaled, the latter
  * with its one NaN test a word, at scale 1), every one of the 2^32 fp32
  * inputs is converted both ways on this device, in each byte position of
- * the word.  res: {conversions checked, mismatches, first mismatch}. */
+ * the word; and the hardware decode (dsv4q_fp8x2_decode_hw) of every pair
+ * of non-NaN codes against dsv4q_fp8_decode (a mismatch there is reported
+ * as input 2^32 + the pair).  res: {conversions checked, mismatches, first mismatch}. */
 __global__ void codec_check_kernel(unsigned long long *res)
 {
 #ifdef DSV4Q_HW_E4M3
@@ -380,6 +382,19 @@ __global__ void codec_check_kernel(unsigned long long *res)
         if (dsv4q_fp8_hw(x) != dsv4q_fp8_int(x, 0) || dsv4q_fp8x4(q[0], q[1], q[2], q[3], 0) != want ||
             dsv4q_fp8x4_scaled(q, 1.0f, 0) != want) {
             first = bad ? first : i;
+            bad++;
+        }
+    }
+    /* the hardware e4m3fn decode of every pair of non-NaN codes */
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < 65536; i += stride) {
+        const uint32_t b0 = (uint32_t)i & 0xFFu, b1 = (uint32_t)i >> 8;
+        if (dsv4q_fp8x4_has_nan(b0 | b1 << 8))
+            continue;
+        float lo, hi;
+        dsv4q_fp8x2_decode_hw((uint16_t)i, &lo, &hi);
+        if (dsv4q_bits(lo) != dsv4q_bits(dsv4q_fp8_decode((uint8_t)b0, 0)) ||
+            dsv4q_bits(hi) != dsv4q_bits(dsv4q_fp8_decode((uint8_t)b1, 0))) {
+            first = bad ? first : (1ull << 32) + i; /* past the fp32 inputs: a decode pair */
             bad++;
         }
     }
@@ -420,7 +435,8 @@ static int codec_check(dsv4_plugin_tensor *outputs, int noutputs, double *ms, ch
     memcpy(outputs[0].data, host, sizeof host);
     if (host[1])
         return fail(err, errlen, DSV4_PLUGIN_ERUNTIME,
-                    "the hardware e4m3 conversion differs from the integer rule on %llu fp32 inputs (the first %08llx)",
+                    "the hardware e4m3 conversion differs from the integer rule on %llu inputs (the first %08llx; "
+                    "from 100000000 on, 2^32 + a pair of codes the decode got wrong)",
                     host[1], host[2]);
     return DSV4_PLUGIN_OK;
 }

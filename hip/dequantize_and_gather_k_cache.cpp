@@ -8,11 +8,13 @@
  * per 256-thread block and 4 rows per thread (gather_kernel: all loads of
  * the 4 rows in flight together).  Lane l < 56 reads 8 fp8 bytes (one 8-byte load) and
  * its block's scale byte, computes fl(fp8 * 2^(s-127)) in fp32 and rounds to
- * bf16 (as the reference, x86 NaN results included, quant_rules.h); lanes
+ * bf16 (as the reference, x86 NaN results included, quant_rules.h; on
+ * NVIDIA sm_89+ the e4m3fn codes of a lane without NaN codes or an Inf
+ * scale decode in hardware, dsv4q_fp8x2_decode_hw); lanes
  * 56..63 copy 16 bytes of RoPE bf16.  Every lane writes 16 bytes.
  *
  * V4.1 variants format=v41_fp8 / format=v41_fp4 (docs/semantics/kvcache.md A2.4 [S22], ref/kvcache.c
- * dsv4_kv41_decode_token_bf16), UNRUN on a GPU so far (compiled only): one
+ * dsv4_kv41_decode_token_bf16): one
  * row per 64 lanes (grid (rows / 4, R)); lane l decodes dims 8l..8l+7 from 8 fp8 bytes x its 32-tile's
  * UE8M0 scale, or from 4 packed e2m1 bytes x its 16-tile's e4m3 scale
  * (products exact in bf16).  Block-table entries are checked on the host
@@ -135,10 +137,23 @@ __global__ void __launch_bounds__(256)
             /* fp32 2^(b-127): 2^-127 subnormal, 2^128 = +Inf (kvcache.c scale_f32) */
             const float s = sb[k] == 255 ? dsv4q_float(0x7F800000u) : dsv4q_pow2((int)sb[k] - 127);
             uint32_t u[4];
-            for (int q = 0; q < 4; q++) {
-                const uint32_t word = q < 2 ? w[k].x : w[k].y, sh = 16 * (q & 1);
-                u[q] = (uint32_t)decode_bf16((uint8_t)(word >> sh), s, fnuz) |
-                       ((uint32_t)decode_bf16((uint8_t)(word >> (sh + 8)), s, fnuz) << 16);
+#ifdef DSV4Q_HW_E4M3
+            /* no NaN code and a finite scale: the products are never NaN, so the
+             * x86 NaN rules have nothing to do and the codes decode in hardware */
+            if (!fnuz && sb[k] != 255 && !dsv4q_fp8x4_has_nan(w[k].x) && !dsv4q_fp8x4_has_nan(w[k].y)) {
+                for (int q = 0; q < 4; q++) {
+                    float lo, hi;
+                    dsv4q_fp8x2_decode_hw((uint16_t)((q < 2 ? w[k].x : w[k].y) >> (16 * (q & 1))), &lo, &hi);
+                    u[q] = (uint32_t)dsv4q_bf16(lo * s) | (uint32_t)dsv4q_bf16(hi * s) << 16;
+                }
+            } else
+#endif
+            {
+                for (int q = 0; q < 4; q++) {
+                    const uint32_t word = q < 2 ? w[k].x : w[k].y, sh = 16 * (q & 1);
+                    u[q] = (uint32_t)decode_bf16((uint8_t)(word >> sh), s, fnuz) |
+                           ((uint32_t)decode_bf16((uint8_t)(word >> (sh + 8)), s, fnuz) << 16);
+                }
             }
             *dst = make_int4((int)u[0], (int)u[1], (int)u[2], (int)u[3]);
         } else { /* bits copied, NaN payloads too [S1] */

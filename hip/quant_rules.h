@@ -184,6 +184,10 @@ DSV4Q_FN uint32_t dsv4q_fp8x4(float q0, float q1, float q2, float q3, int fnuz)
            (uint32_t)dsv4q_fp8_int(q2, fnuz) << 16 | (uint32_t)dsv4q_fp8_int(q3, fnuz) << 24;
 }
 
+/* Whether a word of four e4m3fn codes holds a NaN code (low seven bits all
+ * ones): one add carries into bit 7 of exactly those bytes. */
+DSV4Q_FN int dsv4q_fp8x4_has_nan(uint32_t w) { return (((w & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u) != 0; }
+
 /* dsv4q_fp8(dsv4q_mul(v[i], f)) (div: dsv4q_div(v[i], f)) of four values as
  * one e4m3fn word, f finite and nonzero (an MX power of two, an FP8 group
  * scale).  Then v * f and v / f are NaN exactly when v is, and the code of
@@ -201,7 +205,7 @@ DSV4Q_FN uint32_t dsv4q_fp8x4_scaled(const float v[4], float f, int div)
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(q[1]), "f"(q[0]));
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(q[3]), "f"(q[2]));
     uint32_t w = (uint32_t)lo | (uint32_t)hi << 16;
-    if (((w & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u)
+    if (dsv4q_fp8x4_has_nan(w))
         for (int i = 0; i < 4; i++)
             if (dsv4q_isnan(v[i]))
                 w = (w & ~(0xFFu << (8 * i))) | (((dsv4q_bits(v[i]) >> 24) & 0x80u) | 0x7Fu) << (8 * i);
@@ -224,6 +228,20 @@ DSV4Q_FN float dsv4q_fp8_decode(uint8_t b, int fnuz)
                                : (float)(8 + mant) * dsv4q_pow2(field + emin - 4);
     return (b & 0x80) ? -v : v;
 }
+
+#ifdef DSV4Q_HW_E4M3
+/* The two e4m3fn codes of a 16-bit pair (low byte first) as fp32, for codes
+ * that are not NaN: the hardware conversion to f16 (every e4m3fn value is
+ * an f16), then f16 to fp32, both exact; equal to dsv4q_fp8_decode, which the
+ * bench's device codec check compares on all 65536 pairs. */
+DSV4Q_FN void dsv4q_fp8x2_decode_hw(uint16_t two, float *lo, float *hi)
+{
+    uint32_t h2;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(two));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(*lo) : "h"((unsigned short)(h2 & 0xFFFFu)));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(*hi) : "h"((unsigned short)(h2 >> 16)));
+}
+#endif
 
 /* e2m1 RNE, the aiter bit method (numerics.c dsv4_e2m1_from_f32), NaN payload included.
  * One add-and-shift gives the RNE code of every |x| >= 1 (exponent and top

@@ -9,7 +9,7 @@
  * encoder (kv_encode.h).
  *
  * V4.1 variants (docs/semantics/kvcache.md A2.4 [S22], ref/kvcache.c dsv4_kv41_encode_token),
- * UNRUN on a GPU so far (compiled only): format=v41_fp8 (528 B, page = B
+ * format=v41_fp8 (528 B, page = B
  * data rows of 512 e4m3fn, then B rows of 16 UE8M0 bytes) and format=v41_fp4
  * (288 B, B rows of 256 packed e2m1, then B rows of 32 e4m3fn scales).
  * Same mapping, 64 lanes per token, lane l holds dims 8l..8l+7: a 32-tile

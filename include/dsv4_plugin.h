@@ -149,7 +149,9 @@ typedef struct dsv4_plugin {
      * the device's hardware number conversions, where kernels use them,
      * against the integer rules on every fp32 input; it writes {conversions
      * checked (0: the kernels use none), mismatches, first mismatching fp32
-     * bit pattern} and returns an error when any input differs. */
+     * bit pattern} and returns an error when any input differs.  A plug-in
+     * without it refuses the pseudo-op with any error but
+     * DSV4_PLUGIN_ERUNTIME, which the bench takes as a failed check. */
     int (*time)(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
                 const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs,
                 int noutputs, int iters, double *ms, char *err, size_t errlen);
