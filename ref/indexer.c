@@ -325,11 +325,12 @@ DSV4_AVX2_INLINE __m256 rope_bf16_avx2(__m256 v, const float *row, int half, int
     return dsv4_avx2_bf16_round(_mm256_blend_ps(even, odd, 0xAA));
 }
 
-#define QQ_MAX_BLOCKS (1024 / DSV4_MX_BLOCK) /* D <= 1024 (checked) */
+#define QQ_BATCH 16 /* blocks per dsv4_mx_fp4_blocks_512 call */
 
 /* qquant_range with the head rows built in registers block by block (a
  * block lies wholly in the NoPE or the RoPE part: both are multiples of
- * 32) and quantized there, no fp32 copy of the token. */
+ * 32) and quantized there, no fp32 copy of the token; where AVX-512F runs,
+ * sixteen blocks at a time through an fp32 buffer of 2 KB (in L1). */
 DSV4_AVX2 static int qquant_range_avx2(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
 {
     (void)worker;
@@ -338,7 +339,9 @@ DSV4_AVX2 static int qquant_range_avx2(void *ctx, int64_t t0, int64_t t1, int wo
     const int D = a->D, H = a->H, nope = a->D - a->rope_dim, half = a->rope_dim / 2;
     const float ws_b = (float)(a->softmax_scale * a->head_scale); /* as qquant_range */
     const float ss_a = (float)a->softmax_scale, hs_a = (float)a->head_scale;
-    const int wide = dsv4_simd_level() >= DSV4_SIMD_AVX512; /* the block's codes 16 lanes at a time */
+    const int wide = dsv4_simd_level() >= DSV4_SIMD_AVX512; /* 16 blocks at a time, 16 lanes at a time */
+    const int nb = D / DSV4_MX_BLOCK;
+    float buf[QQ_BATCH * DSV4_MX_BLOCK];
     dsv4_mx_prepare();
     for (int64_t t = t0; t < t1; t++) {
         const float *row;
@@ -350,25 +353,39 @@ DSV4_AVX2 static int qquant_range_avx2(void *ctx, int64_t t0, int64_t t1, int wo
                 return rc;
             continue;
         }
+        if (wide) { /* the token's H x nb blocks in a row, built 16 at a time into buf */
+            const int64_t nblk = (int64_t)H * nb;
+            for (int64_t i0 = 0; i0 < nblk; i0 += QQ_BATCH) {
+                const int nk = nblk - i0 < QQ_BATCH ? (int)(nblk - i0) : QQ_BATCH;
+                for (int k = 0; k < nk; k++) {
+                    const int64_t i = i0 + k, h = i / nb;
+                    const int e0 = (int)(i % nb) * DSV4_MX_BLOCK;
+                    const uint16_t *src = a->q + (t * H + h) * D;
+                    for (int r = 0; r < 4; r++) {
+                        __m256 v = dsv4_avx2_load_bf16(src + e0 + 8 * r);
+                        if (e0 >= nope)
+                            v = rope_bf16_avx2(v, row, half, (e0 + 8 * r - nope) / 2);
+                        _mm256_storeu_ps(buf + k * DSV4_MX_BLOCK + 8 * r, v);
+                    }
+                }
+                dsv4_mx_fp4_blocks_512(buf, nk, j->rule, j->elem, j->q_packed + (t * nblk + i0) * (DSV4_MX_BLOCK / 2),
+                                       j->q_scale + t * nblk + i0);
+            }
+        }
         for (int h = 0; h < H; h++) {
             const int64_t th = t * H + h;
             const uint16_t *src = a->q + th * D;
-            __m256 hv[QQ_MAX_BLOCKS * 4]; /* the head's blocks, quantized in one call where AVX-512 runs */
-            const int nb = D / DSV4_MX_BLOCK;
-            for (int b = 0; b < nb; b++) {
+            for (int b = 0; !wide && b < nb; b++) {
                 const int i0 = b * DSV4_MX_BLOCK;
-                __m256 *v = wide ? hv + 4 * b : hv;
+                __m256 v[4];
                 for (int r = 0; r < 4; r++)
                     v[r] = dsv4_avx2_load_bf16(src + i0 + 8 * r);
                 if (i0 >= nope)
                     for (int r = 0; r < 4; r++)
                         v[r] = rope_bf16_avx2(v[r], row, half, (i0 + 8 * r - nope) / 2);
-                if (!wide)
-                    j->q_scale[th * nb + b] = dsv4_mx_fp4_block_avx2(
-                        v, j->rule, j->elem, j->q_packed + th * (D / 2) + b * (DSV4_MX_BLOCK / 2));
+                j->q_scale[th * nb + b] =
+                    dsv4_mx_fp4_block_avx2(v, j->rule, j->elem, j->q_packed + th * (D / 2) + b * (DSV4_MX_BLOCK / 2));
             }
-            if (wide)
-                dsv4_mx_fp4_blocks_avx512(hv, nb, j->rule, j->elem, j->q_packed + th * (D / 2), j->q_scale + th * nb);
             const float w = a->weights[th];
             j->weights_out[th] = a->quant == DSV4_IDX_QUANT_A ? (w * ss_a) * hs_a : w * ws_b;
         }

@@ -83,6 +83,26 @@ static void make_finite(float *x, int64_t n)
             x[i] = (float)(i % 7) - 3.0f;
 }
 
+/* Each 32-block's amax set to a value at or a few ulps beside a scale
+ * rule's edge (448 2^e, 6 2^e, 2^e; e over the fp32 range, subnormals
+ * included), the other lanes brought below it. */
+static void near_scale_edges(float *x, int64_t n)
+{
+    static const float bases[] = {448.0f, 6.0f, 1.0f, 1.75f, 1.5f};
+    for (int64_t b = 0; b + 32 <= n; b += 32) {
+        const int e = (int)(next_u32() % 280) - 150;
+        const float edge = ldexpf(bases[next_u32() % 5], e);
+        uint32_t bits;
+        memcpy(&bits, &edge, sizeof bits);
+        bits = bits + (next_u32() % 7) - 3;
+        const float amax = isfinite(bits_f32(bits)) ? bits_f32(bits) : edge;
+        for (int k = 0; k < 32; k++)
+            if (fabsf(x[b + k]) > amax)
+                x[b + k] = x[b + k] < 0 ? -amax * 0.5f : amax * 0.5f;
+        x[b + next_u32() % 32] = next_u32() & 1 ? -amax : amax;
+    }
+}
+
 #define T_ROWS 37
 #define W_COLS 512
 
@@ -138,8 +158,12 @@ START_TEST(mx_rows_same_bytes)
 {
     static float x[T_ROWS * W_COLS];
     static uint16_t h[T_ROWS * W_COLS];
-    for (int trial = 0; trial < 4; trial++) {
+    for (int trial = 0; trial < 6; trial++) {
         fill(x, T_ROWS * W_COLS);
+        if (trial >= 2) /* finite blocks: the vector paths, not the NaN / Inf fallback */
+            make_finite(x, T_ROWS * W_COLS);
+        if (trial >= 4)
+            near_scale_edges(x, T_ROWS * W_COLS);
         to_bf16(x, T_ROWS * W_COLS, h);
         for (int rule = 0; rule < DSV4_MX_RULE_COUNT; rule++) {
             if (dsv4_mx_rule_is_fp4((dsv4_mx_rule)rule)) {
@@ -188,8 +212,10 @@ START_TEST(indexer_q_quant_same_bytes)
     static float x[T * H * D], cs[POS * D], w[T * H];
     static uint16_t q[T * H * D];
     int64_t pos[T];
-    for (int trial = 0; trial < 4; trial++) {
+    for (int trial = 0; trial < 6; trial++) {
         fill(x, T * H * D);
+        if (trial >= 4) /* finite blocks near the scale edges: the vector paths */
+            make_finite(x, T * H * D), near_scale_edges(x, T * H * D);
         to_bf16(x, T * H * D, q);
         for (int i = 0; i < POS * D; i++) /* cos | sin rows, with a NaN and an Inf in the last trial */
             cs[i] = trial == 3 && i % 97 == 5 ? (i % 2 ? NAN : INFINITY) : (float)sin(0.37 * i + trial);
@@ -219,6 +245,8 @@ START_TEST(inverse_rope_mxfp8_same_bytes)
         fill(x, T * H * D);
         if (trial < 3) /* trial 3 keeps non-finite lanes: both paths must fail alike */
             make_finite(x, T * H * D);
+        if (trial == 1) /* blocks at the scale edges */
+            near_scale_edges(x, T * H * D);
         to_bf16(x, T * H * D, o16);
         if (trial < 3)
             for (int i = 0; i < T * H * D; i++) /* the bf16 rounding may overflow */
