@@ -574,8 +574,10 @@ MX512_INLINE int fp4_codes_512(const __m512 v[2], float m, dsv4_mx_elem elem, ui
     }
     if (nan)
         return 0;
-    const __m256i bytes = _mm256_set_m128i(_mm512_cvtepi32_epi8(c[1]), _mm512_cvtepi32_epi8(c[0]));
-    _mm_storeu_si128((__m128i *)(void *)packed, dsv4_avx2_pack_nibbles(bytes));
+    /* each 64-bit lane holds an (even, odd) pair of codes: even | odd << 4 in its low byte */
+    const __m128i lo = _mm512_cvtepi64_epi8(_mm512_or_si512(c[0], _mm512_srli_epi64(c[0], 28)));
+    const __m128i hi = _mm512_cvtepi64_epi8(_mm512_or_si512(c[1], _mm512_srli_epi64(c[1], 28)));
+    _mm_storeu_si128((__m128i *)(void *)packed, _mm_unpacklo_epi64(lo, hi));
     return 1;
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../ref/attention.h"
+#include "../ref/compressor.h"
 #include "../ref/fp8quant.h"
 #include "../ref/indexer.h"
 #include "../ref/mx.h"
@@ -312,6 +313,60 @@ START_TEST(rmsnorm_rows_match_serial)
 }
 END_TEST
 
+/* The fused insert's bf16 q rows (dsv4_ref_qnorm_rope_bf16): the AVX-512
+ * rows (sixteen heads side by side, head counts that leave a partial
+ * group), as bf16 and as doubles, against the portable ones, values of
+ * many magnitudes, a token
+ * with a zero head (r = 1/sqrt(eps)), a NaN and an Inf in the cos/sin
+ * table (trial 2), non-finite q lanes (trial 3: both fail alike). */
+START_TEST(qnorm_rope_bf16_same_bytes)
+{
+    enum { POS = 5, N = 2 * 18 * DSV4_HEAD_DIM };
+    static float x[N], cs[POS * DSV4_ROPE_DIM];
+    static uint16_t q[N];
+    int64_t pos[4];
+    const int64_t shapes[2][2] = {{4, 9}, {2, 18}};
+    for (int trial = 0; trial < 4; trial++) {
+        fill(x, N);
+        if (trial < 3)
+            make_finite(x, N);
+        to_bf16(x, N, q);
+        if (trial < 3)
+            for (int i = 0; i < N; i++)
+                if (!isfinite(dsv4_bf16_to_f32(q[i])))
+                    q[i] = 0xBF80;
+        for (int i = 0; i < DSV4_HEAD_DIM; i++) /* a zero head */
+            q[DSV4_HEAD_DIM + i] = 0;
+        for (int i = 0; i < POS * DSV4_ROPE_DIM; i++)
+            cs[i] = trial == 2 && i % 67 == 3 ? (i % 2 ? NAN : INFINITY) : (float)cos(0.23 * i + trial);
+        for (int t = 0; t < 4; t++)
+            pos[t] = (t * 2 + trial) % POS;
+        for (int sh = 0; sh < 2; sh++) {
+            dsv4_qnorm_insert_args a = {0};
+            a.q = q, a.T = shapes[sh][0], a.H = shapes[sh][1], a.positions = pos, a.cos_sin_cache = cs;
+            a.num_pos = POS, a.eps = trial == 1 ? 0.0 : 1e-6;
+            COMPARE_PATHS("qnorm rope bf16", dsv4_ref_qnorm_rope_bf16(&a, (uint16_t *)(void *)o->a, &st));
+            /* the double rows (the golden dtype), each level against the portable ones */
+            static double want[N], got[N];
+            static const int caps[2] = {DSV4_SIMD_AVX2_FMA, DSV4_SIMD_AVX512};
+            dsv4_status st = {0};
+            memset(want, 0, sizeof want);
+            dsv4_simd_force_portable(1);
+            const int rc_want = dsv4_ref_qnorm_rope(&a, want, NULL, &st);
+            dsv4_simd_force_portable(0);
+            for (int c = 0; c < 2; c++) {
+                memset(got, 0, sizeof got);
+                dsv4_simd_cap_level(caps[c]);
+                const int rc_got = dsv4_ref_qnorm_rope(&a, got, NULL, &st);
+                dsv4_simd_cap_level(DSV4_SIMD_AVX512);
+                ck_assert_msg(rc_got == rc_want && !memcmp(want, got, sizeof want), "qnorm rope f64, level %d: differ",
+                              caps[c]);
+            }
+        }
+    }
+}
+END_TEST
+
 DSV4_TEST_MAIN("simd", "core", 120, NULL, NULL, avx2_path_is_on_where_supported, mx_rows_same_bytes,
                fp8_group_rows_same_bytes, indexer_q_quant_same_bytes, inverse_rope_mxfp8_same_bytes,
-               rmsnorm_rows_match_serial)
+               rmsnorm_rows_match_serial, qnorm_rope_bf16_same_bytes)
