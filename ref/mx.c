@@ -540,10 +540,30 @@ DSV4_AVX2 uint8_t dsv4_mx_fp4_block_avx2(const __m256 v[4], dsv4_mx_rule rule, d
 }
 
 /* fp4_codes_avx2 sixteen lanes at a time (AVX-512F): the same fp32
- * products and threshold counts (a lane's magnitude is the count of the
- * thresholds it passes, here added under compare masks), the same signs;
- * 0 if some q is NaN. */
+ * products, the same magnitudes (RNE by rounding, e2m1_rne_magnitude_512;
+ * half-away by the threshold counts, added under compare masks), the same
+ * signs; 0 if some q is NaN. */
 #define MX512_INLINE static inline __attribute__((target("avx512f,avx2,fma"), always_inline))
+
+/* dsv4_e2m1_rne_magnitude of non-NaN |q| bits a, by rounding instead of
+ * threshold counts: from 1.0 up, e2m1 is fp32 kept to one mantissa bit
+ * (RNE through the integer add, a carry moving into the exponent, rebias
+ * 127 -> 1), saturated at code 7; below 1.0 it is the RNE multiple of 0.5,
+ * the low bits of fl(|q| + 2^22) (the ulp of 2^22 is 0.5).  The midpoint
+ * rules (0.25 and 1.25 down, 0.75 and 1.75 up, ...) are RNE's ties to the
+ * even code; every |q| bit pattern from 0 to Inf gives the count's code. */
+MX512_INLINE __m512i e2m1_rne_magnitude_512(__m512i a)
+{
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, 22), _mm512_set1_epi32(1));
+    const __m512i nrm = _mm512_sub_epi32(
+        _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32(0x1FFFFF)), odd), 22),
+        _mm512_set1_epi32(252));
+    const __m512i sub = _mm512_sub_epi32(
+        _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(4194304.0f))),
+        _mm512_set1_epi32(0x4A800000));
+    const __mmask16 small = _mm512_cmplt_epi32_mask(a, _mm512_set1_epi32(0x3F800000));
+    return _mm512_min_epi32(_mm512_mask_mov_epi32(nrm, small, sub), _mm512_set1_epi32(7));
+}
 MX512_INLINE int fp4_codes_512(const __m512 v[2], float m, dsv4_mx_elem elem, uint8_t *packed)
 {
     __m512i c[2];
@@ -556,6 +576,9 @@ MX512_INLINE int fp4_codes_512(const __m512 v[2], float m, dsv4_mx_elem elem, ui
         const __m512 a = _mm512_castsi512_ps(abits);
         const __m512i one = _mm512_set1_epi32(1);
         __m512i n = _mm512_setzero_si512();
+        if (!half_away) {
+            n = e2m1_rne_magnitude_512(abits);
+        } else {
         /* RNE: the ties at 0.25, 1.25, 2.5, 5 stay down (>), the others go up (>=) */
 #define MX512_UP(t) n = _mm512_mask_add_epi32(n, _mm512_cmp_ps_mask(a, _mm512_set1_ps(t), _CMP_GE_OQ), n, one)
 #define MX512_TIE(t)                                                                                        \
@@ -565,6 +588,7 @@ MX512_INLINE int fp4_codes_512(const __m512 v[2], float m, dsv4_mx_elem elem, ui
         MX512_TIE(2.5f), MX512_UP(3.5f), MX512_TIE(5.0f);
 #undef MX512_UP
 #undef MX512_TIE
+        }
         /* RNE and half-away keep the sign bit (-0 -> 0x8); threshold: q < 0 only */
         const __m512i sign =
             elem == DSV4_MX_ELEM_THRESHOLD
