@@ -365,12 +365,11 @@ QQ512 static void qq_token_512(const qquant_job *j, int64_t t, const float *row)
     for (int k = 0; k < half; k++) /* pair k's c and s on its two lanes */
         cd[2 * k] = cd[2 * k + 1] = row[k], sd[2 * k] = sd[2 * k + 1] = row[half + k];
     const int64_t nblk = (int64_t)H * nb;
+    const uint16_t *src = a->q + t * H * D; /* the token's blocks in a row */
+    int e0 = 0;                             /* the lane of src's block in its head */
     for (int64_t i0 = 0; i0 < nblk; i0 += QQ_BATCH) {
         const int nk = nblk - i0 < QQ_BATCH ? (int)(nblk - i0) : QQ_BATCH;
-        for (int k = 0; k < nk; k++) {
-            const int64_t i = i0 + k;
-            const int e0 = (int)(i % nb) * DSV4_MX_BLOCK;
-            const uint16_t *src = a->q + (t * H + i / nb) * D + e0;
+        for (int k = 0; k < nk; k++, src += DSV4_MX_BLOCK, e0 = e0 + DSV4_MX_BLOCK == D ? 0 : e0 + DSV4_MX_BLOCK) {
             for (int r = 0; r < 2; r++) {
                 __m512 v = load_bf16_512(src + 16 * r);
                 if (e0 >= nope)
