@@ -576,7 +576,8 @@ static int cs_has_nan(const float *cs_row, int n)
 }
 
 /* rope_f32_range's MXFP8 rows with each block loaded, rotated and encoded
- * in registers (no fp32 copy of the token); a token with a non-finite
+ * in registers (no fp32 copy of the token; where AVX-512F runs, a head row
+ * of 2 KB at a time, in L1, its 16 blocks at once); a token with a non-finite
  * lane takes rope_f32_range for its message, and one whose cos/sin row has
  * a NaN takes it for its NaN payloads (dsv4_avx2_any_nan). */
 DSV4_AVX2 static int rope_mxfp8_range_avx2(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
@@ -584,6 +585,8 @@ DSV4_AVX2 static int rope_mxfp8_range_avx2(void *ctx, int64_t t0, int64_t t1, in
     const rope_f32_job *j = ctx;
     const int64_t H = j->H, n = H * D;
     const int nope = D - j->rope_dim, half = j->rope_dim / 2;
+    const int wide = dsv4_simd_level() >= DSV4_SIMD_AVX512; /* 16 blocks at a time, 16 lanes at a time */
+    float buf[D];
     dsv4_mx_prepare();
     for (int64_t t = t0; t < t1; t++) {
         const uint16_t *o = j->o + t * n;
@@ -597,6 +600,23 @@ DSV4_AVX2 static int rope_mxfp8_range_avx2(void *ctx, int64_t t0, int64_t t1, in
             const int rc = rope_f32_range(ctx, t, t + 1, worker, st);
             if (rc)
                 return rc;
+            continue;
+        }
+        if (wide) { /* each head row rotated into buf, then its 16 blocks at once */
+            for (int64_t h = 0; h < H; h++) {
+                const int64_t row = t * H + h;
+                if (t + 1 < t1)
+                    for (int i = 0; i < D; i += 32)
+                        _mm_prefetch((const char *)(o + n + h * D + i), _MM_HINT_T0);
+                for (int i = 0; i < D; i += 8) {
+                    __m256 v = dsv4_avx2_load_bf16(o + h * D + i);
+                    if (i >= nope)
+                        v = inverse_rope_avx2(v, cs_row, half, (i - nope) / 2);
+                    _mm256_storeu_ps(buf + i, v);
+                }
+                dsv4_mx_fp8_blocks_512(buf, D / DSV4_MX_BLOCK, j->rule, j->data + row * D,
+                                       j->scales + row * (D / DSV4_MX_BLOCK));
+            }
             continue;
         }
         for (int64_t h = 0; h < H; h++)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec_avx2.h"
 #include "codec_inline.h"
 #include "numerics.h"
 #include "parallel.h"
@@ -30,7 +31,7 @@ typedef struct qnorm_job {
     const dsv4_qnorm_insert_args *a;
     double *q_out, *mag;
     uint16_t *q_bf16; /* instead of q_out: bf16(fp32(y)), through scratch */
-    double *scratch;  /* [workers, H, 512] with q_bf16 */
+    double *scratch;  /* [workers, H, 512]: q_bf16's rows, or q_out's on the AVX-512 path */
 } qnorm_job;
 
 /* out[i] = dsv4_bf16_from_f32_inline((float)y[i]), branch-free so that
@@ -110,10 +111,183 @@ DSV4_VECTOR_CLONES static int qnorm_range(void *ctx, int64_t t0, int64_t t1, int
     return DSV4_OK;
 }
 
+#if DSV4_HAVE_AVX2_PATHS
+#define QN512 __attribute__((target("avx512f,avx2,fma")))
+#define QN512_INLINE static inline __attribute__((target("avx512f,avx2,fma"), always_inline))
+
+/* store_bf16 of 16 finite fp32 lanes (the non-NaN branch: RNE, an
+ * overflow carries into Inf) to 16 bf16. */
+QN512_INLINE void store_bf16_16(__m512 f, uint16_t *out)
+{
+    const __m512i b = _mm512_castps_si512(f);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7FFF)), odd), 16);
+    _mm256_storeu_si256((__m256i *)(void *)out, _mm512_cvtepi32_epi16(r));
+}
+
+/* 16 bf16 widened to fp32. */
+QN512_INLINE __m512 load_bf16_16(const uint16_t *h)
+{
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)h)), 16));
+}
+
+/* Whether a bf16 of x[0..n) (n a multiple of 16) has its exponent all ones. */
+static inline __attribute__((target("avx2"))) int any_nonfinite_bf16(const uint16_t *x, int64_t n)
+{
+    const __m256i expo = _mm256_set1_epi16(0x7F80);
+    __m256i bad = _mm256_setzero_si256();
+    for (int64_t i = 0; i < n; i += 16)
+        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(x + i)), expo), expo));
+    return !_mm256_testz_si256(bad, bad);
+}
+
+/* Sixteen lanes of y as two double vectors, into a head row of doubles
+ * or, through fp32, as bf16. */
+QN512_INLINE void emit_16(__m512d y0, __m512d y1, double *out, uint16_t *out16)
+{
+    if (out16) {
+        const __m256 lo = _mm512_cvtpd_ps(y0), hi = _mm512_cvtpd_ps(y1);
+        store_bf16_16(_mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)),
+                                                          _mm256_castps_pd(hi), 1)),
+                      out16);
+    } else {
+        _mm512_storeu_pd(out, y0), _mm512_storeu_pd(out + 8, y1);
+    }
+}
+
+/* n doubles from a cached row to dst with streaming stores from dst's first
+ * 64-byte line on (q_out is written once and not read again here, so its
+ * lines need not be read in first); the unaligned ends stored plainly. */
+QN512_INLINE void stream_row(double *dst, const double *src, int n)
+{
+    int i = 0;
+    for (; i < n && ((uintptr_t)(dst + i) & 63); i++)
+        dst[i] = src[i];
+    for (; i + 8 <= n; i += 8)
+        _mm512_stream_pd(dst + i, _mm512_loadu_pd(src + i));
+    for (; i < n; i++)
+        dst[i] = src[i];
+}
+
+QN512_INLINE __m512d half_pd(__m512 f, int hi)
+{
+    return _mm512_cvtps_pd(hi ? _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1))
+                              : _mm512_castps512_ps256(f));
+}
+
+/* qnorm_range without magnitudes where AVX-512F runs, with the same double
+ * operations: each head's sum of squares in its serial order, sixteen
+ * heads side by side (lane k = head k, the bf16 pairs of lane d gathered),
+ * then y = x r and the RoPE products and sums eight lanes at a time,
+ * written to q_out (through the worker's scratch, a token at a time,
+ * streamed) or (via fp32) to q_bf16 with no double copy of the rows.
+ * A token with a non-finite q lane, a non-finite cos/sin entry or a
+ * non-finite r takes qnorm_range (its message, its NaN rules). */
+QN512 static int qnorm_range_512(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    const qnorm_job *j = ctx;
+    const dsv4_qnorm_insert_args *a = j->a;
+    const int64_t H = a->H;
+    double r[16], cd[RD], sd[RD];
+    double *tok = j->q_out ? j->scratch + (size_t)worker * (size_t)(H * D) : NULL; /* q_out's token, then streamed */
+    for (int64_t t = t0; t < t1; t++) {
+        const float *row;
+        int rc = rope_row_of(a, t, &row, st);
+        if (rc)
+            return rc;
+        const uint16_t *xt = a->q + t * H * D;
+        int scalar = any_nonfinite_bf16(xt, H * D);
+        for (int i = 0; i < RD / 2 && !scalar; i++) { /* c, s per pair, each twice */
+            scalar |= !isfinite(row[i]) || !isfinite(row[RD / 2 + i]);
+            cd[2 * i] = cd[2 * i + 1] = row[i];
+            sd[2 * i] = sd[2 * i + 1] = row[RD / 2 + i];
+        }
+        for (int64_t h0 = 0; h0 < H && !scalar; h0 += 16) {
+            const int nh = H - h0 < 16 ? (int)(H - h0) : 16;
+            const __mmask16 live = (__mmask16)((1u << nh) - 1u);
+            const int *words = (const int *)(const void *)(xt + h0 * D); /* bf16 pairs (d, d + 1) */
+            __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32(D / 2));
+            __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+            for (int d = 0; d < D; d += 2) {
+                const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, words, 4);
+                idx = _mm512_add_epi32(idx, _mm512_set1_epi32(1));
+                const __m512 ev = _mm512_castsi512_ps(_mm512_slli_epi32(g, 16));
+                const __m512 od = _mm512_castsi512_ps(_mm512_and_si512(g, _mm512_set1_epi32((int)0xFFFF0000u)));
+                __m512d y = half_pd(ev, 0);
+                s0 = _mm512_add_pd(s0, _mm512_mul_pd(y, y));
+                y = half_pd(ev, 1);
+                s1 = _mm512_add_pd(s1, _mm512_mul_pd(y, y));
+                y = half_pd(od, 0);
+                s0 = _mm512_add_pd(s0, _mm512_mul_pd(y, y));
+                y = half_pd(od, 1);
+                s1 = _mm512_add_pd(s1, _mm512_mul_pd(y, y));
+            }
+            double ss[16];
+            _mm512_storeu_pd(ss, s0), _mm512_storeu_pd(ss + 8, s1);
+            for (int k = 0; k < nh && !scalar; k++) {
+                r[k] = 1.0 / sqrt(ss[k] / D + a->eps);
+                scalar |= !isfinite(r[k]);
+            }
+            for (int k = 0; k < nh && !scalar; k++) {
+                const int64_t th = t * H + h0 + k;
+                const uint16_t *x = xt + (h0 + k) * D;
+                double *out = tok ? tok + (h0 + k) * D : NULL;
+                uint16_t *out16 = j->q_bf16 ? j->q_bf16 + th * D : NULL;
+                const __m512d rk = _mm512_set1_pd(r[k]);
+                for (int d = 0; d < NOPE; d += 16) { /* y = x r */
+                    const __m512 xf = load_bf16_16(x + d);
+                    emit_16(_mm512_mul_pd(half_pd(xf, 0), rk), _mm512_mul_pd(half_pd(xf, 1), rk), out ? out + d : NULL,
+                            out16 ? out16 + d : NULL);
+                }
+                for (int d = NOPE; d < D; d += 16) { /* dsv4_rope_gptj_f64 forward: e c - o s, e s + o c */
+                    const __m512 xf = load_bf16_16(x + d);
+                    __m512d f[2];
+                    for (int hf = 0; hf < 2; hf++) {
+                        const __m512d y = _mm512_mul_pd(half_pd(xf, hf), rk);
+                        const __m512d sw = _mm512_permute_pd(y, 0x55); /* (o, e) pairs */
+                        const __m512d p = _mm512_mul_pd(y, _mm512_loadu_pd(cd + d - NOPE + 8 * hf));
+                        const __m512d q = _mm512_mul_pd(sw, _mm512_loadu_pd(sd + d - NOPE + 8 * hf));
+                        f[hf] = _mm512_mask_add_pd(_mm512_sub_pd(p, q), 0xAA, q, p);
+                    }
+                    emit_16(f[0], f[1], out ? out + d : NULL, out16 ? out16 + d : NULL);
+                }
+            }
+        }
+        if (!scalar && tok)
+            stream_row(j->q_out + t * H * D, tok, (int)(H * D));
+        if (scalar && (rc = qnorm_range(ctx, t, t + 1, worker, st)))
+            return rc;
+    }
+    _mm_sfence(); /* the streamed stores before the caller reads them */
+    return DSV4_OK;
+}
+
+/* The rows' function: qnorm_range_512 where AVX-512F runs and no
+ * magnitudes are asked for. */
+static dsv4_par_fn qnorm_fn(const qnorm_job *j)
+{
+    return dsv4_simd_level() >= DSV4_SIMD_AVX512 && !j->mag ? qnorm_range_512 : qnorm_range;
+}
+#endif
+
 int dsv4_ref_qnorm_rope(const dsv4_qnorm_insert_args *a, double *q_out, double *mag, dsv4_status *st)
 {
     qnorm_job j = {a, q_out, mag, NULL, NULL};
-    return dsv4_parallel_for(a->T, 8, 0, qnorm_range, &j, st);
+    dsv4_par_fn fn = qnorm_range;
+#if DSV4_HAVE_AVX2_PATHS
+    fn = qnorm_fn(&j);
+#endif
+    if (fn == qnorm_range)
+        return dsv4_parallel_for(a->T, 8, 0, fn, &j, st);
+    /* a token's rows per worker, streamed from there */
+    j.scratch = malloc((size_t)dsv4_parallel_workers(a->T, 8) * (size_t)(a->H * D + 1) * sizeof *j.scratch);
+    if (!j.scratch)
+        return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
+    int rc = dsv4_parallel_for(a->T, 8, 0, fn, &j, st);
+    free(j.scratch);
+    return rc;
 }
 
 int dsv4_ref_qnorm_rope_bf16(const dsv4_qnorm_insert_args *a, uint16_t *q_out, dsv4_status *st)
@@ -123,9 +297,43 @@ int dsv4_ref_qnorm_rope_bf16(const dsv4_qnorm_insert_args *a, uint16_t *q_out, d
     if (!scratch)
         return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
     qnorm_job j = {a, NULL, NULL, q_out, scratch};
-    int rc = dsv4_parallel_for(a->T, grain, 0, qnorm_range, &j, st);
+    dsv4_par_fn fn = qnorm_range;
+#if DSV4_HAVE_AVX2_PATHS
+    fn = qnorm_fn(&j);
+#endif
+    int rc = dsv4_parallel_for(a->T, grain, 0, fn, &j, st);
     free(scratch);
     return rc;
+}
+
+typedef struct kv_rope_job {
+    const dsv4_qnorm_insert_args *a;
+    uint16_t *k; /* [Ts, 512] the rows to encode */
+} kv_rope_job;
+
+/* Tokens [t0, t1) of the KV branch, each one whole: KV 1-3 into k. */
+static int kv_rope_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker;
+    const kv_rope_job *j = ctx;
+    const dsv4_qnorm_insert_args *a = j->a;
+    for (int64_t t = t0; t < t1; t++) {
+        uint16_t *k = j->k + t * D;
+        memcpy(k, a->kv + t * D, D * sizeof *k);
+        if (a->slot_mapping[t] < 0) /* skipped: its row is never encoded (docs/semantics/gemm.md A3, KV branch) */
+            continue;
+        const float *row;
+        int rc = rope_row_of(a, t, &row, st);
+        if (rc)
+            return rc;
+        float y[RD];
+        for (int d = 0; d < RD; d++) /* y = fp32(kv[t]); no norm here (KV 1); the NoPE lanes stay as they are */
+            y[d] = dsv4_bf16_to_f32_inline(k[NOPE + d]);
+        dsv4_rope_gptj_f32(y, row, RD, DSV4_ROPE_FORWARD); /* KV 2, fp32 */
+        for (int d = 0; d < RD; d++)
+            k[NOPE + d] = dsv4_bf16_from_f32_inline(y[d]); /* KV 3: all 512 to bf16 (NoPE unchanged) */
+    }
+    return DSV4_OK;
 }
 
 int dsv4_ref_kv_rope_insert(const dsv4_qnorm_insert_args *a, uint8_t *cache, const dsv4_kv_layout *L,
@@ -134,21 +342,8 @@ int dsv4_ref_kv_rope_insert(const dsv4_qnorm_insert_args *a, uint8_t *cache, con
     uint16_t *k = malloc((size_t)(a->Ts * D + 1) * sizeof *k);
     if (!k)
         return dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
-    int rc = DSV4_OK;
-    for (int64_t t = 0; t < a->Ts && !rc; t++) {
-        memcpy(k + t * D, a->kv + t * D, D * sizeof *k);
-        if (a->slot_mapping[t] < 0) /* skipped: its row is never encoded (docs/semantics/gemm.md A3, KV branch) */
-            continue;
-        const float *row;
-        if ((rc = rope_row_of(a, t, &row, st)))
-            break;
-        float y[D];
-        for (int d = 0; d < D; d++) /* y = fp32(kv[t]); no norm here (KV 1) */
-            y[d] = dsv4_bf16_to_f32(a->kv[t * D + d]);
-        dsv4_rope_gptj_f32(y + NOPE, row, RD, DSV4_ROPE_FORWARD); /* KV 2, fp32 */
-        for (int d = NOPE; d < D; d++)
-            k[t * D + d] = dsv4_bf16_from_f32(y[d]); /* KV 3: all 512 to bf16 (NoPE unchanged) */
-    }
+    kv_rope_job j = {a, k};
+    int rc = dsv4_parallel_for(a->Ts, 64, 0, kv_rope_range, &j, st);
     /* KV 4: the 584-byte encode (docs/semantics/kvcache.md A2.2) at each slot, -1 skipped (kvcache.h) */
     if (!rc)
         rc = dsv4_ref_quantize_and_insert_k_cache(k, a->Ts, a->slot_mapping, NULL, cache, L, o, st);

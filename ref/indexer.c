@@ -325,11 +325,67 @@ DSV4_AVX2_INLINE __m256 rope_bf16_avx2(__m256 v, const float *row, int half, int
     return dsv4_avx2_bf16_round(_mm256_blend_ps(even, odd, 0xAA));
 }
 
-#define QQ_MAX_BLOCKS (1024 / DSV4_MX_BLOCK) /* D <= 1024 (checked) */
+#define QQ_BATCH 16 /* blocks per dsv4_mx_fp4_blocks_512 call */
+#define QQ512 __attribute__((target("avx512f,avx2,fma")))
+#define QQ512_INLINE static inline __attribute__((target("avx512f,avx2,fma"), always_inline))
+
+/* rope_bf16_avx2 on 16 lanes (pairs k..k+7), c and s already one a lane. */
+QQ512_INLINE __m512 rope_bf16_512(__m512 v, __m512 c, __m512 s)
+{
+    const __m512 swapped = _mm512_permute_ps(v, 0xB1);
+    const __m512 ec_oc = _mm512_mul_ps(v, c), os_es = _mm512_mul_ps(swapped, s); /* c, s not NaN here */
+    const __m512 even = _mm512_sub_ps(ec_oc, os_es);
+    __m512 odd = _mm512_add_ps(os_es, ec_oc);
+    odd = _mm512_mask_mov_ps(odd, _mm512_cmp_ps_mask(os_es, os_es, _CMP_UNORD_Q), /* os_es's NaN first */
+                             _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(os_es), _mm512_set1_epi32(0x00400000))));
+    const __m512i b = _mm512_castps_si512(_mm512_mask_mov_ps(even, 0xAAAA, odd)); /* dsv4_avx2_bf16_round */
+    const __m512i rne = _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7FFF)),
+                                         _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1)));
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                  _mm512_set1_epi32(0x7F800000));
+    const __m512i r = _mm512_mask_mov_epi32(rne, nan, _mm512_or_si512(b, _mm512_set1_epi32(0x00400000)));
+    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xFFFF0000u)));
+}
+
+QQ512_INLINE __m512 load_bf16_512(const uint16_t *h)
+{
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)h)), 16));
+}
+
+/* Token t's H x nb blocks in a row where AVX-512F runs (a cos/sin row
+ * without NaN): built 16 at a time into an fp32 buffer of 2 KB (in L1),
+ * the RoPE lanes sixteen at a time with each token's c and s laid out
+ * once, then quantized by dsv4_mx_fp4_blocks_512. */
+QQ512 static void qq_token_512(const qquant_job *j, int64_t t, const float *row)
+{
+    const dsv4_idx_qquant_args *a = j->a;
+    const int D = a->D, H = a->H, nope = a->D - a->rope_dim, half = a->rope_dim / 2, nb = D / DSV4_MX_BLOCK;
+    float buf[QQ_BATCH * DSV4_MX_BLOCK], cd[1024], sd[1024];
+    for (int k = 0; k < half; k++) /* pair k's c and s on its two lanes */
+        cd[2 * k] = cd[2 * k + 1] = row[k], sd[2 * k] = sd[2 * k + 1] = row[half + k];
+    const int64_t nblk = (int64_t)H * nb;
+    const uint16_t *src = a->q + t * H * D; /* the token's blocks in a row */
+    int e0 = 0;                             /* the lane of src's block in its head */
+    for (int64_t i0 = 0; i0 < nblk; i0 += QQ_BATCH) {
+        const int nk = nblk - i0 < QQ_BATCH ? (int)(nblk - i0) : QQ_BATCH;
+        for (int k = 0; k < nk; k++, src += DSV4_MX_BLOCK, e0 = e0 + DSV4_MX_BLOCK == D ? 0 : e0 + DSV4_MX_BLOCK) {
+            for (int r = 0; r < 2; r++) {
+                __m512 v = load_bf16_512(src + 16 * r);
+                if (e0 >= nope)
+                    v = rope_bf16_512(v, _mm512_loadu_ps(cd + e0 - nope + 16 * r), _mm512_loadu_ps(sd + e0 - nope + 16 * r));
+                _mm512_storeu_ps(buf + k * DSV4_MX_BLOCK + 16 * r, v);
+            }
+        }
+        dsv4_mx_fp4_blocks_512(buf, nk, j->rule, j->elem, j->q_packed + (t * nblk + i0) * (DSV4_MX_BLOCK / 2),
+                               j->q_scale + t * nblk + i0);
+    }
+}
 
 /* qquant_range with the head rows built in registers block by block (a
  * block lies wholly in the NoPE or the RoPE part: both are multiples of
- * 32) and quantized there, no fp32 copy of the token. */
+ * 32) and quantized there, no fp32 copy of the token; where AVX-512F runs,
+ * sixteen blocks at a time through an fp32 buffer of 2 KB (in L1). */
 DSV4_AVX2 static int qquant_range_avx2(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
 {
     (void)worker;
@@ -338,7 +394,8 @@ DSV4_AVX2 static int qquant_range_avx2(void *ctx, int64_t t0, int64_t t1, int wo
     const int D = a->D, H = a->H, nope = a->D - a->rope_dim, half = a->rope_dim / 2;
     const float ws_b = (float)(a->softmax_scale * a->head_scale); /* as qquant_range */
     const float ss_a = (float)a->softmax_scale, hs_a = (float)a->head_scale;
-    const int wide = dsv4_simd_level() >= DSV4_SIMD_AVX512; /* the block's codes 16 lanes at a time */
+    const int wide = dsv4_simd_level() >= DSV4_SIMD_AVX512; /* 16 blocks at a time, 16 lanes at a time */
+    const int nb = D / DSV4_MX_BLOCK;
     dsv4_mx_prepare();
     for (int64_t t = t0; t < t1; t++) {
         const float *row;
@@ -350,25 +407,22 @@ DSV4_AVX2 static int qquant_range_avx2(void *ctx, int64_t t0, int64_t t1, int wo
                 return rc;
             continue;
         }
+        if (wide)
+            qq_token_512(j, t, row);
         for (int h = 0; h < H; h++) {
             const int64_t th = t * H + h;
             const uint16_t *src = a->q + th * D;
-            __m256 hv[QQ_MAX_BLOCKS * 4]; /* the head's blocks, quantized in one call where AVX-512 runs */
-            const int nb = D / DSV4_MX_BLOCK;
-            for (int b = 0; b < nb; b++) {
+            for (int b = 0; !wide && b < nb; b++) {
                 const int i0 = b * DSV4_MX_BLOCK;
-                __m256 *v = wide ? hv + 4 * b : hv;
+                __m256 v[4];
                 for (int r = 0; r < 4; r++)
                     v[r] = dsv4_avx2_load_bf16(src + i0 + 8 * r);
                 if (i0 >= nope)
                     for (int r = 0; r < 4; r++)
                         v[r] = rope_bf16_avx2(v[r], row, half, (i0 + 8 * r - nope) / 2);
-                if (!wide)
-                    j->q_scale[th * nb + b] = dsv4_mx_fp4_block_avx2(
-                        v, j->rule, j->elem, j->q_packed + th * (D / 2) + b * (DSV4_MX_BLOCK / 2));
+                j->q_scale[th * nb + b] =
+                    dsv4_mx_fp4_block_avx2(v, j->rule, j->elem, j->q_packed + th * (D / 2) + b * (DSV4_MX_BLOCK / 2));
             }
-            if (wide)
-                dsv4_mx_fp4_blocks_avx512(hv, nb, j->rule, j->elem, j->q_packed + th * (D / 2), j->q_scale + th * nb);
             const float w = a->weights[th];
             j->weights_out[th] = a->quant == DSV4_IDX_QUANT_A ? (w * ss_a) * hs_a : w * ws_b;
         }

@@ -17,13 +17,17 @@ void dsv4_mx_prepare(void);
 DSV4_AVX2 uint8_t dsv4_mx_fp4_block_avx2(const __m256 v[4], dsv4_mx_rule rule, dsv4_mx_elem elem,
                                          uint8_t *packed);
 
-/* The same for n consecutive blocks (v[4 k .. 4 k + 3] the block k, its
- * 16 bytes at packed + 16 k, its scale byte into scales[k]), the codes
- * sixteen lanes at a time: for callers that have checked
- * dsv4_simd_level() >= DSV4_SIMD_AVX512. */
-__attribute__((target("avx512f,avx2,fma"))) void dsv4_mx_fp4_blocks_avx512(const __m256 *v, int n, dsv4_mx_rule rule,
-                                                                          dsv4_mx_elem elem, uint8_t *packed,
-                                                                          uint8_t *scales);
+/* n blocks of 32 fp32 lanes in a row at x, each as
+ * dsv4_mx_quant_block_fp4 / dsv4_mx_quant_block_fp8 gives it: block k's
+ * codes at packed + 16 k (two a byte, dsv4_e2m1_pack order) or codes + 32 k,
+ * its scale byte into scales[k]; sixteen blocks at a time (their scale
+ * rules in one vector, the codes sixteen lanes at a time).  For callers
+ * that have checked dsv4_simd_level() >= DSV4_SIMD_AVX512. */
+__attribute__((target("avx512f,avx2,fma"))) void dsv4_mx_fp4_blocks_512(const float *x, int64_t n, dsv4_mx_rule rule,
+                                                                       dsv4_mx_elem elem, uint8_t *packed,
+                                                                       uint8_t *scales);
+__attribute__((target("avx512f,avx2,fma"))) void dsv4_mx_fp8_blocks_512(const float *x, int64_t n, dsv4_mx_rule rule,
+                                                                       uint8_t *codes, uint8_t *scales);
 
 /* dsv4_mx_quant_block_fp8 of the 32 lanes v[0..3] (an MXFP8 rule): the
  * codes into codes[0..31], the scale byte returned. */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../ref/attention.h"
+#include "../ref/compressor.h"
 #include "../ref/fp8quant.h"
 #include "../ref/indexer.h"
 #include "../ref/mx.h"
@@ -83,6 +84,26 @@ static void make_finite(float *x, int64_t n)
             x[i] = (float)(i % 7) - 3.0f;
 }
 
+/* Each 32-block's amax set to a value at or a few ulps beside a scale
+ * rule's edge (448 2^e, 6 2^e, 2^e; e over the fp32 range, subnormals
+ * included), the other lanes brought below it. */
+static void near_scale_edges(float *x, int64_t n)
+{
+    static const float bases[] = {448.0f, 6.0f, 1.0f, 1.75f, 1.5f};
+    for (int64_t b = 0; b + 32 <= n; b += 32) {
+        const int e = (int)(next_u32() % 280) - 150;
+        const float edge = ldexpf(bases[next_u32() % 5], e);
+        uint32_t bits;
+        memcpy(&bits, &edge, sizeof bits);
+        bits = bits + (next_u32() % 7) - 3;
+        const float amax = isfinite(bits_f32(bits)) ? bits_f32(bits) : edge;
+        for (int k = 0; k < 32; k++)
+            if (fabsf(x[b + k]) > amax)
+                x[b + k] = x[b + k] < 0 ? -amax * 0.5f : amax * 0.5f;
+        x[b + next_u32() % 32] = next_u32() & 1 ? -amax : amax;
+    }
+}
+
 #define T_ROWS 37
 #define W_COLS 512
 
@@ -138,8 +159,12 @@ START_TEST(mx_rows_same_bytes)
 {
     static float x[T_ROWS * W_COLS];
     static uint16_t h[T_ROWS * W_COLS];
-    for (int trial = 0; trial < 4; trial++) {
+    for (int trial = 0; trial < 6; trial++) {
         fill(x, T_ROWS * W_COLS);
+        if (trial >= 2) /* finite blocks: the vector paths, not the NaN / Inf fallback */
+            make_finite(x, T_ROWS * W_COLS);
+        if (trial >= 4)
+            near_scale_edges(x, T_ROWS * W_COLS);
         to_bf16(x, T_ROWS * W_COLS, h);
         for (int rule = 0; rule < DSV4_MX_RULE_COUNT; rule++) {
             if (dsv4_mx_rule_is_fp4((dsv4_mx_rule)rule)) {
@@ -188,8 +213,10 @@ START_TEST(indexer_q_quant_same_bytes)
     static float x[T * H * D], cs[POS * D], w[T * H];
     static uint16_t q[T * H * D];
     int64_t pos[T];
-    for (int trial = 0; trial < 4; trial++) {
+    for (int trial = 0; trial < 6; trial++) {
         fill(x, T * H * D);
+        if (trial >= 4) /* finite blocks near the scale edges: the vector paths */
+            make_finite(x, T * H * D), near_scale_edges(x, T * H * D);
         to_bf16(x, T * H * D, q);
         for (int i = 0; i < POS * D; i++) /* cos | sin rows, with a NaN and an Inf in the last trial */
             cs[i] = trial == 3 && i % 97 == 5 ? (i % 2 ? NAN : INFINITY) : (float)sin(0.37 * i + trial);
@@ -219,6 +246,8 @@ START_TEST(inverse_rope_mxfp8_same_bytes)
         fill(x, T * H * D);
         if (trial < 3) /* trial 3 keeps non-finite lanes: both paths must fail alike */
             make_finite(x, T * H * D);
+        if (trial == 1) /* blocks at the scale edges */
+            near_scale_edges(x, T * H * D);
         to_bf16(x, T * H * D, o16);
         if (trial < 3)
             for (int i = 0; i < T * H * D; i++) /* the bf16 rounding may overflow */
@@ -284,6 +313,60 @@ START_TEST(rmsnorm_rows_match_serial)
 }
 END_TEST
 
+/* The fused insert's bf16 q rows (dsv4_ref_qnorm_rope_bf16): the AVX-512
+ * rows (sixteen heads side by side, head counts that leave a partial
+ * group), as bf16 and as doubles, against the portable ones, values of
+ * many magnitudes, a token
+ * with a zero head (r = 1/sqrt(eps)), a NaN and an Inf in the cos/sin
+ * table (trial 2), non-finite q lanes (trial 3: both fail alike). */
+START_TEST(qnorm_rope_bf16_same_bytes)
+{
+    enum { POS = 5, N = 2 * 18 * DSV4_HEAD_DIM };
+    static float x[N], cs[POS * DSV4_ROPE_DIM];
+    static uint16_t q[N];
+    int64_t pos[4];
+    const int64_t shapes[2][2] = {{4, 9}, {2, 18}};
+    for (int trial = 0; trial < 4; trial++) {
+        fill(x, N);
+        if (trial < 3)
+            make_finite(x, N);
+        to_bf16(x, N, q);
+        if (trial < 3)
+            for (int i = 0; i < N; i++)
+                if (!isfinite(dsv4_bf16_to_f32(q[i])))
+                    q[i] = 0xBF80;
+        for (int i = 0; i < DSV4_HEAD_DIM; i++) /* a zero head */
+            q[DSV4_HEAD_DIM + i] = 0;
+        for (int i = 0; i < POS * DSV4_ROPE_DIM; i++)
+            cs[i] = trial == 2 && i % 67 == 3 ? (i % 2 ? NAN : INFINITY) : (float)cos(0.23 * i + trial);
+        for (int t = 0; t < 4; t++)
+            pos[t] = (t * 2 + trial) % POS;
+        for (int sh = 0; sh < 2; sh++) {
+            dsv4_qnorm_insert_args a = {0};
+            a.q = q, a.T = shapes[sh][0], a.H = shapes[sh][1], a.positions = pos, a.cos_sin_cache = cs;
+            a.num_pos = POS, a.eps = trial == 1 ? 0.0 : 1e-6;
+            COMPARE_PATHS("qnorm rope bf16", dsv4_ref_qnorm_rope_bf16(&a, (uint16_t *)(void *)o->a, &st));
+            /* the double rows (the golden dtype), each level against the portable ones */
+            static double want[N], got[N];
+            static const int caps[2] = {DSV4_SIMD_AVX2_FMA, DSV4_SIMD_AVX512};
+            dsv4_status st = {0};
+            memset(want, 0, sizeof want);
+            dsv4_simd_force_portable(1);
+            const int rc_want = dsv4_ref_qnorm_rope(&a, want, NULL, &st);
+            dsv4_simd_force_portable(0);
+            for (int c = 0; c < 2; c++) {
+                memset(got, 0, sizeof got);
+                dsv4_simd_cap_level(caps[c]);
+                const int rc_got = dsv4_ref_qnorm_rope(&a, got, NULL, &st);
+                dsv4_simd_cap_level(DSV4_SIMD_AVX512);
+                ck_assert_msg(rc_got == rc_want && !memcmp(want, got, sizeof want), "qnorm rope f64, level %d: differ",
+                              caps[c]);
+            }
+        }
+    }
+}
+END_TEST
+
 DSV4_TEST_MAIN("simd", "core", 120, NULL, NULL, avx2_path_is_on_where_supported, mx_rows_same_bytes,
                fp8_group_rows_same_bytes, indexer_q_quant_same_bytes, inverse_rope_mxfp8_same_bytes,
-               rmsnorm_rows_match_serial)
+               rmsnorm_rows_match_serial, qnorm_rope_bf16_same_bytes)
