@@ -69,17 +69,24 @@ DSV4_HOT_INLINE void group_codes(const float *x, int n, float f, int divide, flo
         codes[i] = clamp_cvt_lane(divide ? x[i] / f : x[i] * f, mx, fnuz);
 }
 
+/* The group's scale from its floored amax, and in *f what the codes use:
+ * aiter's HIP form fl(amax * fl(1/MAX)) (a multiply, not a divide: 3.1 step
+ * 2) with the IEEE fp32 1/scale to multiply by (3.1 step 3); the Triton form
+ * amax / MAX (3.2 step 2), divided by (3.2 step 4). */
+DSV4_HOT_INLINE float group_scale(float amax, float mx, int divide, float *f)
+{
+    const float scale = divide ? amax / mx : amax * (1.0f / mx);
+    *f = divide ? scale : 1.0f / scale;
+    return scale;
+}
+
 DSV4_HOT_INLINE float quant_group(const float *x, int n, const dsv4_fp8q_cfg *cfg, uint8_t *codes)
 {
     const float mx = cfg->fp8_max, amax = group_amax(x, n);
-    const int fnuz = cfg->kind == DSV4_FP8_E4M3FNUZ;
-    if (cfg->impl == DSV4_FP8Q_AITER_HIP) {
-        const float scale = amax * (1.0f / mx); /* fl(amax * fl(1/MAX)): multiply, not divide (3.1 step 2) */
-        group_codes(x, n, 1.0f / scale, 0, mx, fnuz, codes); /* IEEE fp32 1/scale; med3 clamp, RNE cvt (3.1 steps 3-4) */
-        return scale;
-    }
-    const float scale = amax / mx; /* division (3.2 step 2) */
-    group_codes(x, n, scale, 1, mx, fnuz, codes); /* clamp(y / scale) then cast (3.2 step 4) */
+    const int fnuz = cfg->kind == DSV4_FP8_E4M3FNUZ, divide = cfg->impl != DSV4_FP8Q_AITER_HIP;
+    float f;
+    const float scale = group_scale(amax, mx, divide, &f);
+    group_codes(x, n, f, divide, mx, fnuz, codes); /* med3 clamp, RNE cvt (3.1 step 4, 3.2 step 4) */
     return scale;
 }
 
@@ -156,9 +163,9 @@ DSV4_AVX2_INLINE void rows_avx2(const rows_job *j, int divide, int fnuz, int64_t
             }
             float amax = dsv4_f32_of_bits((uint32_t)dsv4_avx2_hmax_epi32(am));
             amax = amax > 1e-10f ? amax : 1e-10f;
-            /* quant_group's two scale rules */
-            const float scale = divide ? amax / mx : amax * (1.0f / mx);
-            const __m256 f = _mm256_set1_ps(divide ? scale : 1.0f / scale);
+            float fs;
+            const float scale = group_scale(amax, mx, divide, &fs);
+            const __m256 f = _mm256_set1_ps(fs);
             uint8_t *y = j->y + base;
             for (int i = 0; i < g; i += 32) {
                 __m256i c[4];
@@ -170,17 +177,23 @@ DSV4_AVX2_INLINE void rows_avx2(const rows_job *j, int divide, int fnuz, int64_t
         }
 }
 
-DSV4_AVX2 static int rows_range_avx2(void *ctx, int64_t m0, int64_t m1, int worker, dsv4_status *st)
-{
-    (void)worker, (void)st;
-    const rows_job *j = ctx;
-    const int divide = j->cfg->impl != DSV4_FP8Q_AITER_HIP, fnuz = j->cfg->kind == DSV4_FP8_E4M3FNUZ;
-    if (divide)
-        fnuz ? rows_avx2(j, 1, 1, m0, m1) : rows_avx2(j, 1, 0, m0, m1);
-    else
-        fnuz ? rows_avx2(j, 0, 1, m0, m1) : rows_avx2(j, 0, 0, m0, m1);
-    return DSV4_OK;
-}
+/* Defines name, a dsv4_par_fn (with attribute attr) that runs rows(j,
+ * divide, fnuz, m0, m1) with divide and fnuz as constants, so each of the
+ * four calls inlines its own specialization. */
+#define FP8Q_ROWS_RANGE(attr, name, rows)                                                              \
+    attr static int name(void *ctx, int64_t m0, int64_t m1, int worker, dsv4_status *st)               \
+    {                                                                                                  \
+        (void)worker, (void)st;                                                                        \
+        const rows_job *j = ctx;                                                                       \
+        const int divide = j->cfg->impl != DSV4_FP8Q_AITER_HIP, fnuz = j->cfg->kind == DSV4_FP8_E4M3FNUZ; \
+        if (divide)                                                                                    \
+            fnuz ? rows(j, 1, 1, m0, m1) : rows(j, 1, 0, m0, m1);                                      \
+        else                                                                                           \
+            fnuz ? rows(j, 0, 1, m0, m1) : rows(j, 0, 0, m0, m1);                                      \
+        return DSV4_OK;                                                                                \
+    }
+
+FP8Q_ROWS_RANGE(DSV4_AVX2, rows_range_avx2, rows_avx2)
 #endif
 
 #if DSV4_HAVE_AVX2_PATHS
@@ -237,9 +250,9 @@ FQ512_INLINE void rows_512(const rows_job *j, int divide, int fnuz, int64_t m0, 
             }
             float amax = dsv4_f32_of_bits((uint32_t)_mm512_reduce_max_epi32(am));
             amax = amax > 1e-10f ? amax : 1e-10f;
-            /* quant_group's two scale rules */
-            const float scale = divide ? amax / mx : amax * (1.0f / mx);
-            const __m512 f = _mm512_set1_ps(divide ? scale : 1.0f / scale);
+            float fs;
+            const float scale = group_scale(amax, mx, divide, &fs);
+            const __m512 f = _mm512_set1_ps(fs);
             uint8_t *y = j->y + base;
             for (int i = 0; i < g; i += 16) {
                 const __m512 x = load16(j, base + i);
@@ -250,17 +263,7 @@ FQ512_INLINE void rows_512(const rows_job *j, int divide, int fnuz, int64_t m0, 
         }
 }
 
-FQ512 static int rows_range_512(void *ctx, int64_t m0, int64_t m1, int worker, dsv4_status *st)
-{
-    (void)worker, (void)st;
-    const rows_job *j = ctx;
-    const int divide = j->cfg->impl != DSV4_FP8Q_AITER_HIP, fnuz = j->cfg->kind == DSV4_FP8_E4M3FNUZ;
-    if (divide)
-        fnuz ? rows_512(j, 1, 1, m0, m1) : rows_512(j, 1, 0, m0, m1);
-    else
-        fnuz ? rows_512(j, 0, 1, m0, m1) : rows_512(j, 0, 0, m0, m1);
-    return DSV4_OK;
-}
+FP8Q_ROWS_RANGE(FQ512, rows_range_512, rows_512)
 #endif
 
 /* The rows' function: the AVX-512 or AVX2 one where it runs (simd.h),
