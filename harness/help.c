@@ -141,6 +141,7 @@ void dsv4_usage_cmd(FILE *f, const char *prog, const char *cmd)
                 "also times the kernels, against the device's copy kernel (memory-bound lines)\n"
                 "and its matrix units (bf16 products from registers: GFLOP lines) measured in\n"
                 "the same run, and first checks the device's hardware number conversions\n"
-                "against the integer rules on every fp32 input (the run fails on a mismatch).\n",
+                "against the integer rules on every fp32 input and code pair (the run fails on\n"
+                "a mismatch).\n",
                 prog);
 }
