@@ -53,21 +53,28 @@ typedef struct shuffle_job {
 
 /* Rows [n0, n1) of every batch matrix: the Kp = 16 / es elements at k0 =
  * Kp c (one 16-byte run) stay together in the shuffled layout, so each run
- * moves with one copy. */
+ * moves with one copy.  The index is dsv4_shuffle_index's, walked by 32-wide
+ * k block and run: no division by the run length per run. */
 static int shuffle_range(void *ctx, int64_t n0, int64_t n1, int worker, dsv4_status *st)
 {
     (void)worker, (void)st;
     const shuffle_job *j = ctx;
-    const int64_t K = j->K, Kp = 16 / j->es;
-    const size_t es = (size_t)j->es;
-    for (int64_t n = n0; n < n1; n++)
-        for (int64_t k0 = 0; k0 < K; k0 += Kp) {
-            const int64_t plain = n * K + k0, sh = dsv4_shuffle_index(n, k0, K, j->es);
-            if (j->inverse)
-                memcpy(j->out + (size_t)plain * es, j->in + (size_t)sh * es, 16);
-            else
-                memcpy(j->out + (size_t)sh * es, j->in + (size_t)plain * es, 16);
+    const int64_t K = j->K, Kp = 16 / j->es, runs = 32 / Kp; /* 16-byte runs per k block */
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *src = j->in + (size_t)(n * K) * (size_t)j->es;
+        uint8_t *dst = j->out + (size_t)(n * K) * (size_t)j->es;
+        for (int64_t kb = 0; kb < K / 32; kb++) {
+            /* byte offset of run c: ((((n/16) (K/32) + kb) runs + c) 16 + n%16) 16 */
+            const int64_t block = (((n / 16) * (K / 32) + kb) * runs * 16 + n % 16) * 16;
+            for (int64_t c = 0; c < runs; c++) {
+                const size_t plain = (size_t)(kb * 32 * j->es + c * 16), sh = (size_t)(block + c * 256);
+                if (j->inverse)
+                    memcpy(dst + plain, j->in + sh, 16);
+                else
+                    memcpy(j->out + sh, src + plain, 16);
+            }
         }
+    }
     return DSV4_OK;
 }
 
