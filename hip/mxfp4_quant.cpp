@@ -41,13 +41,23 @@ __global__ void __launch_bounds__(MX_THREADS)
         uint8_t byte;
         float mult;
         const int nanfill = dsv4q_fp4_block(block_amax32(v), RULE, &byte, &mult);
+        /* x * 0 is NaN exactly for a NaN or infinite x: one FMA a value says
+         * whether the block is all finite, and then x * mult (mult finite for
+         * such a block) is never NaN and the x86 NaN rules have nothing to do */
+        float probe = 0.0f;
+        #pragma unroll
+        for (int k = 0; k < MX_BLOCK_CHUNKS; k++)
+            for (int i = 0; i < 8; i++)
+                probe = fmaf(v[k][i], 0.0f, probe);
+        const bool finite = !dsv4q_isnan(probe);
         uint32_t word[MX_BLOCK_CHUNKS];
         #pragma unroll
         for (int k = 0; k < MX_BLOCK_CHUNKS; k++) {
             word[k] = 0;
             for (int i = 0; i < 8; i++) {
                 /* NaN blocks: every element encodes as NAN does (mx.h) */
-                const float q = nanfill ? dsv4q_float(0x7FC00000u) : dsv4q_mul(v[k][i], mult);
+                const float q = finite ? v[k][i] * mult
+                                : nanfill ? dsv4q_float(0x7FC00000u) : dsv4q_mul(v[k][i], mult);
                 word[k] |= (uint32_t)dsv4q_e2m1(q, ELEM) << (4 * i); /* even element low (docs/semantics/quant.md Q1.2) */
             }
         }

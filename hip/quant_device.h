@@ -53,14 +53,27 @@ __device__ inline int32_t group_max_key(int32_t k, int g)
     return k;
 }
 
-/* key folded with the amax keys of a chunk's 8 values (dsv4q_amax_key). */
+/* key folded with the amax keys of a chunk's 8 values (dsv4q_amax_key).
+ * On NVIDIA, whose max returns the other operand when one is NaN (any
+ * NaN), the fold runs on |x| as floats, one instruction a value: the key's
+ * float (NaN for "none seen"), the max of the non-NaN |x|, back to a key;
+ * non-negative floats order as their bits, so it is the same key.
+ * Elsewhere (an IEEE-mode max may quiet a signalling NaN instead) the
+ * integer keys. */
 __device__ inline int32_t fold_amax_key(const float v[8], int32_t key)
 {
+#if defined(__CUDA_ARCH__)
+    float m = dsv4q_amax_of_key(key);
+    for (int i = 0; i < 8; i++)
+        m = fmaxf(m, fabsf(v[i]));
+    return dsv4q_amax_key(m);
+#else
     for (int i = 0; i < 8; i++) {
         const int32_t e = dsv4q_amax_key(v[i]);
         key = e > key ? e : key;
     }
     return key;
+#endif
 }
 
 /* The flat MX / group quant kernels give each thread CHUNKS_PER_THREAD
@@ -115,9 +128,7 @@ __device__ inline long long div_fast(long long a, long long b, long long *rem)
 enum { MXFP8_CEIL_F32LOG2 = 0, MXFP8_CEIL = 1, MXFP8_FLOOR = 2, MX_BLOCK_CHUNKS = 4 };
 
 /* The amax of a block, NaN only when every element is NaN (dsv4q_amax_key's
- * fold).  NVIDIA's max returns the other operand when one is NaN, whatever
- * the NaN, so |x| folds in one instruction; elsewhere (an IEEE-mode max may
- * quiet a signalling NaN instead) the integer keys. */
+ * fold; on NVIDIA straight on the floats, as in fold_amax_key). */
 __device__ inline float block_amax32(const float (&v)[MX_BLOCK_CHUNKS][8])
 {
 #if defined(__CUDA_ARCH__)
