@@ -24,13 +24,20 @@
 /* ------------------------------------------------------------------ */
 /* shuffle_weight                                                      */
 
+/* aiter shuffle.py: IN = IK = 16, BK = 2*IK = 32, K_pack = Kp = 16 / elem_size;
+ * view (N/IN, IN, K/BK, BK/Kp, Kp) permuted to (N/IN, K/BK, BK/Kp, IN, Kp)
+ * (docs/semantics/gemm.md Q7, ROCm/aiter:aiter/ops/shuffle.py@e4048607): the
+ * shuffled element offset of row n's run c (Kp elements, 16 bytes) of the
+ * 32-wide k block kb. */
+static inline int64_t shuffled_run(int64_t n, int64_t kb, int64_t c, int64_t K, int64_t Kp)
+{
+    return ((((n / 16) * (K / 32) + kb) * (32 / Kp) + c) * 16 + n % 16) * Kp;
+}
+
 int64_t dsv4_shuffle_index(int64_t n, int64_t k, int64_t K, int elem_size)
 {
-    /* aiter shuffle.py: IN = IK = 16, BK = 2*IK = 32, K_pack = 16 / elem_size;
-     * view (N/IN, IN, K/BK, BK/Kp, Kp) permuted to (N/IN, K/BK, BK/Kp, IN, Kp)
-     * (docs/semantics/gemm.md Q7, ROCm/aiter:aiter/ops/shuffle.py@e4048607). */
     const int64_t Kp = 16 / elem_size;
-    return ((((n / 16) * (K / 32) + k / 32) * (32 / Kp) + (k % 32) / Kp) * 16 + n % 16) * Kp + k % Kp;
+    return shuffled_run(n, k / 32, (k % 32) / Kp, K, Kp) + k % Kp;
 }
 
 int dsv4_shuffle_check(int64_t N, int64_t K, int elem_size, dsv4_status *st)
@@ -53,8 +60,8 @@ typedef struct shuffle_job {
 
 /* Rows [n0, n1) of every batch matrix: the Kp = 16 / es elements at k0 =
  * Kp c (one 16-byte run) stay together in the shuffled layout, so each run
- * moves with one copy.  The index is dsv4_shuffle_index's, walked by 32-wide
- * k block and run: no division by the run length per run. */
+ * moves with one copy.  The offsets walked by 32-wide k block and run: one
+ * shuffled_run a block, the block's runs 16 rows (256 bytes) apart. */
 static int shuffle_range(void *ctx, int64_t n0, int64_t n1, int worker, dsv4_status *st)
 {
     (void)worker, (void)st;
@@ -64,8 +71,7 @@ static int shuffle_range(void *ctx, int64_t n0, int64_t n1, int worker, dsv4_sta
         const uint8_t *src = j->in + (size_t)(n * K) * (size_t)j->es;
         uint8_t *dst = j->out + (size_t)(n * K) * (size_t)j->es;
         for (int64_t kb = 0; kb < K / 32; kb++) {
-            /* byte offset of run c: ((((n/16) (K/32) + kb) runs + c) 16 + n%16) 16 */
-            const int64_t block = (((n / 16) * (K / 32) + kb) * runs * 16 + n % 16) * 16;
+            const int64_t block = shuffled_run(n, kb, 0, K, Kp) * j->es; /* bytes */
             for (int64_t c = 0; c < runs; c++) {
                 const size_t plain = (size_t)(kb * 32 * j->es + c * 16), sh = (size_t)(block + c * 256);
                 if (j->inverse)
