@@ -7,8 +7,10 @@
 #include <string.h>
 #include <threads.h>
 
+#include "codec_avx2.h"
 #include "codec_inline.h"
 #include "parallel.h"
+#include "simd.h"
 
 /* Code tables built once from the numerics codecs (not a second codec):
  * enc[kind][h] = dsv4_fp8_from_f32(bf16 h, kind, saturate) for the
@@ -260,13 +262,19 @@ static int check_layout(const dsv4_kv_layout *L, dsv4_kv_format f, dsv4_status *
     return DSV4_OK;
 }
 
-/* 1 if no lane of the bf16 row has the Inf/NaN exponent (vectorizes). */
-static int row_finite_bf16(const uint16_t *k)
+/* 1 if no lane of the bf16 row has the Inf/NaN exponent, four lanes a
+ * 64-bit word (vectorizes): each lane's exponent field e = h & 0x7F80 is
+ * all ones iff e + 0x80 reaches bit 15, and no lane's sum carries into the
+ * next lane (e + 0x80 <= 0x8000). */
+DSV4_VECTOR_CLONES static int row_finite_bf16(const uint16_t *k)
 {
-    unsigned bad = 0;
-    for (int d = 0; d < DSV4_KV_HEAD_DIM; d++)
-        bad |= (k[d] & 0x7F80u) == 0x7F80u;
-    return !bad;
+    uint64_t bad = 0;
+    for (int d = 0; d < DSV4_KV_HEAD_DIM; d += 4) {
+        uint64_t w;
+        memcpy(&w, k + d, sizeof w);
+        bad |= (w & 0x7F807F807F807F80ull) + 0x0080008000800080ull;
+    }
+    return !(bad & 0x8000800080008000ull);
 }
 
 typedef struct insert_job {
@@ -279,6 +287,146 @@ typedef struct insert_job {
     const dsv4_kv_encode_opts *o;
     int64_t stride;
 } insert_job;
+
+/* The page and row of token t's slot: 0 for a skipped token (slots
+ * validated before). */
+static inline int insert_target(const insert_job *j, int64_t t, uint8_t **page, int64_t *row)
+{
+    int64_t s = j->slots64 ? j->slots64[t] : j->slots32[t], p;
+    if (dsv4_kv_slot(s, j->L, &p, row) != 1)
+        return 0; /* slot -1: padding token, skipped [S1, S15]; v41: any slot < 0 [S22] */
+    *page = j->k_cache + p * j->stride;
+    return 1;
+}
+
+/* The scale byte of a finite tile's amax bits, as encode_values forms it. */
+static inline uint8_t tile_scale_byte(int32_t amax_bits, const dsv4_kv_encode_opts *o)
+{
+    const int b = scale_exponent(dsv4_f32_of_bits((uint32_t)amax_bits), o->fp8_max) + 127;
+    /* clamp(e + 127, 0, 255) [S1]; 254 cap of the gfx950 compressor [S19]. */
+    return (uint8_t)(b < 0 ? 0 : b > o->scale_max ? o->scale_max : b);
+}
+
+#if DSV4_HAVE_AVX2_PATHS
+/* encode_values of a finite bf16 token in vectors (the insert validated
+ * every lane finite, so the NaN rules of the lane codec never apply): the
+ * tile amax as the integer max of the |x| bits, the scale byte by the
+ * scalar rule above, q = x * 2^-e (the same single fp32 product), the clamp
+ * to +-FP8MAX, dsv4_e4m3_sat_lane on every lane (the same integer and fp32
+ * operations, no FMA), the pad byte, and the RoPE half copied (bf16 ->
+ * fp32 -> bf16 of a finite value is the identity; x86 is little-endian). */
+DSV4_AVX2 static void encode_token_avx2(uint8_t *page, int64_t B, int64_t row, const uint16_t *kt,
+                                        const dsv4_kv_encode_opts *o)
+{
+    uint8_t *vals = page + dsv4_kv_value_offset(row);
+    uint8_t sc[DSV4_KV_SCALE_BYTES] = {0}; /* sc[7]: the pad byte [S1] */
+    const int fnuz = o->kind == DSV4_FP8_E4M3FNUZ;
+    const __m256 mx = _mm256_set1_ps(o->fp8_max), neg_mx = _mm256_set1_ps(-o->fp8_max);
+    for (int k = 0; k < DSV4_KV_NQBLOCKS; k++) {
+        __m256 v[8];
+        __m256i m = _mm256_setzero_si256();
+        for (int r = 0; r < 8; r++) {
+            v[r] = dsv4_avx2_load_bf16(kt + k * DSV4_KV_QBLOCK + 8 * r);
+            m = _mm256_max_epi32(m, dsv4_avx2_abs_bits(v[r]));
+        }
+        sc[k] = tile_scale_byte(dsv4_avx2_hmax_epi32(m), o);
+        const __m256 inv = _mm256_set1_ps(pow2_f32(127 - (int)sc[k]));
+        __m256i c[8];
+        for (int r = 0; r < 8; r++) {
+            __m256 q = _mm256_mul_ps(v[r], inv);
+            q = _mm256_blendv_ps(q, mx, _mm256_cmp_ps(q, mx, _CMP_GT_OQ));
+            q = _mm256_blendv_ps(q, neg_mx, _mm256_cmp_ps(q, neg_mx, _CMP_LT_OQ));
+            c[r] = dsv4_avx2_e4m3_sat(q, fnuz);
+        }
+        _mm256_storeu_si256((__m256i *)(void *)(vals + k * DSV4_KV_QBLOCK), dsv4_avx2_pack_bytes(c[0], c[1], c[2], c[3]));
+        _mm256_storeu_si256((__m256i *)(void *)(vals + k * DSV4_KV_QBLOCK + 32),
+                            dsv4_avx2_pack_bytes(c[4], c[5], c[6], c[7]));
+    }
+    memcpy(page + dsv4_kv_scale_offset(B, row), sc, sizeof sc);
+    memcpy(page + dsv4_kv_rope_offset(row), kt + DSV4_KV_NOPE_DIM, DSV4_KV_ROPE_DIM * sizeof *kt);
+}
+
+#define KV512 __attribute__((target("avx512f,avx2")))
+#define KV512_INLINE static inline __attribute__((target("avx512f,avx2"), always_inline))
+
+/* dsv4_e4m3_sat_lane of 16 finite lanes (its NaN select dropped): the
+ * normal-range rounding in integers, below 2^emin the fp32 product and sum
+ * with 2^23 (two roundings, no FMA: the target has none), the saturation,
+ * the sign (fnuz: none on a zero code). */
+KV512_INLINE __m512i e4m3_sat_finite_512(__m512 q, int fnuz)
+{
+    const int32_t emin = fnuz ? -7 : -6, max_code = fnuz ? 0x7F : 0x7E;
+    const __m512i b = _mm512_castps_si512(q), a = _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF));
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, 20), _mm512_set1_epi32(1));
+    const __m512i nrm = _mm512_sub_epi32(
+        _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32(0x7FFFF)), odd), 20),
+        _mm512_set1_epi32((127 + emin - 1) << 3));
+    const __m512 scaled = _mm512_mul_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(fnuz ? 1024.0f : 512.0f));
+    const __m512i sub = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(scaled, _mm512_set1_ps(8388608.0f))),
+                                         _mm512_set1_epi32(0x4B000000));
+    const __mmask16 small = _mm512_cmplt_epi32_mask(a, _mm512_set1_epi32((127 + emin) << 23));
+    const __m512i code = _mm512_min_epi32(_mm512_mask_mov_epi32(nrm, small, sub), _mm512_set1_epi32(max_code));
+    const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(b, 24), _mm512_set1_epi32(0x80));
+    if (fnuz) /* no negative zero */
+        return _mm512_mask_or_epi32(code, _mm512_test_epi32_mask(code, code), code, sign);
+    return _mm512_or_si512(code, sign);
+}
+
+/* encode_token_avx2 sixteen lanes at a time (AVX-512F). */
+KV512 static void encode_token_512(uint8_t *page, int64_t B, int64_t row, const uint16_t *kt,
+                                   const dsv4_kv_encode_opts *o)
+{
+    uint8_t *vals = page + dsv4_kv_value_offset(row);
+    uint8_t sc[DSV4_KV_SCALE_BYTES] = {0}; /* sc[7]: the pad byte [S1] */
+    const int fnuz = o->kind == DSV4_FP8_E4M3FNUZ;
+    const __m512 mx = _mm512_set1_ps(o->fp8_max), neg_mx = _mm512_set1_ps(-o->fp8_max);
+    for (int k = 0; k < DSV4_KV_NQBLOCKS; k++) {
+        __m512 v[4];
+        __m512i m = _mm512_setzero_si512();
+        for (int r = 0; r < 4; r++) {
+            const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(kt + k * DSV4_KV_QBLOCK + 16 * r));
+            v[r] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); /* bf16 -> fp32: exact */
+            m = _mm512_max_epi32(m, _mm512_and_si512(_mm512_castps_si512(v[r]), _mm512_set1_epi32(0x7FFFFFFF)));
+        }
+        sc[k] = tile_scale_byte(_mm512_reduce_max_epi32(m), o);
+        const __m512 inv = _mm512_set1_ps(pow2_f32(127 - (int)sc[k]));
+        for (int r = 0; r < 4; r++) {
+            __m512 q = _mm512_mul_ps(v[r], inv);
+            q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(q, mx, _CMP_GT_OQ), mx);
+            q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(q, neg_mx, _CMP_LT_OQ), neg_mx);
+            _mm_storeu_si128((__m128i *)(void *)(vals + k * DSV4_KV_QBLOCK + 16 * r),
+                             _mm512_cvtepi32_epi8(e4m3_sat_finite_512(q, fnuz)));
+        }
+    }
+    memcpy(page + dsv4_kv_scale_offset(B, row), sc, sizeof sc);
+    memcpy(page + dsv4_kv_rope_offset(row), kt + DSV4_KV_NOPE_DIM, DSV4_KV_ROPE_DIM * sizeof *kt);
+}
+
+/* insert_range for the fp8_ds_mla cache at each vector level. */
+DSV4_AVX2 static int insert_range_avx2(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const insert_job *j = ctx;
+    uint8_t *page;
+    int64_t row;
+    for (int64_t t = t0; t < t1; t++)
+        if (insert_target(j, t, &page, &row))
+            encode_token_avx2(page, j->L->block_size, row, j->k + t * DSV4_KV_HEAD_DIM, j->o);
+    return DSV4_OK;
+}
+
+KV512 static int insert_range_512(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker, (void)st;
+    const insert_job *j = ctx;
+    uint8_t *page;
+    int64_t row;
+    for (int64_t t = t0; t < t1; t++)
+        if (insert_target(j, t, &page, &row))
+            encode_token_512(page, j->L->block_size, row, j->k + t * DSV4_KV_HEAD_DIM, j->o);
+    return DSV4_OK;
+}
+#endif
 
 /* Tokens [t0, t1) into their slots (validated before). */
 DSV4_VECTOR_CLONES static int insert_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
@@ -355,12 +503,18 @@ int dsv4_ref_quantize_and_insert_k_cache_fmt(const uint16_t *k, int64_t T, const
                     return dsv4_fail(st, DSV4_EINPUT, "k[%" PRId64 ", %d] is not finite", t, d);
     }
     insert_job j = {k, slots64, slots32, k_cache, L, f, o, stride};
+    dsv4_par_fn range = insert_range;
+#if DSV4_HAVE_AVX2_PATHS
+    /* The vector rows give the portable bytes (tests/test_simd.c). */
+    const int level = f == DSV4_KV_FMT_DS_MLA ? dsv4_simd_level() : DSV4_SIMD_PORTABLE;
+    range = level >= DSV4_SIMD_AVX512 ? insert_range_512 : level >= DSV4_SIMD_AVX2 ? insert_range_avx2 : insert_range;
+#endif
     /* Tokens go to their own slots in parallel; a slot written twice keeps
      * the last token's bytes, so such a mapping runs in order. */
     const int grain = 64;
     if (dsv4_parallel_workers(T, grain) > 1 && !slots_distinct(slots64, slots32, T, nslots, &rc, st))
-        return rc ? rc : insert_range(&j, 0, T, 0, st);
-    return dsv4_parallel_for(T, grain, 0, insert_range, &j, st);
+        return rc ? rc : range(&j, 0, T, 0, st);
+    return dsv4_parallel_for(T, grain, 0, range, &j, st);
 }
 
 /* The physical page gathered row i of request r reads, via its block table. */
