@@ -4,7 +4,8 @@
  * the CPU has (AVX2, AVX-512), and the output bytes must be identical.
  * The inputs mix random values of many magnitudes with the special ones: NaN of both signs and several payloads, +-Inf, +-0,
  * subnormals, values past the formats' saturation, the e2m1 and e4m3
- * rounding midpoints, and whole blocks of zeros, NaN or Inf.  The ideal
+ * rounding midpoints, and whole blocks of zeros, NaN or Inf; the KV
+ * cache insert also gets tiles whose scaled values underflow fp32.  The ideal
  * RMSNorm rows are checked against their serial definition. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -16,6 +17,7 @@
 #include "../ref/compressor.h"
 #include "../ref/fp8quant.h"
 #include "../ref/indexer.h"
+#include "../ref/kvcache.h"
 #include "../ref/mx.h"
 #include "../ref/numerics.h"
 #include "../ref/simd.h"
@@ -367,6 +369,102 @@ START_TEST(qnorm_rope_bf16_same_bytes)
 }
 END_TEST
 
+
+/* Each 64-lane KV tile set to e4m3 rounding midpoints (between two codes
+ * of either kind, subnormal ones included) times 2^e, one lane at
+ * +-224 2^e so that the tile's scale exponent is e (OCP: e - 1, which
+ * maps midpoints onto midpoints). */
+static void kv_midpoint_tiles(float *x, int64_t n)
+{
+    for (int64_t b = 0; b + DSV4_KV_QBLOCK <= n; b += DSV4_KV_QBLOCK) {
+        const int e = (int)(next_u32() % 160) - 60;
+        const dsv4_fp8_kind kind = next_u32() & 1 ? DSV4_FP8_E4M3FNUZ : DSV4_FP8_E4M3FN;
+        for (int i = 0; i < DSV4_KV_QBLOCK; i++) {
+            const uint8_t c = (uint8_t)(next_u32() % 0x7D);
+            const float mid = 0.5f * (dsv4_fp8_to_f32(c, kind) + dsv4_fp8_to_f32((uint8_t)(c + 1), kind));
+            x[b + i] = ldexpf(next_u32() & 1 ? -mid : mid, e);
+        }
+        x[b + next_u32() % DSV4_KV_QBLOCK] = ldexpf(next_u32() & 1 ? -224.0f : 224.0f, e);
+    }
+}
+
+/* Tiles whose amax is huge and whose other lanes are tiny (bf16
+ * subnormals among them): x * 2^-e underflows fp32 and rounds there.
+ * Every fifth tile is all zeros (the 1e-4 amax floor). */
+static void kv_underflow_tiles(float *x, int64_t n)
+{
+    for (int64_t b = 0, tile = 0; b + DSV4_KV_QBLOCK <= n; b += DSV4_KV_QBLOCK, tile++) {
+        const float amax = ldexpf(1.0f + (float)(next_u32() % 128) / 128.0f, 60 + (int)(next_u32() % 67));
+        for (int i = 0; i < DSV4_KV_QBLOCK; i++)
+            x[b + i] = tile % 5 == 0 ? 0.0f
+                                     : bits_f32((next_u32() & 1u) << 31 | (next_u32() % 3 ? next_u32() & 0x7FFFFFu
+                                                                                           : (uint32_t)(1 + next_u32() % 40) << 23 |
+                                                                                                 (next_u32() & 0x7FFFFFu)));
+        if (tile % 5)
+            x[b + next_u32() % DSV4_KV_QBLOCK] = next_u32() & 1 ? -amax : amax;
+    }
+}
+
+/* The fp8_ds_mla cache insert (dsv4_ref_quantize_and_insert_k_cache): the
+ * AVX2 and AVX-512 token encodes against the portable one, on tokens of
+ * random values of many magnitudes, tiles at the scale edges, at e4m3
+ * rounding midpoints, underflowing tiles, zero tiles; OCP and FNUZ, the
+ * 255 and 254 scale caps, int64 and int32 slots with skipped (-1) ones, a
+ * mapping that writes slots twice (the serial order), a non-finite lane in
+ * a skipped token (ignored), and tokens with NaN or Inf (both fail, the
+ * cache untouched). */
+START_TEST(kv_insert_same_bytes)
+{
+    enum { B = 16, NB = 4, T = 60, D = DSV4_KV_HEAD_DIM };
+    static float x[T * D];
+    static uint16_t k[T * D];
+    int64_t s64[T];
+    int32_t s32[T];
+    ck_assert((size_t)NB * B * DSV4_KV_TOKEN_BYTES <= sizeof out_portable.a);
+    const dsv4_kv_layout L = {B, NB, 0};
+    for (int trial = 0; trial < 8; trial++) {
+        fill(x, T * D);
+        if (trial < 7) /* trial 7: NaN / Inf lanes in written tokens */
+            make_finite(x, T * D);
+        if (trial == 1)
+            near_scale_edges(x, T * D);
+        if (trial == 2 || trial == 5)
+            kv_midpoint_tiles(x, T * D);
+        if (trial == 3 || trial == 6)
+            kv_underflow_tiles(x, T * D);
+        to_bf16(x, T * D, k);
+        if (trial < 7)
+            for (int i = 0; i < T * D; i++) /* the bf16 rounding may overflow */
+                if ((k[i] & 0x7F80u) == 0x7F80u)
+                    k[i] = 0xBF80;
+        int perm[NB * B];
+        for (int i = 0; i < NB * B; i++)
+            perm[i] = i;
+        for (int i = NB * B - 1; i > 0; i--) {
+            const int r = (int)(next_u32() % (uint32_t)(i + 1)), tmp = perm[i];
+            perm[i] = perm[r], perm[r] = tmp;
+        }
+        for (int t = 0; t < T; t++) {
+            s64[t] = t % 7 == 3 ? -1 : trial == 4 ? perm[t % 20] : perm[t];
+            s32[t] = (int32_t)s64[t];
+        }
+        if (trial == 6) /* a skipped token may hold anything */
+            k[3 * D + 5] = 0x7FC1, k[10 * D + 500] = 0xFF80;
+        for (int fnuz = 0; fnuz < 2; fnuz++)
+            for (int cap = 255; cap >= 254; cap--)
+                for (int i32 = 0; i32 < 2; i32++) {
+                    dsv4_kv_encode_opts opts = dsv4_kv_encode_opts_default(fnuz);
+                    opts.scale_max = cap;
+                    COMPARE_PATHS("kv insert", dsv4_ref_quantize_and_insert_k_cache(k, T, i32 ? NULL : s64,
+                                                                                    i32 ? s32 : NULL, o->a, &L,
+                                                                                    &opts, &st));
+                    ck_assert_msg((out_portable.rc == DSV4_OK) == (trial < 7), "trial %d: rc %d", trial,
+                                  out_portable.rc);
+                }
+    }
+}
+END_TEST
+
 DSV4_TEST_MAIN("simd", "core", 120, NULL, NULL, avx2_path_is_on_where_supported, mx_rows_same_bytes,
                fp8_group_rows_same_bytes, indexer_q_quant_same_bytes, inverse_rope_mxfp8_same_bytes,
-               rmsnorm_rows_match_serial, qnorm_rope_bf16_same_bytes)
+               rmsnorm_rows_match_serial, qnorm_rope_bf16_same_bytes, kv_insert_same_bytes)
