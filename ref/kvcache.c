@@ -314,7 +314,12 @@ static inline uint8_t tile_scale_byte(int32_t amax_bits, const dsv4_kv_encode_op
  * scalar rule above, q = x * 2^-e (the same single fp32 product), the clamp
  * to +-FP8MAX, dsv4_e4m3_sat_lane on every lane (the same integer and fp32
  * operations, no FMA), the pad byte, and the RoPE half copied (bf16 ->
- * fp32 -> bf16 of a finite value is the identity; x86 is little-endian). */
+ * fp32 -> bf16 of a finite value is the identity; x86 is little-endian).
+ * A tile of fp32 subnormals and zeros only (amax < 2^-126) with 2^-e <=
+ * 2^100 has every |q| < 2^-26, far under half the least e4m3 subnormal:
+ * its codes are +-0, the sign of x (fnuz: 0), and skipping the product
+ * skips the microcode assist a subnormal operand costs. */
+#define KV_TINY_TILE(amax_bits, sb) ((amax_bits) < 0x00800000 && (sb) >= 27)
 DSV4_AVX2 static void encode_token_avx2(uint8_t *page, int64_t B, int64_t row, const uint16_t *kt,
                                         const dsv4_kv_encode_opts *o)
 {
@@ -329,10 +334,17 @@ DSV4_AVX2 static void encode_token_avx2(uint8_t *page, int64_t B, int64_t row, c
             v[r] = dsv4_avx2_load_bf16(kt + k * DSV4_KV_QBLOCK + 8 * r);
             m = _mm256_max_epi32(m, dsv4_avx2_abs_bits(v[r]));
         }
-        sc[k] = tile_scale_byte(dsv4_avx2_hmax_epi32(m), o);
+        const int32_t amax_bits = dsv4_avx2_hmax_epi32(m);
+        sc[k] = tile_scale_byte(amax_bits, o);
         const __m256 inv = _mm256_set1_ps(pow2_f32(127 - (int)sc[k]));
+        const int tiny = KV_TINY_TILE(amax_bits, sc[k]);
         __m256i c[8];
         for (int r = 0; r < 8; r++) {
+            if (tiny) {
+                c[r] = fnuz ? _mm256_setzero_si256()
+                            : _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v[r]), 24), _mm256_set1_epi32(0x80));
+                continue;
+            }
             __m256 q = _mm256_mul_ps(v[r], inv);
             q = _mm256_blendv_ps(q, mx, _mm256_cmp_ps(q, mx, _CMP_GT_OQ));
             q = _mm256_blendv_ps(q, neg_mx, _mm256_cmp_ps(q, neg_mx, _CMP_LT_OQ));
@@ -388,14 +400,22 @@ KV512 static void encode_token_512(uint8_t *page, int64_t B, int64_t row, const 
             v[r] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); /* bf16 -> fp32: exact */
             m = _mm512_max_epi32(m, _mm512_and_si512(_mm512_castps_si512(v[r]), _mm512_set1_epi32(0x7FFFFFFF)));
         }
-        sc[k] = tile_scale_byte(_mm512_reduce_max_epi32(m), o);
+        const int32_t amax_bits = _mm512_reduce_max_epi32(m);
+        sc[k] = tile_scale_byte(amax_bits, o);
         const __m512 inv = _mm512_set1_ps(pow2_f32(127 - (int)sc[k]));
+        const int tiny = KV_TINY_TILE(amax_bits, sc[k]);
         for (int r = 0; r < 4; r++) {
-            __m512 q = _mm512_mul_ps(v[r], inv);
-            q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(q, mx, _CMP_GT_OQ), mx);
-            q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(q, neg_mx, _CMP_LT_OQ), neg_mx);
-            _mm_storeu_si128((__m128i *)(void *)(vals + k * DSV4_KV_QBLOCK + 16 * r),
-                             _mm512_cvtepi32_epi8(e4m3_sat_finite_512(q, fnuz)));
+            __m512i c;
+            if (tiny) {
+                c = fnuz ? _mm512_setzero_si512()
+                         : _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v[r]), 24), _mm512_set1_epi32(0x80));
+            } else {
+                __m512 q = _mm512_mul_ps(v[r], inv);
+                q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(q, mx, _CMP_GT_OQ), mx);
+                q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(q, neg_mx, _CMP_LT_OQ), neg_mx);
+                c = e4m3_sat_finite_512(q, fnuz);
+            }
+            _mm_storeu_si128((__m128i *)(void *)(vals + k * DSV4_KV_QBLOCK + 16 * r), _mm512_cvtepi32_epi8(c));
         }
     }
     memcpy(page + dsv4_kv_scale_offset(B, row), sc, sizeof sc);

@@ -390,16 +390,18 @@ static void kv_midpoint_tiles(float *x, int64_t n)
 
 /* Tiles whose amax is huge and whose other lanes are tiny (bf16
  * subnormals among them): x * 2^-e underflows fp32 and rounds there.
- * Every fifth tile is all zeros (the 1e-4 amax floor). */
+ * Every fifth tile holds only subnormals and +-0 (the 1e-4 amax floor;
+ * codes +-0), every tenth only +0. */
 static void kv_underflow_tiles(float *x, int64_t n)
 {
     for (int64_t b = 0, tile = 0; b + DSV4_KV_QBLOCK <= n; b += DSV4_KV_QBLOCK, tile++) {
         const float amax = ldexpf(1.0f + (float)(next_u32() % 128) / 128.0f, 60 + (int)(next_u32() % 67));
-        for (int i = 0; i < DSV4_KV_QBLOCK; i++)
-            x[b + i] = tile % 5 == 0 ? 0.0f
-                                     : bits_f32((next_u32() & 1u) << 31 | (next_u32() % 3 ? next_u32() & 0x7FFFFFu
-                                                                                           : (uint32_t)(1 + next_u32() % 40) << 23 |
-                                                                                                 (next_u32() & 0x7FFFFFu)));
+        for (int i = 0; i < DSV4_KV_QBLOCK; i++) {
+            const uint32_t sign = (next_u32() & 1u) << 31, sub = next_u32() % 4 ? next_u32() & 0x7FFFFFu : 0;
+            const uint32_t tiny = next_u32() % 3 ? next_u32() & 0x7FFFFFu
+                                                 : (uint32_t)(1 + next_u32() % 40) << 23 | (next_u32() & 0x7FFFFFu);
+            x[b + i] = tile % 10 == 0 ? 0.0f : bits_f32(sign | (tile % 5 == 0 ? sub : tiny));
+        }
         if (tile % 5)
             x[b + next_u32() % DSV4_KV_QBLOCK] = next_u32() & 1 ? -amax : amax;
     }
