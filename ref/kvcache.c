@@ -300,9 +300,10 @@ static inline int insert_target(const insert_job *j, int64_t t, uint8_t **page, 
 }
 
 /* The scale byte of a finite tile's amax bits, as encode_values forms it. */
-static inline uint8_t tile_scale_byte(int32_t amax_bits, const dsv4_kv_encode_opts *o)
+static inline uint8_t tile_scale_byte(int32_t amax_bits, const dsv4_kv_encode_opts *o, int *clamped)
 {
     const int b = scale_exponent(dsv4_f32_of_bits((uint32_t)amax_bits), o->fp8_max) + 127;
+    *clamped = b < 0 || b > o->scale_max;
     /* clamp(e + 127, 0, 255) [S1]; 254 cap of the gfx950 compressor [S19]. */
     return (uint8_t)(b < 0 ? 0 : b > o->scale_max ? o->scale_max : b);
 }
@@ -335,7 +336,8 @@ DSV4_AVX2 static void encode_token_avx2(uint8_t *page, int64_t B, int64_t row, c
             m = _mm256_max_epi32(m, dsv4_avx2_abs_bits(v[r]));
         }
         const int32_t amax_bits = dsv4_avx2_hmax_epi32(m);
-        sc[k] = tile_scale_byte(amax_bits, o);
+        int clamped;
+        sc[k] = tile_scale_byte(amax_bits, o, &clamped);
         const __m256 inv = _mm256_set1_ps(pow2_f32(127 - (int)sc[k]));
         const int tiny = KV_TINY_TILE(amax_bits, sc[k]);
         __m256i c[8];
@@ -346,8 +348,10 @@ DSV4_AVX2 static void encode_token_avx2(uint8_t *page, int64_t B, int64_t row, c
                 continue;
             }
             __m256 q = _mm256_mul_ps(v[r], inv);
-            q = _mm256_blendv_ps(q, mx, _mm256_cmp_ps(q, mx, _CMP_GT_OQ));
-            q = _mm256_blendv_ps(q, neg_mx, _mm256_cmp_ps(q, neg_mx, _CMP_LT_OQ));
+            if (clamped) { /* else |q| <= FP8MAX already (e4m3_codes_512) */
+                q = _mm256_blendv_ps(q, mx, _mm256_cmp_ps(q, mx, _CMP_GT_OQ));
+                q = _mm256_blendv_ps(q, neg_mx, _mm256_cmp_ps(q, neg_mx, _CMP_LT_OQ));
+            }
             c[r] = dsv4_avx2_e4m3_sat(q, fnuz);
         }
         _mm256_storeu_si256((__m256i *)(void *)(vals + k * DSV4_KV_QBLOCK), dsv4_avx2_pack_bytes(c[0], c[1], c[2], c[3]));
@@ -361,10 +365,39 @@ DSV4_AVX2 static void encode_token_avx2(uint8_t *page, int64_t B, int64_t row, c
 #define KV512 __attribute__((target("avx512f,avx2")))
 #define KV512_INLINE static inline __attribute__((target("avx512f,avx2"), always_inline))
 
-/* dsv4_e4m3_sat_lane of 16 finite lanes (its NaN select dropped): the
- * normal-range rounding in integers, below 2^emin the fp32 product and sum
- * with 2^23 (two roundings, no FMA: the target has none), the saturation,
- * the sign (fnuz: none on a zero code). */
+/* The e4m3 codes of 16 lanes q = x * 2^-e from |x| (bits ax) and x: the
+ * fp32 product on |x| (the same |q|; its sign is x's, -0 on underflow
+ * too), then dsv4_e4m3_sat_lane's operations on the finite |q| bits a:
+ * the normal-range RNE (its rebias folded into the rounding constant,
+ * exact for the lanes it selects: a >= 2^emin), below 2^emin the RNE
+ * integer of the fp32 product |q| 2^(3 - emin) (the conversion, in the
+ * rounding mode the portable sum with 2^23 uses), the saturation, the
+ * sign (fnuz: none on a zero code).  No clamp to +-FP8MAX: the caller
+ * has |q| <= FP8MAX (unclamped scale byte, so 2^-e exact and
+ * |x| 2^-e <= amax 2^-e <= FP8MAX, which a monotone rounding keeps). */
+KV512_INLINE __m512i e4m3_codes_512(__m512 ax, __m512 x, __m512 inv, int fnuz)
+{
+    const int32_t emin = fnuz ? -7 : -6, max_code = fnuz ? 0x7F : 0x7E;
+    const __m512 aq = _mm512_mul_ps(ax, inv);
+    const __m512i a = _mm512_castps_si512(aq);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, 20), _mm512_set1_epi32(1));
+    const __m512i nrm = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32(0x7FFFF - ((127 + emin - 1) << 23))), odd), 20);
+    const __mmask16 small = _mm512_cmplt_epi32_mask(a, _mm512_set1_epi32((127 + emin) << 23));
+    const __m512 scaled = _mm512_mul_ps(aq, _mm512_set1_ps(fnuz ? 1024.0f : 512.0f));
+    const __m512i code = _mm512_min_epi32(_mm512_mask_cvtps_epi32(nrm, small, scaled), _mm512_set1_epi32(max_code));
+    const __m512i sign = _mm512_srli_epi32(_mm512_castps_si512(x), 24); /* bit 7: x's sign */
+    if (fnuz) /* no negative zero */
+        return _mm512_mask_ternarylogic_epi32(code, _mm512_test_epi32_mask(code, code), sign, _mm512_set1_epi32(0x80),
+                                              0xF8); /* code | (sign & 0x80) */
+    return _mm512_ternarylogic_epi32(code, sign, _mm512_set1_epi32(0x80), 0xF8);
+}
+
+/* dsv4_e4m3_sat_lane of 16 finite lanes (its NaN select dropped), for the
+ * tiles whose scale byte was clamped (q may pass +-FP8MAX): the
+ * normal-range rounding in integers, below 2^emin the fp32 product and
+ * sum with 2^23 (two roundings, no FMA: the target has none), the
+ * saturation, the sign (fnuz: none on a zero code). */
 KV512_INLINE __m512i e4m3_sat_finite_512(__m512 q, int fnuz)
 {
     const int32_t emin = fnuz ? -7 : -6, max_code = fnuz ? 0x7F : 0x7E;
@@ -384,33 +417,107 @@ KV512_INLINE __m512i e4m3_sat_finite_512(__m512 q, int fnuz)
     return _mm512_or_si512(code, sign);
 }
 
-/* encode_token_avx2 sixteen lanes at a time (AVX-512F). */
-KV512 static void encode_token_512(uint8_t *page, int64_t B, int64_t row, const uint16_t *kt,
-                                   const dsv4_kv_encode_opts *o)
+/* The seven tiles' |x| maxima as bits, tile k in lane k (lane 7: 0):
+ * the bf16 pairs of each dword split into their high and low halves, the
+ * maxima reduced across the tiles' vectors side by side. */
+KV512_INLINE __m512i tile_amax_bits_512(const uint16_t *kt)
+{
+    __m512i m[8];
+    for (int k = 0; k < DSV4_KV_NQBLOCKS; k++) {
+        __m512i hi = _mm512_setzero_si512(), lo = _mm512_setzero_si512();
+        for (int r = 0; r < 2; r++) {
+            const __m512i w = _mm512_loadu_si512((const void *)(kt + k * DSV4_KV_QBLOCK + 32 * r));
+            hi = _mm512_max_epi32(hi, _mm512_and_si512(w, _mm512_set1_epi32(0x7FFF0000)));
+            lo = _mm512_max_epi32(lo, _mm512_and_si512(w, _mm512_set1_epi32(0x7FFF)));
+        }
+        m[k] = _mm512_max_epi32(_mm512_srli_epi32(hi, 16), lo);
+    }
+    m[7] = _mm512_setzero_si512();
+    __m512i t[4], u[2];
+    for (int i = 0; i < 4; i++) /* 128-bit chunks 0, 1: tile 2i; 2, 3: tile 2i + 1 */
+        t[i] = _mm512_max_epi32(_mm512_shuffle_i32x4(m[2 * i], m[2 * i + 1], 0x44),
+                                _mm512_shuffle_i32x4(m[2 * i], m[2 * i + 1], 0xEE));
+    for (int i = 0; i < 2; i++) /* chunk c: tile 4i + c */
+        u[i] = _mm512_max_epi32(_mm512_shuffle_i32x4(t[2 * i], t[2 * i + 1], 0x88),
+                                _mm512_shuffle_i32x4(t[2 * i], t[2 * i + 1], 0xDD));
+    /* chunk c: lanes 0, 1 tile c, lanes 2, 3 tile 4 + c */
+    __m512i v = _mm512_max_epi32(_mm512_unpacklo_epi64(u[0], u[1]), _mm512_unpackhi_epi64(u[0], u[1]));
+    v = _mm512_max_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
+    v = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0), v);
+    return _mm512_slli_epi32(v, 16); /* bf16 bits -> fp32 bits */
+}
+
+/* tile_scale_byte, pow2_f32(127 - b) and KV_TINY_TILE of the seven tiles
+ * at once: scale_exponent's fast form (FP8MAX a positive normal fp32, as
+ * the caller checked; a = max(amax, 1e-4) is normal for finite amax),
+ * e = Ea - Em + (ma > mm), the clamp, 2^-e from the bits (2^-127 and
+ * 2^-128 subnormal).  sc[0..7] gets the scale bytes and the pad byte,
+ * inv[k] the multipliers; the masks say which tiles were clamped or are
+ * tiny. */
+KV512_INLINE void tile_scales_512(const uint16_t *kt, const dsv4_kv_encode_opts *o, uint8_t *sc, float *inv,
+                                  __mmask16 *clamped, __mmask16 *tiny)
+{
+    const uint32_t mb = dsv4_bits_f32(o->fp8_max);
+    const __m512i amax = tile_amax_bits_512(kt);
+    const __m512i a = _mm512_max_epi32(amax, _mm512_set1_epi32((int32_t)dsv4_bits_f32(DSV4_KV_AMAX_FLOOR)));
+    const __mmask16 up =
+        _mm512_cmpgt_epi32_mask(_mm512_and_si512(a, _mm512_set1_epi32(0x7FFFFF)), _mm512_set1_epi32((int32_t)(mb & 0x7FFFFFu)));
+    const __m512i b0 = _mm512_add_epi32(_mm512_srli_epi32(a, 23), _mm512_set1_epi32(127 - (int32_t)(mb >> 23)));
+    const __m512i b = _mm512_mask_add_epi32(b0, up, b0, _mm512_set1_epi32(1)); /* e + 127 */
+    *clamped = _mm512_cmplt_epi32_mask(b, _mm512_setzero_si512()) | _mm512_cmpgt_epi32_mask(b, _mm512_set1_epi32(o->scale_max));
+    const __m512i bc = _mm512_min_epi32(_mm512_max_epi32(b, _mm512_setzero_si512()), _mm512_set1_epi32(o->scale_max));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(254), bc), 23);
+    const __m512i sub = _mm512_srlv_epi32(_mm512_set1_epi32(0x00400000), _mm512_sub_epi32(bc, _mm512_set1_epi32(254)));
+    _mm512_storeu_ps(inv, _mm512_castsi512_ps(
+                              _mm512_mask_mov_epi32(normal, _mm512_cmpgt_epi32_mask(bc, _mm512_set1_epi32(253)), sub)));
+    *tiny = _mm512_cmplt_epi32_mask(amax, _mm512_set1_epi32(0x00800000)) &
+            _mm512_cmpge_epi32_mask(bc, _mm512_set1_epi32(27));
+    /* lane 7 is tile "7" of zeros: its byte replaced by the pad byte 0 [S1] */
+    _mm_storel_epi64((__m128i *)(void *)sc, _mm512_cvtepi32_epi8(_mm512_maskz_mov_epi32(0x7F, bc)));
+}
+
+/* encode_token_avx2 sixteen lanes at a time (AVX-512F), the seven scale
+ * rules in one vector (vector_rule, a constant at each call: FP8MAX a
+ * positive normal fp32) or one tile at a time by the scalar rule. */
+KV512_INLINE void encode_tiles_512(uint8_t *page, int64_t B, int64_t row, const uint16_t *kt,
+                                   const dsv4_kv_encode_opts *o, int vector_rule)
 {
     uint8_t *vals = page + dsv4_kv_value_offset(row);
     uint8_t sc[DSV4_KV_SCALE_BYTES] = {0}; /* sc[7]: the pad byte [S1] */
+    float inv[16];
     const int fnuz = o->kind == DSV4_FP8_E4M3FNUZ;
+    __mmask16 clamped_tiles = 0, tiny_tiles = 0;
+    if (vector_rule)
+        tile_scales_512(kt, o, sc, inv, &clamped_tiles, &tiny_tiles);
     const __m512 mx = _mm512_set1_ps(o->fp8_max), neg_mx = _mm512_set1_ps(-o->fp8_max);
     for (int k = 0; k < DSV4_KV_NQBLOCKS; k++) {
-        __m512 v[4];
+        __m512 v[4], ax[4];
         __m512i m = _mm512_setzero_si512();
         for (int r = 0; r < 4; r++) {
             const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(kt + k * DSV4_KV_QBLOCK + 16 * r));
             v[r] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); /* bf16 -> fp32: exact */
-            m = _mm512_max_epi32(m, _mm512_and_si512(_mm512_castps_si512(v[r]), _mm512_set1_epi32(0x7FFFFFFF)));
+            ax[r] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v[r]), _mm512_set1_epi32(0x7FFFFFFF)));
+            if (!vector_rule)
+                m = _mm512_max_epi32(m, _mm512_castps_si512(ax[r]));
         }
-        const int32_t amax_bits = _mm512_reduce_max_epi32(m);
-        sc[k] = tile_scale_byte(amax_bits, o);
-        const __m512 inv = _mm512_set1_ps(pow2_f32(127 - (int)sc[k]));
-        const int tiny = KV_TINY_TILE(amax_bits, sc[k]);
+        if (!vector_rule) {
+            const int32_t amax_bits = _mm512_reduce_max_epi32(m);
+            int clamped;
+            sc[k] = tile_scale_byte(amax_bits, o, &clamped);
+            inv[k] = pow2_f32(127 - (int)sc[k]);
+            clamped_tiles |= (__mmask16)(clamped << k);
+            tiny_tiles |= (__mmask16)(KV_TINY_TILE(amax_bits, sc[k]) << k);
+        }
+        const __m512 invk = _mm512_set1_ps(inv[k]);
         for (int r = 0; r < 4; r++) {
             __m512i c;
-            if (tiny) {
+            if (tiny_tiles >> k & 1) {
                 c = fnuz ? _mm512_setzero_si512()
                          : _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v[r]), 24), _mm512_set1_epi32(0x80));
+            } else if (!(clamped_tiles >> k & 1)) {
+                c = e4m3_codes_512(ax[r], v[r], invk, fnuz);
             } else {
-                __m512 q = _mm512_mul_ps(v[r], inv);
+                __m512 q = _mm512_mul_ps(v[r], invk);
                 q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(q, mx, _CMP_GT_OQ), mx);
                 q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(q, neg_mx, _CMP_LT_OQ), neg_mx);
                 c = e4m3_sat_finite_512(q, fnuz);
@@ -420,6 +527,16 @@ KV512 static void encode_token_512(uint8_t *page, int64_t B, int64_t row, const 
     }
     memcpy(page + dsv4_kv_scale_offset(B, row), sc, sizeof sc);
     memcpy(page + dsv4_kv_rope_offset(row), kt + DSV4_KV_NOPE_DIM, DSV4_KV_ROPE_DIM * sizeof *kt);
+}
+
+KV512 static void encode_token_512(uint8_t *page, int64_t B, int64_t row, const uint16_t *kt,
+                                   const dsv4_kv_encode_opts *o)
+{
+    const uint32_t mb = dsv4_bits_f32(o->fp8_max);
+    if ((mb >> 23) != 0 && (mb >> 23) != 255 && !(mb >> 31))
+        encode_tiles_512(page, B, row, kt, o, 1);
+    else
+        encode_tiles_512(page, B, row, kt, o, 0);
 }
 
 /* insert_range for the fp8_ds_mla cache at each vector level. */
@@ -470,6 +587,27 @@ DSV4_VECTOR_CLONES static int insert_range(void *ctx, int64_t t0, int64_t t1, in
     return DSV4_OK;
 }
 
+/* Tokens [t0, t1): every slot inside the cache (or skipped), every
+ * written token finite. */
+static int check_range(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)worker;
+    const insert_job *j = ctx;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t s = j->slots64 ? j->slots64[t] : j->slots32[t], page, row;
+        int r = dsv4_kv_slot(s, j->L, &page, &row);
+        if (r < 0)
+            return dsv4_fail(st, DSV4_EINPUT, "slot_mapping[%" PRId64 "] = %" PRId64
+                             " is outside the cache (%" PRId64 " slots)", t, s, j->L->num_blocks * j->L->block_size);
+        const uint16_t *kt = j->k + t * DSV4_KV_HEAD_DIM;
+        if (r && !row_finite_bf16(kt))
+            for (int d = 0; d < DSV4_KV_HEAD_DIM; d++)
+                if ((kt[d] & 0x7F80u) == 0x7F80u) /* bf16 Inf/NaN exponent */
+                    return dsv4_fail(st, DSV4_EINPUT, "k[%" PRId64 ", %d] is not finite", t, d);
+    }
+    return DSV4_OK;
+}
+
 /* 1 if no two tokens share a slot >= 0 (all slots validated in range). */
 static int slots_distinct(const int64_t *slots64, const int32_t *slots32, int64_t T, int64_t nslots, int *rc,
                           dsv4_status *st)
@@ -510,19 +648,11 @@ int dsv4_ref_quantize_and_insert_k_cache_fmt(const uint16_t *k, int64_t T, const
     if (rc)
         return rc;
     const int64_t stride = dsv4_kv_format_page_stride(L, f), nslots = L->num_blocks * L->block_size;
-    /* Validate everything first so that bad input never half-writes. */
-    for (int64_t t = 0; t < T; t++) {
-        int64_t s = slots64 ? slots64[t] : slots32[t], page, row;
-        int r = dsv4_kv_slot(s, L, &page, &row);
-        if (r < 0)
-            return dsv4_fail(st, DSV4_EINPUT, "slot_mapping[%" PRId64 "] = %" PRId64
-                             " is outside the cache (%" PRId64 " slots)", t, s, nslots);
-        if (r && !row_finite_bf16(k + t * DSV4_KV_HEAD_DIM))
-            for (int d = 0; d < DSV4_KV_HEAD_DIM; d++)
-                if ((k[t * DSV4_KV_HEAD_DIM + d] & 0x7F80u) == 0x7F80u) /* bf16 Inf/NaN exponent */
-                    return dsv4_fail(st, DSV4_EINPUT, "k[%" PRId64 ", %d] is not finite", t, d);
-    }
     insert_job j = {k, slots64, slots32, k_cache, L, f, o, stride};
+    /* Validate everything first so that bad input never half-writes (in
+     * parallel: the error is the first bad token's, as a serial loop's). */
+    if ((rc = dsv4_parallel_for(T, 512, 0, check_range, &j, st)))
+        return rc;
     dsv4_par_fn range = insert_range;
 #if DSV4_HAVE_AVX2_PATHS
     /* The vector rows give the portable bytes (tests/test_simd.c). */

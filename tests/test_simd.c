@@ -411,7 +411,7 @@ static void kv_underflow_tiles(float *x, int64_t n)
  * AVX2 and AVX-512 token encodes against the portable one, on tokens of
  * random values of many magnitudes, tiles at the scale edges, at e4m3
  * rounding midpoints, underflowing tiles, zero tiles; OCP and FNUZ, the
- * 255 and 254 scale caps, int64 and int32 slots with skipped (-1) ones, a
+ * 255 and 254 scale caps, three FP8MAX, int64 and int32 slots with skipped (-1) ones, a
  * mapping that writes slots twice (the serial order), a non-finite lane in
  * a skipped token (ignored), and tokens with NaN or Inf (both fail, the
  * cache untouched). */
@@ -452,17 +452,25 @@ START_TEST(kv_insert_same_bytes)
         }
         if (trial == 6) /* a skipped token may hold anything */
             k[3 * D + 5] = 0x7FC1, k[10 * D + 500] = 0xFF80;
+        /* FP8MAX as the kernel's, and two that other callers could pass: a
+         * small normal one whose scale bytes clamp at the cap for huge tiles
+         * (then q passes +-FP8MAX and is clamped), a subnormal one (the
+         * one-tile-at-a-time scale rule) */
+        static const float maxes[3] = {0, 0.0234375f, 1e-40f};
         for (int fnuz = 0; fnuz < 2; fnuz++)
             for (int cap = 255; cap >= 254; cap--)
-                for (int i32 = 0; i32 < 2; i32++) {
-                    dsv4_kv_encode_opts opts = dsv4_kv_encode_opts_default(fnuz);
-                    opts.scale_max = cap;
-                    COMPARE_PATHS("kv insert", dsv4_ref_quantize_and_insert_k_cache(k, T, i32 ? NULL : s64,
-                                                                                    i32 ? s32 : NULL, o->a, &L,
-                                                                                    &opts, &st));
-                    ck_assert_msg((out_portable.rc == DSV4_OK) == (trial < 7), "trial %d: rc %d", trial,
-                                  out_portable.rc);
-                }
+                for (int i32 = 0; i32 < 2; i32++)
+                    for (int mi = 0; mi < 3; mi++) {
+                        dsv4_kv_encode_opts opts = dsv4_kv_encode_opts_default(fnuz);
+                        opts.scale_max = cap;
+                        if (mi)
+                            opts.fp8_max = maxes[mi];
+                        COMPARE_PATHS("kv insert", dsv4_ref_quantize_and_insert_k_cache(k, T, i32 ? NULL : s64,
+                                                                                        i32 ? s32 : NULL, o->a, &L,
+                                                                                        &opts, &st));
+                        ck_assert_msg((out_portable.rc == DSV4_OK) == (trial < 7), "trial %d: rc %d", trial,
+                                      out_portable.rc);
+                    }
     }
 }
 END_TEST
