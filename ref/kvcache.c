@@ -313,8 +313,9 @@ static inline uint8_t tile_scale_byte(int32_t amax_bits, const dsv4_kv_encode_op
  * every lane finite, so the NaN rules of the lane codec never apply): the
  * tile amax as the integer max of the |x| bits, the scale byte by the
  * scalar rule above, q = x * 2^-e (the same single fp32 product), the clamp
- * to +-FP8MAX, dsv4_e4m3_sat_lane on every lane (the same integer and fp32
- * operations, no FMA), the pad byte, and the RoPE half copied (bf16 ->
+ * to +-FP8MAX where the scale byte was clamped (else |q| <= FP8MAX already:
+ * e4m3_codes_512), dsv4_e4m3_sat_lane on every lane (the same integer and
+ * fp32 operations, no FMA), the pad byte, and the RoPE half copied (bf16 ->
  * fp32 -> bf16 of a finite value is the identity; x86 is little-endian).
  * A tile of fp32 subnormals and zeros only (amax < 2^-126) with 2^-e <=
  * 2^100 has every |q| < 2^-26, far under half the least e4m3 subnormal:
@@ -348,7 +349,7 @@ DSV4_AVX2 static void encode_token_avx2(uint8_t *page, int64_t B, int64_t row, c
                 continue;
             }
             __m256 q = _mm256_mul_ps(v[r], inv);
-            if (clamped) { /* else |q| <= FP8MAX already (e4m3_codes_512) */
+            if (clamped) {
                 q = _mm256_blendv_ps(q, mx, _mm256_cmp_ps(q, mx, _CMP_GT_OQ));
                 q = _mm256_blendv_ps(q, neg_mx, _mm256_cmp_ps(q, neg_mx, _CMP_LT_OQ));
             }
