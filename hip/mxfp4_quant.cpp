@@ -35,9 +35,7 @@ __global__ void __launch_bounds__(MX_THREADS)
     const long long g = mx_block_index(), W = a.W, npad_cols = a.npad_cols;
     if (g < a.nblocks) {
         float v[MX_BLOCK_CHUNKS][8];
-        #pragma unroll
-        for (int k = 0; k < MX_BLOCK_CHUNKS; k++)
-            load8(a.x, BF16, g * 32 + 8 * k, v[k]);
+        load_mx_block(a.x, BF16, g, v);
         uint8_t byte;
         float mult;
         const int nanfill = dsv4q_fp4_block(block_amax32(v), RULE, &byte, &mult);

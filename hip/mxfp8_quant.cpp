@@ -27,9 +27,7 @@ __global__ void __launch_bounds__(MX_THREADS)
     if (g >= nblocks)
         return;
     float v[MX_BLOCK_CHUNKS][8];
-    #pragma unroll
-    for (int k = 0; k < MX_BLOCK_CHUNKS; k++)
-        load8(x, BF16, g * 32 + 8 * k, v[k]);
+    load_mx_block(x, BF16, g, v);
     store_mxfp8_block<VARIANT, true>(v, data + 2 * g, scales + g);
 }
 

@@ -53,20 +53,27 @@ __device__ inline int32_t group_max_key(int32_t k, int g)
     return k;
 }
 
+#if defined(__CUDA_ARCH__)
+/* m folded with |x| of a chunk's 8 values.  NVIDIA's max returns the other
+ * operand when one is NaN (any NaN), so m = NaN means "none seen" and the
+ * result is NaN only when every value was: one instruction a value. */
+__device__ inline float fold_abs_max(float m, const float v[8])
+{
+    for (int i = 0; i < 8; i++)
+        m = fmaxf(m, fabsf(v[i]));
+    return m;
+}
+#endif
+
 /* key folded with the amax keys of a chunk's 8 values (dsv4q_amax_key).
- * On NVIDIA, whose max returns the other operand when one is NaN (any
- * NaN), the fold runs on |x| as floats, one instruction a value: the key's
- * float (NaN for "none seen"), the max of the non-NaN |x|, back to a key;
- * non-negative floats order as their bits, so it is the same key.
- * Elsewhere (an IEEE-mode max may quiet a signalling NaN instead) the
- * integer keys. */
+ * On NVIDIA the fold runs on |x| as floats (fold_abs_max) from the key's
+ * float and goes back to a key: non-negative floats order as their bits,
+ * so it is the same key.  Elsewhere (an IEEE-mode max may quiet a
+ * signalling NaN instead) the integer keys. */
 __device__ inline int32_t fold_amax_key(const float v[8], int32_t key)
 {
 #if defined(__CUDA_ARCH__)
-    float m = dsv4q_amax_of_key(key);
-    for (int i = 0; i < 8; i++)
-        m = fmaxf(m, fabsf(v[i]));
-    return dsv4q_amax_key(m);
+    return dsv4q_amax_key(fold_abs_max(dsv4q_amax_of_key(key), v));
 #else
     for (int i = 0; i < 8; i++) {
         const int32_t e = dsv4q_amax_key(v[i]);
@@ -128,15 +135,14 @@ __device__ inline long long div_fast(long long a, long long b, long long *rem)
 enum { MXFP8_CEIL_F32LOG2 = 0, MXFP8_CEIL = 1, MXFP8_FLOOR = 2, MX_BLOCK_CHUNKS = 4 };
 
 /* The amax of a block, NaN only when every element is NaN (dsv4q_amax_key's
- * fold; on NVIDIA straight on the floats, as in fold_amax_key). */
+ * fold; on NVIDIA straight on the floats, fold_abs_max). */
 __device__ inline float block_amax32(const float (&v)[MX_BLOCK_CHUNKS][8])
 {
 #if defined(__CUDA_ARCH__)
     float m = dsv4q_float(0x7FC00000u);
     #pragma unroll
     for (int k = 0; k < MX_BLOCK_CHUNKS; k++)
-        for (int i = 0; i < 8; i++)
-            m = fmaxf(m, fabsf(v[k][i]));
+        m = fold_abs_max(m, v[k]);
     return m;
 #else
     int32_t key = -1; /* "none seen" */
@@ -145,6 +151,15 @@ __device__ inline float block_amax32(const float (&v)[MX_BLOCK_CHUNKS][8])
         key = fold_amax_key(v[k], key);
     return dsv4q_amax_of_key(key);
 #endif
+}
+
+/* Block g's 32 values of a contiguous bf16 or fp32 input, every load
+ * issued before any arithmetic. */
+__device__ inline void load_mx_block(const void *x, int is_bf16, long long g, float (&v)[MX_BLOCK_CHUNKS][8])
+{
+    #pragma unroll
+    for (int k = 0; k < MX_BLOCK_CHUNKS; k++)
+        load8(x, is_bf16, g * 32 + 8 * k, v[k]);
 }
 
 /* Codes of the block into codes[0..1] (element 0 lowest), its scale byte

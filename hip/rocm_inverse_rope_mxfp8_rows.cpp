@@ -34,9 +34,7 @@ __global__ void __launch_bounds__(MX_THREADS)
     if (g >= nblocks)
         return;
     float v[MX_BLOCK_CHUNKS][8];
-    #pragma unroll
-    for (int k = 0; k < MX_BLOCK_CHUNKS; k++) /* every o load first */
-        load8_bf16(o, g * 32 + 8 * k, v[k]); /* step 1: x = fp32(o) */
+    load_mx_block(o, 1, g, v); /* step 1: x = fp32(o) */
     const int l0 = (int)(g & 15) * 32;       /* first lane of the block in the head row */
     if (l0 >= D - rd) {                      /* step 2: inverse GPT-J at positions[t] */
         const long long row = g >> 4;
