@@ -4,45 +4,135 @@
  * 32-lane blocks of group g (tiles never cross groups), fp32 accumulation,
  * bf16 RNE store.  e4m3 x e4m3 products are exact in fp32.
  *
- * One launch, one warp per output element: lane l takes the 32-blocks
- * l, l + warpSize, ... (two 16-byte loads of each operand), the block dot
- * in fp32, scaled by the two e8m0 powers of two, and the warp sums. */
-#include "wo_a_common.h"
+ * One launch on the matrix units (mma_compat.h: mma.sync m16n8k16 on
+ * NVIDIA, MFMA 16x16x16 on CDNA): a block computes a 16-token x 16-row
+ * tile of one group with KSPLIT waves, wave w taking the 32-blocks w,
+ * w + KSPLIT, ... .  Per block a wave stages the tile's 16 x 32 codes of a
+ * and of wo_a as bf16 in its own shared rows (every e4m3 value is a bf16),
+ * two 16 x 16 x 16 products give the block dot P (exact products, fp32 sums
+ * in the unit's order), and acc = fma(P, 2^(sa-127) 2^(sw-127), acc) per
+ * element; the next block's loads are in flight meanwhile.  The KSPLIT
+ * partial sums of an element meet in shared memory, summed in wave order,
+ * so reruns are bitwise equal.  The op's bound gamma_n G holds for this
+ * order (docs/semantics/gemm.md, "Error bounds of the wo_a paths"). */
+#include "mma_compat.h"
+#include "quant_device.h"
 
 namespace {
 
 const char *const variants[] = {"default", NULL};
 
-__global__ void bmm_kernel(const uint8_t *__restrict__ a, const uint8_t *__restrict__ as, const uint8_t *__restrict__ w,
-                           const uint8_t *__restrict__ ws, long long T, long long G, long long R, long long K,
-                           uint16_t *__restrict__ out)
+/* 16 x 16 outputs a block, KSPLIT waves; a staged row holds one block's 32
+ * codes plus 8 of padding (80 bytes: the 8 rows an ldmatrix reads fall in
+ * distinct banks, and 16-byte alignment holds). */
+enum { TILE = 16, KSPLIT = 8, BMM_THREADS = KSPLIT * mma::WAVE, LDS_ROW = 40 };
+
+/* The bf16 bits of 8 e4m3fn codes (no NaN codes: the host check rejects
+ * them), two a word.  The 7 magnitude bits placed at fp32 bit 20 are the
+ * value times 2^-120 (an fp32 subnormal for e4m3 subnormals), so one exact
+ * multiply by 2^120 gives the value, whose low 16 bits are zero. */
+__device__ inline uint32_t e4m3_bf16(uint32_t code)
 {
-    const int lane = (int)threadIdx.x % warpSize;
-    const long long idx = (long long)blockIdx.x * (blockDim.x / warpSize) + threadIdx.x / warpSize;
-    if (idx >= T * G * R)
-        return; /* whole warp */
-    const long long t = idx / (G * R), g = idx / R % G, r = idx % R, KB = K / 32;
-    const uint8_t *ar = a + (t * G + g) * K, *wr = w + (g * R + r) * K;
-    const uint8_t *asr = as + (t * G + g) * KB, *wsr = ws + (g * R + r) * KB;
-    float s = 0.0f;
-    for (long long kb = lane; kb < KB; kb += warpSize) {
-        const uint4 *pa = reinterpret_cast<const uint4 *>(ar + kb * 32), *pw = reinterpret_cast<const uint4 *>(wr + kb * 32);
-        const uint4 qa[2] = {pa[0], pa[1]}, qw[2] = {pw[0], pw[1]};
-        float p = 0.0f;
-        for (int h = 0; h < 2; h++) {
-            const uint32_t xa[4] = {qa[h].x, qa[h].y, qa[h].z, qa[h].w}, xw[4] = {qw[h].x, qw[h].y, qw[h].z, qw[h].w};
-            for (int i = 0; i < 16; i++) {
-                const uint8_t ca = (uint8_t)(xa[i / 4] >> (8 * (i % 4))), cw = (uint8_t)(xw[i / 4] >> (8 * (i % 4)));
-                p = fmaf(dsv4q_fp8_decode(ca, 0), dsv4q_fp8_decode(cw, 0), p); /* e4m3fn, NaN codes rejected */
+    const float v = __uint_as_float((code & 0x7Fu) << 20) * 0x1p120f;
+    return __float_as_uint(v) >> 16 | (code & 0x80u) << 8;
+}
+
+__device__ inline uint4 decode8_bf16(uint2 q)
+{
+    uint32_t o[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const uint32_t w = i < 2 ? q.x : q.y, sh = 16 * (i & 1);
+        o[i] = e4m3_bf16(w >> sh & 0xFFu) | e4m3_bf16(w >> (sh + 8) & 0xFFu) << 16;
+    }
+    return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+static __global__ void __launch_bounds__(KSPLIT * 64)
+bmm_kernel(const uint8_t *__restrict__ a, const uint8_t *__restrict__ as, const uint8_t *__restrict__ w,
+           const uint8_t *__restrict__ ws, long long T, long long G, long long R, long long K,
+           uint16_t *__restrict__ out)
+{
+    __shared__ __align__(16) uint16_t sa[KSPLIT][TILE][LDS_ROW], sw[KSPLIT][TILE][LDS_ROW];
+    __shared__ float ssa[KSPLIT][TILE], ssw[KSPLIT][TILE];
+    __shared__ float red[KSPLIT][TILE][TILE + 1];
+    const int tid = (int)threadIdx.x, lane = tid % mma::WAVE, wave = tid / mma::WAVE;
+    const long long g = blockIdx.x, r0 = (long long)blockIdx.y * TILE, t0 = (long long)blockIdx.z * TILE;
+    const long long KB = K / 32;
+    /* the 64 16-byte chunks of a block step: 0-31 the a tile (token c / 2,
+     * half c % 2), 32-63 the wo_a tile; a lane takes c = lane, lane + WAVE */
+    constexpr int PER_LANE = 64 / mma::WAVE;
+    uint4 q[PER_LANE];
+    uint8_t qs[PER_LANE];
+    auto fetch = [&](long long kb) {
+#pragma unroll
+        for (int i = 0; i < PER_LANE; i++) {
+            const int c = lane + i * mma::WAVE, row = (c % 32) / 2, half = c % 2;
+            const bool is_w = c >= 32;
+            const long long idx = is_w ? r0 + row : t0 + row;
+            q[i] = make_uint4(0, 0, 0, 0);
+            qs[i] = 127;
+            if (idx < (is_w ? R : T)) {
+                const long long base = is_w ? (g * R + idx) : (idx * G + g); /* the operand's row */
+                q[i] = *reinterpret_cast<const uint4 *>((is_w ? w : a) + base * K + kb * 32 + half * 16);
+                qs[i] = (is_w ? ws : as)[base * KB + kb];
             }
         }
-        /* deq = code * 2^(byte - 127) per 1x32 block (e8m0, docs/semantics/gemm.md A10.3) */
-        const float sc = __fmul_rn(dsv4q_pow2((int)asr[kb] - 127), dsv4q_pow2((int)wsr[kb] - 127));
-        s = fmaf(p, sc, s);
+    };
+    mma::acc16 acc;
+    mma::zero(acc);
+    const long long steps = (KB + KSPLIT - 1) / KSPLIT;
+    if (wave < KB)
+        fetch(wave);
+    for (long long s = 0; s < steps; s++) {
+        const long long kb = s * KSPLIT + wave;
+        const bool live = kb < KB; /* uniform in the wave */
+        if (live) {
+#pragma unroll
+            for (int i = 0; i < PER_LANE; i++) {
+                const int c = lane + i * mma::WAVE, row = (c % 32) / 2, half = c % 2;
+                uint16_t *dst = (c >= 32 ? &sw[wave][row][0] : &sa[wave][row][0]) + half * 16;
+                reinterpret_cast<uint4 *>(dst)[0] = decode8_bf16(make_uint2(q[i].x, q[i].y));
+                reinterpret_cast<uint4 *>(dst)[1] = decode8_bf16(make_uint2(q[i].z, q[i].w));
+                /* deq = code * 2^(byte - 127) per 1x32 block (e8m0, docs/semantics/gemm.md A10.3) */
+                if (half == 0)
+                    (c >= 32 ? ssw : ssa)[wave][row] = dsv4q_pow2((int)qs[i] - 127);
+            }
+        }
+        __syncthreads();
+        if (live) {
+            if (kb + KSPLIT < KB)
+                fetch(kb + KSPLIT);
+            mma::acc16 p;
+            mma::zero(p);
+#pragma unroll
+            for (int k = 0; k < 32; k += 16) {
+                mma::frag_a fa;
+                mma::frag_b fb;
+                mma::load_frag_a(fa, &sa[wave][0][k], LDS_ROW);
+                mma::load_frag_b(fb, &sw[wave][0][k], LDS_ROW);
+                mma::mma_frag(p, fa, fb); /* exact products, fp32 sums */
+            }
+#pragma unroll
+            for (int e = 0; e < mma::ACC; e++) {
+                const int t = mma::acc_row(lane, e), rr = mma::acc_col(lane, e);
+                acc.v[e] = fmaf(p.v[e], __fmul_rn(ssa[wave][t], ssw[wave][rr]), acc.v[e]);
+            }
+        }
+        __syncthreads(); /* the staged rows are rewritten next step */
     }
-    s = warp_sum(s);
-    if (lane == 0)
-        out[idx] = dsv4q_bf16(s);
+#pragma unroll
+    for (int e = 0; e < mma::ACC; e++)
+        red[wave][mma::acc_row(lane, e)][mma::acc_col(lane, e)] = acc.v[e];
+    __syncthreads();
+    for (int o = tid; o < TILE * TILE; o += BMM_THREADS) {
+        const int t = o / TILE, rr = o % TILE;
+        float sum = red[0][t][rr];
+        for (int k = 1; k < KSPLIT; k++)
+            sum += red[k][t][rr];
+        if (t0 + t < T && r0 + rr < R)
+            out[(t0 + t) * G * R + g * R + r0 + rr] = dsv4q_bf16(sum);
+    }
 }
 
 struct bmm_shape {
@@ -91,11 +181,13 @@ int check_shape(const dsv4_hip_call *c, const bmm_shape &s, char *err, size_t er
 
 hipError_t launch_shape(const dsv4_hip_call *c, const bmm_shape &s, hipStream_t stream)
 {
-    return launch_per_output(s.T * s.G * s.R, c->prop, [&](dim3 grid, dim3 block) {
-        hipLaunchKernelGGL(bmm_kernel, grid, block, 0, stream, (const uint8_t *)c->din[s.a],
-                           (const uint8_t *)c->din[s.as], (const uint8_t *)c->din[s.w], (const uint8_t *)c->din[s.ws],
-                           s.T, (long long)s.G, (long long)s.R, s.K, (uint16_t *)c->dout[s.out]);
-    });
+    if (s.T == 0 || s.R == 0)
+        return hipSuccess;
+    const dim3 grid((unsigned)s.G, (unsigned)((s.R + TILE - 1) / TILE), (unsigned)((s.T + TILE - 1) / TILE));
+    hipLaunchKernelGGL(bmm_kernel, grid, dim3(BMM_THREADS), 0, stream, (const uint8_t *)c->din[s.a],
+                       (const uint8_t *)c->din[s.as], (const uint8_t *)c->din[s.w], (const uint8_t *)c->din[s.ws], s.T,
+                       (long long)s.G, (long long)s.R, s.K, (uint16_t *)c->dout[s.out]);
+    return hipGetLastError();
 }
 
 } // namespace

@@ -1,6 +1,7 @@
-/* wo_a_common.h - what the two wo_a kernels share (rocm_inv_rope_einsum,
- * rocm_mxfp8_wo_a_bmm): one warp / wave per output element, lanes stride
- * over the reduction, an xor-shuffle warp sum (warpSize read at run time). */
+/* wo_a_common.h - the warp-per-output form of rocm_inv_rope_einsum: one
+ * warp / wave per output element, lanes stride over the reduction, an
+ * xor-shuffle warp sum (warpSize read at run time).  (rocm_mxfp8_wo_a_bmm
+ * runs on the matrix units instead.) */
 #ifndef DSV4_HIP_WO_A_COMMON_H
 #define DSV4_HIP_WO_A_COMMON_H
 
@@ -23,7 +24,7 @@ static inline unsigned warp_grid(long long n, const hipDeviceProp_t *prop)
     return (unsigned)((n + per - 1) / per);
 }
 
-/* The launch of both ops: launch(grid, block) with a warp per each of the n
+/* The launch: launch(grid, block) with a warp per each of the n
  * output elements; nothing to launch for an empty output. */
 template <class Launch>
 static inline hipError_t launch_per_output(long long n, const hipDeviceProp_t *prop, Launch launch)
