@@ -70,6 +70,21 @@
 #define GPU_LAUNCH_BOUNDS_OCC(threads, blocks) __launch_bounds__(threads)
 #endif
 
+/* Orders a wave's shared-memory writes before its lanes' later reads (a
+ * barrier of one warp / wave, not of the block): CUDA's __syncwarp; on AMD
+ * a wave runs in lockstep, so a workgroup-scope fence pair around the wave
+ * barrier (which keeps the compiler from moving LDS accesses across it). */
+#if defined(__CUDACC__) && !defined(__HIP__)
+#define gpu_wave_sync() __syncwarp()
+#else
+#define gpu_wave_sync()                                                                                             \
+    do {                                                                                                            \
+        __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");                                                      \
+        __builtin_amdgcn_wave_barrier();                                                                            \
+        __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");                                                      \
+    } while (0)
+#endif
+
 /* Worst case over AMD (wave64) and NVIDIA (warp32): 1024 threads / 32. */
 #define GPU_MAX_WARPS 32
 

@@ -11,7 +11,8 @@
  * and of wo_a as bf16 in its own shared rows (every e4m3 value is a bf16),
  * two 16 x 16 x 16 products give the block dot P (exact products, fp32 sums
  * in the unit's order), and acc = fma(P, 2^(sa-127) 2^(sw-127), acc) per
- * element; the next block's loads are in flight meanwhile.  The KSPLIT
+ * element; the next block's loads are in flight meanwhile.  A wave reads
+ * only the rows it staged, so the waves meet once, at the end.  The KSPLIT
  * partial sums of an element meet in shared memory, summed in wave order,
  * so reruns are bitwise equal.  The op's bound gamma_n G holds for this
  * order (docs/semantics/gemm.md, "Error bounds of the wo_a paths"). */
@@ -99,7 +100,7 @@ bmm_kernel(const uint8_t *__restrict__ a, const uint8_t *__restrict__ as, const 
                     (c >= 32 ? ssw : ssa)[wave][row] = dsv4q_pow2((int)qs[i] - 127);
             }
         }
-        __syncthreads();
+        gpu_wave_sync(); /* a wave reads only the rows it staged */
         if (live) {
             if (kb + KSPLIT < KB)
                 fetch(kb + KSPLIT);
@@ -119,7 +120,7 @@ bmm_kernel(const uint8_t *__restrict__ a, const uint8_t *__restrict__ as, const 
                 acc.v[e] = fmaf(p.v[e], __fmul_rn(ssa[wave][t], ssw[wave][rr]), acc.v[e]);
             }
         }
-        __syncthreads(); /* the staged rows are rewritten next step */
+        gpu_wave_sync(); /* the staged rows are rewritten next step */
     }
 #pragma unroll
     for (int e = 0; e < mma::ACC; e++)
