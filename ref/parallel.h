@@ -34,9 +34,15 @@ typedef int (*dsv4_par_fn)(void *ctx, int64_t begin, int64_t end, int worker, ds
 
 enum { DSV4_PAR_BLAS = 1 }; /* the items call BLAS: one BLAS thread per worker */
 
-/* Workers dsv4_parallel_for will use for n items in chunks of grain
- * (min(threads, ceil(n / grain)), 1 inside a worker), for sizing per-worker
- * scratch. */
+/* A job's worker count: each worker should get at least this many chunks
+ * of the caller's grain, so a job that is only a few chunks does not wake
+ * more workers than its work pays for (see dsv4_parallel_workers). */
+#define DSV4_PAR_MIN_CHUNKS 1
+
+/* Workers dsv4_parallel_for will use for n items in chunks of grain: with
+ * c = ceil(n / grain) chunks, min(threads, c) for c <= 2, else
+ * min(threads, max(2, ceil(c / DSV4_PAR_MIN_CHUNKS))); 1 inside a worker.
+ * For sizing per-worker scratch. */
 int dsv4_parallel_workers(int64_t n, int64_t grain);
 
 /* Runs fn over [0, n) in chunks of grain items (grain >= 1), handed out in
