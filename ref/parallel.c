@@ -17,6 +17,7 @@
 
 #include <cblas.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -135,18 +136,15 @@ typedef struct pool_worker {
 static struct {
     pthread_mutex_t mu; /* guards size, busy and growth */
     int size;           /* workers started */
+    int allocated;      /* worker records in w (>= size; after a fork, records
+                           of the parent's workers wait there to be reused) */
     int busy;           /* a caller's job is in flight */
     atomic_int stop;    /* at exit: workers return */
     pthread_mutex_t done_mu;
     pthread_cond_t done;
     atomic_int unfinished; /* workers of the current job still running it */
     pool_worker *w[MAX_WORKERS]; /* w[i] has index i + 1 */
-} pool = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {0}};
-
-/* Workers of the pools that a fork abandoned: the child cannot join or free
- * what their threads (absent there) may hold, so it keeps them reachable. */
-static pool_worker *abandoned[MAX_WORKERS];
-static int n_abandoned;
+} pool = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {0}};
 
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 
@@ -166,6 +164,19 @@ static long long now_ns(void)
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* One step of a bounded spin: a pause at first, then a yield, so that on a
+ * machine with more runnable threads than cores the spinner hands its core
+ * to the thread it waits for.  Returns 0 once SPIN_NS have passed. */
+static int spin_step(int k, long long end)
+{
+    if (k < 64) {
+        cpu_relax();
+        return 1;
+    }
+    sched_yield();
+    return now_ns() < end;
+}
+
 /* Spins up to SPIN_NS until *word differs from old (returns 1), else 0. */
 static int spin_until_changed(atomic_uint *word, unsigned old)
 {
@@ -173,8 +184,7 @@ static int spin_until_changed(atomic_uint *word, unsigned old)
     for (int k = 0;; k++) {
         if (atomic_load_explicit(word, memory_order_acquire) != old)
             return 1;
-        cpu_relax();
-        if ((k & 63) == 63 && now_ns() > end)
+        if (!spin_step(k, end))
             return 0;
     }
 }
@@ -225,27 +235,26 @@ static void hand_out(pool_worker *w, par_job *job)
 static void grow_locked(int want)
 {
     while (pool.size < want) {
-        pool_worker *w = calloc(1, sizeof *w);
+        pool_worker *w = pool.size < pool.allocated ? pool.w[pool.size] : calloc(1, sizeof *w);
         if (!w)
             return;
-        w->index = pool.size + 1;
+        if (pool.size == pool.allocated)
+            pool.w[pool.allocated++] = w;
+        /* a reused record (a fork's child) is all new: its thread is gone */
+        *w = (pool_worker){.index = pool.size + 1};
         atomic_init(&w->ticket, 0);
-        if (pthread_mutex_init(&w->mu, NULL)) {
-            free(w);
+        if (pthread_mutex_init(&w->mu, NULL))
             return;
-        }
         if (pthread_cond_init(&w->wake, NULL)) {
             pthread_mutex_destroy(&w->mu);
-            free(w);
             return;
         }
         if (pthread_create(&w->thread, NULL, worker_main, w)) {
             pthread_cond_destroy(&w->wake);
             pthread_mutex_destroy(&w->mu);
-            free(w);
             return;
         }
-        pool.w[pool.size++] = w;
+        pool.size++;
     }
 }
 
@@ -259,14 +268,11 @@ static void after_fork_parent(void)
     pthread_mutex_unlock(&pool.mu);
 }
 
-/* The child: none of the workers exists, and a job that was in flight in
- * another thread of the parent has no caller here. */
+/* The child: none of the workers exists (their records stay, to be reused
+ * and freed), and a job that was in flight in another thread of the parent
+ * has no caller here. */
 static void after_fork_child(void)
 {
-    for (int i = 0; i < pool.size && n_abandoned < MAX_WORKERS; i++)
-        abandoned[n_abandoned++] = pool.w[i];
-    for (int i = 0; i < pool.size; i++)
-        pool.w[i] = NULL;
     pool.size = 0;
     pool.busy = 0;
     atomic_store(&pool.unfinished, 0);
@@ -287,15 +293,17 @@ static void pool_destroy(void)
     atomic_store(&pool.stop, 1);
     for (int i = 0; i < pool.size; i++)
         hand_out(pool.w[i], NULL);
-    for (int i = 0; i < pool.size; i++) {
+    for (int i = 0; i < pool.allocated; i++) {
         pool_worker *w = pool.w[i];
-        pthread_join(w->thread, NULL);
-        pthread_cond_destroy(&w->wake);
-        pthread_mutex_destroy(&w->mu);
+        if (i < pool.size) {
+            pthread_join(w->thread, NULL);
+            pthread_cond_destroy(&w->wake);
+            pthread_mutex_destroy(&w->mu);
+        }
         free(w);
         pool.w[i] = NULL;
     }
-    pool.size = 0;
+    pool.size = pool.allocated = 0;
     atomic_store(&pool.stop, 0);
     pthread_mutex_unlock(&pool.mu);
 }
@@ -333,11 +341,8 @@ static void pool_release(void)
 static void wait_workers(void)
 {
     const long long end = now_ns() + SPIN_NS;
-    for (int k = 0; atomic_load(&pool.unfinished) > 0; k++) {
-        cpu_relax();
-        if ((k & 63) == 63 && now_ns() > end)
-            break;
-    }
+    for (int k = 0; atomic_load(&pool.unfinished) > 0 && spin_step(k, end); k++)
+        ;
     pthread_mutex_lock(&pool.done_mu);
     while (atomic_load(&pool.unfinished) > 0)
         pthread_cond_wait(&pool.done, &pool.done_mu);
