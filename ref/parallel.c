@@ -71,13 +71,9 @@ int dsv4_parallel_workers(int64_t n, int64_t grain)
     if (inside_worker || n <= 0)
         return 1;
     grain = grain < 1 ? 1 : grain;
-    /* the rule in parallel.h: a worker gets at least DSV4_PAR_MIN_CHUNKS
-     * chunks, except that every job of two chunks or more gets two */
-    const int64_t chunks = (n + grain - 1) / grain;
-    const int64_t by_work = (chunks + DSV4_PAR_MIN_CHUNKS - 1) / DSV4_PAR_MIN_CHUNKS;
-    const int64_t cap = chunks < 2 ? chunks : by_work < 2 ? 2 : by_work;
+    const int64_t chunks = (n + grain - 1) / grain; /* a worker per chunk at most */
     const int t = dsv4_threads();
-    return cap < t ? (int)cap : t;
+    return chunks < t ? (int)chunks : t;
 }
 
 /* ---- one job ---- */
