@@ -1,10 +1,18 @@
 /* test_parallel.c - the reference's worker threads (ref/parallel.h): every
  * item runs exactly once, the first failing item in order is the one
- * reported, nested calls run serially, and the references of the
- * parallelized ops give the same bytes at 1, 2, 3 and 5 threads on shapes
- * large enough to be split (the ci suite's are mostly too small). */
+ * reported, nested calls run serially, the persistent pool survives many
+ * tiny jobs, failing jobs, thread-count changes, a second caller and
+ * fork (the child rebuilds it), and the references of the parallelized ops
+ * give the same bytes at 1, 2, 3 and 5 threads on shapes large enough to be
+ * split (the ci suite's are mostly too small). */
 #define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../harness/cases.h"
 #include "../harness/runner.h"
@@ -103,6 +111,189 @@ START_TEST(nested_calls_run_serially)
 }
 END_TEST
 
+/* A job whose items add their index into a sum: the job's result. */
+typedef struct sum_ctx {
+    atomic_llong sum;
+    atomic_int max_worker;
+    int64_t fail_at; /* -1: none */
+    atomic_int blas_threads_max;
+} sum_ctx;
+
+static int sum_range(void *ctx, int64_t b, int64_t e, int worker, dsv4_status *st)
+{
+    sum_ctx *c = ctx;
+    int m = atomic_load(&c->max_worker);
+    while (worker > m && !atomic_compare_exchange_weak(&c->max_worker, &m, worker))
+        ;
+    const int bt = openblas_get_num_threads();
+    m = atomic_load(&c->blas_threads_max);
+    while (bt > m && !atomic_compare_exchange_weak(&c->blas_threads_max, &m, bt))
+        ;
+    long long s = 0;
+    for (int64_t i = b; i < e; i++) {
+        if (i == c->fail_at)
+            return dsv4_fail(st, DSV4_EINPUT, "item %lld failed", (long long)i);
+        s += i;
+    }
+    atomic_fetch_add(&c->sum, s);
+    return DSV4_OK;
+}
+
+/* One job of n items: DSV4_OK with the right sum and worker numbers, or
+ * the failing item's error when fail_at is in range. Returns 0 when right. */
+static int job_ok(int64_t n, int64_t grain, int flags, int64_t fail_at)
+{
+    sum_ctx c = {0};
+    atomic_init(&c.sum, 0);
+    atomic_init(&c.max_worker, 0);
+    atomic_init(&c.blas_threads_max, 0);
+    c.fail_at = fail_at;
+    const int workers = dsv4_parallel_workers(n, grain);
+    dsv4_status st = {0};
+    const int rc = dsv4_parallel_for(n, grain, flags, sum_range, &c, &st);
+    if (atomic_load(&c.max_worker) >= workers)
+        return 1;
+    if (fail_at >= 0 && fail_at < n) {
+        char want[64];
+        snprintf(want, sizeof want, "item %lld failed", (long long)fail_at);
+        return rc != DSV4_EINPUT || strcmp(st.msg, want) != 0 ? 2 : 0;
+    }
+    if (rc != DSV4_OK || atomic_load(&c.sum) != (long long)(n * (n - 1) / 2))
+        return 3;
+    if ((flags & DSV4_PAR_BLAS) && workers > 1 && atomic_load(&c.blas_threads_max) != 1)
+        return 4;
+    return 0;
+}
+
+START_TEST(many_tiny_jobs)
+{
+    dsv4_set_threads(3);
+    for (int k = 0; k < 20000; k++)
+        ck_assert_int_eq(job_ok(1 + k % 9, 1, 0, -1), 0);
+    dsv4_set_threads(0);
+}
+END_TEST
+
+START_TEST(failing_jobs_leave_the_pool_usable)
+{
+    dsv4_set_threads(4);
+    for (int k = 0; k < 2000; k++) {
+        const int64_t n = 64 + k % 200;
+        ck_assert_int_eq(job_ok(n, 1 + k % 5, 0, k % 3 == 0 ? 0 : k % 3 == 1 ? n - 1 : n / 2), 0);
+        ck_assert_int_eq(job_ok(n, 1 + k % 5, 0, -1), 0);
+    }
+    dsv4_set_threads(0);
+}
+END_TEST
+
+START_TEST(thread_count_changes_between_jobs)
+{
+    static const int counts[] = {1, 6, 2, 9, 3, 1, 12, 4};
+    const int blas_before = openblas_get_num_threads();
+    for (int rep = 0; rep < 50; rep++)
+        for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+            dsv4_set_threads(counts[k]);
+            ck_assert_int_eq(openblas_get_num_threads(), counts[k]);
+            ck_assert_int_le(dsv4_parallel_workers(1000, 1), counts[k]);
+            ck_assert_int_eq(job_ok(1000, 7, 0, -1), 0);
+            ck_assert_int_eq(job_ok(1000, 3, DSV4_PAR_BLAS, -1), 0);
+            /* the job's duration only: back to the count after */
+            ck_assert_int_eq(openblas_get_num_threads(), counts[k]);
+        }
+    dsv4_set_threads(0);
+    ck_assert_int_eq(openblas_get_num_threads(), blas_before);
+}
+END_TEST
+
+/* Jobs run from a second thread while the first runs its own. */
+static void *other_caller(void *arg)
+{
+    atomic_int *bad = arg;
+    for (int k = 0; k < 3000; k++)
+        if (job_ok(100 + k % 50, 2, 0, k % 7 == 0 ? 33 : -1))
+            atomic_fetch_add(bad, 1);
+    return NULL;
+}
+
+START_TEST(two_callers_at_once)
+{
+    dsv4_set_threads(3);
+    atomic_int bad;
+    atomic_init(&bad, 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, other_caller, &bad), 0);
+    for (int k = 0; k < 3000; k++)
+        ck_assert_int_eq(job_ok(100 + k % 61, 3, 0, k % 5 == 0 ? 71 : -1), 0);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(atomic_load(&bad), 0);
+    dsv4_set_threads(0);
+}
+END_TEST
+
+/* The child of a fork has none of its parent's workers: its jobs must
+ * still finish (on a pool it builds) and be right, before and after it
+ * changes the thread count, and the parent's pool must go on working. */
+static int child_jobs(void)
+{
+    for (int k = 0; k < 500; k++)
+        if (job_ok(300 + k, 1 + k % 4, 0, k % 11 == 0 ? 17 : -1))
+            return 10 + k % 10;
+    dsv4_set_threads(6);
+    for (int k = 0; k < 500; k++)
+        if (job_ok(300 + k, 1 + k % 4, DSV4_PAR_BLAS, -1))
+            return 20;
+    return 0;
+}
+
+/* The child's exit status, or -1 if it has not exited within 120 s (a
+ * child waiting on workers that do not exist there): it is then killed. */
+static int wait_child(pid_t pid)
+{
+    for (int ms = 0; ms < 120000; ms += 10) {
+        int status = 0;
+        const pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+        if (r < 0)
+            return -2;
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+START_TEST(fork_child_rebuilds_the_pool)
+{
+    dsv4_set_threads(4);
+    ck_assert_int_eq(job_ok(5000, 3, 0, -1), 0); /* the parent's pool exists */
+    for (int round = 0; round < 3; round++) {
+        fflush(NULL);
+        const pid_t pid = fork();
+        ck_assert_int_ne(pid, -1);
+        if (pid == 0) {
+            const int rc = child_jobs();
+            if (rc == 0) { /* a grandchild too: the child's pool is forked again */
+                const pid_t g = fork();
+                if (g == 0)
+                    _exit(child_jobs());
+                if (g < 0 || wait_child(g) != 0)
+                    _exit(30);
+            }
+            /* _exit, as the harness's children leave: a sanitizer's exit-time
+             * leak scan in a fork's child lists the parent's threads */
+            _exit(rc);
+        }
+        for (int k = 0; k < 200; k++) /* the parent meanwhile */
+            ck_assert_int_eq(job_ok(2000 + k, 5, 0, -1), 0);
+        const int status = wait_child(pid);
+        ck_assert_msg(status == 0, "child: exit status %d (-1: hung, killed)", status);
+        ck_assert_int_eq(job_ok(5000, 3, 0, 4999), 0);
+    }
+    dsv4_set_threads(0);
+}
+END_TEST
+
 /* Shapes that split into many work items for every parallelized op. */
 static const char medium_suite[] =
     "suite: medium\n"
@@ -188,4 +379,6 @@ START_TEST(references_bit_identical_across_thread_counts)
 END_TEST
 
 DSV4_TEST_MAIN("parallel", "parallel", 600, NULL, NULL, every_item_once, first_failure_in_item_order,
-               nested_calls_run_serially, references_bit_identical_across_thread_counts)
+               nested_calls_run_serially, many_tiny_jobs, failing_jobs_leave_the_pool_usable,
+               thread_count_changes_between_jobs, two_callers_at_once, fork_child_rebuilds_the_pool,
+               references_bit_identical_across_thread_counts)
