@@ -217,15 +217,12 @@ MX512_INLINE int fp4_codes_512(const __m512 v[2], float m, dsv4_mx_elem elem, ui
         if (!half_away) {
             n = e2m1_rne_magnitude_512(abits);
         } else {
-        /* RNE: the ties at 0.25, 1.25, 2.5, 5 stay down (>), the others go up (>=) */
+        /* half away from zero: every midpoint 0.25 .. 5 goes up (>=); the
+         * predicate is a constant, as clang's builtin requires */
 #define MX512_UP(t) n = _mm512_mask_add_epi32(n, _mm512_cmp_ps_mask(a, _mm512_set1_ps(t), _CMP_GE_OQ), n, one)
-#define MX512_TIE(t)                                                                                        \
-    n = _mm512_mask_add_epi32(n, _mm512_cmp_ps_mask(a, _mm512_set1_ps(t), half_away ? _CMP_GE_OQ : _CMP_GT_OQ), \
-                              n, one)
-        MX512_TIE(0.25f), MX512_UP(0.75f), MX512_TIE(1.25f), MX512_UP(1.75f);
-        MX512_TIE(2.5f), MX512_UP(3.5f), MX512_TIE(5.0f);
+        MX512_UP(0.25f), MX512_UP(0.75f), MX512_UP(1.25f), MX512_UP(1.75f);
+        MX512_UP(2.5f), MX512_UP(3.5f), MX512_UP(5.0f);
 #undef MX512_UP
-#undef MX512_TIE
         }
         /* RNE and half-away keep the sign bit (-0 -> 0x8); threshold: q < 0 only */
         const __m512i sign =
