@@ -540,30 +540,23 @@ KV512 static void encode_token_512(uint8_t *page, int64_t B, int64_t row, const 
         encode_tiles_512(page, B, row, kt, o, 0);
 }
 
-/* insert_range for the fp8_ds_mla cache at each vector level. */
-DSV4_AVX2 static int insert_range_avx2(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
-{
-    (void)worker, (void)st;
-    const insert_job *j = ctx;
-    uint8_t *page;
-    int64_t row;
-    for (int64_t t = t0; t < t1; t++)
-        if (insert_target(j, t, &page, &row))
-            encode_token_avx2(page, j->L->block_size, row, j->k + t * DSV4_KV_HEAD_DIM, j->o);
-    return DSV4_OK;
-}
+/* Defines name, insert_range for the fp8_ds_mla cache at one vector level
+ * (attribute attr), each token through encode. */
+#define KV_INSERT_RANGE(attr, name, encode)                                                            \
+    attr static int name(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)               \
+    {                                                                                                  \
+        (void)worker, (void)st;                                                                        \
+        const insert_job *j = ctx;                                                                     \
+        uint8_t *page;                                                                                 \
+        int64_t row;                                                                                   \
+        for (int64_t t = t0; t < t1; t++)                                                              \
+            if (insert_target(j, t, &page, &row))                                                      \
+                encode(page, j->L->block_size, row, j->k + t * DSV4_KV_HEAD_DIM, j->o);                \
+        return DSV4_OK;                                                                                \
+    }
 
-KV512 static int insert_range_512(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
-{
-    (void)worker, (void)st;
-    const insert_job *j = ctx;
-    uint8_t *page;
-    int64_t row;
-    for (int64_t t = t0; t < t1; t++)
-        if (insert_target(j, t, &page, &row))
-            encode_token_512(page, j->L->block_size, row, j->k + t * DSV4_KV_HEAD_DIM, j->o);
-    return DSV4_OK;
-}
+KV_INSERT_RANGE(DSV4_AVX2, insert_range_avx2, encode_token_avx2)
+KV_INSERT_RANGE(KV512, insert_range_512, encode_token_512)
 #endif
 
 /* Tokens [t0, t1) into their slots (validated before). */
@@ -571,19 +564,20 @@ DSV4_VECTOR_CLONES static int insert_range(void *ctx, int64_t t0, int64_t t1, in
 {
     (void)worker, (void)st;
     const insert_job *j = ctx;
+    uint8_t *page;
+    int64_t row;
     for (int64_t t = t0; t < t1; t++) {
-        int64_t s = j->slots64 ? j->slots64[t] : j->slots32[t], page, row;
-        if (dsv4_kv_slot(s, j->L, &page, &row) != 1)
-            continue; /* slot -1: padding token, skipped [S1, S15]; v41: any slot < 0 [S22] */
+        if (!insert_target(j, t, &page, &row))
+            continue;
         const uint16_t *kt = j->k + t * DSV4_KV_HEAD_DIM;
         if (j->f != DSV4_KV_FMT_DS_MLA) {
-            dsv4_kv41_encode_token(j->k_cache + page * j->stride, j->L->block_size, row, kt, j->f);
+            dsv4_kv41_encode_token(page, j->L->block_size, row, kt, j->f);
             continue;
         }
         float x[DSV4_KV_HEAD_DIM];
         for (int d = 0; d < DSV4_KV_HEAD_DIM; d++) /* bf16 -> fp32 is a shift; finite (validated) */
             x[d] = dsv4_bf16_to_f32_inline(kt[d]);
-        encode_values(j->k_cache + page * j->stride, j->L->block_size, row, x, j->o);
+        encode_values(page, j->L->block_size, row, x, j->o);
     }
     return DSV4_OK;
 }
