@@ -21,6 +21,14 @@
 
 static const int thread_counts[] = {1, 2, 3, 5};
 
+/* *a = max(*a, v), atomically (the workers race to record their numbers). */
+static void atomic_max(atomic_int *a, int v)
+{
+    int m = atomic_load(a);
+    while (v > m && !atomic_compare_exchange_weak(a, &m, v))
+        ;
+}
+
 typedef struct count_ctx {
     atomic_int *hits;
     int64_t fail_at[2]; /* items that fail (-1: none) */
@@ -30,9 +38,7 @@ typedef struct count_ctx {
 static int count_range(void *ctx, int64_t b, int64_t e, int worker, dsv4_status *st)
 {
     count_ctx *c = ctx;
-    int m = atomic_load(&c->max_worker);
-    while (worker > m && !atomic_compare_exchange_weak(&c->max_worker, &m, worker))
-        ;
+    atomic_max(&c->max_worker, worker);
     for (int64_t i = b; i < e; i++) {
         if (i == c->fail_at[0] || i == c->fail_at[1])
             return dsv4_fail(st, DSV4_EINPUT, "item %lld failed", (long long)i);
@@ -92,9 +98,7 @@ static int nested_range(void *ctx, int64_t b, int64_t e, int worker, dsv4_status
     nest_ctx *c = ctx;
     (void)b, (void)e, (void)worker, (void)st;
     const int w = dsv4_parallel_workers(1000, 1); /* inside a worker: 1 */
-    int m = atomic_load(&c->inner_workers_max);
-    while (w > m && !atomic_compare_exchange_weak(&c->inner_workers_max, &m, w))
-        ;
+    atomic_max(&c->inner_workers_max, w);
     return DSV4_OK;
 }
 
@@ -122,13 +126,9 @@ typedef struct sum_ctx {
 static int sum_range(void *ctx, int64_t b, int64_t e, int worker, dsv4_status *st)
 {
     sum_ctx *c = ctx;
-    int m = atomic_load(&c->max_worker);
-    while (worker > m && !atomic_compare_exchange_weak(&c->max_worker, &m, worker))
-        ;
+    atomic_max(&c->max_worker, worker);
     const int bt = openblas_get_num_threads();
-    m = atomic_load(&c->blas_threads_max);
-    while (bt > m && !atomic_compare_exchange_weak(&c->blas_threads_max, &m, bt))
-        ;
+    atomic_max(&c->blas_threads_max, bt);
     long long s = 0;
     for (int64_t i = b; i < e; i++) {
         if (i == c->fail_at)
