@@ -5,6 +5,8 @@
 #include "indexer.h"
 
 #include "codec_inline.h"
+#include "indexer_logits_vnni.h"
+#include "simd.h"
 #include "parallel.h"
 
 #include <cblas.h>
@@ -238,7 +240,8 @@ typedef struct keys_job {
     req_keys *k;
 } keys_job;
 
-/* Keys [j0, j1) of request b into v, s, st, kd (index 0 = key j0). */
+/* Keys [j0, j1) of request b into v, s, st, and their fp32 values into kd
+ * unless kd is NULL (index 0 = key j0). */
 static void decode_keys(const dsv4_idx_logits_args *a, int64_t b, int64_t j0, int64_t j1, uint8_t *v, uint8_t *s,
                         opstat *st, float *kd)
 {
@@ -256,7 +259,8 @@ static void decode_keys(const dsv4_idx_logits_args *a, int64_t b, int64_t j0, in
 #endif
         dsv4_idx_read_entry(a->L, a->cache + (int64_t)pg * pb, j % P, v + i * (D / 2), s + i * (D / 32));
         st[i] = stat_of(v + i * (D / 2), s + i * (D / 32), D);
-        dequant_f32(v + i * (D / 2), s + i * (D / 32), D, st[i], kd + i * D);
+        if (kd)
+            dequant_f32(v + i * (D / 2), s + i * (D / 32), D, st[i], kd + i * D);
     }
 }
 
@@ -266,11 +270,14 @@ static int keys_range(void *ctx, int64_t j0, int64_t j1, int worker, dsv4_status
     const keys_job *kj = ctx;
     const int D = kj->a->D;
     req_keys *k = kj->k;
-    decode_keys(kj->a, kj->b, j0, j1, k->v + j0 * (D / 2), k->s + j0 * (D / 32), k->st + j0, k->kd + j0 * D);
+    decode_keys(kj->a, kj->b, j0, j1, k->v + j0 * (D / 2), k->s + j0 * (D / 32), k->st + j0,
+                k->kd ? k->kd + j0 * D : NULL);
     return DSV4_OK;
 }
 
-static int load_keys(const dsv4_idx_logits_args *a, int64_t b, int64_t nk, req_keys *k, dsv4_status *st)
+/* with_fp32: whether the GEMM path needs the keys' fp32 values (kd). */
+static int load_keys(const dsv4_idx_logits_args *a, int64_t b, int64_t nk, int with_fp32, req_keys *k,
+                     dsv4_status *st)
 {
     const int D = a->D;
     memset(k, 0, sizeof *k);
@@ -278,9 +285,9 @@ static int load_keys(const dsv4_idx_logits_args *a, int64_t b, int64_t nk, req_k
     size_t n = (size_t)(nk ? nk : 1);
     k->v = malloc(n * (size_t)(D / 2));
     k->s = malloc(n * (size_t)(D / 32));
-    k->kd = malloc(n * (size_t)D * sizeof(float));
+    k->kd = with_fp32 ? malloc(n * (size_t)D * sizeof(float)) : NULL;
     k->st = malloc(n * sizeof *k->st);
-    if (!k->v || !k->s || !k->kd || !k->st)
+    if (!k->v || !k->s || (with_fp32 && !k->kd) || !k->st)
         return dsv4_fail(st, DSV4_ERUNTIME, "out of memory (keys of request %" PRId64 ")", b);
     keys_job kj = {a, b, k};
     return dsv4_parallel_for(nk, 256, 0, keys_range, &kj, st);
@@ -463,7 +470,86 @@ typedef struct logits_buf {
     uint8_t *kv, *ks;
     opstat *kst;
     float *kd;
+#if DSV4_HAVE_AVX2_PATHS
+    int vnni;               /* the ideal on integer dots (indexer_logits_vnni.h) */
+    dsv4_idx_vnni_q vq;     /* the row block's q, packed */
+    dsv4_idx_vnni_keys vk;  /* one tile's keys, packed */
+#endif
 } logits_buf;
+
+static int buf_vnni(const logits_buf *w)
+{
+#if DSV4_HAVE_AVX2_PATHS
+    return w->vnni;
+#else
+    (void)w;
+    return 0;
+#endif
+}
+
+#if DSV4_HAVE_AVX2_PATHS
+/* Keys [j0, j0 + nc) of request b packed for the integer dots, 16 at a time:
+ * from the per-request decode k, or read in place when the 16 lie in one
+ * page of the natural layout, else read entry by entry. */
+static void vnni_pack_tile(const dsv4_idx_logits_args *a, logits_buf *w, const req_keys *k, int64_t b, int64_t j0,
+                           int64_t nc)
+{
+    const int D = a->D;
+    const int64_t P = a->L->page_entries, pb = dsv4_idx_page_bytes(a->L);
+    const int32_t *pages = a->block_table + b * a->max_blocks;
+    for (int64_t g = 0; g * 16 < nc; g++) {
+        const int64_t first = j0 + g * 16;
+        const int n = nc - g * 16 < 16 ? (int)(nc - g * 16) : 16;
+        const uint8_t *v = w->kv, *s = w->ks;
+        if (k) {
+            v = k->v + first * (D / 2), s = k->s + first * (D / 32);
+        } else if (!a->L->shuffled && first / P == (first + n - 1) / P) {
+            const uint8_t *page = a->cache + (int64_t)pages[first / P] * pb;
+#if defined(__GNUC__)
+            /* the block table scatters pages: fetch the next while this one is packed */
+            if ((g == 0 || first % P < 16) && (first / P + 1) * P < j0 + nc)
+                for (int64_t off = 0; off < pb; off += 64)
+                    __builtin_prefetch(a->cache + (int64_t)pages[first / P + 1] * pb + off);
+#endif
+            v = page + first % P * (D / 2), s = page + P * (D / 2) + first % P * (D / 32);
+        } else {
+            for (int i = 0; i < n; i++)
+                dsv4_idx_read_entry(a->L, a->cache + (int64_t)pages[(first + i) / P] * pb, (first + i) % P,
+                                    w->kv + i * (D / 2), w->ks + i * (D / 32));
+        }
+        dsv4_idx_vnni_pack_group(v, s, n, &w->vk, g);
+    }
+}
+#endif
+
+/* The ideal of a tile on integer dots: every row's keys below its end. */
+static void vnni_tile(const dsv4_idx_logits_args *a, logits_buf *w, const req_keys *k, int64_t b, int64_t j0,
+                      int64_t nc, double *logits)
+{
+#if DSV4_HAVE_AVX2_PATHS
+    const row_block *rbk = &w->rbk;
+    vnni_pack_tile(a, w, k, b, j0, nc);
+    for (int64_t ri = 0; ri < rbk->rb; ri++) {
+        const int64_t r = rbk->r0 + ri;
+        int64_t n = rbk->ends[ri] - j0;
+        n = n < nc ? n : nc;
+        if (n > 0)
+            dsv4_idx_vnni_row(&w->vq, ri * a->H, a->H, a->weights + r * a->H, &w->vk, n, logits + r * a->width + j0);
+    }
+#else
+    (void)a, (void)w, (void)k, (void)b, (void)j0, (void)nc, (void)logits;
+#endif
+}
+
+/* The q side of a row block, and its packed form for the integer dots. */
+static void prepare_rows(const dsv4_idx_logits_args *a, logits_buf *w, int want_bound)
+{
+    setup_rows(a, &w->rbk, want_bound);
+#if DSV4_HAVE_AVX2_PATHS
+    if (w->vnni)
+        dsv4_idx_vnni_pack_q(w->rbk.qv, w->rbk.qs, w->rbk.rb * a->H, &w->vq);
+#endif
+}
 
 /* Key tiles [tile0, tile1) of a set-up row block of request b: the keys
  * from k (decoded per request), or decoded here per tile when k is NULL.
@@ -482,6 +568,10 @@ static void run_tiles(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, const r
         const uint8_t *kv, *ks;
         const opstat *kst;
         const float *kd;
+        if (buf_vnni(w)) {
+            vnni_tile(a, w, k, b, j0, nc, logits);
+            continue;
+        }
         if (k) {
             kv = k->v + j0 * (D / 2), ks = k->s + j0 * (D / 32), kst = k->st + j0, kd = k->kd + j0 * D;
         } else {
@@ -526,15 +616,27 @@ static void run_tiles(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, const r
 
 static void buf_free(logits_buf *w)
 {
+#if DSV4_HAVE_AVX2_PATHS
+    dsv4_idx_vnni_q_free(&w->vq);
+    dsv4_idx_vnni_keys_free(&w->vk);
+#endif
     free(w->C0), free(w->C1), free(w->acc);
     free(w->rbk.qv), free(w->rbk.qs), free(w->rbk.qd), free(w->rbk.qa), free(w->rbk.ka), free(w->rbk.qst);
     free(w->rbk.row_exact);
     free(w->kv), free(w->ks), free(w->kst), free(w->kd);
 }
 
-static int buf_alloc(logits_buf *w, int64_t M, int D)
+/* vnni: the ideal runs on integer dots (no GEMM tiles, no bound). */
+static int buf_alloc(logits_buf *w, int64_t M, int D, int vnni)
 {
     memset(w, 0, sizeof *w);
+#if DSV4_HAVE_AVX2_PATHS
+    w->vnni = vnni;
+    if (vnni && (!dsv4_idx_vnni_q_alloc(&w->vq, M) || !dsv4_idx_vnni_keys_alloc(&w->vk, KEYS_PER_TILE)))
+        return 0;
+#else
+    (void)vnni;
+#endif
     w->C0 = malloc((size_t)M * KEYS_PER_TILE * sizeof(float));
     w->C1 = malloc((size_t)M * KEYS_PER_TILE * sizeof(float));
     w->acc = malloc(KEYS_PER_TILE * sizeof(double));
@@ -576,7 +678,7 @@ static int logits_range(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_stat
         set_rows(j->a, &w->rbk, r0, j->q1 - r0 < j->rpt ? j->q1 - r0 : j->rpt);
         if (tile0 * KEYS_PER_TILE >= w->rbk.maxend)
             continue;
-        setup_rows(j->a, &w->rbk, j->bound != NULL);
+        prepare_rows(j->a, w, j->bound != NULL);
         run_tiles(j->a, j->mode, j->k, j->b, w, j->logits, j->bound, tile0, tile0 + j->tiles_per_item);
     }
     return DSV4_OK;
@@ -599,7 +701,7 @@ static int block_items_range(void *ctx, int64_t i0, int64_t i1, int worker, dsv4
         const int64_t tile0 = (i - j->item_start[b]) * j->tiles_per_item;
         if (i == i0 || i == j->item_start[b]) { /* a new request: its rows */
             set_rows(a, &w->rbk, a->query_start_loc[b], a->query_start_loc[b + 1] - a->query_start_loc[b]);
-            setup_rows(a, &w->rbk, j->bound != NULL);
+            prepare_rows(a, w, j->bound != NULL);
         }
         run_tiles(a, j->mode, NULL, b, w, j->logits, j->bound, tile0, tile0 + j->tiles_per_item);
     }
@@ -643,8 +745,11 @@ int dsv4_ref_mqa_logits(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, doubl
     int made = 0;
     if (!bufs)
         rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory (logits tiles)");
+    /* the ideal without a bound runs on integer dots where the CPU has them
+     * (the same bits, indexer_logits_vnni.h) */
+    const int vnni = mode == DSV4_IDX_IDEAL && !bound && dsv4_idx_vnni_ready();
     for (; !rc && made < nthreads; made++)
-        if (!buf_alloc(&bufs[made], rpt * H, D)) {
+        if (!buf_alloc(&bufs[made], rpt * H, D, vnni)) {
             buf_free(&bufs[made]);
             rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory (logits tiles)");
         }
@@ -681,7 +786,7 @@ int dsv4_ref_mqa_logits(const dsv4_idx_logits_args *a, dsv4_idx_mode mode, doubl
         if (nk == 0 || q1 - q0 <= rpt)
             continue;
         req_keys k;
-        if ((rc = load_keys(a, b, nk, &k, st))) {
+        if ((rc = load_keys(a, b, nk, !vnni, &k, st))) {
             req_keys_free(&k);
             break;
         }

@@ -475,6 +475,87 @@ START_TEST(kv_insert_same_bytes)
 }
 END_TEST
 
+/* The ideal logits on integer dots (AVX-512 VNNI) against the scalar
+ * ideal: heads that do and do not fill the 4-head steps, pages of 16, 64
+ * and 24 entries (groups of 16 keys inside one page, and across two),
+ * natural and shuffled pages, requests of 1, 2 and more rows than a row
+ * block (keys decoded per request), row ends inside key groups, zero,
+ * extreme and NaN (0xFF) scales, every e2m1 code, NaN, zero and negative
+ * weights.  Every logit, the -inf past the ends included, has the same bits. */
+enum { MQA_MAX_ROWS = 520, MQA_MAX_ROW_HEADS = 1024, MQA_WIDTH = 400 };
+static double logits_portable[MQA_MAX_ROWS * MQA_WIDTH], logits_simd[MQA_MAX_ROWS * MQA_WIDTH];
+
+START_TEST(mqa_logits_same_bits)
+{
+    enum { D = 128, B = 3, WIDTH = MQA_WIDTH, MAX_ROWS = MQA_MAX_ROWS };
+    static const int heads[4] = {1, 5, 32, 64};
+    static const int64_t page_sizes[3] = {16, 64, 24};
+    static uint8_t q[MQA_MAX_ROW_HEADS * 64], qs[MQA_MAX_ROW_HEADS * 4], cache[80 * 64 * 72];
+    static float w[MQA_MAX_ROW_HEADS];
+    for (int trial = 0; trial < 24; trial++) {
+        const int H = heads[trial % 4], shuffled = trial / 4 % 2;
+        const int64_t P = page_sizes[trial / 8];
+        dsv4_idx_layout L;
+        dsv4_status st = {0};
+        if (dsv4_idx_layout_make(H, D, P, shuffled, &L, &st) != DSV4_OK)
+            continue; /* shuffled pages need page_entries % n_per_tile == 0 */
+        const int32_t qlen[B] = {1, 2, 512 / H + 3}; /* the last: more rows than a row block */
+        int32_t qsl[B + 1] = {0}, ctx[B], ends[MAX_ROWS];
+        for (int b = 0; b < B; b++)
+            qsl[b + 1] = qsl[b] + qlen[b];
+        const int rows = qsl[B];
+        ck_assert(rows <= MAX_ROWS && rows * H <= MQA_MAX_ROW_HEADS);
+        const int64_t max_blocks = (WIDTH + P - 1) / P, num_pages = 80;
+        int32_t bt[B * 26];
+        for (int i = 0; i < B * max_blocks; i++)
+            bt[i] = (int32_t)(next_u32() % num_pages);
+        for (int b = 0; b < B; b++) {
+            ctx[b] = trial % 5 == 2 && b == 1 ? 0 : (int32_t)(40 + next_u32() % (WIDTH - 40));
+            for (int r = qsl[b]; r < qsl[b + 1]; r++)
+                ends[r] = (int32_t)(next_u32() % (WIDTH + 1));
+        }
+        for (size_t i = 0; i < sizeof cache; i++)
+            cache[i] = (uint8_t)next_u32();
+        for (int i = 0; i < rows * H * 64; i++)
+            q[i] = (uint8_t)next_u32();
+        /* scales near 127 (the exact fp32 path of the scalar ideal), far
+         * apart (its double fallback), at the ends, and NaN */
+        for (int i = 0; i < rows * H * 4; i++) {
+            const uint32_t u = next_u32() % 64;
+            qs[i] = (uint8_t)(u < 50 ? 124 + u % 7 : u < 58 ? next_u32() % 255 : u < 62 ? (u & 1) * 254 : 255);
+        }
+        const int64_t pb = dsv4_idx_page_bytes(&L);
+        for (int64_t pg = 0; pg < num_pages; pg++)
+            for (int64_t e = 0; e < P; e++) {
+                uint8_t v[64], sc[4];
+                for (int i = 0; i < 64; i++)
+                    v[i] = (uint8_t)next_u32();
+                for (int i = 0; i < 4; i++) {
+                    const uint32_t u = next_u32() % 64;
+                    sc[i] = (uint8_t)(u < 52 ? 125 + u % 5 : u < 60 ? next_u32() % 255 : u < 63 ? 0 : 255);
+                }
+                dsv4_idx_write_entry(&L, cache + pg * pb, e, v, sc);
+            }
+        for (int i = 0; i < rows * H; i++) {
+            const uint32_t u = next_u32() % 32;
+            w[i] = u == 0 ? NAN : u == 1 ? 0.0f : ((float)(int)(next_u32() % 2001) - 1000.0f) / 257.0f;
+        }
+        const dsv4_idx_logits_args a = {q, qs, w, rows, H, D, cache, num_pages, &L, bt, max_blocks,
+                                        ctx, qsl, B, ends, WIDTH};
+        dsv4_simd_cap_level(DSV4_SIMD_PORTABLE);
+        int rc = dsv4_ref_mqa_logits(&a, DSV4_IDX_IDEAL, logits_portable, NULL, &st);
+        dsv4_simd_cap_level(DSV4_SIMD_AVX512);
+        ck_assert_msg(rc == DSV4_OK, "trial %d: %s", trial, st.msg);
+        ck_assert_int_eq(dsv4_ref_mqa_logits(&a, DSV4_IDX_IDEAL, logits_simd, NULL, &st), DSV4_OK);
+        for (int i = 0; i < rows * WIDTH; i++)
+            ck_assert_msg(memcmp(&logits_portable[i], &logits_simd[i], sizeof(double)) == 0,
+                          "trial %d (H %d, P %d, shuffled %d): logit [%d, %d] %a vs %a", trial, H, (int)P, shuffled,
+                          i / WIDTH, i % WIDTH, logits_portable[i], logits_simd[i]);
+    }
+}
+END_TEST
+
 DSV4_TEST_MAIN("simd", "core", 120, NULL, NULL, avx2_path_is_on_where_supported, mx_rows_same_bytes,
                fp8_group_rows_same_bytes, indexer_q_quant_same_bytes, inverse_rope_mxfp8_same_bytes,
-               rmsnorm_rows_match_serial, qnorm_rope_bf16_same_bytes, kv_insert_same_bytes)
+               rmsnorm_rows_match_serial, qnorm_rope_bf16_same_bytes, kv_insert_same_bytes,
+               mqa_logits_same_bits)
