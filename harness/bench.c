@@ -397,12 +397,36 @@ static int check_device_codecs(const dsv4_backend *b, FILE *out)
     return 0;
 }
 
+/* An OpenBLAS older than the CPU falls back to its SSE3 kernels (Debian 12's
+ * 0.3.21 on recent Xeons): then every GFLOP probe, and the reference's own
+ * BLAS calls, run several times slower than the CPU can.  Said, so that a
+ * "% peak" is not read against a weak probe unknowingly. */
+static void warn_generic_blas(FILE *out)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    const char *core = openblas_get_corename();
+    if (!core || (strcmp(core, "Prescott") != 0 && strcmp(core, "Core2") != 0 && strcmp(core, "Nehalem") != 0))
+        return;
+    __builtin_cpu_init();
+    const char *better = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell"
+                                                                                                          : NULL;
+    if (better)
+        fprintf(out, "note: OpenBLAS runs its generic %s kernels on a CPU with %s: the GFLOP probes and the "
+                "reference's BLAS calls are slower than this CPU allows; OPENBLAS_CORETYPE=%s selects its vector "
+                "kernels (every committed golden regenerates the same with them)\n",
+                core, strcmp(better, "SkylakeX") == 0 ? "AVX-512F" : "AVX2", better);
+#else
+    (void)out;
+#endif
+}
+
 int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *out)
 {
     const int nthreads = dsv4_threads();
     double copy = measure_copy_gbs(), sg = measure_gemm_gflops(0), dg = measure_gemm_gflops(1);
-    fprintf(out, "machine: memcpy %.1f GB/s (read+write), sgemm %.1f GFLOP/s, dgemm %.1f GFLOP/s (1024^3, OpenBLAS)\n",
-            copy, sg, dg);
+    fprintf(out, "machine: memcpy %.1f GB/s (read+write), sgemm %.1f GFLOP/s, dgemm %.1f GFLOP/s (1024^3, OpenBLAS, "
+            "core %s)\n", copy, sg, dg, openblas_get_corename());
+    warn_generic_blas(out);
     fprintf(out, "reference threads: %d (DSV4_THREADS; 1-thread time and speed-up beside)\n", nthreads);
     fprintf(out, "%% peak: of the line's probe (memcpy, or sgemm/dgemm for GFLOP lines) measured just before it\n");
     double dev_copy = measure_device_copy_gbs(b, out), dev_mma = measure_device_mma_gflops(b, out);
