@@ -12,6 +12,7 @@
 
 #include "kernels.h"
 #include "mma_compat.h"
+#include "kv_decode.h"
 #include "quant_rules.h"
 #include "../include/dsv4_poison.h"
 
@@ -362,7 +363,8 @@ __global__ void __launch_bounds__(MMA_THREADS) mma_peak_kernel(long long steps, 
  * inputs is converted both ways on this device, in each byte position of
  * the word; and the hardware decode (dsv4q_fp8x2_decode_hw) of every pair
  * of non-NaN codes against dsv4q_fp8_decode (a mismatch there is reported
- * as input 2^32 + the pair).  res: {conversions checked, mismatches, first mismatch}. */
+ * as input 2^32 + the pair), and the paged attention's key-lane decode.
+ * res: {conversions checked, mismatches, first mismatch}. */
 __global__ void codec_check_kernel(unsigned long long *res)
 {
 #ifdef DSV4Q_HW_E4M3
@@ -395,6 +397,25 @@ __global__ void codec_check_kernel(unsigned long long *res)
         if (dsv4q_bits(lo) != dsv4q_bits(dsv4q_fp8_decode((uint8_t)b0, 0)) ||
             dsv4q_bits(hi) != dsv4q_bits(dsv4q_fp8_decode((uint8_t)b1, 0))) {
             first = bad ? first : (1ull << 32) + i; /* past the fp32 inputs: a decode pair */
+            bad++;
+        }
+    }
+    /* the paged attention's key-lane decode (kv_decode.h decode8_hw) against
+     * the integer rule: every code pair in each pair position, every scale
+     * byte, e4m3fn and FNUZ (reported as 2^33 + pair + 2^16 scale + 2^24 fnuz) */
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < (2ull << 24);
+         i += stride) {
+        const uint32_t pair = (uint32_t)i & 0xFFFFu, sbyte = ((uint32_t)i >> 16) & 0xFFu;
+        const int fz = (int)(i >> 24);
+        const uint2 w = make_uint2(pair | pair << 16, pair | pair << 16);
+        uint32_t hw[8], ref[8];
+        sattn::decode8_hw(w, sattn::e8m0_to_f32(sbyte), fz, hw);
+        sattn::decode8_int(w, sattn::e8m0_to_f32(sbyte), fz, ref);
+        bool same = true;
+        for (int k = 0; k < 8; k++)
+            same = same && hw[k] == ref[k];
+        if (!same) {
+            first = bad ? first : (2ull << 32) + i;
             bad++;
         }
     }
@@ -436,7 +457,8 @@ static int codec_check(dsv4_plugin_tensor *outputs, int noutputs, double *ms, ch
     if (host[1])
         return fail(err, errlen, DSV4_PLUGIN_ERUNTIME,
                     "the hardware e4m3 conversion differs from the integer rule on %llu inputs (the first %08llx; "
-                    "from 100000000 on, 2^32 + a pair of codes the decode got wrong)",
+                    "from 100000000 on, 2^32 + a pair of codes the decode got wrong; from 200000000 on, "
+                    "2^33 + pair + 2^16 scale byte + 2^24 fnuz the paged key-lane decode got wrong)",
                     host[1], host[2]);
     return DSV4_PLUGIN_OK;
 }

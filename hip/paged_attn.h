@@ -13,6 +13,11 @@ namespace pattn {
  * [S1, S4, S9]). */
 static const char *const variants[] = {"default", "fp8=fnuz", NULL};
 
+/* The most scratch the decoded rows may take (1 KiB a row): 1 GiB, about a
+ * million entries, covers decode batches; prefill-sized calls decode in the
+ * attention blocks instead. */
+constexpr size_t PREDECODE_MAX = (size_t)1 << 30;
+
 struct names {
     const char *main_cache, *main_idx, *main_ptr, *extra_cache, *extra_idx, *extra_ptr;
 };
@@ -110,7 +115,28 @@ static hipError_t launch(const names &nm, const dsv4_hip_call *c, hipStream_t st
         }
         max_n = n > max_n ? n : max_n;
     }
-    return sattn::attn_launch(src, c->din[s.q], c->din[s.sink], s.T, s.H, s.scale, max_n, c->dout[s.out], stream);
+    /* Decode every entry once, then attend over the bf16 rows, when the rows
+     * fit in PREDECODE_MAX of scratch (decode batches); else decode in the
+     * attention blocks, once per head group. */
+    long long total = 0;
+    for (int k = 0; k < s.nseg; k++) {
+        const int32_t *p = (const int32_t *)c->in[s.ptr[k]].data;
+        total += (long long)p[s.T] - p[0];
+    }
+    const size_t rows_bytes = ((size_t)total * sattn::D * sizeof(uint16_t) + 255) / 256 * 256;
+    const long long tiles = (max_n + sattn::KT - 1) / sattn::KT;
+    if (s.T == 0 || s.H == 0 || total == 0 || rows_bytes > PREDECODE_MAX || s.T > 65535) /* grid.y <= 65535 */
+        return sattn::attn_launch(src, c->din[s.q], c->din[s.sink], s.T, s.H, s.scale, max_n, c->dout[s.out],
+                                  stream);
+    uint8_t *scratch;
+    hipError_t e = dsv4_hip_scratch(rows_bytes + sattn::part_bytes(s.T, s.H, max_n), (void **)&scratch);
+    if (e != hipSuccess)
+        return e;
+    sattn::decoded_src dec = {src, (const uint16_t *)scratch};
+    hipLaunchKernelGGL(sattn::decode_rows_kernel<sattn::paged_src>, dim3((unsigned)tiles, (unsigned)s.T),
+                       dim3(sattn::NT), 0, stream, src, dec, (uint16_t *)scratch);
+    return sattn::attn_launch_parts(dec, c->din[s.q], c->din[s.sink], s.T, s.H, s.scale, max_n, c->dout[s.out],
+                                    (float *)(scratch + rows_bytes), stream);
 }
 
 /* The check and launch of the op whose tensors are called nm: the two ops

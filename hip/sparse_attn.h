@@ -26,6 +26,7 @@
 #define DSV4_HIP_SPARSE_ATTN_H
 
 #include "kernels.h"
+#include "kv_decode.h"
 #include "mma_compat.h"
 
 namespace sattn {
@@ -48,16 +49,6 @@ static_assert(HG == 16 && KT == 16, "one 16 x 16 tile of heads x keys");
 static_assert(D % (16 * NW) == 0, "score and P.V splits over the waves");
 
 
-/* fp32 -> bf16 round to nearest even (ref/numerics.h dsv4_bf16_from_f32),
- * NaN -> the quiet NaN 0x7FC0. */
-__device__ inline uint32_t bf16_rne(float f)
-{
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
-        return 0x7FC0u;
-    return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-}
-
 /* The value p takes in the P.V dot: bf16(p) (docs/semantics/attention.md A8.3 [S9]). */
 __device__ inline float round_bf16(float f) { return __uint_as_float(bf16_rne(f) << 16); }
 
@@ -72,6 +63,19 @@ struct __align__(16) smem_t {
     const uint8_t *scl[KT];  /* paged: the rows' scale bytes */
     int fnuz[KT];            /* paged: the row's cache is FNUZ */
 };
+
+/* The tile's bf16 rows into shared memory: 16 keys x 64 chunks of 16 bytes,
+ * zeros for invalid entries; no NaN scrubbing (docs/semantics/attention.md A8.3). */
+__device__ inline void copy_rows(smem_t &sm)
+{
+    for (int c = threadIdx.x; c < KT * (D / 8); c += NT) {
+        const int key = c / (D / 8), ch = c % (D / 8);
+        uint4 w = make_uint4(0, 0, 0, 0);
+        if (sm.row[key])
+            w = reinterpret_cast<const uint4 *>(sm.row[key])[ch];
+        *reinterpret_cast<uint4 *>(&sm.k[key][ch * 8]) = w;
+    }
+}
 
 /* Source of key rows, dense prefill form: entry j < clamp(len[t], 0, P) of
  * indices [T, 1, P]; valid iff 0 <= v < rows (docs/semantics/attention.md A8.2;
@@ -96,42 +100,44 @@ struct dense_src {
         sm.scl[slot] = nullptr;
         sm.fnuz[slot] = 0;
     }
-    /* 16 keys x 64 chunks of 16 bytes; no NaN scrubbing (docs/semantics/attention.md A8.3). */
-    __device__ void load(smem_t &sm) const
-    {
-        for (int c = threadIdx.x; c < KT * (D / 8); c += NT) {
-            const int key = c / (D / 8), ch = c % (D / 8);
-            uint4 w = make_uint4(0, 0, 0, 0);
-            if (sm.row[key])
-                w = reinterpret_cast<const uint4 *>(sm.row[key])[ch];
-            *reinterpret_cast<uint4 *>(&sm.k[key][ch * 8]) = w;
-        }
-    }
+    __device__ void load(smem_t &sm) const { copy_rows(sm); }
 };
 
-/* One fp8 byte as fp32: e4m3fn (bias 7, 0x7F/0xFF NaN) or e4m3fnuz
- * (bias 8, 0x80 NaN, no -0) (docs/semantics/kvcache.md A2.3; the codecs of ref/numerics.c). */
-__device__ inline float fp8_to_f32(uint32_t b, int fnuz)
-{
-    const uint32_t sign = (b & 0x80u) << 24, e = (b >> 3) & 15u, m = b & 7u;
-    if (fnuz ? b == 0x80u : (b & 0x7Fu) == 0x7Fu)
-        return __uint_as_float(0x7FC00000u);
-    const int bias = fnuz ? 8 : 7;
-    float mag = e ? __uint_as_float((e + 127u - bias) << 23 | m << 20) /* (1 + m/8) 2^(e-bias) */
-                  : (float)m * __uint_as_float((uint32_t)(127 - bias - 2) << 23); /* m/8 2^(1-bias) */
-    return __uint_as_float(__float_as_uint(mag) | sign);
-}
+/* One chunk of a decoded fp8_ds_mla record into dst (a bf16 row, shared or
+ * global): chunks 0..55 are 8 fp8 NoPE bytes each, 56..71 four RoPE bf16
+ * lanes; row NULL gives zeros.  8-byte loads (the page stride B*584 is a
+ * multiple of 8).  NoPE lane = bf16(fp32(fp8) * 2^(b-127))
+ * (docs/semantics/kvcache.md A4; docs/semantics/attention.md A8.4), RoPE the stored bf16;
+ * NaN lanes become 0. */
+constexpr int NOPE_CH = NOPE / 8, RECORD_CHUNKS = NOPE_CH + (D - NOPE) / 4;
 
-/* 2^(b - 127) in fp32 as Triton's exp2 builds it: b = 0 is the subnormal
- * 2^-127, b = 255 is +Inf (ref/kvcache.c scale_f32, docs/semantics/kvcache.md A4). */
-__device__ inline float e8m0_to_f32(uint32_t b)
+__device__ inline void decode_chunk(const uint8_t *row, const uint8_t *scl, int fz, int ch, uint16_t *dst)
 {
-    return b == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(b << 23);
+    if (ch < NOPE_CH) {
+        uint4 o = make_uint4(0, 0, 0, 0);
+        if (row) {
+            const uint2 w = reinterpret_cast<const uint2 *>(row)[ch];
+            const float sc = e8m0_to_f32(scl[ch / 8]); /* block of dims 8ch.. = 64 * (ch/8).. */
+            uint32_t h[8];
+#ifdef DSV4Q_HW_E4M3
+            decode8_hw(w, sc, fz, h);
+#else
+            decode8_int(w, sc, fz, h);
+#endif
+            o = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+        }
+        *reinterpret_cast<uint4 *>(dst + ch * 8) = o;
+    } else {
+        const int r = ch - NOPE_CH;
+        uint2 o = make_uint2(0, 0);
+        if (row) {
+            const uint2 w = reinterpret_cast<const uint2 *>(row + NOPE)[r];
+            o.x = scrub(w.x & 0xFFFFu) | scrub(w.x >> 16) << 16;
+            o.y = scrub(w.y & 0xFFFFu) | scrub(w.y >> 16) << 16;
+        }
+        *reinterpret_cast<uint2 *>(dst + NOPE + r * 4) = o;
+    }
 }
-
-/* A decoded lane as the key row holds it: NaN -> 0 ("NaNs in K become 0",
- * docs/semantics/attention.md A8.4 [S9]); other values are bf16 already. */
-__device__ inline uint32_t scrub(uint32_t h) { return (h & 0x7FFFu) > 0x7F80u ? 0u : h; }
 
 /* Source of key rows, ragged form over one or two paged fp8_ds_mla caches
  * (main, extra): entries indices[indptr[t] .. indptr[t+1]) of main then of
@@ -154,61 +160,98 @@ struct paged_src {
             n += (long long)seg[1].ptr[t + 1] - seg[1].ptr[t];
         return n;
     }
-    __device__ void entry(long long t, long long j, smem_t &sm, int slot) const
+    /* Entry j of token t: its record, scale bytes and kind; false if the
+     * slot is -1 or out of range (skipped [S9]). */
+    __device__ long long slot(long long t, long long j, bool &main) const
     {
         const long long n0 = (long long)seg[0].ptr[t + 1] - seg[0].ptr[t];
-        const bool main = j < n0;
-        const long long v = main ? seg[0].idx[seg[0].ptr[t] + j] : seg[1].idx[seg[1].ptr[t] + (j - n0)];
+        main = j < n0;
+        return main ? seg[0].idx[seg[0].ptr[t] + j] : seg[1].idx[seg[1].ptr[t] + (j - n0)];
+    }
+    __device__ bool valid(long long t, long long j) const
+    {
+        bool main;
+        const long long v = slot(t, j, main);
+        return v >= 0 && v < (main ? seg[0].rows : seg[1].rows);
+    }
+    __device__ bool locate(long long t, long long j, const uint8_t **row, const uint8_t **scl, int *fnuz) const
+    {
+        bool main;
+        const long long v = slot(t, j, main);
         const long long B = main ? seg[0].B : seg[1].B, rows = main ? seg[0].rows : seg[1].rows;
-        if (v < 0 || v >= rows) { /* -1 / out of range skipped [S9] */
-            sm.row[slot] = nullptr;
-            return;
-        }
+        if (v < 0 || v >= rows)
+            return false;
         /* slot -> (slot // B, slot % B); page stride B*584; record at row*576,
          * scale bytes at B*576 + row*8 (docs/semantics/kvcache.md A2.1) */
         const long long page = v / B, r = v % B;
         const uint8_t *base = (main ? seg[0].cache : seg[1].cache) + page * B * 584;
-        sm.row[slot] = base + r * 576;
-        sm.scl[slot] = base + B * 576 + r * 8;
-        sm.fnuz[slot] = main ? seg[0].fnuz : seg[1].fnuz;
+        *row = base + r * 576;
+        *scl = base + B * 576 + r * 8;
+        *fnuz = main ? seg[0].fnuz : seg[1].fnuz;
+        return true;
     }
-    /* Per key 56 chunks of 8 fp8 NoPE bytes and 16 chunks of 4 RoPE bf16;
-     * 8-byte loads (the page stride B*584 is a multiple of 8).  NoPE lane =
-     * bf16(fp32(fp8) * 2^(b-127)) (docs/semantics/kvcache.md A4; docs/semantics/attention.md A8.4),
-     * RoPE the stored bf16. */
+    __device__ void entry(long long t, long long j, smem_t &sm, int slot) const
+    {
+        if (!locate(t, j, &sm.row[slot], &sm.scl[slot], &sm.fnuz[slot]))
+            sm.row[slot] = nullptr;
+    }
     __device__ void load(smem_t &sm) const
     {
-        constexpr int NOPE_CH = NOPE / 8, CH = NOPE_CH + (D - NOPE) / 4;
-        for (int c = threadIdx.x; c < KT * CH; c += NT) {
-            const int key = c / CH, ch = c % CH;
-            const uint8_t *row = sm.row[key];
-            if (ch < NOPE_CH) {
-                uint4 o = make_uint4(0, 0, 0, 0);
-                if (row) {
-                    const uint2 w = reinterpret_cast<const uint2 *>(row)[ch];
-                    const float sc = e8m0_to_f32(sm.scl[key][ch / 8]); /* block of dims 8ch.. = 64 * (ch/8).. */
-                    const int fz = sm.fnuz[key];
-                    uint32_t h[8];
-                    for (int i = 0; i < 8; i++) {
-                        const uint32_t byte = ((i < 4 ? w.x : w.y) >> (8 * (i & 3))) & 0xFFu;
-                        h[i] = scrub(bf16_rne(fp8_to_f32(byte, fz) * sc));
-                    }
-                    o = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
-                }
-                *reinterpret_cast<uint4 *>(&sm.k[key][ch * 8]) = o;
-            } else {
-                const int r = ch - NOPE_CH;
-                uint2 o = make_uint2(0, 0);
-                if (row) {
-                    const uint2 w = reinterpret_cast<const uint2 *>(row + NOPE)[r];
-                    o.x = scrub(w.x & 0xFFFFu) | scrub(w.x >> 16) << 16;
-                    o.y = scrub(w.y & 0xFFFFu) | scrub(w.y >> 16) << 16;
-                }
-                *reinterpret_cast<uint2 *>(&sm.k[key][NOPE + r * 4]) = o;
-            }
+        for (int c = threadIdx.x; c < KT * RECORD_CHUNKS; c += NT) {
+            const int key = c / RECORD_CHUNKS, ch = c % RECORD_CHUNKS;
+            decode_chunk(sm.row[key], sm.scl[key], sm.fnuz[key], ch, sm.k[key]);
         }
     }
 };
+
+/* Source of key rows for the paged ops after decode_rows_kernel: the same
+ * entries and validity as paged, each valid row already decoded to bf16 at
+ * rows[offset(t) + j] (offset: the token's first entry over both
+ * segments).  The shared tile gets the same bf16 lanes as paged's load. */
+struct decoded_src {
+    paged_src paged;
+    const uint16_t *rows;
+
+    __device__ long long offset(long long t) const
+    {
+        long long o = (long long)paged.seg[0].ptr[t] - paged.seg[0].ptr[0];
+        if (paged.nseg > 1)
+            o += (long long)paged.seg[1].ptr[t] - paged.seg[1].ptr[0];
+        return o;
+    }
+    __device__ long long count(long long t) const { return paged.count(t); }
+    __device__ void entry(long long t, long long j, smem_t &sm, int slot) const
+    {
+        sm.row[slot] = paged.valid(t, j) ? reinterpret_cast<const uint8_t *>(rows + (offset(t) + j) * D) : nullptr;
+    }
+    __device__ void load(smem_t &sm) const { copy_rows(sm); }
+};
+
+/* Every valid entry of the paged source decoded once into rows (the
+ * attention blocks of a token's HG-head groups then share it instead of
+ * decoding it again each).  Grid (ceil(max_n / KT), T) of NT threads. */
+template <typename Src> /* paged_src; a template so that only its users instantiate it */
+__global__ void __launch_bounds__(NT) decode_rows_kernel(Src src, decoded_src dst, uint16_t *rows)
+{
+    __shared__ const uint8_t *row[KT], *scl[KT];
+    __shared__ int fnuz[KT];
+    const long long t = blockIdx.y, j0 = (long long)blockIdx.x * KT, n = src.count(t);
+    if (threadIdx.x < KT) {
+        const long long j = j0 + threadIdx.x;
+        const uint8_t *r = nullptr, *sc = nullptr;
+        int fz = 0;
+        if (j >= n || !src.locate(t, j, &r, &sc, &fz))
+            r = nullptr;
+        row[threadIdx.x] = r, scl[threadIdx.x] = sc, fnuz[threadIdx.x] = fz;
+    }
+    __syncthreads();
+    const long long first = dst.offset(t) + j0;
+    for (int c = threadIdx.x; c < KT * RECORD_CHUNKS; c += NT) {
+        const int key = c / RECORD_CHUNKS, ch = c % RECORD_CHUNKS;
+        if (row[key]) /* invalid and past-the-end entries are never read */
+            decode_chunk(row[key], scl[key], fnuz[key], ch, rows + (first + key) * D);
+    }
+}
 
 /* Split-K partials (docs/semantics/attention.md A8.4, the gfx942/950 form):
  * per block of the split launch, acc[HG][D] (unnormalised), then m[HG] and
@@ -419,21 +462,22 @@ inline int split_count(long long blocks, long long max_n)
     return s < 1 ? 1 : s > MAX_SPLITS ? MAX_SPLITS : (int)s;
 }
 
-/* max_n: the most entries a token has (host side, for the split count). */
-template <typename Src>
-inline hipError_t attn_launch(const Src &src, const void *q, const void *sink, long long T, long long H, double scale,
-                              long long max_n, void *out, hipStream_t stream)
+/* Bytes of split-K partials a launch of T tokens x H heads with at most
+ * max_n entries needs (0: one split). */
+inline size_t part_bytes(long long T, long long H, long long max_n)
 {
     const long long groups = (H + HG - 1) / HG;
-    if (T == 0 || H == 0)
-        return hipSuccess;
     const int splits = split_count(T * groups, max_n);
-    float *part = nullptr;
-    if (splits > 1) {
-        hipError_t e = dsv4_hip_scratch((size_t)(T * groups * splits) * PART * sizeof(float), (void **)&part);
-        if (e != hipSuccess)
-            return e;
-    }
+    return splits > 1 ? (size_t)(T * groups * splits) * PART * sizeof(float) : 0;
+}
+
+/* The attention and, when split, its merge; part: part_bytes of scratch. */
+template <typename Src>
+inline hipError_t attn_launch_parts(const Src &src, const void *q, const void *sink, long long T, long long H,
+                                    double scale, long long max_n, void *out, float *part, hipStream_t stream)
+{
+    const long long groups = (H + HG - 1) / HG;
+    const int splits = split_count(T * groups, max_n);
     hipLaunchKernelGGL(attn_kernel<Src>, dim3((unsigned)(T * groups * splits)), dim3(NT), 0, stream, src,
                        (const uint16_t *)q, (const float *)sink, H, (int)groups, splits, (float)scale,
                        (uint16_t *)out, part);
@@ -441,6 +485,23 @@ inline hipError_t attn_launch(const Src &src, const void *q, const void *sink, l
         hipLaunchKernelGGL(combine_kernel, dim3((unsigned)(T * groups)), dim3(NT), 0, stream, part,
                            (const float *)sink, H, (int)groups, splits, (uint16_t *)out);
     return hipGetLastError();
+}
+
+/* max_n: the most entries a token has (host side, for the split count). */
+template <typename Src>
+inline hipError_t attn_launch(const Src &src, const void *q, const void *sink, long long T, long long H, double scale,
+                              long long max_n, void *out, hipStream_t stream)
+{
+    if (T == 0 || H == 0)
+        return hipSuccess;
+    float *part = nullptr;
+    const size_t pb = part_bytes(T, H, max_n);
+    if (pb) {
+        hipError_t e = dsv4_hip_scratch(pb, (void **)&part);
+        if (e != hipSuccess)
+            return e;
+    }
+    return attn_launch_parts(src, q, sink, T, H, scale, max_n, out, part, stream);
 }
 
 } // namespace sattn
