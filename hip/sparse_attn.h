@@ -13,7 +13,10 @@
  * docs/semantics/attention.md A8.4).  The block walks the token's entries in tiles of KT = 16 keys:
  * every valid key row is loaded ONCE into shared memory as bf16 (K = V =
  * the whole 512-lane row [S9, S24, S23]) and used for the scores of all 16
- * heads and for their P.V.  Invalid entries (-1, out of range) get a zero
+ * heads and for their P.V.  Where the rows are bf16 already (the prefill
+ * op's workspace, the paged ops' pre-decoded rows) the walk is pipelined:
+ * each thread holds the next tile's chunks in registers, loaded while this
+ * tile is computed.  Invalid entries (-1, out of range) get a zero
  * row and score -inf, so they add nothing (docs/semantics/attention.md A8.2).  Both dots run on
  * the matrix units (mma_compat.h): the 16 x 16 scores Q K^T split over the
  * block's waves by lane range, summed in wave order; P V as 32 column tiles
@@ -59,21 +62,35 @@ struct __align__(16) smem_t {
     uint16_t p[HG][PROW];    /* bf16-rounded probabilities, the A operand of P.V */
     float alpha[HG];         /* rescale of the running accumulators */
     float m[HG], l[HG];      /* final running max and sum */
-    const uint8_t *row[KT];  /* the tile's key rows (NULL: invalid entry) */
+    const uint8_t *row[KT];  /* the tile's key rows (NULL: invalid entry); pipelined: the next tile's */
+    int valid[KT];           /* pipelined sources: the tile in sm.k has a valid key */
     const uint8_t *scl[KT];  /* paged: the rows' scale bytes */
     int fnuz[KT];            /* paged: the row's cache is FNUZ */
 };
 
-/* The tile's bf16 rows into shared memory: 16 keys x 64 chunks of 16 bytes,
- * zeros for invalid entries; no NaN scrubbing (docs/semantics/attention.md A8.3). */
-__device__ inline void copy_rows(smem_t &sm)
+/* A tile of bf16 rows is 16 keys x 64 chunks of 16 bytes: FETCH chunks a
+ * thread, chunk c = threadIdx.x + i NT.  fetch_rows loads them into
+ * registers (zeros for invalid entries; no NaN scrubbing,
+ * docs/semantics/attention.md A8.3), store_rows puts them in the shared tile:
+ * the walk issues the next tile's loads before computing on this one. */
+constexpr int FETCH = KT * (D / 8) / NT;
+static_assert(KT * (D / 8) % NT == 0, "whole chunks a thread");
+
+__device__ inline void fetch_rows(const uint8_t *const row[KT], uint4 w[FETCH])
 {
-    for (int c = threadIdx.x; c < KT * (D / 8); c += NT) {
-        const int key = c / (D / 8), ch = c % (D / 8);
-        uint4 w = make_uint4(0, 0, 0, 0);
-        if (sm.row[key])
-            w = reinterpret_cast<const uint4 *>(sm.row[key])[ch];
-        *reinterpret_cast<uint4 *>(&sm.k[key][ch * 8]) = w;
+#pragma unroll
+    for (int i = 0; i < FETCH; i++) {
+        const int c = threadIdx.x + i * NT, key = c / (D / 8), ch = c % (D / 8);
+        w[i] = row[key] ? reinterpret_cast<const uint4 *>(row[key])[ch] : make_uint4(0, 0, 0, 0);
+    }
+}
+
+__device__ inline void store_rows(smem_t &sm, const uint4 w[FETCH])
+{
+#pragma unroll
+    for (int i = 0; i < FETCH; i++) {
+        const int c = threadIdx.x + i * NT, key = c / (D / 8), ch = c % (D / 8);
+        *reinterpret_cast<uint4 *>(&sm.k[key][ch * 8]) = w[i];
     }
 }
 
@@ -92,15 +109,13 @@ struct dense_src {
         long long n = len[t];
         return n < 0 ? 0 : n > P ? P : n; /* clamp(topk_length, 0, P) (docs/semantics/indices.md A5.8) */
     }
-    __device__ void entry(long long t, long long j, smem_t &sm, int slot) const
+    static constexpr bool BF16_ROWS = true; /* rows are read as they are: the pipelined walk */
+    __device__ const uint8_t *row_ptr(long long t, long long j) const
     {
         const int32_t v = idx[t * P + j];
         const bool ok = v >= 0 && (long long)v < rows; /* -1 / out of range skipped [S9] */
-        sm.row[slot] = ok ? reinterpret_cast<const uint8_t *>(kv + (long long)v * D) : nullptr;
-        sm.scl[slot] = nullptr;
-        sm.fnuz[slot] = 0;
+        return ok ? reinterpret_cast<const uint8_t *>(kv + (long long)v * D) : nullptr;
     }
-    __device__ void load(smem_t &sm) const { copy_rows(sm); }
 };
 
 /* One chunk of a decoded fp8_ds_mla record into dst (a bf16 row, shared or
@@ -190,6 +205,7 @@ struct paged_src {
         *fnuz = main ? seg[0].fnuz : seg[1].fnuz;
         return true;
     }
+    static constexpr bool BF16_ROWS = false; /* records decoded into the tile: the plain walk */
     __device__ void entry(long long t, long long j, smem_t &sm, int slot) const
     {
         if (!locate(t, j, &sm.row[slot], &sm.scl[slot], &sm.fnuz[slot]))
@@ -220,11 +236,11 @@ struct decoded_src {
         return o;
     }
     __device__ long long count(long long t) const { return paged.count(t); }
-    __device__ void entry(long long t, long long j, smem_t &sm, int slot) const
+    static constexpr bool BF16_ROWS = true;
+    __device__ const uint8_t *row_ptr(long long t, long long j) const
     {
-        sm.row[slot] = paged.valid(t, j) ? reinterpret_cast<const uint8_t *>(rows + (offset(t) + j) * D) : nullptr;
+        return paged.valid(t, j) ? reinterpret_cast<const uint8_t *>(rows + (offset(t) + j) * D) : nullptr;
     }
-    __device__ void load(smem_t &sm) const { copy_rows(sm); }
 };
 
 /* Every valid entry of the paged source decoded once into rows (the
@@ -258,6 +274,9 @@ __global__ void __launch_bounds__(NT) decode_rows_kernel(Src src, decoded_src ds
  * l[HG], in fp32. */
 constexpr int PART = HG * D + 2 * HG;
 constexpr int MAX_SPLITS = 16;
+/* Two blocks an SM on NVIDIA: the walk's prefetched chunks then fit in
+ * registers (118, no spills; three blocks cap it at 80 and it spills) */
+constexpr int BLOCKS_PER_SM = 2;
 
 /* Grid: T * ceil(H / HG) * splits blocks of NT threads; block b is split
  * b % splits of (token, head group) b / splits.  Split s walks the tiles
@@ -265,7 +284,7 @@ constexpr int MAX_SPLITS = 16;
  * One split: the sink merge and the bf16 store here; more: the partial
  * (m, l, acc) to part, merged by combine_kernel. */
 template <typename Src>
-__global__ void GPU_LAUNCH_BOUNDS_OCC(NT, 3) attn_kernel(Src src, const uint16_t *__restrict__ q,
+__global__ void GPU_LAUNCH_BOUNDS_OCC(NT, BLOCKS_PER_SM) attn_kernel(Src src, const uint16_t *__restrict__ q,
                                                  const float *__restrict__ sink, long long H, int groups,
                                                  int splits, float scale, uint16_t *__restrict__ out,
                                                  float *__restrict__ part)
@@ -300,18 +319,9 @@ __global__ void GPU_LAUNCH_BOUNDS_OCC(NT, 3) attn_kernel(Src src, const uint16_t
     const long long count = src.count(t);
     const long long per = ((count + KT - 1) / KT + splits - 1) / splits * KT;
     const long long jb = split * per, n = count < jb + per ? count : jb + per;
-    for (long long j0 = jb; j0 < n; j0 += KT) {
-        __syncthreads(); /* the previous tile is consumed */
-        if (tid < KT) {
-            if (j0 + tid < n)
-                src.entry(t, j0 + tid, sm, tid);
-            else
-                sm.row[tid] = nullptr;
-        }
-        __syncthreads();
-        src.load(sm);
-        __syncthreads();
 
+    /* One tile on the matrix units, its keys in sm.k; valid(k): key k counts. */
+    auto tile = [&](auto valid) {
         /* scores: wave w dots lanes [w D / NW, (w + 1) D / NW) of the 16 heads x 16 keys */
         {
             mma::acc16 sc;
@@ -332,7 +342,7 @@ __global__ void GPU_LAUNCH_BOUNDS_OCC(NT, 3) attn_kernel(Src src, const uint16_t
             for (int w = 0; w < NW; w++) /* fixed order: bitwise identical reruns */
                 dot += sm.part[w][sh][sk];
             /* tl.dot in fp32, then x scale (docs/semantics/attention.md A8.3 [S9]) */
-            const float s = sm.row[sk] ? dot * scale : -INFINITY;
+            const float s = valid(sk) ? dot * scale : -INFINITY;
             float mx = s;
             for (int off = KT / 2; off; off >>= 1)
                 mx = fmaxf(mx, __shfl_xor(mx, off));
@@ -357,6 +367,44 @@ __global__ void GPU_LAUNCH_BOUNDS_OCC(NT, 3) attn_kernel(Src src, const uint16_t
             for (int e = 0; e < mma::ACC; e++)
                 acc[j].v[e] *= sm.alpha[mma::acc_row(lane, e)];
             mma::mma_kn(acc[j], &sm.p[0][0], PROW, &sm.k[0][16 * (wave * CT + j)], ROW);
+        }
+    };
+
+    if constexpr (Src::BF16_ROWS) {
+        /* pipelined: sm.row holds the pointers of the tile whose chunks are in
+         * flight in nx; four barriers a tile */
+        uint4 nx[FETCH];
+        if (tid < KT)
+            sm.row[tid] = jb + tid < n ? src.row_ptr(t, jb + tid) : nullptr;
+        __syncthreads();
+        if (jb < n)
+            fetch_rows(sm.row, nx);
+        for (long long j0 = jb; j0 < n; j0 += KT) {
+            __syncthreads(); /* the previous tile is consumed, and every fetch of sm.row done */
+            store_rows(sm, nx);
+            if (tid < KT) {
+                sm.valid[tid] = sm.row[tid] != nullptr;
+                const long long jn = j0 + KT + tid;
+                sm.row[tid] = jn < n ? src.row_ptr(t, jn) : nullptr;
+            }
+            __syncthreads();
+            if (j0 + KT < n)
+                fetch_rows(sm.row, nx); /* the next tile's loads overlap this tile's products */
+            tile([&](int k) { return sm.valid[k] != 0; });
+        }
+    } else {
+        for (long long j0 = jb; j0 < n; j0 += KT) {
+            __syncthreads(); /* the previous tile is consumed */
+            if (tid < KT) {
+                if (j0 + tid < n)
+                    src.entry(t, j0 + tid, sm, tid);
+                else
+                    sm.row[tid] = nullptr;
+            }
+            __syncthreads();
+            src.load(sm);
+            __syncthreads();
+            tile([&](int k) { return sm.row[k] != nullptr; });
         }
     }
 
