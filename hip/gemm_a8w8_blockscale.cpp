@@ -67,6 +67,26 @@ __device__ inline void decode16(const uint4 q, const uint16_t *lut, uint16_t *ds
     reinterpret_cast<uint4 *>(dst)[1] = make_uint4(h[4], h[5], h[6], h[7]);
 }
 
+#if defined(DSV4Q_HW_E4M3) && defined(DSV4_MMA_F16)
+/* NVIDIA sm_89+: 16 e4m3fn codes -> 16 fp16 by the hardware conversion (two
+ * codes an instruction; exact, every e4m3fn value is an fp16 and the host
+ * check rejected NaN codes) in place of 16 LUT reads, for fp16 products. */
+#define GEMM_HW_F16 1
+__device__ inline void decode16_f16(const uint4 q, uint16_t *dst)
+{
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    uint32_t h[8];
+    for (int i = 0; i < 8; i++)
+        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h[i]) : "h"((unsigned short)(w[i / 2] >> (16 * (i % 2)))));
+    reinterpret_cast<uint4 *>(dst)[0] = make_uint4(h[0], h[1], h[2], h[3]);
+    reinterpret_cast<uint4 *>(dst)[1] = make_uint4(h[4], h[5], h[6], h[7]);
+}
+#endif
+
+/* F16 (the e4m3fn variants): the operands as fp16 through the hardware
+ * conversion where the device pass has it (GEMM_HW_F16); else, and for
+ * FNUZ, bf16 through the LUT. */
+template <bool F16>
 __global__ void __launch_bounds__(THREADS)
 gemm_kernel(const uint8_t *__restrict__ xq, const uint8_t *__restrict__ wq, const float *__restrict__ xs,
             const float *__restrict__ ws, long long M, long long N, long long K, int fnuz, int shuffled,
@@ -76,8 +96,14 @@ gemm_kernel(const uint8_t *__restrict__ xq, const uint8_t *__restrict__ wq, cons
     __shared__ __align__(16) uint16_t As[BM][LDS];
     __shared__ __align__(16) uint16_t Bs[BN][LDS];
     const int tid = (int)threadIdx.x, lane = tid % mma::WAVE, wave = tid / mma::WAVE;
-    for (int b = tid; b < 256; b += THREADS) /* NaN codes were rejected by the host check */
-        lut[b] = (uint16_t)(__float_as_uint(dsv4q_fp8_decode((uint8_t)b, fnuz)) >> 16);
+#ifdef GEMM_HW_F16
+    constexpr bool HWF16 = F16;
+#else
+    constexpr bool HWF16 = false; /* no hardware conversion in this device pass: the LUT */
+#endif
+    if (!HWF16)
+        for (int b = tid; b < 256; b += THREADS) /* NaN codes were rejected by the host check */
+            lut[b] = (uint16_t)(__float_as_uint(dsv4q_fp8_decode((uint8_t)b, fnuz)) >> 16);
     const long long m0 = (long long)blockIdx.y * BM, n0 = (long long)blockIdx.x * BN;
     const long long KB = K / KBLK, steps = K / BK;
     const int wm = wave / WN, wn = wave % WN;
@@ -107,6 +133,13 @@ gemm_kernel(const uint8_t *__restrict__ xq, const uint8_t *__restrict__ wq, cons
         #pragma unroll
         for (int i = 0; i < CHUNKS; i++) {
             const int c = tid + i * THREADS, r = c / (BK / 16), k = 16 * (c % (BK / 16));
+#ifdef GEMM_HW_F16
+            if (HWF16) {
+                decode16_f16(qa[i], &As[r][k]);
+                decode16_f16(qb[i], &Bs[r][k]);
+                continue;
+            }
+#endif
             decode16(qa[i], lut, &As[r][k]);
             decode16(qb[i], lut, &Bs[r][k]);
         }
@@ -127,7 +160,12 @@ gemm_kernel(const uint8_t *__restrict__ xq, const uint8_t *__restrict__ wq, cons
             for (int i = 0; i < TM; i++)
                 #pragma unroll
                 for (int j = 0; j < TN; j++)
-                    mma::mma_frag(p[i][j], fa[i], fb[j]); /* exact products, fp32 sums */
+#ifdef GEMM_HW_F16
+                    if (HWF16)
+                        mma::mma_frag_f16(p[i][j], fa[i], fb[j]); /* exact products, fp32 sums */
+                    else
+#endif
+                        mma::mma_frag(p[i][j], fa[i], fb[j]);
         }
         __syncthreads();
         if ((step + 1) % (KBLK / BK))
@@ -217,10 +255,15 @@ hipError_t launch_shape(const dsv4_hip_call *c, const gemm_shape &s, hipStream_t
     if (s.M == 0 || s.N == 0)
         return hipSuccess;
     const dim3 grid((unsigned)((s.N + BN - 1) / BN), (unsigned)((s.M + BM - 1) / BM));
-    hipLaunchKernelGGL(gemm_kernel, grid, dim3(THREADS), 0, stream, (const uint8_t *)c->din[s.xq],
-                       (const uint8_t *)c->din[s.wq], (const float *)c->din[s.xs], (const float *)c->din[s.ws], s.M,
-                       s.N, s.K, (int)(c->variant == V_FNUZ), (int)(c->variant == V_BPRESHUFFLE),
-                       (int)(c->variant == V_BPRESHUFFLE), (uint16_t *)c->dout[s.y]);
+    const int fnuz = c->variant == V_FNUZ, shuffled = c->variant == V_BPRESHUFFLE;
+    const uint8_t *xq = (const uint8_t *)c->din[s.xq], *wq = (const uint8_t *)c->din[s.wq];
+    const float *xs = (const float *)c->din[s.xs], *ws = (const float *)c->din[s.ws];
+    if (fnuz)
+        hipLaunchKernelGGL(gemm_kernel<false>, grid, dim3(THREADS), 0, stream, xq, wq, xs, ws, s.M, s.N, s.K, fnuz,
+                           shuffled, shuffled, (uint16_t *)c->dout[s.y]);
+    else
+        hipLaunchKernelGGL(gemm_kernel<true>, grid, dim3(THREADS), 0, stream, xq, wq, xs, ws, s.M, s.N, s.K, fnuz,
+                           shuffled, shuffled, (uint16_t *)c->dout[s.y]);
     return hipGetLastError();
 }
 

@@ -194,6 +194,19 @@ __device__ inline void mma_frag(acc16 &c, const frag_a &a, const frag_b &b)
     issue(c, f);
 }
 
+/* mma_frag with fp16 operands (the same fragment layout, fp32 accumulate):
+ * for values that fp16 holds exactly, as the GEMM's e4m3 codes. */
+#define DSV4_MMA_F16 1
+__device__ inline void mma_frag_f16(acc16 &c, const frag_a &a, const frag_b &b)
+{
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};"
+                     : "+f"(c.v[4 * nt]), "+f"(c.v[4 * nt + 1]), "+f"(c.v[4 * nt + 2]), "+f"(c.v[4 * nt + 3])
+                     : "r"(a.v[0]), "r"(a.v[1]), "r"(a.v[2]), "r"(a.v[3]), "r"(b.v[2 * nt]), "r"(b.v[2 * nt + 1]));
+}
+
 __device__ inline void mma_kn(acc16 &c, const uint16_t *a, int lda, const uint16_t *b, int ldb)
 {
     const int lane = threadIdx.x % WAVE, g = lane >> 2, tq = lane & 3;
