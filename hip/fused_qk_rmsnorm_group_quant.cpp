@@ -42,10 +42,12 @@ __device__ inline void emit_chunk(const fq_args &a, bool is_q, long long r, long
     if (active) {
         float wv[8];
         load8_bf16(is_q ? a.qw : a.kvw, ch * 8, wv);
-        for (int i = 0; i < 8; i++) {
+        for (int i = 0; i < 8; i++)
             y[i] = (v[i] * rcp) * wv[i];
-            amax = dsv4q_amax_step(amax, y[i]);
-        }
+        /* max(1e-10, the largest non-NaN |y|): dsv4q_amax_step's chain from
+         * 1e-10 (never NaN), as one key fold (fold_amax_key) */
+        if (is_q)
+            amax = dsv4q_amax_of_key(fold_amax_key(y, dsv4q_amax_key(1e-10f)));
     }
     if (!is_q) { /* kv_out = bf16(y) (step 8) */
         if (active) {
@@ -61,17 +63,16 @@ __device__ inline void emit_chunk(const fq_args &a, bool is_q, long long r, long
         return;
     const float s = amax * (1.0f / 448.0f); /* fl(amax * fl(1/448)) */
     const float inv = 1.0f / s;
-    uint32_t lo = 0, hi = 0;
+    float qv[8];
     for (int i = 0; i < 8; i++) {
-        float qv = y[i] * inv;
-        qv = qv < -448.0f ? -448.0f : qv > 448.0f ? 448.0f : qv;
-        const uint32_t code = dsv4q_fp8(qv, 0);
-        if (i < 4)
-            lo |= code << (8 * i);
-        else
-            hi |= code << (8 * (i - 4));
+        qv[i] = y[i] * inv;
+#ifndef DSV4Q_HW_E4M3 /* the hardware conversion saturates to +-448 itself (satfinite; NaN passes both) */
+        qv[i] = qv[i] < -448.0f ? -448.0f : qv[i] > 448.0f ? 448.0f : qv[i];
+#endif
     }
-    q_out[(r * a.n1) / 8 + ch] = make_uint2(lo, hi);
+    /* dsv4q_fp8 of each, four codes a word */
+    q_out[(r * a.n1) / 8 + ch] = make_uint2(dsv4q_fp8x4(qv[0], qv[1], qv[2], qv[3], 0),
+                                            dsv4q_fp8x4(qv[4], qv[5], qv[6], qv[7], 0));
     if ((ch & 15) == 0) {
         const long long g = ch / 16, G = a.n1 / 128;
         q_scale[a.transpose ? g * a.m + r : r * G + g] = s;
@@ -91,17 +92,20 @@ __global__ void __launch_bounds__(THREADS)
     const long long nchunks = n / 8;
     /* pass 1: sum of squares, sequential fmaf per lane (docs/semantics/quant.md Q3.3 step 2); the held
      * chunks' loads all issue before the sum */
-    float held[HELD][8];
+    uint4 held[HELD]; /* as bf16 bits: half the registers of fp32, so more rows in flight an SM */
 #pragma unroll
     for (int k = 0; k < HELD; k++)
         if (lane + (long long)k * TEAM < nchunks)
-            load8_bf16(x, (lane + (long long)k * TEAM) * 8, held[k]);
+            held[k] = *reinterpret_cast<const uint4 *>(x + (lane + (long long)k * TEAM) * 8);
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < HELD; k++)
-        if (lane + (long long)k * TEAM < nchunks)
+        if (lane + (long long)k * TEAM < nchunks) {
+            float v[8];
+            unpack8_bf16(held[k], v);
             for (int i = 0; i < 8; i++)
-                ss = fmaf(held[k][i], held[k][i], ss);
+                ss = fmaf(v[i], v[i], ss);
+        }
     for (long long ch = lane + (long long)HELD * TEAM; ch < nchunks; ch += TEAM) { /* rows past HELD chunks */
         float v[8];
         load8_bf16(x, ch * 8, v);
@@ -115,9 +119,12 @@ __global__ void __launch_bounds__(THREADS)
      * index (registers, not a stack array) */
 #pragma unroll
     for (int k = 0; k < HELD; k++)
-        if ((long long)k * TEAM < nchunks)
-            emit_chunk(a, is_q, r, lane + (long long)k * TEAM, lane + (long long)k * TEAM < nchunks, held[k], rcp,
-                       q_out, q_scale, kv_out);
+        if ((long long)k * TEAM < nchunks) {
+            float v[8];
+            unpack8_bf16(held[k], v);
+            emit_chunk(a, is_q, r, lane + (long long)k * TEAM, lane + (long long)k * TEAM < nchunks, v, rcp, q_out,
+                       q_scale, kv_out);
+        }
     for (long long base = (long long)HELD * TEAM; base < nchunks; base += TEAM) {
         const long long ch = base + lane;
         float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};

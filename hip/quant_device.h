@@ -8,17 +8,24 @@
 #include "kernels.h"
 #include "quant_rules.h"
 
+/* Eight bf16 (16 bytes, element 0 in the low half of w.x) as fp32: a shift
+ * or a mask each. */
+__device__ inline void unpack8_bf16(uint4 w, float v[8])
+{
+    const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+    for (int k = 0; k < 4; k++) {
+        v[2 * k] = dsv4q_float(u[k] << 16);
+        v[2 * k + 1] = dsv4q_float(u[k] & 0xFFFF0000u);
+    }
+}
+
 /* Eight consecutive elements from element index i (a multiple of 8): one
- * 16-byte load for bf16 (bf16 -> fp32 is a shift), two for fp32. */
+ * 16-byte load for bf16, two for fp32. */
+
 __device__ inline void load8(const void *x, int is_bf16, long long i, float v[8])
 {
     if (is_bf16) {
-        const int4 w = *reinterpret_cast<const int4 *>(static_cast<const uint16_t *>(x) + i);
-        const uint32_t u[4] = {(uint32_t)w.x, (uint32_t)w.y, (uint32_t)w.z, (uint32_t)w.w};
-        for (int k = 0; k < 4; k++) {
-            v[2 * k] = dsv4q_float(u[k] << 16);
-            v[2 * k + 1] = dsv4q_float(u[k] & 0xFFFF0000u);
-        }
+        unpack8_bf16(*reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(x) + i), v);
     } else {
         const float4 a = *reinterpret_cast<const float4 *>(static_cast<const float *>(x) + i);
         const float4 b = *reinterpret_cast<const float4 *>(static_cast<const float *>(x) + i + 4);
