@@ -47,17 +47,21 @@ __device__ inline void kv_encode_lane(uint8_t *pg, long long B, long long row, i
         /* smallest e with 2^e FP8MAX >= max(amax, 1e-4); byte clamp(e + 127, 0, 255) [S1] */
         const uint8_t sb = dsv4q_kv_scale_byte(m, o.F, 255);
         const float inv = dsv4q_pow2(127 - (int)sb);
-        uint32_t lo = 0, hi = 0;
+#ifdef DSV4Q_HW_E4M3
+        /* the hardware e4m3fn conversion saturates at 448 itself (satfinite) */
+        const bool clamp = o.fnuz || o.mx != 448.0f;
+#else
+        const bool clamp = true;
+#endif
+        float q[8];
         for (int i = 0; i < 8; i++) {
-            float q = v[i] * inv; /* one rounding at most, as x / 2^e (kvcache.c) */
-            q = q > o.mx ? o.mx : q < -o.mx ? -o.mx : q;
-            const uint32_t code = dsv4q_fp8(q, o.fnuz);
-            if (i < 4)
-                lo |= code << (8 * i);
-            else
-                hi |= code << (8 * (i - 4));
+            q[i] = v[i] * inv; /* one rounding at most, as x / 2^e (kvcache.c) */
+            if (clamp)
+                q[i] = q[i] > o.mx ? o.mx : q[i] < -o.mx ? -o.mx : q[i];
         }
-        *reinterpret_cast<uint2 *>(pg + row * 576 + 8 * l) = make_uint2(lo, hi);
+        /* dsv4q_fp8 of each, four codes a word */
+        *reinterpret_cast<uint2 *>(pg + row * 576 + 8 * l) =
+            make_uint2(dsv4q_fp8x4(q[0], q[1], q[2], q[3], o.fnuz), dsv4q_fp8x4(q[4], q[5], q[6], q[7], o.fnuz));
         if ((l & 7) == 0)
             pg[B * 576 + row * 8 + l / 8] = sb;
     } else {
