@@ -33,14 +33,20 @@ __global__ void __launch_bounds__(MX_THREADS)
     const long long g = mx_block_index();
     if (g >= nblocks)
         return;
-    float v[MX_BLOCK_CHUNKS][8];
-    load_mx_block(o, 1, g, v); /* step 1: x = fp32(o) */
-    const int l0 = (int)(g & 15) * 32;       /* first lane of the block in the head row */
-    if (l0 >= D - rd) {                      /* step 2: inverse GPT-J at positions[t] */
+    const int l0 = (int)(g & 15) * 32; /* first lane of the block in the head row */
+    const bool rope = l0 >= D - rd;
+    /* a RoPE block's position is read before its lanes, so that the cos/sin
+     * reads wait on one load latency, not on two in a row */
+    const float *csrow = nullptr;
+    if (rope) {
         const long long row = g >> 4;
         /* 32-bit division where it fits (always at bench shapes): a 64-bit one is a long subroutine */
         const long long t = (row >> 31) == 0 && (H >> 31) == 0 ? (long long)((uint32_t)row / (uint32_t)H) : row / H;
-        const float *csrow = cs + positions[t] * rd;
+        csrow = cs + positions[t] * rd;
+    }
+    float v[MX_BLOCK_CHUNKS][8];
+    load_mx_block(o, 1, g, v); /* step 1: x = fp32(o) */
+    if (rope) {                /* step 2: inverse GPT-J at positions[t] */
         #pragma unroll
         for (int k = 0; k < MX_BLOCK_CHUNKS; k++)
             rope4(v[k], csrow, rd / 2, (l0 + 8 * k - (D - rd)) / 2, 0);

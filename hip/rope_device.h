@@ -11,8 +11,13 @@
  * inverse: e c + o s, o c - e s (docs/semantics/attention.md A9.1). */
 __device__ inline void rope4(float v[8], const float *cs_row, int half, int k0, int forward)
 {
+    /* k0 and half are multiples of 4 and the rows 16-byte aligned at every
+     * caller: one 16-byte load each for the four cos and the four sin */
+    const float4 c4 = *reinterpret_cast<const float4 *>(cs_row + k0);
+    const float4 s4 = *reinterpret_cast<const float4 *>(cs_row + half + k0);
+    const float cv[4] = {c4.x, c4.y, c4.z, c4.w}, sv[4] = {s4.x, s4.y, s4.z, s4.w};
     for (int i = 0; i < 4; i++) {
-        const float c = cs_row[k0 + i], s = cs_row[half + k0 + i];
+        const float c = cv[i], s = sv[i];
         const float e = v[2 * i], o = v[2 * i + 1];
         const float ec = __fmul_rn(e, c), os = __fmul_rn(o, s), es = __fmul_rn(e, s), oc = __fmul_rn(o, c);
         v[2 * i] = forward ? __fsub_rn(ec, os) : __fadd_rn(ec, os);
