@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(THREADS)
      * waits on them until the stores */
     int32_t v[ROW_PASS][COL_PASS];
     load_pass(a, rows, 0, team, lane, v);
-    const int off = idx::lookback_prefix(st, k, agg);
+    const int off = idx::lookback_prefix(st, k, agg, THREADS); /* 8192 rows: one window */
     if (tid < ROWS_PER_BLOCK && i0 + tid < a.rows)
         indptr[i0 + tid] = off + mine;
     if (k == gridDim.x - 1 && tid == 0)

@@ -210,11 +210,13 @@ __global__ void __launch_bounds__(SCAN_THREADS)
  * the blocks after it is the exclusive prefix of the block, as integers
  * (< 2^31: the host bounds the total), whatever order the loads ran in.
  *
- * The window is the whole block (blockDim.x predecessors a round, one word
- * a thread): with up to blockDim.x + 1 blocks every block finds block 0's
- * inclusive prefix in its first round, so no block waits on a chain of
- * other blocks' look-backs, only on its predecessors' aggregates, which
- * each publishes as soon as its lengths are summed. */
+ * The window is up to the whole block (one word a thread): with W threads
+ * reading and up to W + 1 blocks, every block finds block 0's inclusive
+ * prefix in its first round, so no block waits on a chain of other blocks'
+ * look-backs, only on its predecessors' aggregates, which each publishes as
+ * soon as its lengths are summed.  With many more blocks than are resident
+ * at once, blocks start in ticket order and the nearest inclusive prefix is
+ * a few blocks back: a smaller window reads fewer words. */
 
 /* The block's logical index: a ticket from the launch's counter.  The
  * block that takes the last ticket (gridDim.x - 1) stores 0 back for the
@@ -236,17 +238,19 @@ __device__ inline unsigned lookback_ticket(const dsv4_hip_lookback &st)
 
 /* The exclusive prefix of block k, whose lengths sum to agg (0 <= agg,
  * uniform over the block).  Publishes agg at once (block 0: its inclusive
- * prefix agg), walks back over windows of blockDim.x predecessors (each
- * thread spins on one word until this launch's epoch is there; lookback_rules.h
+ * prefix agg), walks back over windows of `window` predecessors (1 <=
+ * window <= blockDim.x; thread tt < window spins on the word of block
+ * base - tt until this launch's epoch is there; lookback_rules.h
  * dsv4l_window_*: the nearest inclusive prefix and the aggregates after it),
  * then publishes the inclusive prefix.  Every thread calls it, with the same
- * k and agg; returns the same value to all.  Contains __syncthreads on every
- * path, so shared writes made before the call are visible to every thread
- * after it. */
-__device__ inline int lookback_prefix(const dsv4_hip_lookback &st, unsigned k, int agg)
+ * k, agg and window; returns the same value to all.  Contains __syncthreads
+ * on every path, so shared writes made before the call are visible to every
+ * thread after it. */
+__device__ inline int lookback_prefix(const dsv4_hip_lookback &st, unsigned k, int agg, int window)
 {
     __shared__ int first_inclusive;
-    const int tt = (int)threadIdx.x, n = (int)blockDim.x;
+    const int tt = (int)threadIdx.x;
+    const bool reader = tt < window;
     unsigned long long *const me = st.status + k;
     if (k == 0) {
         if (tt == 0)
@@ -256,29 +260,29 @@ __device__ inline int lookback_prefix(const dsv4_hip_lookback &st, unsigned k, i
     }
     if (tt == 0) {
         gpu_store_relaxed_u64(me, dsv4l_word(st.epoch, 0, agg));
-        first_inclusive = n;
+        first_inclusive = window;
     }
     __syncthreads();
     int excl = 0;
-    for (long long base = (long long)k - 1;; base -= n) {
+    for (long long base = (long long)k - 1;; base -= window) {
         const long long j = base - tt;
         unsigned long long w = 0;
-        if (j >= 0)
+        if (reader && j >= 0)
             do
                 w = gpu_load_relaxed_u64(st.status + j);
             while (!dsv4l_current(w, st.epoch));
-        if (dsv4l_window_is_inclusive(j, w))
+        if (reader && dsv4l_window_is_inclusive(j, w))
             (void)atomicMin(&first_inclusive, tt);
         __syncthreads(); /* every atomicMin of the window done */
         const int first = first_inclusive;
         int part_sum;
-        (void)block_exclusive_scan(dsv4l_window_part(j, w, tt, first), &part_sum);
+        (void)block_exclusive_scan(reader ? dsv4l_window_part(j, w, tt, first) : 0, &part_sum);
         excl += part_sum; /* uniform: the block's total */
-        if (first < n)
+        if (first < window)
             break;
         /* every thread read first_inclusive before the scan's barriers */
         if (tt == 0)
-            first_inclusive = n;
+            first_inclusive = window;
         __syncthreads(); /* the reset before the next window's atomicMin */
     }
     if (tt == 0)
