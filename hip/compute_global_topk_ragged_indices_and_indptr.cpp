@@ -97,7 +97,9 @@ __global__ void __launch_bounds__(ROW_THREADS)
  * Bit-exact with the chain: the same count, the same first lens[t] columns
  * through the same global_slot, at the same exclusive prefix (the
  * look-back's sum of the earlier rows' counts, integers < 2^31: T*K is). */
-__global__ void __launch_bounds__(ROW_THREADS)
+/* (ROW_THREADS, 1): without the blocks hint nvcc 13 held the kernel to 32
+ * registers and spilled */
+__global__ void GPU_LAUNCH_BOUNDS_OCC(ROW_THREADS, 1)
     ragged_fused_kernel(gtopk_dev a, long long T, dsv4_hip_lookback st, int32_t *__restrict__ lens,
                         int32_t *__restrict__ indptr, int32_t *__restrict__ flat)
 {
