@@ -19,7 +19,8 @@
  *      rewritten [S12]) and, from the same values, the rows' ragged entries
  *      at indptr[i] with the num_rows bound (A5.8).
  * The block's rows come from its ticket (the look-back's logical index),
- * not from blockIdx. */
+ * not from blockIdx.  Every shape takes this path: the status words are 8
+ * bytes a block, rows / 4 bytes, at most 1 / (16 W) of the dense output. */
 #include "idx_common.h"
 
 namespace {
