@@ -90,6 +90,7 @@ $(BUILD)/soundness: tests/soundness.c $(SOUNDNESS_HDRS) $(BUILD)/libdsv4.a
 $(BUILD)/tests/test_soundness: $(SOUNDNESS_HDRS)
 # the host build of the hip codecs: rebuilt when they change
 $(BUILD)/tests/test_quant_rules: hip/quant_rules.h
+$(BUILD)/tests/test_lookback: hip/lookback_rules.h
 
 soundness: $(BUILD)/soundness
 	$(BUILD)/soundness

@@ -64,6 +64,46 @@ hipError_t dsv4_hip_scratch(size_t bytes, void **p)
     return hipSuccess;
 }
 
+/* The look-back scans' state (kernels.h dsv4_hip_lookback_state): word 0
+ * holds the ticket counter, words 1.. the status words.  A status word
+ * carries the epoch of the launch that wrote it in its high half; the
+ * buffer is zeroed (epoch 0, never handed out) whenever it is allocated
+ * and whenever the 32-bit epoch wraps, so a launch never reads a word of
+ * its own epoch that it did not write.  The ticket needs no reset here: the
+ * block that takes a launch's last ticket stores 0. */
+static unsigned long long *g_lookback;
+static size_t g_lookback_words;
+static unsigned g_epoch;
+
+hipError_t dsv4_hip_lookback_state(size_t blocks, hipStream_t s, dsv4_hip_lookback *st)
+{
+    const size_t words = blocks + 1;
+    hipError_t e;
+    if (words > g_lookback_words) {
+        if (g_lookback)
+            (void)hipFree(g_lookback);
+        g_lookback = NULL;
+        g_lookback_words = 0;
+        if ((e = hipMalloc((void **)&g_lookback, words * sizeof *g_lookback)) != hipSuccess)
+            return e;
+        g_lookback_words = words;
+        g_epoch = 0;
+    }
+    unsigned next = g_epoch + 1;
+    if (next == 1 || next == 0) { /* a fresh buffer (g_epoch 0), or the epochs wrapped */
+        /* on the launch's stream, so ordered before its kernel; on failure
+         * g_epoch is unchanged and the next call zeroes again */
+        if ((e = hipMemsetAsync(g_lookback, 0, g_lookback_words * sizeof *g_lookback, s)) != hipSuccess)
+            return e;
+        next = 1;
+    }
+    g_epoch = next;
+    st->ticket = (unsigned *)g_lookback;
+    st->status = g_lookback + 1;
+    st->epoch = g_epoch;
+    return hipSuccess;
+}
+
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
     va_list ap;
@@ -591,6 +631,11 @@ static void plugin_fini(void)
         (void)hipFree(g_scratch);
     g_scratch = NULL;
     g_scratch_bytes = 0;
+    if (g_lookback)
+        (void)hipFree(g_lookback);
+    g_lookback = NULL;
+    g_lookback_words = 0;
+    g_epoch = 0;
     g_device = -1;
 }
 

@@ -3,14 +3,23 @@
  * (docs/semantics/indices.md A5.9, inferred from [S29]), both variants, bit-exact
  * with ref/indices.c.
  *
- * A chain with no host round trip (the lengths -> indptr cumsum of
- * docs/semantics/indices.md A5.8 between per-row work):
+ * One launch, a row a block (the row from the block's ticket, idx_common.h
+ * lookback_ticket), the lengths -> indptr cumsum of docs/semantics/indices.md
+ * A5.8 by the decoupled look-back (idx_common.h lookback_prefix):
  *   invalid=-1 (default): a row's length is valid ? cap : 0 with cap =
- *     min((pos+1)//c, Wk) -- metadata only, so
- *     1. one block: lengths computed and scanned into indptr;
+ *     min((pos+1)//c, Wk) -- metadata only: every thread computes it (the
+ *     same reads), the first FUSED_CHUNK entries go into registers (8 a
+ *     thread, their reads in flight during the look-back), then the first
+ *     cap columns are stored, -1 for rejected entries;
+ *   invalid=drop: the length counts the surviving entries: the first
+ *     FUSED_CHUNK entries in registers (8 consecutive columns a thread), a
+ *     block scan gives each thread's rank, the rest of a wider row is
+ *     counted in further passes; after the look-back the survivors are
+ *     stored in column order (the rest by idx::block_compact).
+ * More than FUSED_MAX_ROWS rows (a status word a row) take the chains:
+ *   invalid=-1: 1. one block: lengths computed and scanned into indptr;
  *     2. one block per row: the first cap columns, -1 for rejected entries.
- *   invalid=drop: the length counts the surviving entries, so
- *     1. one block per row: its count into indptr[i + 1];
+ *   invalid=drop: 1. one block per row: its count into indptr[i + 1];
  *     2. one block: in-place scan of indptr;
  *     3. one block per row: survivors compacted (idx::block_compact). */
 #include "idx_common.h"
@@ -22,6 +31,9 @@ using idx::global_slot;
 const char *const variants[] = {"default", "invalid=drop", NULL};
 enum { V_KEEP = 0, V_DROP = 1 };
 enum { ROW_THREADS = 256 };
+/* 8 entries a thread in registers; the look-back reads 64 predecessors a
+ * round (rows start in ticket order); 2^22 rows are 32 MiB of status words. */
+enum { FUSED_ITEMS = 8, FUSED_CHUNK = FUSED_ITEMS * ROW_THREADS, FUSED_WINDOW = 64, FUSED_MAX_ROWS = 1 << 22 };
 
 struct pf_dev {
     const int32_t *topk;
@@ -110,6 +122,109 @@ __global__ void __launch_bounds__(ROW_THREADS)
         a.cap(i), flat + indptr[i]);
 }
 
+/* The look-back's bookkeeping of row i = k (k < rows; with rows = 0 the one
+ * block writes indptr[0] = 0): indptr[i] = off, and the last block the
+ * total. */
+__device__ inline void write_indptr(unsigned k, long long rows, int off, int len, int32_t *__restrict__ indptr)
+{
+    if (threadIdx.x == 0) {
+        if ((long long)k < rows)
+            indptr[k] = off;
+        if (k == gridDim.x - 1)
+            indptr[rows] = off + len;
+    }
+}
+
+/* invalid=-1 in one launch: the same entries at the same offsets as
+ * keep_kernel (entry(i, j) for j < cap(i), at the exclusive prefix of the
+ * caps). */
+/* (ROW_THREADS, 1): without the blocks hint nvcc 13 held the kernel to 32
+ * registers and spilled */
+__global__ void GPU_LAUNCH_BOUNDS_OCC(ROW_THREADS, 1)
+    keep_fused_kernel(pf_dev a, long long rows, dsv4_hip_lookback st, int32_t *__restrict__ indptr,
+                      int32_t *__restrict__ flat)
+{
+    const unsigned k = idx::lookback_ticket(st);
+    const long long i = k;
+    const int tid = (int)threadIdx.x;
+    const int n = i < rows ? (int)a.cap(i) : 0; /* cap <= Wk, and T_pf * Wk < 2^31 */
+    int32_t v[FUSED_ITEMS];
+#pragma unroll
+    for (int e = 0; e < FUSED_ITEMS; e++) {
+        const long long j = e * ROW_THREADS + tid;
+        v[e] = j < n ? a.entry(i, j) : -1;
+    }
+    const int off = idx::lookback_prefix(st, k, n, FUSED_WINDOW);
+    write_indptr(k, rows, off, n, indptr);
+    int32_t *const dst = flat + off;
+#pragma unroll
+    for (int e = 0; e < FUSED_ITEMS; e++) {
+        const long long j = e * ROW_THREADS + tid;
+        if (j < n)
+            dst[j] = v[e];
+    }
+    for (long long base = FUSED_CHUNK; base < n; base += FUSED_CHUNK) {
+#pragma unroll
+        for (int e = 0; e < FUSED_ITEMS; e++) {
+            const long long j = base + e * ROW_THREADS + tid;
+            v[e] = j < n ? a.entry(i, j) : -1;
+        }
+#pragma unroll
+        for (int e = 0; e < FUSED_ITEMS; e++) {
+            const long long j = base + e * ROW_THREADS + tid;
+            if (j < n)
+                dst[j] = v[e];
+        }
+    }
+}
+
+/* invalid=drop in one launch: the survivors (entry >= 0) of the first cap
+ * columns in column order, as count_kernel + drop_kernel: columns
+ * [0, FUSED_CHUNK) ranked by a block scan over threads that own 8
+ * consecutive columns each (thread order = column order), the columns past
+ * it counted before the look-back and compacted after it from the first
+ * chunk's end. */
+__global__ void __launch_bounds__(ROW_THREADS)
+    drop_fused_kernel(pf_dev a, long long rows, dsv4_hip_lookback st, int32_t *__restrict__ indptr,
+                      int32_t *__restrict__ flat)
+{
+    const unsigned k = idx::lookback_ticket(st);
+    const long long i = k;
+    const int tid = (int)threadIdx.x;
+    const int n = i < rows ? (int)a.cap(i) : 0;
+    int32_t v[FUSED_ITEMS];
+    int mine = 0;
+#pragma unroll
+    for (int e = 0; e < FUSED_ITEMS; e++) {
+        const long long j = tid * FUSED_ITEMS + e;
+        v[e] = j < n ? a.entry(i, j) : -1;
+        mine += v[e] >= 0;
+    }
+    int rest = 0;
+    for (long long j = FUSED_CHUNK + tid; j < n; j += ROW_THREADS)
+        rest += a.entry(i, j) >= 0;
+    int first_total, rest_total;
+    const int rank = idx::block_exclusive_scan(mine, &first_total);
+    (void)idx::block_exclusive_scan(rest, &rest_total);
+    const int len = first_total + rest_total;
+    const int off = idx::lookback_prefix(st, k, len, FUSED_WINDOW);
+    write_indptr(k, rows, off, len, indptr);
+    int32_t *at = flat + off + rank;
+#pragma unroll
+    for (int e = 0; e < FUSED_ITEMS; e++)
+        if (v[e] >= 0)
+            *at++ = v[e];
+    if (n > FUSED_CHUNK) {
+        const pf_dev &aa = a;
+        (void)idx::block_compact(
+            [&](long long j, int32_t *out) {
+                *out = aa.entry(i, FUSED_CHUNK + j);
+                return *out >= 0 ? 1 : 0;
+            },
+            n - FUSED_CHUNK, flat + off + first_total);
+    }
+}
+
 /* ---- host side ---- */
 
 struct pf_shape {
@@ -191,6 +306,19 @@ hipError_t launch_shape(const dsv4_hip_call *c, const pf_shape &s, hipStream_t s
     int32_t *flat = (int32_t *)c->dout[s.flat], *indptr = (int32_t *)c->dout[s.indptr];
     const unsigned rows = (unsigned)s.T_pf;
     hipError_t e;
+    if (s.T_pf <= FUSED_MAX_ROWS) {
+        const unsigned blocks = rows > 0 ? rows : 1;
+        dsv4_hip_lookback st;
+        if ((e = dsv4_hip_lookback_state(blocks, stream, &st)) != hipSuccess)
+            return e;
+        if (c->variant == V_KEEP)
+            hipLaunchKernelGGL(keep_fused_kernel, dim3(blocks), dim3(ROW_THREADS), 0, stream, s.dev,
+                               (long long)s.T_pf, st, indptr, flat);
+        else
+            hipLaunchKernelGGL(drop_fused_kernel, dim3(blocks), dim3(ROW_THREADS), 0, stream, s.dev,
+                               (long long)s.T_pf, st, indptr, flat);
+        return hipGetLastError();
+    }
     if (c->variant == V_KEEP) {
         hipLaunchKernelGGL(idx::lens_scan_kernel<cap_len>, dim3(1), dim3(idx::SCAN_THREADS), 0, stream,
                            cap_len{s.dev}, (long long)s.T_pf, (int32_t *)NULL, indptr);

@@ -2,14 +2,23 @@
  * CSR form of the global top-k slots (docs/semantics/indices.md A5.7),
  * bit-exact with ref/indices.c.
  *
- * The production op is a chain (lens, cumsum, scatter: A5.7 steps 1-3 [S6])
- * and so is this one, with no host round trip:
+ * The production op is a chain (lens, cumsum, scatter: A5.7 steps 1-3 [S6]);
+ * here it is one launch, one block per row (the row from the block's
+ * ticket, idx_common.h lookback_ticket):
+ *   1. the row's first FUSED_CHUNK columns read into registers (8 a
+ *      thread, all in flight together; wider rows count the rest in further
+ *      passes), lens[t] = valid ? #{v >= 0} : 0 by a block sum;
+ *   2. the block-table reads of the first chunk's kept columns go out, and
+ *      the decoupled look-back (idx_common.h lookback_prefix) gives
+ *      indptr[t], the sum of every earlier row's length;
+ *   3. flat[indptr[t] + j] for j < lens[t] from the registers (the rest of
+ *      a wider row re-read, 8 columns a thread a pass).
+ * So the top-k rows are read once, not twice.  More than FUSED_MAX_ROWS rows
+ * (a status word a row) take the three-launch chain below instead:
  *   1. one block per row: lens[t] = valid ? #{v >= 0} : 0;
  *   2. one block: indptr = exclusive cumsum of lens (idx::lens_scan_kernel);
  *   3. one block per row: flat[indptr[t] + j] for j < lens[t], 8 columns a
- *      thread in flight per pass.
- * A one-launch decoupled look-back would need a zeroed status array, which
- * a plug-in launch has no scratch for. */
+ *      thread in flight per pass. */
 #include "gtopk_common.h"
 
 namespace {
@@ -18,6 +27,10 @@ using namespace gtopk;
 
 const char *const ragged_variants[] = {"default", NULL};
 enum { SCATTER_ITEMS = 8 };
+/* FUSED_WINDOW: the look-back reads 64 predecessors a round (T blocks start
+ * in ticket order, so the nearest published prefix is a few rows back).
+ * FUSED_MAX_ROWS: 2^22 rows are 32 MiB of status words; beyond, the chain. */
+enum { FUSED_CHUNK = SCATTER_ITEMS * ROW_THREADS, FUSED_WINDOW = 64, FUSED_MAX_ROWS = 1 << 22 };
 
 /* Ragged step 1 (docs/semantics/indices.md A5.7): lens[t] = valid ? #{j < K : v >= 0} : 0. */
 __global__ void __launch_bounds__(ROW_THREADS) ragged_lens_kernel(gtopk_dev a, int32_t *__restrict__ lens)
@@ -79,6 +92,79 @@ __global__ void __launch_bounds__(ROW_THREADS)
     }
 }
 
+/* The one-launch form (steps 1-3 of the header).  Block k takes row t = k
+ * when k < T; with T = 0 the one block has no row and writes indptr[0] = 0.
+ * Bit-exact with the chain: the same count, the same first lens[t] columns
+ * through the same global_slot, at the same exclusive prefix (the
+ * look-back's sum of the earlier rows' counts, integers < 2^31: T*K is). */
+/* (ROW_THREADS, 1): without the blocks hint nvcc 13 held the kernel to 32
+ * registers and spilled */
+__global__ void GPU_LAUNCH_BOUNDS_OCC(ROW_THREADS, 1)
+    ragged_fused_kernel(gtopk_dev a, long long T, dsv4_hip_lookback st, int32_t *__restrict__ lens,
+                        int32_t *__restrict__ indptr, int32_t *__restrict__ flat)
+{
+    const unsigned k = idx::lookback_ticket(st);
+    const long long t = k, K = a.K;
+    const int tid = (int)threadIdx.x;
+    const bool row = t < T && a.valid[t] != 0; /* uniform over the block */
+    const int32_t *src = a.topk + t * K;
+    int32_t v[SCATTER_ITEMS];
+    int mine = 0;
+#pragma unroll
+    for (int e = 0; e < SCATTER_ITEMS; e++) {
+        const long long j = e * ROW_THREADS + tid;
+        v[e] = row && j < K ? src[j] : -1;
+        mine += v[e] >= 0;
+    }
+    for (long long base = FUSED_CHUNK; row && base < K; base += FUSED_CHUNK)
+#pragma unroll
+        for (int e = 0; e < SCATTER_ITEMS; e++) {
+            const long long j = base + e * ROW_THREADS + tid;
+            mine += j < K && src[j] >= 0;
+        }
+    const int n = block_sum(mine); /* lens[t] (A5.7 step 1) */
+    const long long r = row ? a.t2r[t] : 0;
+    /* step 3's values for the first chunk: the FIRST n columns, -1 kept [S6];
+     * their block-table reads are in flight during the look-back */
+#pragma unroll
+    for (int e = 0; e < SCATTER_ITEMS; e++) {
+        const long long j = e * ROW_THREADS + tid;
+        v[e] = j < n && v[e] >= 0 ? global_slot(a.bt, a.bt_cols, r, v[e], a.bc) : -1;
+    }
+    const int off = idx::lookback_prefix(st, k, n, FUSED_WINDOW); /* indptr[t] (step 2) */
+    if (tid == 0) {
+        if (t < T) {
+            lens[t] = n;
+            indptr[t] = off;
+        }
+        if (k == gridDim.x - 1)
+            indptr[T] = off + n;
+    }
+    int32_t *dst = flat + off;
+#pragma unroll
+    for (int e = 0; e < SCATTER_ITEMS; e++) {
+        const long long j = e * ROW_THREADS + tid;
+        if (j < n)
+            dst[j] = v[e];
+    }
+    for (long long base = FUSED_CHUNK; base < n; base += FUSED_CHUNK) {
+#pragma unroll
+        for (int e = 0; e < SCATTER_ITEMS; e++) {
+            const long long j = base + e * ROW_THREADS + tid;
+            v[e] = j < n ? src[j] : -1;
+        }
+#pragma unroll
+        for (int e = 0; e < SCATTER_ITEMS; e++)
+            v[e] = v[e] >= 0 ? global_slot(a.bt, a.bt_cols, r, v[e], a.bc) : -1;
+#pragma unroll
+        for (int e = 0; e < SCATTER_ITEMS; e++) {
+            const long long j = base + e * ROW_THREADS + tid;
+            if (j < n)
+                dst[j] = v[e];
+        }
+    }
+}
+
 struct ragged_out {
     int flat, indptr, lens;
 };
@@ -117,6 +203,16 @@ hipError_t ragged_launch(const dsv4_hip_call *c, hipStream_t stream)
         return hipErrorInvalidValue;
     int32_t *flat = (int32_t *)c->dout[o.flat], *indptr = (int32_t *)c->dout[o.indptr];
     int32_t *lens = (int32_t *)c->dout[o.lens];
+    if (s.T <= FUSED_MAX_ROWS) {
+        const long long blocks = s.T > 0 ? s.T : 1;
+        dsv4_hip_lookback st;
+        hipError_t e = dsv4_hip_lookback_state((size_t)blocks, stream, &st);
+        if (e != hipSuccess)
+            return e;
+        hipLaunchKernelGGL(ragged_fused_kernel, dim3((unsigned)blocks), dim3(ROW_THREADS), 0, stream, s.dev,
+                           (long long)s.T, st, lens, indptr, flat);
+        return hipGetLastError();
+    }
     if (s.T > 0) {
         hipLaunchKernelGGL(ragged_lens_kernel, dim3((unsigned)s.T), dim3(ROW_THREADS), 0, stream, s.dev, lens);
         hipError_t e = hipGetLastError();

@@ -85,6 +85,44 @@
     } while (0)
 #endif
 
+/* Relaxed 64-bit atomic load and store at device (agent) scope, for words
+ * other blocks of the same launch write or spin on (the look-back scan's
+ * status words, idx_common.h).  An aligned 64-bit atomic access is
+ * single-copy atomic (a reader sees the whole old or the whole new word)
+ * and is served by the device-coherent level (L2), never by a stale L1:
+ * NVIDIA sm_70+ ld/st.relaxed.gpu (before sm_70, volatile, which also
+ * bypasses L1); AMD the clang HIP atomic builtins at agent scope.  No
+ * ordering of other memory accesses is implied. */
+#if defined(__CUDACC__) && !defined(__HIP__)
+__device__ inline unsigned long long gpu_load_relaxed_u64(const unsigned long long *p)
+{
+#if __CUDA_ARCH__ >= 700
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+#else
+    return *(const volatile unsigned long long *)p;
+#endif
+}
+__device__ inline void gpu_store_relaxed_u64(unsigned long long *p, unsigned long long v)
+{
+#if __CUDA_ARCH__ >= 700
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory");
+#else
+    *(volatile unsigned long long *)p = v;
+#endif
+}
+#else
+__device__ inline unsigned long long gpu_load_relaxed_u64(const unsigned long long *p)
+{
+    return __hip_atomic_load(p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+__device__ inline void gpu_store_relaxed_u64(unsigned long long *p, unsigned long long v)
+{
+    __hip_atomic_store(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+}
+#endif
+
 /* Worst case over AMD (wave64) and NVIDIA (warp32): 1024 threads / 32. */
 #define GPU_MAX_WARPS 32
 

@@ -2,12 +2,14 @@
  * (hip/compute_global_topk.cpp, build_prefill_topk_ragged_indices.cpp,
  * decode_swa_indices_and_lens.cpp and others): int32 wrap, floor division,
  * the block-table slot, a row's request by query_start_loc, a block-wide exclusive scan on warp shuffles (warpSize read at run time),
- * an order-preserving block compaction, and the single-block lengths ->
- * indptr scan.  Semantics: ref/indices.c (docs/semantics/indices.md A5). */
+ * an order-preserving block compaction, the single-block lengths ->
+ * indptr scan, and the single-pass (decoupled look-back) scan.  Semantics:
+ * ref/indices.c (docs/semantics/indices.md A5). */
 #ifndef DSV4_HIP_IDX_COMMON_H
 #define DSV4_HIP_IDX_COMMON_H
 
 #include "kernels.h"
+#include "lookback_rules.h"
 
 namespace idx {
 
@@ -178,6 +180,114 @@ __global__ void __launch_bounds__(SCAN_THREADS)
     }
     if (t == 0)
         indptr[n] = carry;
+}
+
+/* ---- single-pass scan: decoupled look-back (docs/semantics/indices.md A5.8:
+ * indptr = the exclusive cumsum of the lengths, int32) ----
+ *
+ * A kernel whose blocks each own a contiguous range of rows computes its
+ * rows' lengths and their sum (the block's aggregate), then
+ *   k = lookback_ticket(st);          the block's logical index
+ *   off = lookback_prefix(st, k, agg) the sum of every earlier block's lengths
+ * and writes its rows at offset off.  The status words and the word format
+ * are kernels.h dsv4_hip_lookback and lookback_rules.h.
+ *
+ * Why it cannot deadlock.  A block waits only for status words of blocks
+ * with a smaller logical index, and logical indices are tickets taken in
+ * the order the blocks start (not blockIdx, whose start order is not
+ * guaranteed): a block that holds ticket k is running, so every block with
+ * a ticket below k has started earlier and is resident (or has finished).
+ * Block 0 waits for nothing; by induction every block publishes.
+ *
+ * Why the sum is exact.  No data other than the status words passes
+ * between blocks, and each word carries its flag and value together in one
+ * single-copy-atomic 64-bit store (gpu_compat.h gpu_store_relaxed_u64), so
+ * relaxed loads that see this launch's epoch see exactly a value its
+ * writer published: either that block's aggregate or its inclusive prefix,
+ * both final.  A word of another epoch (zeroed memory, an earlier launch)
+ * is unpublished and re-read.  No fence is needed: nothing is ordered
+ * against the words.  The sum of an inclusive prefix and the aggregates of
+ * the blocks after it is the exclusive prefix of the block, as integers
+ * (< 2^31: the host bounds the total), whatever order the loads ran in.
+ *
+ * The window is up to the whole block (one word a thread): with W threads
+ * reading and up to W + 1 blocks, every block finds block 0's inclusive
+ * prefix in its first round, so no block waits on a chain of other blocks'
+ * look-backs, only on its predecessors' aggregates, which each publishes as
+ * soon as its lengths are summed.  With many more blocks than are resident
+ * at once, blocks start in ticket order and the nearest inclusive prefix is
+ * a few blocks back: a smaller window reads fewer words. */
+
+/* The block's logical index: a ticket from the launch's counter.  The
+ * block that takes the last ticket (gridDim.x - 1) stores 0 back for the
+ * next launch: every other block has taken its ticket before (its atomic
+ * add precedes the last one in the counter's modification order).  Every
+ * thread calls it; contains __syncthreads. */
+__device__ inline unsigned lookback_ticket(const dsv4_hip_lookback &st)
+{
+    __shared__ unsigned ticket;
+    if (threadIdx.x == 0) {
+        const unsigned k = atomicAdd(st.ticket, 1u);
+        if (k == gridDim.x - 1)
+            (void)atomicExch(st.ticket, 0u);
+        ticket = k;
+    }
+    __syncthreads();
+    return ticket;
+}
+
+/* The exclusive prefix of block k, whose lengths sum to agg (0 <= agg,
+ * uniform over the block).  Publishes agg at once (block 0: its inclusive
+ * prefix agg), walks back over windows of `window` predecessors (1 <=
+ * window <= blockDim.x; thread tt < window spins on the word of block
+ * base - tt until this launch's epoch is there; lookback_rules.h
+ * dsv4l_window_*: the nearest inclusive prefix and the aggregates after it),
+ * then publishes the inclusive prefix.  Every thread calls it, with the same
+ * k, agg and window; returns the same value to all.  Contains __syncthreads
+ * on every path, so shared writes made before the call are visible to every
+ * thread after it. */
+__device__ inline int lookback_prefix(const dsv4_hip_lookback &st, unsigned k, int agg, int window)
+{
+    __shared__ int first_inclusive;
+    const int tt = (int)threadIdx.x;
+    const bool reader = tt < window;
+    unsigned long long *const me = st.status + k;
+    if (k == 0) {
+        if (tt == 0)
+            gpu_store_relaxed_u64(me, dsv4l_word(st.epoch, 1, agg));
+        __syncthreads();
+        return 0;
+    }
+    if (tt == 0) {
+        gpu_store_relaxed_u64(me, dsv4l_word(st.epoch, 0, agg));
+        first_inclusive = window;
+    }
+    __syncthreads();
+    int excl = 0;
+    for (long long base = (long long)k - 1;; base -= window) {
+        const long long j = base - tt;
+        unsigned long long w = 0;
+        if (reader && j >= 0)
+            do
+                w = gpu_load_relaxed_u64(st.status + j);
+            while (!dsv4l_current(w, st.epoch));
+        if (reader && dsv4l_window_is_inclusive(j, w))
+            (void)atomicMin(&first_inclusive, tt);
+        __syncthreads(); /* every atomicMin of the window done */
+        const int first = first_inclusive;
+        int part_sum;
+        (void)block_exclusive_scan(reader ? dsv4l_window_part(j, w, tt, first) : 0, &part_sum);
+        excl += part_sum; /* uniform: the block's total */
+        if (first < window)
+            break;
+        /* every thread read first_inclusive before the scan's barriers */
+        if (tt == 0)
+            first_inclusive = window;
+        __syncthreads(); /* the reset before the next window's atomicMin */
+    }
+    if (tt == 0)
+        gpu_store_relaxed_u64(me, dsv4l_word(st.epoch, 1, excl + agg));
+    return excl;
 }
 
 /* Host side: lengths of a 1-D tensor, rank checks. */

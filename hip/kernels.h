@@ -53,6 +53,22 @@ typedef struct dsv4_hip_kernel {
  * until the next call; its contents are undefined on entry. */
 hipError_t dsv4_hip_scratch(size_t bytes, void **p);
 
+/* The state of a single-pass (decoupled look-back) scan over `blocks`
+ * blocks (idx_common.h lookback_*): one status word per block and a block
+ * ticket counter, in a buffer of their own (never the scratch above, whose
+ * contents are undefined), zeroed when allocated or grown.  `epoch` is a
+ * host-side launch counter, new on every call and never 0: a status word
+ * is this launch's only when its high 32 bits equal it, so no memset is
+ * needed between launches.  The ticket is 0 on entry (its last taker
+ * resets it).  Launches that use it must not overlap: every launch here
+ * is on one stream, in order.  Valid until the next call. */
+typedef struct dsv4_hip_lookback {
+    unsigned long long *status; /* [blocks] */
+    unsigned *ticket;
+    unsigned epoch;
+} dsv4_hip_lookback;
+hipError_t dsv4_hip_lookback_state(size_t blocks, hipStream_t s, dsv4_hip_lookback *st);
+
 /* Lookups by name; NULL / -1 when absent. */
 static inline const dsv4_plugin_param *dsv4_hip_param(const dsv4_hip_call *c, const char *name)
 {
