@@ -180,6 +180,7 @@ START_TEST(fp4_blocks_match_reference)
     const dsv4_mx_rule rr[4] = {DSV4_MX_FP4_CEIL_F32LOG2, DSV4_MX_FP4_CEIL, DSV4_MX_FP4_EVEN, DSV4_MX_FP4_OCP};
     const dsv4_mx_elem re[3] = {DSV4_MX_ELEM_RNE, DSV4_MX_ELEM_THRESHOLD, DSV4_MX_ELEM_HALF_AWAY};
     uint32_t seed = 99u;
+    int fast_blocks = 0;
     for (int trial = 0; trial < 3000; trial++) {
         float x[32];
         const int sc = trial % 60 - 30;
@@ -216,8 +217,33 @@ START_TEST(fp4_blocks_match_reference)
                     const float q = nanfill ? dsv4q_float(0x7FC00000u) : dsv4q_mul(x[i], m);
                     ck_assert_msg(dsv4q_e2m1(q, elem) == want[i], "trial %d rule %d elem %d i %d", trial, r, e, i);
                 }
+                /* the kernels' fast path where they take it: the integer max of the
+                 * |x| bits below +Inf (all finite), its scale byte (the same),
+                 * dsv4q_fp4_fast_ok (bf16 values) */
+                uint32_t bits[32], imax = 0;
+                for (int i = 0; i < 32; i++) {
+                    bits[i] = dsv4q_bits(x[i]);
+                    imax = (bits[i] & 0x7FFFFFFFu) > imax ? bits[i] & 0x7FFFFFFFu : imax;
+                }
+                if (imax < 0x7F800000u) {
+                    uint8_t fb;
+                    ck_assert_int_eq(dsv4q_fp4_block(dsv4q_float(imax), r, &fb, &m), 0);
+                    ck_assert_uint_eq(fb, got);
+                    if (dsv4q_fp4_fast_ok(fb, elem, 1)) {
+                        const dsv4q_fp4_fast f =
+                            dsv4q_fp4_fast_make(fb, elem, r == DSV4Q_FP4_EVEN || r == DSV4Q_FP4_OCP);
+                        fast_blocks++;
+                        for (int k = 0; k < 4; k++) {
+                            const uint32_t wd = dsv4q_fp4_fast_f32x8(bits + 8 * k, &f);
+                            for (int i = 0; i < 8; i++)
+                                ck_assert_msg(((wd >> (4 * i)) & 0xFu) == want[8 * k + i],
+                                              "fast: trial %d rule %d elem %d i %d", trial, r, e, 8 * k + i);
+                        }
+                    }
+                }
             }
     }
+    ck_assert_int_gt(fast_blocks, 20000); /* most blocks */
 }
 END_TEST
 
