@@ -265,6 +265,7 @@ START_TEST(fp4_fast_block_bounds)
 {
     static uint32_t v[NSWEEP];
     const int n = sweep(v, NSWEEP);
+    int bad = 0, first = -1; /* counted, asserted once */
     for (int i = 0; i < n; i++) {
         const float amax = dsv4_f32_from_bits(v[i]);
         if (!isfinite(amax))
@@ -272,13 +273,15 @@ START_TEST(fp4_fast_block_bounds)
         for (int rule = 0; rule < 4; rule++) {
             uint8_t b;
             float m;
-            ck_assert_int_eq(dsv4q_fp4_block(amax, rule, &b, &m), 0);
-            ck_assert_msg(dsv4q_bits(m) == dsv4q_bits(dsv4q_pow2(127 - (int)b)), "mult %08x rule %d", v[i], rule);
+            const int nanfill = dsv4q_fp4_block(amax, rule, &b, &m);
             const double q = ldexp((double)amax, 127 - (int)b);
             const int ceil = rule == DSV4Q_FP4_CEIL || rule == DSV4Q_FP4_CEIL_F32LOG2;
-            ck_assert_msg(q < (ceil ? 7.0 : 8.0), "amax %08x rule %d q %g", v[i], rule, q);
+            if ((nanfill || dsv4q_bits(m) != dsv4q_bits(dsv4q_pow2(127 - (int)b)) || !(q < (ceil ? 7.0 : 8.0))) &&
+                !bad++)
+                first = i * 4 + rule;
         }
     }
+    ck_assert_msg(bad == 0, "%d failures, the first amax %08x rule %d", bad, first < 0 ? 0 : v[first / 4], first % 4);
 }
 END_TEST
 
@@ -298,7 +301,9 @@ static uint64_t fast_check8(const uint32_t *bits, int n, uint32_t byte, int elem
             for (int j = 0; j < 4; j++)
                 w[j] = b[2 * j] >> 16 | (b[2 * j + 1] & 0xFFFF0000u);
             got = dsv4q_fp4_fast_bf16x8(w, &f);
-            ck_assert_uint_eq(got, dsv4q_fp4_fast_f32x8(b, &f)); /* a bf16 value as fp32 bits: the same word */
+            /* a bf16 value as fp32 bits: the same word (counted, not asserted: an assertion costs a pipe write) */
+            if (got != dsv4q_fp4_fast_f32x8(b, &f) && !bad++)
+                *first = b[0];
         } else {
             got = dsv4q_fp4_fast_f32x8(b, &f);
         }
@@ -399,23 +404,22 @@ START_TEST(fp4_fast_sign_gathers)
     ck_assert_uint_eq(dsv4q_prmt(0x33221100u, 0x77665544u, 0x7531u), 0x77553311u);
     ck_assert_uint_eq(dsv4q_prmt(0x00008000u, 0x80000000u, 0xF9B8u), 0xFFFF0000u);
     uint32_t seed = 4242u;
+    int bad = 0; /* counted, asserted once */
     for (int t = 0; t < 200000; t++) {
         uint32_t w[8];
         for (int i = 0; i < 8; i++) {
             seed = seed * 1664525u + 1013904223u;
             w[i] = seed ^ (seed >> 13) << 17;
         }
-        ck_assert_uint_eq(dsv4q_fp4_signs_bf16(w, 1), dsv4q_fp4_signs_bf16(w, 0));
-        ck_assert_uint_eq(dsv4q_fp4_signs_f32(w, 1), dsv4q_fp4_signs_f32(w, 0));
-        uint32_t want = 0;
-        for (int i = 0; i < 8; i++)
-            want |= (w[i] >> 31) << (4 * i + 3);
-        ck_assert_uint_eq(dsv4q_fp4_signs_f32(w, 0), want);
-        want = 0;
-        for (int i = 0; i < 8; i++)
-            want |= ((w[i / 2] >> (i % 2 ? 31 : 15)) & 1u) << (4 * i + 3);
-        ck_assert_uint_eq(dsv4q_fp4_signs_bf16(w, 0), want);
+        uint32_t want_f = 0, want_b = 0;
+        for (int i = 0; i < 8; i++) {
+            want_f |= (w[i] >> 31) << (4 * i + 3);
+            want_b |= ((w[i / 2] >> (i % 2 ? 31 : 15)) & 1u) << (4 * i + 3);
+        }
+        bad += dsv4q_fp4_signs_bf16(w, 1) != want_b || dsv4q_fp4_signs_bf16(w, 0) != want_b ||
+               dsv4q_fp4_signs_f32(w, 1) != want_f || dsv4q_fp4_signs_f32(w, 0) != want_f;
     }
+    ck_assert_int_eq(bad, 0);
 }
 END_TEST
 
