@@ -9,7 +9,7 @@
  * warp (wave) runs one path: with the halves in one warp, each warp issued
  * the RoPE (cos / sin reads, the position's division, the bf16 roundings)
  * with half its lanes idle.  Lane l of a half holds its dims 8l..8l+7 (one
- * 16-byte load; cos / sin read as 16-byte rows), a 32-block is 4 lanes
+ * 16-byte load; a RoPE lane reads its 4 cos and 4 sin), a 32-block is 4 lanes
  * (2-step xor-shuffle amax of integer keys), each lane stores its 8 codes as
  * one 32-bit word, and lane 0 of a half stores its two scale bytes as one
  * 16-bit word (lane 0 of the NoPE half also the weight). */
