@@ -101,7 +101,7 @@ template <int N> __device__ inline uint32_t encode_fp4(const float x[N], float m
         /* the even and OCP rules reach |q| in [7, 8); the ceil rules stay below 7 */
         const dsv4q_fp4_fast f = dsv4q_fp4_fast_make(*scale, elem, rule == DSV4Q_FP4_EVEN || rule == DSV4Q_FP4_OCP);
         const uint32_t w = dsv4q_fp4_fast_f32x8(b, &f); /* dims past N are +0: code 0 */
-        return N == 8 ? w : w & ((1u << (4 * N)) - 1u);
+        return w & (0xFFFFFFFFu >> (32 - 4 * N));
     }
     uint32_t w = 0;
     for (int i = 0; i < N; i++) {
