@@ -57,6 +57,8 @@
 /* CUDA declares the mask-less __shfl_xor only for sm < 70; every lane of
  * the warp takes part (see the rules above). */
 #define __shfl_xor(...) __shfl_xor_sync(0xffffffffu, __VA_ARGS__)
+/* Whether p holds on any lane of the warp; every lane takes part. */
+#define gpu_any(p) __any_sync(0xffffffffu, (p))
 #define GPU_PLATFORM "cuda"
 /* __launch_bounds__(threads, blocks): CUDA's second argument is the blocks
  * to keep resident per SM, a register budget nvcc can meet. */
@@ -64,6 +66,7 @@
 #else
 #include <hip/hip_runtime.h>
 #define GPU_PLATFORM "amd"
+#define gpu_any(p) __any(p)
 /* HIP reads the second argument as waves per execution unit, which the
  * shared memory of a large block cannot reach on gfx942/gfx950 (clang 19+
  * fails the build with -Wpass-failed); AMD gets the thread bound only. */

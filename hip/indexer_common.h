@@ -79,13 +79,30 @@ __device__ inline void rope4(float x[4], const float *__restrict__ cs, int k0)
     }
 }
 
-/* The MXFP4 codes of a lane's N dims given the block's amax m: the scale
- * byte into *scale, the codes as a word (even dim low).  mx.c
- * dsv4_mx_quant_block_fp4: q = fl(x * m); a NaN block encodes NAN. */
+/* The MXFP4 codes of a lane's N dims (N <= 8) given the block's amax m:
+ * the scale byte into *scale, the codes as a word (even dim low).  mx.c
+ * dsv4_mx_quant_block_fp4: q = fl(x * m); a NaN block encodes NAN.  Where
+ * the lane's values and m are finite and the scale is one of
+ * dsv4q_fp4_fast_ok, the fast element path of quant_rules.h (one FMA onto
+ * the e2m1 grid a value): exact for a finite x with |x| <= m (m is the
+ * amax of the block's non-NaN values), and the values are bf16 numbers
+ * (the K store and the Q quant round every lane to bf16 or read it). */
 template <int N> __device__ inline uint32_t encode_fp4(const float x[N], float m, int rule, int elem, uint8_t *scale)
 {
     float mult;
     const int nanfill = dsv4q_fp4_block(m, rule, scale, &mult);
+    uint32_t b[8] = {0, 0, 0, 0, 0, 0, 0, 0}, key = dsv4q_bits(m) & 0x7FFFFFFFu;
+    for (int i = 0; i < N; i++) {
+        b[i] = dsv4q_bits(x[i]);
+        const uint32_t a = b[i] & 0x7FFFFFFFu;
+        key = key > a ? key : a;
+    }
+    if (!nanfill && key < 0x7F800000u && dsv4q_fp4_fast_ok(*scale, elem, 1)) {
+        /* the even and OCP rules reach |q| in [7, 8); the ceil rules stay below 7 */
+        const dsv4q_fp4_fast f = dsv4q_fp4_fast_make(*scale, elem, rule == DSV4Q_FP4_EVEN || rule == DSV4Q_FP4_OCP);
+        const uint32_t w = dsv4q_fp4_fast_f32x8(b, &f); /* dims past N are +0: code 0 */
+        return w & (0xFFFFFFFFu >> (32 - 4 * N));
+    }
     uint32_t w = 0;
     for (int i = 0; i < N; i++) {
         const float q = nanfill ? dsv4q_float(0x7FC00000u) : dsv4q_mul(x[i], mult);
@@ -107,17 +124,30 @@ __device__ inline uint32_t quant4(const float x[4], int rule, int elem, uint8_t 
 }
 
 /* MXFP4 of 8 dims per lane, 4 lanes per 32-block (the Q quant's layout):
- * as quant4, the rule and encoder fixed at compile time and the amax an
- * integer-key fold (dsv4q_amax_key).  Every lane of the warp calls it.
- * Returns the 8 codes as a 32-bit word (even dim low). */
+ * as quant4, the rule and encoder fixed at compile time.  The amax is the
+ * integer max of the |x| bits over the block, which is the amax of the
+ * non-NaN values unless the block holds a NaN (NaN patterns sort above
+ * +Inf); only then, when some block of the warp does, the NaN-aware fold
+ * (dsv4q_amax_key) and its shuffles run, on every lane of the warp.  Returns
+ * the 8 codes as a 32-bit word (even dim low). */
 template <int RULE, int ELEM> __device__ inline uint32_t quant8(const float x[8], uint8_t *scale)
 {
-    int32_t key = -1; /* "none seen" */
+    uint32_t key = 0;
     for (int i = 0; i < 8; i++) {
-        const int32_t e = dsv4q_amax_key(x[i]);
-        key = e > key ? e : key;
+        const uint32_t a = dsv4q_bits(x[i]) & 0x7FFFFFFFu;
+        key = key > a ? key : a;
     }
-    return encode_fp4<8>(x, dsv4q_amax_of_key(group_max_key(key, 4)), RULE, ELEM, scale);
+    key = (uint32_t)group_max_key((int32_t)key, 4); /* below 2^31: an int32 max */
+    float m = dsv4q_float(key);
+    if (gpu_any(key > 0x7F800000u)) {
+        int32_t k = -1; /* "none seen" */
+        for (int i = 0; i < 8; i++) {
+            const int32_t e = dsv4q_amax_key(x[i]);
+            k = e > k ? e : k;
+        }
+        m = dsv4q_amax_of_key(group_max_key(k, 4));
+    }
+    return encode_fp4<8>(x, m, RULE, ELEM, scale);
 }
 
 /* The two quantization variants of ops_indexer.c quant_variants (docs/semantics/indexer.md Q4):

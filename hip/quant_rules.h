@@ -15,6 +15,7 @@
 #ifndef DSV4_HIP_QUANT_RULES_H
 #define DSV4_HIP_QUANT_RULES_H
 
+#include <math.h> /* fmaf */
 #include <stdint.h>
 #include <string.h>
 
@@ -469,6 +470,188 @@ DSV4Q_FN int dsv4q_fp4_block(float amax, int rule, uint8_t *byte, float *mult)
     default: *mult = dsv4q_pow2(127 - (int)b); break;
     }
     return 0;
+}
+
+/* ---- the MXFP4 fast element path ----------------------------------------
+ *
+ * For the blocks that are all finite (the common case) the kernels encode an
+ * element without the fp32 product q = fl(x * 2^s) (s = 127 - byte: the
+ * multiplier of dsv4q_fp4_block is 2^(127 - byte) under every rule) and
+ * without the comparison chain: one FMA rounds a scaled copy of |x| onto
+ * the e2m1 grid.  Let e_c = max(floor(log2 |q|), 0) (0, 1 or 2: |q| < 8) and
+ * p = |x| 2^(s + 1 - e_c).  The e2m1 grid is spaced 2^(e_c - 1) on
+ * [0, 2) (e_c = 0: 0, 0.5, ... 2), [2, 4) and [4, 8), so the RNE code of q is
+ * 2 e_c + RNE(p): for e_c = 0, RNE(2q) in {0, 1, 2} (0.25 -> 0, 0.75 -> 2,
+ * the even codes); for e_c > 0, p in [2, 4) and RNE(p) in {2, 3, 4} with
+ * code parity = RNE(p) parity (the even mantissa).  fmaf(|x|, 2^(s+1-e_c),
+ * 2^23 + 2 e_c) computes |x| p exactly and rounds the sum once at the
+ * spacing 1 of [2^23, 2^24): its bits are 0x4B000000 + code (the magic
+ * 2^23 + 2 e_c is even, so its RNE ties land on the even code).
+ *
+ * Both constants come from t = max(|x| bits, byte << 23) with the mantissa
+ * cleared: its exponent field is max(E, byte) (E = |x|'s field), e_c =
+ * max(E - byte, 0), 2^(s+1-e_c) has the field 255 - max(E, byte) (in 1..251:
+ * a normal float), and 2^23 + 2 e_c has the bits 0x4B000000 - 2 byte +
+ * (t >> 22).  Where the fast path is exact (dsv4q_fp4_fast_ok):
+ *   - x finite and |x| <= amax with amax 2^s < 8 (every rule; < 7 for the
+ *     ceil rules, whose codes then never pass 7: tests/test_quant_rules.c
+ *     checks both on the amax sweep), so e_c <= 2;
+ *   - s <= 123 (byte >= 4): a zero or subnormal x has p < 2^-126 2^124 and
+ *     code 0, as q = fl(x 2^s) < 2^-3 has; a normal x with q below 2^-126
+ *     (where fl rounds) has code 0 either way; elsewhere q is exact.  The
+ *     FMA's product is exact, so flushing a subnormal |x| would not change
+ *     the result either;
+ *   - sat: the even / OCP rules reach q in [7, 8), 2 e_c + RNE(p) = 8 there,
+ *     clamped to 7 (e2m1 saturates above 5);
+ *   - threshold (numerics.c dsv4_e2m1_from_f32_threshold): the same codes as
+ *     RNE for a finite q (its thresholds > 0.25, >= 0.75, > 1.25, >= 1.75,
+ *     > 2.5, >= 3.5, > 5 are RNE's ties), but the sign from q < 0: none for
+ *     x = -0 and for a q that underflows to -0.  No q underflows when s >= 0
+ *     (2^-149 2^s is representable) or, for bf16 values (lowest 2^-133),
+ *     when s >= -16; the sign is then that of a nonzero x;
+ *   - half away (mx.c DSV4_MX_ELEM_HALF_AWAY, thresholds >=): RNE of p (1 +
+ *     2^-10), for values with at most 8 significant bits (bf16) only: p is
+ *     then a multiple of 2^-7 p_top (p_top the power of two below p), so a p
+ *     off a tie is at least that far from it while p 2^-10 is less; a tie
+ *     moves up, nothing else crosses a tie.  The factor 2^k (1 + 2^-10) is
+ *     the power's bits + 0x2000.
+ * The sign bits are gathered per 8 elements and added to the word. */
+
+/* Whether an all-finite block with scale byte b takes the fast path; bf16:
+ * the values are bf16 numbers (at most 8 significant bits, none below 2^-133
+ * but zero). */
+DSV4Q_FN int dsv4q_fp4_fast_ok(uint32_t byte, int elem, int bf16)
+{
+    if (byte < 4u || byte > 254u)
+        return 0; /* s > 123, or the NaN scale */
+    if (elem == DSV4Q_ELEM_THRESHOLD)
+        return byte <= (bf16 ? 143u : 127u); /* s >= -16 (bf16), s >= 0 */
+    if (elem == DSV4Q_ELEM_HALF_AWAY)
+        return bf16;
+    return 1;
+}
+
+/* The per-block constants: the exponent floor, the factor and magic bases. */
+typedef struct {
+    uint32_t floor_bits, factor_base, magic_base, sat;
+    int elem;
+} dsv4q_fp4_fast;
+
+DSV4Q_FN dsv4q_fp4_fast dsv4q_fp4_fast_make(uint32_t byte, int elem, int sat)
+{
+    dsv4q_fp4_fast f;
+    f.floor_bits = byte << 23;
+    f.factor_base = 0x7F800000u + (elem == DSV4Q_ELEM_HALF_AWAY ? 0x2000u : 0u);
+    f.magic_base = 0x4B000000u - 2u * byte;
+    f.sat = (uint32_t)sat;
+    f.elem = elem;
+    return f;
+}
+
+/* 0x4B000000 + the magnitude code of an element whose |x| bits are a (header
+ * comment above): bits 3..22 are zero, so a shift by 8 or more leaves only
+ * the code. */
+DSV4Q_FN uint32_t dsv4q_e2m1_fast_mag(uint32_t a, const dsv4q_fp4_fast *f)
+{
+    const uint32_t t = (a > f->floor_bits ? a : f->floor_bits) & 0x7F800000u;
+    const float factor = dsv4q_float(f->factor_base - t), magic = dsv4q_float(f->magic_base + (t >> 22));
+    const uint32_t r = dsv4q_bits(fmaf(dsv4q_float(a), factor, magic));
+    return f->sat && r > 0x4B000007u ? 0x4B000007u : r;
+}
+
+/* prmt.b32 (PTX ISA, default mode): byte i of the result is byte n & 7 of
+ * the pair y:x (x bytes 0..3) where n is nibble i of s, or, when n & 8, that
+ * byte's top bit replicated.  The host form is the same rule, for the tests. */
+DSV4Q_FN uint32_t dsv4q_prmt(uint32_t x, uint32_t y, uint32_t s)
+{
+#if defined(__CUDA_ARCH__)
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(s));
+    return r;
+#else
+    const uint64_t v = (uint64_t)y << 32 | x;
+    uint32_t r = 0;
+    for (int i = 0; i < 4; i++) {
+        const uint32_t n = (s >> (4 * i)) & 0xFu, b = (uint32_t)(v >> (8 * (n & 7u))) & 0xFFu;
+        r |= (n & 8u ? ((b & 0x80u) ? 0xFFu : 0u) : b) << (8 * i);
+    }
+    return r;
+#endif
+}
+
+/* Sign bits of 8 elements (bit 4i + 3 for element i) from the bytes whose
+ * top bit is each element's sign: pair word j holds elements 2j, 2j + 1 in
+ * bytes 1 and 3 (bf16 pairs, prmt selector 0x7531), or, for fp32, word j's
+ * byte 3 is element j's.  PRMT: the prmt form (NVIDIA); else shifts. */
+DSV4Q_FN uint32_t dsv4q_fp4_signs_bf16(const uint32_t w[4], int prmt)
+{
+    if (prmt) {
+        const uint32_t lo = dsv4q_prmt(w[0], w[1], 0x7531u), hi = dsv4q_prmt(w[2], w[3], 0x7531u);
+        /* byte k: all ones where element 2k (even) / 2k + 1 (odd) is negative */
+        const uint32_t even = dsv4q_prmt(lo, hi, 0xECA8u), odd = dsv4q_prmt(lo, hi, 0xFDB9u);
+        return (even & 0x08080808u) | (odd & 0x80808080u);
+    }
+    uint32_t s = 0;
+    for (int j = 0; j < 4; j++) {
+        const uint32_t u = w[j] & 0x80008000u; /* bit 15: element 2j, bit 31: 2j + 1 */
+        s |= (((u >> 12) | (u >> 24)) & 0x88u) << (8 * j);
+    }
+    return s;
+}
+
+DSV4Q_FN uint32_t dsv4q_fp4_signs_f32(const uint32_t b[8], int prmt)
+{
+    if (prmt) {
+        /* bytes 0, 1: the replicated signs of elements (0, 2), (4, 6), (1, 3), (5, 7) */
+        const uint32_t e0 = dsv4q_prmt(b[0], b[2], 0xFBu), e1 = dsv4q_prmt(b[4], b[6], 0xFBu);
+        const uint32_t o0 = dsv4q_prmt(b[1], b[3], 0xFBu), o1 = dsv4q_prmt(b[5], b[7], 0xFBu);
+        const uint32_t even = dsv4q_prmt(e0, e1, 0x5410u), odd = dsv4q_prmt(o0, o1, 0x5410u);
+        return (even & 0x08080808u) | (odd & 0x80808080u);
+    }
+    uint32_t s = 0;
+    for (int i = 0; i < 8; i++)
+        s |= ((b[i] >> 28) & 8u) << (4 * i);
+    return s;
+}
+
+#if defined(__CUDA_ARCH__)
+#define DSV4Q_PRMT 1
+#else
+#define DSV4Q_PRMT 0
+#endif
+
+/* The 8 magnitudes (dsv4q_e2m1_fast_mag, element 0 first) as one word: the
+ * codes are at most 7 and the junk of each r sits in bits 23..30, which the
+ * shifts by 8, 16, 24 push out (byte 0 keeps its low byte). */
+DSV4Q_FN uint32_t dsv4q_fp4_pack8(const uint32_t r[8])
+{
+    const uint32_t p0 = r[0] + (r[1] << 4), p1 = r[2] + (r[3] << 4), p2 = r[4] + (r[5] << 4), p3 = r[6] + (r[7] << 4);
+    return (p0 & 0xFFu) + (p1 << 8) + (p2 << 16) + (p3 << 24);
+}
+
+/* The 8 codes of four bf16 pair words (element 2j in the low half of w[j]). */
+DSV4Q_FN uint32_t dsv4q_fp4_fast_bf16x8(const uint32_t w[4], const dsv4q_fp4_fast *f)
+{
+    uint32_t r[8], sw[4];
+    for (int j = 0; j < 4; j++) {
+        r[2 * j] = dsv4q_e2m1_fast_mag((w[j] << 16) & 0x7FFFFFFFu, f);
+        r[2 * j + 1] = dsv4q_e2m1_fast_mag(w[j] & 0x7FFF0000u, f);
+        /* threshold: no sign on a zero (bit 15 / 31 of the sum: that half is nonzero; no carry between them) */
+        sw[j] = f->elem == DSV4Q_ELEM_THRESHOLD ? w[j] & ((w[j] & 0x7FFF7FFFu) + 0x7FFF7FFFu) : w[j];
+    }
+    return dsv4q_fp4_pack8(r) + dsv4q_fp4_signs_bf16(sw, DSV4Q_PRMT);
+}
+
+/* The same for 8 fp32 bit patterns. */
+DSV4Q_FN uint32_t dsv4q_fp4_fast_f32x8(const uint32_t b[8], const dsv4q_fp4_fast *f)
+{
+    uint32_t r[8], sb[8];
+    for (int i = 0; i < 8; i++) {
+        const uint32_t a = b[i] & 0x7FFFFFFFu;
+        r[i] = dsv4q_e2m1_fast_mag(a, f);
+        sb[i] = f->elem == DSV4Q_ELEM_THRESHOLD ? b[i] & (a + 0x7FFFFFFFu) : b[i]; /* bit 31 kept for a != 0 */
+    }
+    return dsv4q_fp4_pack8(r) + dsv4q_fp4_signs_f32(sb, DSV4Q_PRMT);
 }
 
 /* amax step over non-NaN elements (mx.c dsv4_mx_amax): m starts NaN ("none

@@ -3,19 +3,23 @@
  * int32, and the fp32 head weights; both quant variants, bit-exact with
  * ref/indexer.c dsv4_ref_indexer_q_quant (docs/semantics/indexer.md Q4.2).
  *
- * One launch, 16 lanes per (token, head) row, 16 rows per 256-thread
- * block: lane l holds dims 8l..8l+7 (one 16-byte load; lanes 8..15 the
- * RoPE dims, cos / sin read as 16-byte rows), a 32-block is 4 lanes
- * (2-step xor-shuffle amax of integer keys), each lane stores its 8 codes
- * as one 32-bit word, and lane 0 gathers the row's four scale bytes by
- * shuffles into one 32-bit store and writes the weight. */
+ * One launch, 16 rows (token, head) per 256-thread block, each row in two
+ * halves of 8 lanes: threads [0, 128) take the NoPE halves (dims 0..63) of
+ * the block's rows and threads [128, 256) the RoPE halves, so that every
+ * warp (wave) runs one path: with the halves in one warp, each warp issued
+ * the RoPE (cos / sin reads, the position's division, the bf16 roundings)
+ * with half its lanes idle.  Lane l of a half holds its dims 8l..8l+7 (one
+ * 16-byte load; a RoPE lane reads its 4 cos and 4 sin), a 32-block is 4 lanes
+ * (2-step xor-shuffle amax of integer keys), each lane stores its 8 codes as
+ * one 32-bit word, and lane 0 of a half stores its two scale bytes as one
+ * 16-bit word (lane 0 of the NoPE half also the weight). */
 #include "indexer_common.h"
 
 namespace {
 
 using namespace idxr;
 
-enum { LANES_PER_ROW = 16, ROWS_PER_BLOCK = 16, THREADS = LANES_PER_ROW * ROWS_PER_BLOCK };
+enum { HALF_LANES = 8, ROWS_PER_BLOCK = 16, THREADS = 2 * HALF_LANES * ROWS_PER_BLOCK };
 
 struct qq_args {
     const uint16_t *q;
@@ -27,18 +31,20 @@ struct qq_args {
 
 template <bool VARIANT_A>
 __global__ void __launch_bounds__(THREADS)
-    qquant_kernel(qq_args a, uint32_t *__restrict__ packed, uint32_t *__restrict__ scales, float *__restrict__ wout)
+    qquant_kernel(qq_args a, uint32_t *__restrict__ packed, uint16_t *__restrict__ scales, float *__restrict__ wout)
 {
-    const int lane = (int)threadIdx.x % LANES_PER_ROW, d0 = 8 * lane;
-    const int th = (int)blockIdx.x * ROWS_PER_BLOCK + (int)threadIdx.x / LANES_PER_ROW;
+    /* half 0: NoPE, half 1: RoPE; THREADS / 2 is a multiple of both warp sizes, so a warp holds one half */
+    const int half = (int)threadIdx.x / (THREADS / 2), t = (int)threadIdx.x % (THREADS / 2);
+    const int lane = t % HALF_LANES, d0 = (D - ROPE) * half + 8 * lane;
+    const int th = (int)blockIdx.x * ROWS_PER_BLOCK + t / HALF_LANES;
     const bool active = th < a.rows;
     float x[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (active) {
         /* NoPE lanes raw (docs/semantics/indexer.md Q4.2) */
         load8_bf16(a.q, (long long)th * D + d0, x);
-        if (d0 >= D - ROPE) { /* RoPE at the token's own position, bf16 out */
+        if (half) { /* RoPE at the token's own position, bf16 out */
             const float *cs = a.cs + a.pos[th / a.H] * ROPE;
-            const int k0 = (d0 - (D - ROPE)) / 2;
+            const int k0 = 4 * lane; /* (d0 - (D - ROPE)) / 2 */
             rope4(x, cs, k0);
             rope4(x + 4, cs, k0 + 2);
         }
@@ -47,17 +53,19 @@ __global__ void __launch_bounds__(THREADS)
     /* all lanes: full-mask shuffles; A: ceil log2_f32 + threshold e2m1, B: the bit rule + RNE */
     const uint32_t w = VARIANT_A ? quant8<DSV4Q_FP4_CEIL_F32LOG2, DSV4Q_ELEM_THRESHOLD>(x, &sb)
                                  : quant8<DSV4Q_FP4_CEIL, DSV4Q_ELEM_RNE>(x, &sb);
-    /* the row's four scale bytes (lanes 0, 4, 8, 12) to lane 0: [T, H, 4] = one little-endian int32 per head */
-    const uint32_t s4 = (uint32_t)__shfl_xor((int)sb, 4), s8 = (uint32_t)__shfl_xor((int)sb, 8),
-                   s12 = (uint32_t)__shfl_xor((int)sb, 12);
+    /* the half's two scale bytes (lanes 0, 4) to lane 0: [T, H, 4] is one little-endian int32 per head,
+     * bytes 2 half, 2 half + 1 */
+    const uint32_t s4 = (uint32_t)__shfl_xor((int)sb, 4);
     if (!active)
         return;
-    packed[(long long)th * (TB / 4) + lane] = w;
+    packed[(long long)th * (TB / 4) + HALF_LANES * half + lane] = w;
     if (lane == 0) {
-        scales[th] = (uint32_t)sb | (s4 << 8) | (s8 << 16) | (s12 << 24);
-        /* B: fl(w * fl32(softmax_scale * head_scale)); A: fl(fl(w * ss) * hs) (docs/semantics/indexer.md Q4.2) */
-        const float wi = a.w[th];
-        wout[th] = VARIANT_A ? __fmul_rn(__fmul_rn(wi, a.ss_a), a.hs_a) : __fmul_rn(wi, a.ws_b);
+        scales[2 * (long long)th + half] = (uint16_t)((uint32_t)sb | (s4 << 8));
+        if (!half) {
+            /* B: fl(w * fl32(softmax_scale * head_scale)); A: fl(fl(w * ss) * hs) (docs/semantics/indexer.md Q4.2) */
+            const float wi = a.w[th];
+            wout[th] = VARIANT_A ? __fmul_rn(__fmul_rn(wi, a.ss_a), a.hs_a) : __fmul_rn(wi, a.ws_b);
+        }
     }
 }
 
@@ -113,10 +121,10 @@ hipError_t launch_shape(const dsv4_hip_call *c, const qq_shape &s, hipStream_t s
     const unsigned grid = grid_for(T * H, ROWS_PER_BLOCK);
     if (c->variant == 1)
         hipLaunchKernelGGL(qquant_kernel<true>, dim3(grid), dim3(THREADS), 0, stream, a, (uint32_t *)c->dout[s.op],
-                           (uint32_t *)c->dout[s.os], (float *)c->dout[s.ow]);
+                           (uint16_t *)c->dout[s.os], (float *)c->dout[s.ow]);
     else
         hipLaunchKernelGGL(qquant_kernel<false>, dim3(grid), dim3(THREADS), 0, stream, a, (uint32_t *)c->dout[s.op],
-                           (uint32_t *)c->dout[s.os], (float *)c->dout[s.ow]);
+                           (uint16_t *)c->dout[s.os], (float *)c->dout[s.ow]);
     return hipGetLastError();
 }
 

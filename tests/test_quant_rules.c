@@ -180,6 +180,7 @@ START_TEST(fp4_blocks_match_reference)
     const dsv4_mx_rule rr[4] = {DSV4_MX_FP4_CEIL_F32LOG2, DSV4_MX_FP4_CEIL, DSV4_MX_FP4_EVEN, DSV4_MX_FP4_OCP};
     const dsv4_mx_elem re[3] = {DSV4_MX_ELEM_RNE, DSV4_MX_ELEM_THRESHOLD, DSV4_MX_ELEM_HALF_AWAY};
     uint32_t seed = 99u;
+    int fast_blocks = 0;
     for (int trial = 0; trial < 3000; trial++) {
         float x[32];
         const int sc = trial % 60 - 30;
@@ -216,11 +217,213 @@ START_TEST(fp4_blocks_match_reference)
                     const float q = nanfill ? dsv4q_float(0x7FC00000u) : dsv4q_mul(x[i], m);
                     ck_assert_msg(dsv4q_e2m1(q, elem) == want[i], "trial %d rule %d elem %d i %d", trial, r, e, i);
                 }
+                /* the kernels' fast path where they take it: the integer max of the
+                 * |x| bits below +Inf (all finite), its scale byte (the same),
+                 * dsv4q_fp4_fast_ok (bf16 values) */
+                uint32_t bits[32], imax = 0;
+                for (int i = 0; i < 32; i++) {
+                    bits[i] = dsv4q_bits(x[i]);
+                    imax = (bits[i] & 0x7FFFFFFFu) > imax ? bits[i] & 0x7FFFFFFFu : imax;
+                }
+                if (imax < 0x7F800000u) {
+                    uint8_t fb;
+                    ck_assert_int_eq(dsv4q_fp4_block(dsv4q_float(imax), r, &fb, &m), 0);
+                    ck_assert_uint_eq(fb, got);
+                    if (dsv4q_fp4_fast_ok(fb, elem, 1)) {
+                        const dsv4q_fp4_fast f =
+                            dsv4q_fp4_fast_make(fb, elem, r == DSV4Q_FP4_EVEN || r == DSV4Q_FP4_OCP);
+                        fast_blocks++;
+                        for (int k = 0; k < 4; k++) {
+                            const uint32_t wd = dsv4q_fp4_fast_f32x8(bits + 8 * k, &f);
+                            for (int i = 0; i < 8; i++)
+                                ck_assert_msg(((wd >> (4 * i)) & 0xFu) == want[8 * k + i],
+                                              "fast: trial %d rule %d elem %d i %d", trial, r, e, 8 * k + i);
+                        }
+                    }
+                }
             }
     }
+    ck_assert_int_gt(fast_blocks, 20000); /* most blocks */
+}
+END_TEST
+
+/* ---- the fast MXFP4 element path (quant_rules.h dsv4q_e2m1_fast_mag) ---- */
+
+/* The exact element path of the kernels for a block of scale byte b that is
+ * not NaN-filled: dsv4q_e2m1(dsv4q_mul(x, 2^(127-b)), elem). */
+static uint8_t exact_code(float x, uint32_t byte, int elem)
+{
+    return dsv4q_e2m1(dsv4q_mul(x, dsv4q_pow2(127 - (int)byte)), elem);
+}
+
+static const int fast_elems[3] = {DSV4Q_ELEM_RNE, DSV4Q_ELEM_THRESHOLD, DSV4Q_ELEM_HALF_AWAY};
+
+/* The fast path's block preconditions on every finite amax of the sweep and
+ * every rule: the multiplier is 2^(127 - byte), amax 2^s < 8, and < 7 for the
+ * ceil rules (which run without the clamp at 7). */
+START_TEST(fp4_fast_block_bounds)
+{
+    static uint32_t v[NSWEEP];
+    const int n = sweep(v, NSWEEP);
+    int bad = 0, first = -1; /* counted, asserted once */
+    for (int i = 0; i < n; i++) {
+        const float amax = dsv4_f32_from_bits(v[i]);
+        if (!isfinite(amax))
+            continue;
+        for (int rule = 0; rule < 4; rule++) {
+            uint8_t b;
+            float m;
+            const int nanfill = dsv4q_fp4_block(amax, rule, &b, &m);
+            const double q = ldexp((double)amax, 127 - (int)b);
+            const int ceil = rule == DSV4Q_FP4_CEIL || rule == DSV4Q_FP4_CEIL_F32LOG2;
+            if ((nanfill || dsv4q_bits(m) != dsv4q_bits(dsv4q_pow2(127 - (int)b)) || !(q < (ceil ? 7.0 : 8.0))) &&
+                !bad++)
+                first = i * 4 + rule;
+        }
+    }
+    ck_assert_msg(bad == 0, "%d failures, the first amax %08x rule %d", bad, first < 0 ? 0 : v[first / 4], first % 4);
+}
+END_TEST
+
+/* Compares n values (|x| 2^s below the block bound) through the 8-element
+ * fast encoders, bf16 pairs and fp32 words, against exact_code; returns the
+ * mismatch count and records the first. */
+static uint64_t fast_check8(const uint32_t *bits, int n, uint32_t byte, int elem, int sat, int bf16, uint32_t *first)
+{
+    uint64_t bad = 0;
+    const dsv4q_fp4_fast f = dsv4q_fp4_fast_make(byte, elem, sat);
+    for (int i0 = 0; i0 < n; i0 += 8) {
+        uint32_t b[8], w[4];
+        for (int i = 0; i < 8; i++)
+            b[i] = bits[i0 + i < n ? i0 + i : i0];
+        uint32_t got;
+        if (bf16) {
+            for (int j = 0; j < 4; j++)
+                w[j] = b[2 * j] >> 16 | (b[2 * j + 1] & 0xFFFF0000u);
+            got = dsv4q_fp4_fast_bf16x8(w, &f);
+            /* a bf16 value as fp32 bits: the same word (counted, not asserted: an assertion costs a pipe write) */
+            if (got != dsv4q_fp4_fast_f32x8(b, &f) && !bad++)
+                *first = b[0];
+        } else {
+            got = dsv4q_fp4_fast_f32x8(b, &f);
+        }
+        for (int i = 0; i < 8; i++)
+            if (((got >> (4 * i)) & 0xFu) != exact_code(dsv4q_float(b[i]), byte, elem) && !bad++)
+                *first = b[i];
+    }
+    return bad;
+}
+
+/* Every finite bf16 value x every scale byte of the fast path, each encoder,
+ * with and without the clamp at 7 (the block bound |x| 2^s < 8, < 7 without
+ * it): the fast codes equal the exact path's. */
+START_TEST(fp4_fast_every_bf16_every_scale)
+{
+    static uint32_t vals[0x10000];
+    uint64_t bad = 0, checked = 0;
+    uint32_t first = 0, fbyte = 0;
+    for (uint32_t byte = 0; byte < 256; byte++)
+        for (int e = 0; e < 3; e++) {
+            if (!dsv4q_fp4_fast_ok(byte, fast_elems[e], 1))
+                continue;
+            for (int sat = 0; sat < 2; sat++) {
+                int n = 0;
+                for (uint32_t h = 0; h < 0x10000u; h++) {
+                    const float x = dsv4_f32_from_bits(h << 16);
+                    if (isfinite(x) && ldexp(fabs((double)x), 127 - (int)byte) < (sat ? 8.0 : 7.0))
+                        vals[n++] = h << 16;
+                }
+                const uint64_t b = fast_check8(vals, n, byte, fast_elems[e], sat, 1, &first);
+                if (b && !bad)
+                    fbyte = byte;
+                bad += b;
+                checked += (uint64_t)n;
+            }
+        }
+    ck_assert_msg(bad == 0, "%llu of %llu mismatch, the first %08x at byte %u", (unsigned long long)bad,
+                  (unsigned long long)checked, first, fbyte);
+    ck_assert(checked > 10000000u);
+}
+END_TEST
+
+/* fp32 inputs: every exponent field and sign with the mantissas at and next
+ * to every rounding point of the e2m1 grid (the code boundaries and ties at
+ * bits 22 and 23 of the mantissa, 0, the top), single set bits (sticky
+ * below a tie) and random ones, x every fast scale byte of RNE and threshold
+ * (half away takes the fast path for bf16 values only). */
+START_TEST(fp4_fast_fp32_structured)
+{
+    static uint32_t pat[255 * 2 * 96], vals[255 * 2 * 96];
+    int np = 0;
+    uint32_t seed = 777u;
+    for (uint32_t field = 0; field < 255; field++)
+        for (uint32_t sign = 0; sign < 2; sign++) {
+            const uint32_t base = sign << 31 | field << 23;
+            static const uint32_t points[] = {0, 0x200000u, 0x400000u, 0x600000u, 0x800000u};
+            for (int p = 0; p < 5; p++)
+                for (int d = -2; d <= 2; d++) {
+                    const int64_t m = (int64_t)points[p] + d;
+                    if (m >= 0 && m < 0x800000)
+                        pat[np++] = base | (uint32_t)m;
+                }
+            for (int k = 0; k < 23; k++) {
+                pat[np++] = base | 1u << k;
+                pat[np++] = base | 0x200000u | 1u << k; /* just above the tie at bit 22 */
+                pat[np++] = base | 0x400000u | 1u << k;
+            }
+            for (int k = 0; k < 8; k++) {
+                seed = seed * 1664525u + 1013904223u;
+                pat[np++] = base | seed >> 9;
+            }
+        }
+    uint64_t bad = 0, checked = 0;
+    uint32_t first = 0;
+    for (uint32_t byte = 0; byte < 256; byte++)
+        for (int e = 0; e < 2; e++) {
+            if (!dsv4q_fp4_fast_ok(byte, fast_elems[e], 0))
+                continue;
+            for (int sat = 0; sat < 2; sat++) {
+                int n = 0;
+                for (int i = 0; i < np; i++)
+                    if (ldexp(fabs((double)dsv4_f32_from_bits(pat[i])), 127 - (int)byte) < (sat ? 8.0 : 7.0))
+                        vals[n++] = pat[i];
+                bad += fast_check8(vals, n, byte, fast_elems[e], sat, 0, &first);
+                checked += (uint64_t)n;
+            }
+        }
+    ck_assert_msg(bad == 0, "%llu of %llu mismatch, the first %08x", (unsigned long long)bad,
+                  (unsigned long long)checked, first);
+    ck_assert(!dsv4q_fp4_fast_ok(200, DSV4Q_ELEM_HALF_AWAY, 0));
+}
+END_TEST
+
+/* The prmt forms of the sign gathers (NVIDIA) equal the shift forms, and the
+ * host prmt model gives the PTX ISA's documented bytes. */
+START_TEST(fp4_fast_sign_gathers)
+{
+    ck_assert_uint_eq(dsv4q_prmt(0x33221100u, 0x77665544u, 0x7531u), 0x77553311u);
+    ck_assert_uint_eq(dsv4q_prmt(0x00008000u, 0x80000000u, 0xF9B8u), 0xFFFF0000u);
+    uint32_t seed = 4242u;
+    int bad = 0; /* counted, asserted once */
+    for (int t = 0; t < 200000; t++) {
+        uint32_t w[8];
+        for (int i = 0; i < 8; i++) {
+            seed = seed * 1664525u + 1013904223u;
+            w[i] = seed ^ (seed >> 13) << 17;
+        }
+        uint32_t want_f = 0, want_b = 0;
+        for (int i = 0; i < 8; i++) {
+            want_f |= (w[i] >> 31) << (4 * i + 3);
+            want_b |= ((w[i / 2] >> (i % 2 ? 31 : 15)) & 1u) << (4 * i + 3);
+        }
+        bad += dsv4q_fp4_signs_bf16(w, 1) != want_b || dsv4q_fp4_signs_bf16(w, 0) != want_b ||
+               dsv4q_fp4_signs_f32(w, 1) != want_f || dsv4q_fp4_signs_f32(w, 0) != want_f;
+    }
+    ck_assert_int_eq(bad, 0);
 }
 END_TEST
 
 DSV4_TEST_MAIN("quant_rules", "core", 60, NULL, NULL, scale_rules_match_reference, ceil_log2_by_hand,
                codecs_match_reference, e2m1_every_exponent_and_mantissa_prefix, x86_nan_results,
-               fp4_blocks_match_reference)
+               fp4_blocks_match_reference, fp4_fast_block_bounds, fp4_fast_every_bf16_every_scale,
+               fp4_fast_fp32_structured, fp4_fast_sign_gathers)
