@@ -66,12 +66,10 @@ __device__ inline void kv_encode_lane(uint8_t *pg, long long B, long long row, i
             pg[B * 576 + row * 8 + l / 8] = sb;
     } else {
         const int j = l - 56; /* RoPE lanes: the bf16 bits, little-endian [S1] */
-        uint32_t w[4];
-        for (int i = 0; i < 4; i++)
-            w[i] = (uint32_t)dsv4q_bf16(v[2 * i]) | (uint32_t)dsv4q_bf16(v[2 * i + 1]) << 16;
+        const uint4 w = pack8_bf16(v); /* dsv4q_bf16 of each (quant_device.h) */
         uint2 *dst = reinterpret_cast<uint2 *>(pg + row * 576 + 448 + 16 * j);
-        dst[0] = make_uint2(w[0], w[1]);
-        dst[1] = make_uint2(w[2], w[3]);
+        dst[0] = make_uint2(w.x, w.y);
+        dst[1] = make_uint2(w.z, w.w);
         if (j == 0)
             pg[B * 576 + row * 8 + 7] = 0; /* pad byte [S1] */
     }
