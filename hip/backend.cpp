@@ -14,6 +14,7 @@
 #include "mma_compat.h"
 #include "kv_decode.h"
 #include "quant_rules.h"
+#include "quant_device.h"
 #include "../include/dsv4_poison.h"
 
 /* ---- the kernel table: one kernel per op of ops/ops.def (see kernels.h) ---- */
@@ -404,6 +405,9 @@ __global__ void __launch_bounds__(MMA_THREADS) mma_peak_kernel(long long steps, 
  * the word; and the hardware decode (dsv4q_fp8x2_decode_hw) of every pair
  * of non-NaN codes against dsv4q_fp8_decode (a mismatch there is reported
  * as input 2^32 + the pair), and the paged attention's key-lane decode.
+ * The same fp32 loop checks the hardware bf16 packing (quant_device.h
+ * pack8_bf16: cvt.rn.bf16x2.f32 with its one NaN test) against dsv4q_bf16,
+ * every input in both halves of a word.
  * res: {conversions checked, mismatches, first mismatch}. */
 __global__ void codec_check_kernel(unsigned long long *res)
 {
@@ -421,8 +425,15 @@ __global__ void codec_check_kernel(unsigned long long *res)
             q[j] = dsv4q_float((uint32_t)i ^ key[j]);
             want |= (uint32_t)dsv4q_fp8_int(q[j], 0) << (8 * j);
         }
+        const float b8[8] = {q[0], q[1], q[2], q[3], q[3], q[2], q[1], q[0]};
+        const uint4 bw = pack8_bf16(b8);
+        const uint32_t bws[4] = {bw.x, bw.y, bw.z, bw.w};
+        bool bf16_same = true;
+        for (int j = 0; j < 4; j++)
+            bf16_same = bf16_same && bws[j] == ((uint32_t)dsv4q_bf16(b8[2 * j]) |
+                                                (uint32_t)dsv4q_bf16(b8[2 * j + 1]) << 16);
         if (dsv4q_fp8_hw(x) != dsv4q_fp8_int(x, 0) || dsv4q_fp8x4(q[0], q[1], q[2], q[3], 0) != want ||
-            dsv4q_fp8x4_scaled(q, 1.0f, 0) != want) {
+            dsv4q_fp8x4_scaled(q, 1.0f, 0) != want || !bf16_same) {
             first = bad ? first : i;
             bad++;
         }
@@ -496,7 +507,7 @@ static int codec_check(dsv4_plugin_tensor *outputs, int noutputs, double *ms, ch
     memcpy(outputs[0].data, host, sizeof host);
     if (host[1])
         return fail(err, errlen, DSV4_PLUGIN_ERUNTIME,
-                    "the hardware e4m3 conversion differs from the integer rule on %llu inputs (the first %08llx; "
+                    "the hardware e4m3 (or bf16) conversion differs from the integer rule on %llu inputs (the first %08llx; "
                     "from 100000000 on, 2^32 + a pair of codes the decode got wrong; from 200000000 on, "
                     "2^33 + pair + 2^16 scale byte + 2^24 fnuz the paged key-lane decode got wrong)",
                     host[1], host[2]);

@@ -19,6 +19,31 @@ __device__ inline void unpack8_bf16(uint4 w, float v[8])
     }
 }
 
+/* dsv4q_bf16 of 8 values packed as 16 bytes (element 0 in the low half of
+ * .x).  On NVIDIA sm_80+ the hardware conversion cvt.rn.bf16x2.f32 is IEEE
+ * RNE, which is dsv4q_bf16's rounding for every non-NaN input (Inf, -0 and
+ * subnormals included); only its NaN differs (dsv4q_bf16 keeps the sign and
+ * quiets the payload).  A bf16 result is NaN exactly when its input was, and
+ * one add tests both halves of a word for one ((h & 0x7FFF) + 0x7F carries
+ * into bit 15 exactly when h & 0x7FFF > 0x7F80), so the integer rule runs
+ * only for the (rare) 8 values that hold a NaN: 4 conversions and 6 integer
+ * operations for 8 values, not 7 operations a value. */
+__device__ inline uint4 pack8_bf16(const float x[8])
+{
+    uint32_t w[4];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    for (int i = 0; i < 4; i++)
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(x[2 * i + 1]), "f"(x[2 * i]));
+    const uint32_t nan = (((w[0] & 0x7FFF7FFFu) + 0x007F007Fu) | ((w[1] & 0x7FFF7FFFu) + 0x007F007Fu) |
+                          ((w[2] & 0x7FFF7FFFu) + 0x007F007Fu) | ((w[3] & 0x7FFF7FFFu) + 0x007F007Fu)) &
+                         0x80008000u;
+    if (nan)
+#endif
+        for (int i = 0; i < 4; i++)
+            w[i] = (uint32_t)dsv4q_bf16(x[2 * i]) | (uint32_t)dsv4q_bf16(x[2 * i + 1]) << 16;
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 /* Eight consecutive elements from element index i (a multiple of 8): one
  * 16-byte load for bf16, two for fp32. */
 

@@ -89,33 +89,50 @@ __global__ void insert41_kernel(const uint16_t *__restrict__ k, const void *__re
 
 /* Tokens per thread of insert_kernel: a block's 4 token slots (64 lanes
  * each) take tokens t0, t0 + 4: both tokens' slot and K reads are issued
- * before either is encoded (the K read does not wait for the slot). */
-enum { TOKEN_SLOTS = 4, INSERT_TOKENS = 2, TOKENS_PER_BLOCK = TOKEN_SLOTS * INSERT_TOKENS };
+ * before either is encoded (the K read does not wait for the slot).  With
+ * 32 registers (8 blocks of 256 an SM on NVIDIA) 8192 tokens are one wave
+ * of 1024 blocks on a 132-SM H200, every K read in flight at once (at 40
+ * registers, 6 blocks an SM: 1.3 waves, the second a quarter full). */
+enum { TOKEN_SLOTS = 4, INSERT_TOKENS = 2, TOKENS_PER_BLOCK = TOKEN_SLOTS * INSERT_TOKENS, INSERT_BLOCKS_PER_SM = 8 };
 
-__global__ void __launch_bounds__(256)
+/* SLOT32: every slot of the cache (nb * B) below 2^31, checked on the host: slots and the
+ * page / row split in 32 bits.  FNUZ a template argument: the OCP kernel holds no registers
+ * for the integer e4m3fnuz encoder.  At the 32-register budget ptxas (CUDA 13, sm_90) spills
+ * 4 bytes (one store, one load a thread: L1) in three of the four, 24 in the 64-bit-slot fnuz one. */
+template <bool SLOT32, bool FNUZ>
+__global__ void GPU_LAUNCH_BOUNDS_OCC(256, INSERT_BLOCKS_PER_SM)
     insert_kernel(const uint16_t *__restrict__ k, const void *__restrict__ slots, int slots64, long long T,
-                  long long B, int fnuz, uint8_t *__restrict__ cache)
+                  long long B, uint8_t *__restrict__ cache)
 {
+    using slot_t = typename std::conditional<SLOT32, int, long long>::type;
     const long long t0 = (long long)blockIdx.x * TOKENS_PER_BLOCK + threadIdx.x / 64;
     const int l = (int)threadIdx.x % 64;
-    long long slot[INSERT_TOKENS];
-    float v[INSERT_TOKENS][8];
+    slot_t slot[INSERT_TOKENS];
+    uint4 raw[INSERT_TOKENS]; /* held as the loaded bf16 words: 4 registers a token, not 8 */
 #pragma unroll
     for (int j = 0; j < INSERT_TOKENS; j++) {
         const long long t = t0 + j * TOKEN_SLOTS;
         slot[j] = -1;
         if (t < T) {
-            slot[j] = slots64 ? static_cast<const long long *>(slots)[t] : static_cast<const int *>(slots)[t];
-            load8_bf16(k, t * 512 + 8 * l, v[j]); /* bf16 values pass the encoder unchanged */
+            slot[j] = slots64 ? (slot_t) static_cast<const long long *>(slots)[t]
+                              : (slot_t) static_cast<const int *>(slots)[t];
+            raw[j] = *reinterpret_cast<const uint4 *>(k + t * 512 + 8 * l);
         }
     }
 #pragma unroll
     for (int j = 0; j < INSERT_TOKENS; j++) {
         if (slot[j] < 0)
             continue; /* slot -1: padding token, skipped [S1]; past T; a whole token: whole warps */
-        long long row;
-        const long long page = div_fast(slot[j], B, &row); /* slot // B, slot % B [S1] */
-        kv_encode_lane(cache + page * B * 584, B, row, l, v[j], kv_enc_default(fnuz)); /* kv_encode.h */
+        float v[8];
+        unpack8_bf16(raw[j], v); /* bf16 values pass the encoder unchanged */
+        long long page, row; /* slot // B, slot % B [S1] */
+        if (SLOT32) {
+            const uint32_t p = (uint32_t)slot[j] / (uint32_t)B;
+            page = p, row = (uint32_t)slot[j] - p * (uint32_t)B;
+        } else {
+            page = div_fast(slot[j], B, &row);
+        }
+        kv_encode_lane(cache + page * B * 584, B, row, l, v, kv_enc_default(FNUZ)); /* kv_encode.h */
     }
 }
 
@@ -175,9 +192,11 @@ hipError_t launch_shape(const dsv4_hip_call *c, const ins_shape &s, hipStream_t 
                            s.T, s.B, (int)(c->variant == V_FP4), (uint8_t *)c->dout[s.kc]);
         return hipGetLastError();
     }
-    hipLaunchKernelGGL(insert_kernel, dim3(grid_for(s.T, TOKENS_PER_BLOCK)), dim3(256), 0, stream, (const uint16_t *)c->din[s.k],
-                       c->din[s.sm], (int)(c->in[s.sm].dtype == DSV4_PLUGIN_INT64), s.T, s.B, (int)(s.fnuz != 0),
-                       (uint8_t *)c->dout[s.kc]);
+    const bool slot32 = s.nb * s.B <= 0x7fffffffLL;
+    auto kernel = s.fnuz ? (slot32 ? insert_kernel<true, true> : insert_kernel<false, true>)
+                         : (slot32 ? insert_kernel<true, false> : insert_kernel<false, false>);
+    hipLaunchKernelGGL(kernel, dim3(grid_for(s.T, TOKENS_PER_BLOCK)), dim3(256), 0, stream, (const uint16_t *)c->din[s.k],
+                       c->din[s.sm], (int)(c->in[s.sm].dtype == DSV4_PLUGIN_INT64), s.T, s.B, (uint8_t *)c->dout[s.kc]);
     return hipGetLastError();
 }
 

@@ -4,13 +4,18 @@
  * ref/indexer.c dsv4_ref_indexer_k_store (docs/semantics/indexer.md Q4.1).
  *
  * One launch, 32 lanes per token (4 tokens per 128-thread block), lane l
- * holding dims 4l..4l+3 (one 8-byte load).  The sum of squares is the
- * reference's: exact squares added in double in dim order; a shuffle tree
- * where the row's exponent span makes every partial sum exact (any order,
- * the same bits), else one lane walks the token's 128 values in shared
- * memory in the reference's order.  Skipped tokens (slot < 0,
- * (pos + 1) % c != 0) still take part in the shuffles and barriers and
- * store nothing. */
+ * holding dims 4l..4l+3 (one 8-byte load).  A token's 32 lanes are one
+ * warp (NVIDIA) or half a wave64 (AMD): no block barrier.  Every read goes
+ * out first, none waiting for another but the cos/sin (for the position):
+ * the slot, the position, the K row (read for every token, written or
+ * not: it no longer waits for the slot and position), the weights.  The sum
+ * of squares is the reference's: exact squares added in double in dim
+ * order; a shuffle tree where the row's exponent span makes every partial
+ * sum exact (any order, the same bits), else every lane of the token walks
+ * its 128 values in shared memory in the reference's order (the same
+ * addresses: broadcast reads), so each lane has rrms without an exchange.
+ * Skipped tokens (slot < 0, (pos + 1) % c != 0) still take part in the
+ * shuffles and store nothing. */
 #include "indexer_common.h"
 
 namespace {
@@ -25,26 +30,51 @@ struct ks_args {
     const float *cs;
     long long T, nslots, ratio, page_bytes;
     float eps;
-    int rule, elem;
     layout l;
 };
 
+/* idxr::rope4 with its cos (c) and sin (s) pairs already loaded. */
+__device__ inline void rope2_cs(float x[4], float2 c, float2 s)
+{
+    const float cv[2] = {c.x, c.y}, sv[2] = {s.x, s.y};
+    for (int i = 0; i < 2; i++) {
+        const float e = x[2 * i], o = x[2 * i + 1];
+        x[2 * i] = round_bf16(__fsub_rn(__fmul_rn(e, cv[i]), __fmul_rn(o, sv[i])));
+        x[2 * i + 1] = round_bf16(__fadd_rn(__fmul_rn(e, sv[i]), __fmul_rn(o, cv[i])));
+    }
+}
+
+/* RULE / ELEM (quant_rules.h numbering) fixed at compile time: one scale rule and one e2m1
+ * encoder in the kernel, not every one behind run-time switches. */
+template <int RULE, int ELEM>
 __global__ void __launch_bounds__(THREADS) kstore_kernel(ks_args a, uint8_t *__restrict__ cache)
 {
     __shared__ float xs[TOK_PER_BLOCK][D];
-    __shared__ float rr[TOK_PER_BLOCK];
     const int row = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, d0 = 4 * lane;
     const long long t = (long long)blockIdx.x * TOK_PER_BLOCK + row;
     long long slot = -1, pos = 0;
+    uint2 u = make_uint2(0, 0);
     if (t < a.T) {
         slot = a.slots[t];
         pos = a.pos[t];
+        u = *reinterpret_cast<const uint2 *>(a.k + t * D + d0); /* every token's row: no wait on slot, pos */
     }
-    /* docs/semantics/indexer.md Q4.1 step 1: slot < 0 skips; only (pos + 1) % c == 0 writes */
-    const bool active = t < a.T && slot >= 0 && (pos + 1) % a.ratio == 0;
+    const uint2 wu = *reinterpret_cast<const uint2 *>(a.w + d0); /* the 4 weights, one 8-byte read */
+    /* docs/semantics/indexer.md Q4.1 step 1: slot < 0 skips; only (pos + 1) % c == 0 writes.  One
+     * division (32 bits where it fits): (pos + 1) % c == 0 is pos % c == c - 1, or == -1 for a
+     * negative pos (C's truncating %), and the group start (pos // c) * c (step 3) is q * c. */
+    long long rem;
+    const long long grp = div_fast(pos, a.ratio, &rem) * a.ratio;
+    const bool active = t < a.T && slot >= 0 && (rem == a.ratio - 1 || rem == -1);
+    const bool rope = d0 >= D - ROPE && active;
+    float2 c2 = make_float2(0, 0), s2 = c2;
+    if (rope) { /* cos | sin of pairs k0, k0 + 1 (k0 even: 8-byte reads) at the group start */
+        const float *csrow = a.cs + grp * ROPE + (d0 - (D - ROPE)) / 2;
+        c2 = *reinterpret_cast<const float2 *>(csrow);
+        s2 = *reinterpret_cast<const float2 *>(csrow + ROPE / 2);
+    }
     float x[4] = {0, 0, 0, 0};
     if (active) {
-        const uint2 u = *reinterpret_cast<const uint2 *>(a.k + t * D + d0);
         x[0] = dsv4q_float(u.x << 16), x[1] = dsv4q_float(u.x & 0xFFFF0000u);
         x[2] = dsv4q_float(u.y << 16), x[3] = dsv4q_float(u.y & 0xFFFF0000u);
     }
@@ -53,7 +83,7 @@ __global__ void __launch_bounds__(THREADS) kstore_kernel(ks_args a, uint8_t *__r
      * significands; when the row's bits span (top bit of the largest square + 8 for the 128-term carry,
      * down to the lowest possible bit of the smallest) fits in 53, every partial sum in any order is
      * exact, so a 5-step shuffle tree gives the reference's bits.  Otherwise (a wide span, Inf or NaN)
-     * the row takes the reference's sequential sum on one lane. */
+     * the row takes the reference's sequential sum. */
     double part = 0;
     int hi = -100000, lo = 100000, special = 0;
     for (int i = 0; i < 4; i++) {
@@ -72,31 +102,27 @@ __global__ void __launch_bounds__(THREADS) kstore_kernel(ks_args a, uint8_t *__r
         lo = min(lo, __shfl_xor(lo, off));
         special |= __shfl_xor(special, off);
     }
+    /* the same on every lane of the token (the xor tree gives each lane the whole row's) */
     const bool exact = !special && (hi == -100000 || hi + 8 - lo <= 53);
-    for (int i = 0; i < 4; i++)
-        xs[row][d0 + i] = x[i];
-    __syncthreads();
-    if (lane == 0) {
-        double ss = part;
-        if (!exact) {
-            ss = 0;
-            for (int d = 0; d < D; d++)
-                ss = __dadd_rn(ss, __dmul_rn((double)xs[row][d], (double)xs[row][d]));
-        }
-        const float var = __double2float_rn(ss / D);
-        rr[row] = __double2float_rn(1.0 / sqrt((double)__fadd_rn(var, a.eps)));
+    double ss = part;
+    if (!exact) { /* the token's lanes only: one warp on NVIDIA, their half of a wave64 on AMD */
+        for (int i = 0; i < 4; i++)
+            xs[row][d0 + i] = x[i];
+        gpu_wave_sync();
+        ss = 0;
+        for (int d = 0; d < D; d++)
+            ss = __dadd_rn(ss, __dmul_rn((double)xs[row][d], (double)xs[row][d]));
     }
-    __syncthreads();
-    const float rrms = rr[row];
+    const float var = __double2float_rn(ss / D);
+    const float rrms = __double2float_rn(1.0 / sqrt((double)__fadd_rn(var, a.eps)));
+    const float wv[4] = {dsv4q_float(wu.x << 16), dsv4q_float(wu.x & 0xFFFF0000u), dsv4q_float(wu.y << 16),
+                         dsv4q_float(wu.y & 0xFFFF0000u)};
     for (int i = 0; i < 4; i++) /* kn = bf16(fl(fl(k * rrms) * w)) */
-        x[i] = round_bf16(__fmul_rn(__fmul_rn(x[i], rrms), dsv4q_float((uint32_t)a.w[d0 + i] << 16)));
-    if (d0 >= D - ROPE && active) {
-        /* GPT-J RoPE at the group's first position (pos // c) * c (docs/semantics/indexer.md Q4.1 step 3) */
-        const long long g = (pos / a.ratio) * a.ratio;
-        rope4(x, a.cs + g * ROPE, (d0 - (D - ROPE)) / 2);
-    }
+        x[i] = round_bf16(__fmul_rn(__fmul_rn(x[i], rrms), wv[i]));
+    if (rope) /* GPT-J RoPE at the group's first position (pos // c) * c (docs/semantics/indexer.md Q4.1 step 3) */
+        rope2_cs(x, c2, s2);
     uint8_t sb;
-    const uint32_t w = quant4(x, a.rule, a.elem, &sb); /* all lanes: full-mask shuffles */
+    const uint32_t w = quant4(x, RULE, ELEM, &sb); /* all lanes: full-mask shuffles */
     if (!active)
         return;
     uint8_t *pg = cache + (slot / a.l.P) * a.page_bytes;
@@ -174,9 +200,11 @@ hipError_t ks_launch(const dsv4_hip_call *c, hipStream_t stream)
         return hipSuccess;
     ks_args a = {(const uint16_t *)c->din[s.k], (const uint16_t *)c->din[s.w], (const int64_t *)c->din[s.pos],
                  (const int64_t *)c->din[s.slots], (const float *)c->din[s.cs], T, c->out[s.out].shape[0] * s.P,
-                 s.ratio, s.P * ENTRY, (float)s.eps, quant_rule(c->variant), quant_elem(c->variant), l};
-    hipLaunchKernelGGL(kstore_kernel, dim3(grid_for(T, TOK_PER_BLOCK)), dim3(THREADS), 0, stream, a,
-                       (uint8_t *)c->dout[s.out]);
+                 s.ratio, s.P * ENTRY, (float)s.eps, l};
+    /* the two variants' (rule, encoder) pairs (indexer_common.h quant_rule, quant_elem) */
+    auto kernel = c->variant == 1 ? kstore_kernel<DSV4Q_FP4_CEIL_F32LOG2, DSV4Q_ELEM_THRESHOLD>
+                                  : kstore_kernel<DSV4Q_FP4_CEIL, DSV4Q_ELEM_RNE>;
+    hipLaunchKernelGGL(kernel, dim3(grid_for(T, TOK_PER_BLOCK)), dim3(THREADS), 0, stream, a, (uint8_t *)c->dout[s.out]);
     return hipGetLastError();
 }
 

@@ -8,13 +8,12 @@
 
 /* v[0..7] are lanes 2k0 .. 2k0+7 of the rope part; cs_row = cos | sin of
  * rope_dim lanes (half = rope_dim / 2) [S15].  forward: e c - o s, e s + o c;
- * inverse: e c + o s, o c - e s (docs/semantics/attention.md A9.1). */
-__device__ inline void rope4(float v[8], const float *cs_row, int half, int k0, int forward)
+ * inverse: e c + o s, o c - e s (docs/semantics/attention.md A9.1).
+ * rope4_cs is the rotation itself, the four cos (c4) and four sin (s4) of
+ * the lane's pairs already loaded (for a caller that issues those loads
+ * early, before its other reads return); rope4 loads them from cs_row. */
+__device__ inline void rope4_cs(float v[8], float4 c4, float4 s4, int forward)
 {
-    /* k0 and half are multiples of 4 and the rows 16-byte aligned at every
-     * caller: one 16-byte load each for the four cos and the four sin */
-    const float4 c4 = *reinterpret_cast<const float4 *>(cs_row + k0);
-    const float4 s4 = *reinterpret_cast<const float4 *>(cs_row + half + k0);
     const float cv[4] = {c4.x, c4.y, c4.z, c4.w}, sv[4] = {s4.x, s4.y, s4.z, s4.w};
     for (int i = 0; i < 4; i++) {
         const float c = cv[i], s = sv[i];
@@ -23,6 +22,14 @@ __device__ inline void rope4(float v[8], const float *cs_row, int half, int k0, 
         v[2 * i] = forward ? __fsub_rn(ec, os) : __fadd_rn(ec, os);
         v[2 * i + 1] = forward ? __fadd_rn(es, oc) : __fsub_rn(oc, es);
     }
+}
+
+__device__ inline void rope4(float v[8], const float *cs_row, int half, int k0, int forward)
+{
+    /* k0 and half are multiples of 4 and the rows 16-byte aligned at every
+     * caller: one 16-byte load each for the four cos and the four sin */
+    rope4_cs(v, *reinterpret_cast<const float4 *>(cs_row + k0), *reinterpret_cast<const float4 *>(cs_row + half + k0),
+             forward);
 }
 
 #endif
