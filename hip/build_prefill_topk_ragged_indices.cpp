@@ -16,7 +16,7 @@
  *     block scan gives each thread's rank, the rest of a wider row is
  *     counted in further passes; after the look-back the survivors are
  *     stored in column order (the rest by idx::block_compact).
- * More than FUSED_MAX_ROWS rows (a status word a row) take the chains:
+ * More than FUSED_MAX_ROWS rows take the chains (faster there, see below):
  *   invalid=-1: 1. one block: lengths computed and scanned into indptr;
  *     2. one block per row: the first cap columns, -1 for rejected entries.
  *   invalid=drop: 1. one block per row: its count into indptr[i + 1];
@@ -32,8 +32,11 @@ const char *const variants[] = {"default", "invalid=drop", NULL};
 enum { V_KEEP = 0, V_DROP = 1 };
 enum { ROW_THREADS = 256 };
 /* 8 entries a thread in registers; the look-back reads 64 predecessors a
- * round (rows start in ticket order); 2^22 rows are 32 MiB of status words. */
-enum { FUSED_ITEMS = 8, FUSED_CHUNK = FUSED_ITEMS * ROW_THREADS, FUSED_WINDOW = 64, FUSED_MAX_ROWS = 1 << 22 };
+ * round (rows start in ticket order).  FUSED_MAX_ROWS: the one launch for
+ * small calls only; at 8192 rows (Wk 2048) the H200 ran it in 0.119 ms
+ * against the chain's 0.071 (a block a row at one block an SM puts too few
+ * rows in flight), as compute_global_topk_ragged_indices_and_indptr. */
+enum { FUSED_ITEMS = 8, FUSED_CHUNK = FUSED_ITEMS * ROW_THREADS, FUSED_WINDOW = 64, FUSED_MAX_ROWS = 2048 };
 
 struct pf_dev {
     const int32_t *topk;
