@@ -161,6 +161,55 @@ __device__ inline void decode_chunk(const uint8_t *row, const uint8_t *scl, int 
     }
 }
 
+/* The pre-decode's unit (decode_rows_kernel): a record as 64 items of 16
+ * output bytes, items 0..55 the NoPE chunks of decode_chunk (8 fp8 bytes
+ * and their block's scale byte), items 56..63 eight RoPE lanes each (two
+ * 8-byte loads: the page stride B*584 is a multiple of 8, not of 16); item
+ * it fills lanes 8 it .. 8 it + 7.  fetch_item only loads (zeros for a NULL
+ * row), put_item decodes and stores with decode_chunk's rules: the same
+ * bits, a thread's loads all in flight before its first decode and one
+ * 16-byte store an item. */
+constexpr int ITEMS = D / 8;
+
+struct rec_item {
+    uint2 a, b; /* NoPE: a the codes, b.x the scale byte; RoPE: a, b the eight bf16 lanes */
+};
+
+__device__ inline rec_item fetch_item(const uint8_t *row, const uint8_t *scl, int it)
+{
+    rec_item r = {make_uint2(0, 0), make_uint2(0, 0)};
+    if (row) {
+        if (it < NOPE_CH) {
+            r.a = reinterpret_cast<const uint2 *>(row)[it];
+            r.b.x = scl[it / 8]; /* block of dims 8it.. = 64 * (it/8).. */
+        } else {
+            const uint2 *w = reinterpret_cast<const uint2 *>(row + NOPE) + 2 * (it - NOPE_CH);
+            r.a = w[0];
+            r.b = w[1];
+        }
+    }
+    return r;
+}
+
+__device__ inline void put_item(const rec_item &r, int fz, int it, uint4 *dst)
+{
+    uint4 v;
+    if (it < NOPE_CH) {
+        const float sc = e8m0_to_f32(r.b.x);
+        uint32_t h[8];
+#ifdef DSV4Q_HW_E4M3
+        decode8_hw(r.a, sc, fz, h);
+#else
+        decode8_int(r.a, sc, fz, h);
+#endif
+        v = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+    } else { /* NaN lanes become 0, as decode_chunk's */
+        v = make_uint4(scrub(r.a.x & 0xFFFFu) | scrub(r.a.x >> 16) << 16, scrub(r.a.y & 0xFFFFu) | scrub(r.a.y >> 16) << 16,
+                       scrub(r.b.x & 0xFFFFu) | scrub(r.b.x >> 16) << 16, scrub(r.b.y & 0xFFFFu) | scrub(r.b.y >> 16) << 16);
+    }
+    dst[it] = v; /* lanes 8 it .. 8 it + 7 */
+}
+
 /* Source of key rows, ragged form over one or two paged fp8_ds_mla caches
  * (main, extra): entries indices[indptr[t] .. indptr[t+1]) of main then of
  * extra; slot valid iff 0 <= slot < pages * B (docs/semantics/attention.md A8.2 [S9]). */
@@ -253,6 +302,9 @@ struct decoded_src {
 /* Every valid entry of the paged source decoded once into rows (the
  * attention blocks of a token's HG-head groups then share it instead of
  * decoding it again each).  Grid (ceil(max_n / KT), T) of NT threads. */
+constexpr int DEC_PER = KT * ITEMS / NT; /* items a thread */
+static_assert(KT * ITEMS % NT == 0, "whole items a thread");
+
 template <typename Src> /* paged_src; a template so that only its users instantiate it */
 __global__ void __launch_bounds__(NT) decode_rows_kernel(Src src, decoded_src dst, uint16_t *rows)
 {
@@ -269,10 +321,20 @@ __global__ void __launch_bounds__(NT) decode_rows_kernel(Src src, decoded_src ds
     }
     __syncthreads();
     const long long first = dst.offset(t) + j0;
-    for (int c = threadIdx.x; c < KT * RECORD_CHUNKS; c += NT) {
-        const int key = c / RECORD_CHUNKS, ch = c % RECORD_CHUNKS;
-        if (row[key]) /* invalid and past-the-end entries are never read */
-            decode_chunk(row[key], scl[key], fnuz[key], ch, rows + (first + key) * D);
+    /* every load of this thread's DEC_PER items first, then the decodes and
+     * stores: the stores may alias the loads as far as the compiler knows,
+     * so a load-decode-store loop kept one load in flight */
+    rec_item in[DEC_PER];
+#pragma unroll
+    for (int i = 0; i < DEC_PER; i++) {
+        const int c = threadIdx.x + i * NT, key = c / ITEMS;
+        in[i] = fetch_item(row[key], scl[key], c % ITEMS); /* invalid, past-the-end: NULL, never read */
+    }
+#pragma unroll
+    for (int i = 0; i < DEC_PER; i++) {
+        const int c = threadIdx.x + i * NT, key = c / ITEMS;
+        if (row[key])
+            put_item(in[i], fnuz[key], c % ITEMS, reinterpret_cast<uint4 *>(rows + (first + key) * D));
     }
 }
 
