@@ -52,6 +52,12 @@
 #define hipEventRecord cudaEventRecord
 #define hipEventSynchronize cudaEventSynchronize
 #define hipEventElapsedTime cudaEventElapsedTime
+#define hipDeviceGetAttribute cudaDeviceGetAttribute
+#define hipDeviceAttributeComputeCapabilityMajor cudaDevAttrComputeCapabilityMajor
+#define hipDeviceAttributeSharedMemPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
+/* more than 48 KiB of dynamic shared memory a block is opt-in, per kernel */
+#define hipFuncSetAttribute cudaFuncSetAttribute
+#define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 #define hipLaunchKernelGGL(kernel, grid, block, shmem, stream, ...) \
     kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
 /* CUDA declares the mask-less __shfl_xor only for sm < 70; every lane of
@@ -125,6 +131,28 @@ __device__ inline void gpu_store_relaxed_u64(unsigned long long *p, unsigned lon
     __hip_atomic_store(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
 }
 #endif
+
+/* 16 bytes from global to shared memory without a register stage: on
+ * NVIDIA sm_80+ cp.async (L2 only, .cg), zero-filled without reading src
+ * where !fill (src must still be a valid address); elsewhere a plain copy.
+ * gpu_async_wait_all: this thread's copies have landed; a barrier after it
+ * makes every thread's visible to the block.  Both addresses 16-byte aligned. */
+__device__ inline void gpu_async_copy16(void *dst, const void *src, bool fill)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" : : "r"(d), "l"(src), "r"(fill ? 16 : 0) : "memory");
+#else
+    *reinterpret_cast<uint4 *>(dst) = fill ? *reinterpret_cast<const uint4 *>(src) : make_uint4(0, 0, 0, 0);
+#endif
+}
+
+__device__ inline void gpu_async_wait_all()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;" : : : "memory");
+#endif
+}
 
 /* Worst case over AMD (wave64) and NVIDIA (warp32): 1024 threads / 32. */
 #define GPU_MAX_WARPS 32

@@ -18,7 +18,9 @@
  * the wave must call, with the same arguments (no divergence).  For
  * register blocking, load_frag_a / load_frag_b take one operand tile into
  * a fragment (A row-major, B as rows of its transpose; there lda, ldb
- * multiples of 8 and bases 16-byte aligned) and mma_frag multiplies two. 
+ * multiples of 8 and bases 16-byte aligned), load_frag_b_kn a row-major B
+ * tile (value rows for P V, same alignment) into the same B fragment, and
+ * mma_frag multiplies two.
  *
  * The products are exact in fp32 (bf16 x bf16) and the sums are fp32 in
  * the unit's order: within the fp32 dot terms of the kernels' bounds
@@ -109,6 +111,15 @@ __device__ inline void load_frag_b(frag_b &f, const uint16_t *b, int ldb) { load
 
 __device__ inline void mma_frag(acc16 &c, const frag_a &a, const frag_b &b) { mfma(c, a.v, b.v); }
 
+/* A row-major B tile (element (k, n) at b[k * ldb + n]): lane l gathers
+ * column l % 16, k = 4 (l / 16) .. + 3, as mma_kn. */
+__device__ inline void load_frag_b_kn(frag_b &f, const uint16_t *b, int ldb)
+{
+    const int lane = threadIdx.x % WAVE, r = lane & 15, k = 4 * (lane >> 4);
+    for (int i = 0; i < 4; i++)
+        f.v[i] = (short)b[(k + i) * ldb + r];
+}
+
 __device__ inline void mma_kn(acc16 &c, const uint16_t *a, int lda, const uint16_t *b, int ldb)
 {
     const int lane = threadIdx.x % WAVE, r = lane & 15, k = 4 * (lane >> 4);
@@ -171,6 +182,18 @@ __device__ inline void ldmatrix4(uint32_t (&r)[4], const uint16_t *row)
                  : "r"(addr));
 }
 
+/* The same with .trans: lane T receives, of the 8 x 8 submatrix whose rows
+ * the lanes name, the elements (2 (T % 4), T / 4) and (2 (T % 4) + 1, T / 4):
+ * of a row-major [k][n] submatrix that is k = 2 tq, 2 tq + 1 at n = g, the
+ * m16n8k16 B register. */
+__device__ inline void ldmatrix4_trans(uint32_t (&r)[4], const uint16_t *row)
+{
+    const unsigned addr = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
 /* Submatrices (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15) = a[0..3]. */
 __device__ inline void load_frag_a(frag_a &f, const uint16_t *a, int lda)
 {
@@ -183,6 +206,16 @@ __device__ inline void load_frag_b(frag_b &f, const uint16_t *b, int ldb)
 {
     const int lane = threadIdx.x % WAVE;
     ldmatrix4(f.v, b + ((lane & 7) + 8 * (lane >> 4)) * ldb + 8 * ((lane >> 3) & 1));
+}
+
+/* A row-major B tile (element (k, n) at b[k * ldb + n]), transposed by
+ * ldmatrix: submatrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15),
+ * (k 8-15, n 8-15) = b[0][0], b[0][1], b[1][0], b[1][1], the order of
+ * load_frag_b.  One instruction where mma_kn gathers eight halves. */
+__device__ inline void load_frag_b_kn(frag_b &f, const uint16_t *b, int ldb)
+{
+    const int lane = threadIdx.x % WAVE;
+    ldmatrix4_trans(f.v, b + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ldb + 8 * (lane >> 4));
 }
 
 __device__ inline void mma_frag(acc16 &c, const frag_a &a, const frag_b &b)
@@ -244,17 +277,22 @@ __device__ inline void mma_kn(acc16 &c, const uint16_t *a, int lda, const uint16
     mma_strided(c, a, lda, b, 1, ldb);
 }
 
-/* Fragments of the fallback: where the tile is (the lanes read it in
- * mma_frag, so it must stay in place until then). */
+/* Fragments of the fallback: where the tile is and its strides (the lanes
+ * read it in mma_frag, so it must stay in place until then); element
+ * (row or n, k) at p[i * ns + k * ks]. */
 struct frag_a {
     const uint16_t *p;
-    int ld;
+    int ns, ks;
 };
 typedef frag_a frag_b;
 
-__device__ inline void load_frag_a(frag_a &f, const uint16_t *a, int lda) { f.p = a, f.ld = lda; }
-__device__ inline void load_frag_b(frag_b &f, const uint16_t *b, int ldb) { f.p = b, f.ld = ldb; }
-__device__ inline void mma_frag(acc16 &c, const frag_a &a, const frag_b &b) { mma_nk(c, a.p, a.ld, b.p, b.ld); }
+__device__ inline void load_frag_a(frag_a &f, const uint16_t *a, int lda) { f.p = a, f.ns = lda, f.ks = 1; }
+__device__ inline void load_frag_b(frag_b &f, const uint16_t *b, int ldb) { f.p = b, f.ns = ldb, f.ks = 1; }
+__device__ inline void load_frag_b_kn(frag_b &f, const uint16_t *b, int ldb) { f.p = b, f.ns = 1, f.ks = ldb; }
+__device__ inline void mma_frag(acc16 &c, const frag_a &a, const frag_b &b)
+{
+    mma_strided(c, a.p, a.ns, b.p, b.ns, b.ks);
+}
 #endif
 
 } // namespace mma

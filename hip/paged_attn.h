@@ -129,7 +129,7 @@ static hipError_t launch(const names &nm, const dsv4_hip_call *c, hipStream_t st
         return sattn::attn_launch(src, c->din[s.q], c->din[s.sink], s.T, s.H, s.scale, max_n, c->dout[s.out],
                                   stream);
     uint8_t *scratch;
-    hipError_t e = dsv4_hip_scratch(rows_bytes + sattn::part_bytes(s.T, s.H, max_n), (void **)&scratch);
+    hipError_t e = dsv4_hip_scratch(rows_bytes + sattn::part_bytes(s.T, s.H, max_n, sattn::decoded_src::BF16_ROWS), (void **)&scratch);
     if (e != hipSuccess)
         return e;
     sattn::decoded_src dec = {src, (const uint16_t *)scratch};

@@ -24,7 +24,14 @@
  * output bf16 RNE.  A launch of few (token, head group) blocks (decode)
  * splits each token's entries over up to 16 blocks, tile-aligned, and
  * merges their (m, l, acc) partials in split order: the split-K form of
- * docs/semantics/attention.md A8.4. */
+ * docs/semantics/attention.md A8.4.
+ *
+ * On NVIDIA (sm_80+ with 227 KiB of opt-in shared memory: the H100 / H200)
+ * launches with H >= 64 over bf16 rows take the wide form below instead
+ * (attn_wide_kernel): 512 threads per (token, 64 heads), 64-key tiles
+ * double-buffered by cp.async, three barriers a tile; DSV4_HIP_ATTN_WIDE=0
+ * forces the form above, =1 the wide form for any H.  AMD (64 KiB of LDS
+ * a workgroup on gfx942) and the fused paged source keep the form above. */
 #ifndef DSV4_HIP_SPARSE_ATTN_H
 #define DSV4_HIP_SPARSE_ATTN_H
 
@@ -154,6 +161,55 @@ __device__ inline void decode_chunk(const uint8_t *row, const uint8_t *scl, int 
     }
 }
 
+/* The pre-decode's unit (decode_rows_kernel): a record as 64 items of 16
+ * output bytes, items 0..55 the NoPE chunks of decode_chunk (8 fp8 bytes
+ * and their block's scale byte), items 56..63 eight RoPE lanes each (two
+ * 8-byte loads: the page stride B*584 is a multiple of 8, not of 16); item
+ * it fills lanes 8 it .. 8 it + 7.  fetch_item only loads (zeros for a NULL
+ * row), put_item decodes and stores with decode_chunk's rules: the same
+ * bits, a thread's loads all in flight before its first decode and one
+ * 16-byte store an item. */
+constexpr int ITEMS = D / 8;
+
+struct rec_item {
+    uint2 a, b; /* NoPE: a the codes, b.x the scale byte; RoPE: a, b the eight bf16 lanes */
+};
+
+__device__ inline rec_item fetch_item(const uint8_t *row, const uint8_t *scl, int it)
+{
+    rec_item r = {make_uint2(0, 0), make_uint2(0, 0)};
+    if (row) {
+        if (it < NOPE_CH) {
+            r.a = reinterpret_cast<const uint2 *>(row)[it];
+            r.b.x = scl[it / 8]; /* block of dims 8it.. = 64 * (it/8).. */
+        } else {
+            const uint2 *w = reinterpret_cast<const uint2 *>(row + NOPE) + 2 * (it - NOPE_CH);
+            r.a = w[0];
+            r.b = w[1];
+        }
+    }
+    return r;
+}
+
+__device__ inline void put_item(const rec_item &r, int fz, int it, uint4 *dst)
+{
+    uint4 v;
+    if (it < NOPE_CH) {
+        const float sc = e8m0_to_f32(r.b.x);
+        uint32_t h[8];
+#ifdef DSV4Q_HW_E4M3
+        decode8_hw(r.a, sc, fz, h);
+#else
+        decode8_int(r.a, sc, fz, h);
+#endif
+        v = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+    } else { /* NaN lanes become 0, as decode_chunk's */
+        v = make_uint4(scrub(r.a.x & 0xFFFFu) | scrub(r.a.x >> 16) << 16, scrub(r.a.y & 0xFFFFu) | scrub(r.a.y >> 16) << 16,
+                       scrub(r.b.x & 0xFFFFu) | scrub(r.b.x >> 16) << 16, scrub(r.b.y & 0xFFFFu) | scrub(r.b.y >> 16) << 16);
+    }
+    dst[it] = v; /* lanes 8 it .. 8 it + 7 */
+}
+
 /* Source of key rows, ragged form over one or two paged fp8_ds_mla caches
  * (main, extra): entries indices[indptr[t] .. indptr[t+1]) of main then of
  * extra; slot valid iff 0 <= slot < pages * B (docs/semantics/attention.md A8.2 [S9]). */
@@ -246,6 +302,9 @@ struct decoded_src {
 /* Every valid entry of the paged source decoded once into rows (the
  * attention blocks of a token's HG-head groups then share it instead of
  * decoding it again each).  Grid (ceil(max_n / KT), T) of NT threads. */
+constexpr int DEC_PER = KT * ITEMS / NT; /* items a thread */
+static_assert(KT * ITEMS % NT == 0, "whole items a thread");
+
 template <typename Src> /* paged_src; a template so that only its users instantiate it */
 __global__ void __launch_bounds__(NT) decode_rows_kernel(Src src, decoded_src dst, uint16_t *rows)
 {
@@ -262,10 +321,20 @@ __global__ void __launch_bounds__(NT) decode_rows_kernel(Src src, decoded_src ds
     }
     __syncthreads();
     const long long first = dst.offset(t) + j0;
-    for (int c = threadIdx.x; c < KT * RECORD_CHUNKS; c += NT) {
-        const int key = c / RECORD_CHUNKS, ch = c % RECORD_CHUNKS;
-        if (row[key]) /* invalid and past-the-end entries are never read */
-            decode_chunk(row[key], scl[key], fnuz[key], ch, rows + (first + key) * D);
+    /* every load of this thread's DEC_PER items first, then the decodes and
+     * stores: the stores may alias the loads as far as the compiler knows,
+     * so a load-decode-store loop kept one load in flight */
+    rec_item in[DEC_PER];
+#pragma unroll
+    for (int i = 0; i < DEC_PER; i++) {
+        const int c = threadIdx.x + i * NT, key = c / ITEMS;
+        in[i] = fetch_item(row[key], scl[key], c % ITEMS); /* invalid, past-the-end: NULL, never read */
+    }
+#pragma unroll
+    for (int i = 0; i < DEC_PER; i++) {
+        const int c = threadIdx.x + i * NT, key = c / ITEMS;
+        if (row[key])
+            put_item(in[i], fnuz[key], c % ITEMS, reinterpret_cast<uint4 *>(rows + (first + key) * D));
     }
 }
 
@@ -490,33 +559,357 @@ static __global__ void __launch_bounds__(NT) combine_kernel(const float *__restr
     }
 }
 
-/* How many key splits a launch of `tiles` (token, head group) blocks uses,
- * for rows of at most max_n entries: enough blocks to fill the device
- * (about SPLIT_TARGET in flight) and at least MIN_SPLIT_TILES tiles of keys
- * per split; from the shapes only, so a case rounds the same way on every
- * device.  DSV4_HIP_ATTN_SPLITS (1..16) overrides it, for tuning. */
-constexpr long long SPLIT_TARGET = 1024, MIN_SPLIT_TILES = 8;
+/* The wide form (NVIDIA sm_80+ with WIDE_SMEM bytes of opt-in shared
+ * memory a block: the H200's 227 KiB; AMD gfx942 has 64 KiB of LDS a
+ * workgroup, so AMD keeps the form above).  One 512-thread block per
+ * (token, group of HW = 64 heads, split) walks the entries in tiles of
+ * KW = 64 keys: each key row is read from L2 once per token per 64 heads
+ * (the form above: once per 16), and a tile is 64 x 64 scores and a
+ * 64 x 64 x 512 P.V, 16x the products of a 16-key tile of 16 heads,
+ * between three barriers (there four).  The tile after this one is copied
+ * into the other half of a double buffer by cp.async while this one is
+ * computed (no register stage: the 64 heads' fp32 accumulators, 64 a
+ * thread, take the registers).  Per tile:
+ *   scores: warp w owns the 16 x 16 tile (heads 16 (w / 4), keys 16 (w % 4))
+ *     over all 512 lanes (one product chain, lanes in order), x scale, -inf
+ *     for invalid keys, to sm.s;
+ *   softmax: 8 threads a head, 8 keys each (keys 4i..4i+3, 32+4i..), the
+ *     tile max and the p sum by in-thread order then a fixed xor tree;
+ *   P.V: warp w owns output columns 32w..32w+31 of all 64 heads (4 x 2 tiles
+ *     of 16 x 16, 64 accumulators a lane), rescaled by alpha, then
+ *     P (ldmatrix) x V (ldmatrix.trans) over the tile's 64 keys.
+ * Same rounding points as the form above (docs/semantics/attention.md A8.3:
+ * fp32 dot x scale, bf16 p, l over fp32 p, sink merge at the end); only the
+ * order of each fp32 dot and the key blocks of the online softmax differ,
+ * both inside the bound ("Error bound of the attention output": online
+ * softmax in key blocks of any size, any dot order).  Every order is fixed:
+ * reruns are bitwise identical.  Heads past H in the last group (H not a
+ * multiple of 64) run on zero queries and are never stored.  Split-K: the
+ * partials in the 16-head layout of PART, merged by combine_kernel. */
+#if defined(__CUDACC__) && !defined(__HIP__)
+#define DSV4_ATTN_WIDE 1
+constexpr int HW = 64;                 /* heads per block */
+constexpr int KW = 64;                 /* keys per tile */
+constexpr int NTW = 512;               /* threads per block: 16 warps of 32 */
+constexpr int NWW = NTW / 32;
+constexpr int SROW = KW + 8;           /* fp32 score row stride: float2 stores of a half warp conflict-free */
+constexpr int PWROW = KW + 8;          /* bf16 p row stride: 144 bytes, ldmatrix rows conflict-free */
+constexpr int CPW = D / NWW;           /* P.V output columns per warp */
+constexpr int MTW = HW / 16, NTLW = CPW / 16;
+constexpr int LPR = NTW / KW;          /* copy threads per key row (and per q row) */
+constexpr int CHW = (D / 8) / LPR;     /* 16-byte chunks a copy thread moves per row */
 
-inline int split_count(long long blocks, long long max_n)
+static_assert(mma::WAVE == 32, "the wide form is the NVIDIA warp layout");
+static_assert(NWW == (HW / 16) * (KW / 16), "one 16 x 16 score tile a warp");
+static_assert(HW == KW && NTW == HW * LPR, "the copy mapping: LPR threads a row of q and of the key tile");
+static_assert(NTW == HW * 8 && KW == 64, "softmax mapping: 8 threads a head, keys 4i.. and 32 + 4i..");
+
+struct __align__(16) wide_smem_t {
+    uint16_t q[HW][ROW];       /* the group's queries, bf16 */
+    uint16_t k[2][KW][ROW];    /* the double-buffered key tile (zero rows for invalid entries) */
+    float s[HW][SROW];         /* scaled scores, -inf for invalid keys */
+    uint16_t p[HW][PWROW];     /* bf16-rounded probabilities */
+    float alpha[HW], m[HW], l[HW];
+    int valid[2][KW];          /* the buffer's key is valid */
+};
+constexpr size_t WIDE_SMEM = sizeof(wide_smem_t);
+static_assert(WIDE_SMEM <= 232448, "the H100 / H200 opt-in limit, 227 KiB");
+
+/* Copy thread tid's share of a 512-lane bf16 row into dst (a shared row):
+ * chunks tid % LPR + LPR i, zeros where row is NULL. */
+__device__ inline void copy_row(uint16_t *dst, const uint8_t *row, const void *any)
+{
+    const int c0 = threadIdx.x % LPR;
+#pragma unroll
+    for (int i = 0; i < CHW; i++) {
+        const int ch = c0 + LPR * i;
+        gpu_async_copy16(dst + ch * 8, row ? row + ch * 16 : any, row != nullptr);
+    }
+}
+
+template <typename Src>
+__global__ void __launch_bounds__(NTW, 1) attn_wide_kernel(Src src, const uint16_t *__restrict__ q,
+                                                           const float *__restrict__ sink, long long H,
+                                                           int wgroups, int groups, int splits, float scale,
+                                                           uint16_t *__restrict__ out, float *__restrict__ part)
+{
+    extern __shared__ __align__(16) unsigned char wide_raw[];
+    wide_smem_t &sm = *reinterpret_cast<wide_smem_t *>(wide_raw);
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const long long tg = blockIdx.x / splits;
+    const int split = blockIdx.x % splits;
+    const long long t = tg / wgroups;
+    const long long h0 = (long long)(tg % wgroups) * HW;
+    const int nh = H - h0 < HW ? (int)(H - h0) : HW;
+    const int crow = tid / LPR; /* the q row and key row this thread copies */
+
+    /* the group's q rows (heads past H: zeros) */
+    copy_row(sm.q[crow], crow < nh ? reinterpret_cast<const uint8_t *>(q + (t * H + h0 + crow) * D) : nullptr, q);
+
+    const long long count = src.count(t);
+    const long long per = ((count + KW - 1) / KW + splits - 1) / splits * KW;
+    const long long jb = split * per, n = count < jb + per ? count : jb + per;
+    auto row_at = [&](long long j) -> const uint8_t * { return j < n ? src.row_ptr(t, j) : nullptr; };
+    /* one tile's copies into buffer b: this thread's share of key row crow */
+    auto issue = [&](int b, const uint8_t *row) {
+        copy_row(sm.k[b][crow], row, q);
+        if (tid % LPR == 0)
+            sm.valid[b][crow] = row != nullptr;
+    };
+    const uint8_t *nxt = nullptr; /* this thread's key row of the tile after the one in flight */
+    if (jb < n) {
+        issue(0, row_at(jb + crow));
+        nxt = row_at(jb + KW + crow);
+    }
+
+    /* softmax mapping: head sh, keys 4 si .. + 3 and 32 + 4 si .. + 3; m and l
+     * replicated over the head's 8 threads */
+    const int sh = tid / 8, si = tid % 8;
+    float m_run = NEG_INIT, l_run = 0.0f;
+    const int c0 = CPW * warp; /* P.V: output columns c0 .. c0 + CPW - 1 of all HW heads */
+    mma::acc16 acc[MTW][NTLW];
+#pragma unroll
+    for (int mt = 0; mt < MTW; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NTLW; nt++)
+            mma::zero(acc[mt][nt]);
+
+    int b = 0;
+    for (long long j0 = jb; j0 < n; j0 += KW, b ^= 1) {
+        gpu_async_wait_all();
+        /* tile j0 (and q) landed everywhere; the previous tile's P.V is done,
+         * so buffer b ^ 1, sm.p and sm.alpha are free */
+        __syncthreads();
+        if (j0 + KW < n) {
+            issue(b ^ 1, nxt); /* lands while this tile is computed */
+            nxt = row_at(j0 + 2 * KW + crow);
+        }
+
+        /* scores: tl.dot in fp32, then x scale (docs/semantics/attention.md A8.3 [S9]) */
+        {
+            const int hb = 16 * (warp / (KW / 16)), kb = 16 * (warp % (KW / 16));
+            mma::acc16 sc;
+            mma::zero(sc);
+#pragma unroll 4
+            for (int k0 = 0; k0 < D; k0 += 16) {
+                mma::frag_a fa;
+                mma::frag_b fb;
+                mma::load_frag_a(fa, &sm.q[hb][k0], ROW);
+                mma::load_frag_b(fb, &sm.k[b][kb][k0], ROW);
+                mma::mma_frag(sc, fa, fb);
+            }
+#pragma unroll
+            for (int e = 0; e < mma::ACC; e += 2) { /* (e, e + 1): one row, adjacent keys */
+                const int h = hb + mma::acc_row(lane, e), k = kb + mma::acc_col(lane, e);
+                float2 v;
+                v.x = sm.valid[b][k] ? sc.v[e] * scale : -INFINITY;
+                v.y = sm.valid[b][k + 1] ? sc.v[e + 1] * scale : -INFINITY;
+                *reinterpret_cast<float2 *>(&sm.s[h][k]) = v;
+            }
+        }
+        __syncthreads();
+
+        /* online softmax of head sh over the tile's KW keys */
+        {
+            const float4 a = *reinterpret_cast<const float4 *>(&sm.s[sh][4 * si]);
+            const float4 c = *reinterpret_cast<const float4 *>(&sm.s[sh][32 + 4 * si]);
+            const float v[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
+            float mx = v[0];
+#pragma unroll
+            for (int i = 1; i < 8; i++)
+                mx = fmaxf(mx, v[i]);
+            for (int off = 4; off; off >>= 1) /* the head's 8 lanes, an aligned group */
+                mx = fmaxf(mx, __shfl_xor(mx, off));
+            const float m_new = fmaxf(m_run, mx);
+            float ps = 0.0f;
+            uint32_t pb[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const float p = expf(v[i] - m_new); /* invalid: e^-inf = 0 */
+                ps += p;
+                pb[i] = bf16_rne(p); /* p cast to bf16 before P.V [S9] */
+            }
+            for (int off = 4; off; off >>= 1) /* fixed order: bitwise identical reruns */
+                ps += __shfl_xor(ps, off);
+            const float alpha = expf(m_run - m_new);
+            l_run = l_run * alpha + ps; /* l sums the unrounded p [S9] */
+            m_run = m_new;
+            *reinterpret_cast<uint2 *>(&sm.p[sh][4 * si]) = make_uint2(pb[0] | pb[1] << 16, pb[2] | pb[3] << 16);
+            *reinterpret_cast<uint2 *>(&sm.p[sh][32 + 4 * si]) =
+                make_uint2(pb[4] | pb[5] << 16, pb[6] | pb[7] << 16);
+            if (si == 0)
+                sm.alpha[sh] = alpha;
+        }
+        __syncthreads();
+
+        /* P.V: rescale, then the tile's KW keys in steps of 16 */
+#pragma unroll
+        for (int mt = 0; mt < MTW; mt++)
+#pragma unroll
+            for (int e = 0; e < mma::ACC; e++) {
+                const float al = sm.alpha[16 * mt + mma::acc_row(lane, e)];
+#pragma unroll
+                for (int nt = 0; nt < NTLW; nt++)
+                    acc[mt][nt].v[e] *= al;
+            }
+#pragma unroll
+        for (int kk = 0; kk < KW; kk += 16) {
+            mma::frag_a fa[MTW];
+            mma::frag_b fb[NTLW];
+#pragma unroll
+            for (int mt = 0; mt < MTW; mt++)
+                mma::load_frag_a(fa[mt], &sm.p[16 * mt][kk], PWROW);
+#pragma unroll
+            for (int nt = 0; nt < NTLW; nt++)
+                mma::load_frag_b_kn(fb[nt], &sm.k[b][kk][c0 + 16 * nt], ROW);
+#pragma unroll
+            for (int mt = 0; mt < MTW; mt++)
+#pragma unroll
+                for (int nt = 0; nt < NTLW; nt++)
+                    mma::mma_frag(acc[mt][nt], fa[mt], fb[nt]);
+        }
+    }
+    gpu_async_wait_all(); /* an empty split's q copies */
+
+    if (splits > 1) { /* the partials of each 16-head group, combine_kernel's layout; heads past H skipped */
+        auto pbase = [&](int h) {
+            return part + ((t * groups + (h0 + h) / HG) * splits + split) * PART + ((h0 + h) % HG) * D;
+        };
+        if (si == 0 && h0 + sh < H) {
+            float *pb = part + ((t * groups + (h0 + sh) / HG) * splits + split) * PART + HG * D;
+            pb[(h0 + sh) % HG] = m_run;
+            pb[HG + (h0 + sh) % HG] = l_run;
+        }
+#pragma unroll
+        for (int mt = 0; mt < MTW; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NTLW; nt++)
+#pragma unroll
+                for (int e = 0; e < mma::ACC; e += 2) {
+                    const int h = 16 * mt + mma::acc_row(lane, e), col = c0 + 16 * nt + mma::acc_col(lane, e);
+                    if (h < nh)
+                        *reinterpret_cast<float2 *>(pbase(h) + col) =
+                            make_float2(acc[mt][nt].v[e], acc[mt][nt].v[e + 1]);
+                }
+        return;
+    }
+    if (si == 0) {
+        sm.m[sh] = m_run;
+        sm.l[sh] = l_run;
+    }
+    __syncthreads();
+    /* sink merge: the sink is in the denominator only (docs/semantics/attention.md A8.1, A8.3 [S9, S23]) */
+#pragma unroll
+    for (int mt = 0; mt < MTW; mt++)
+#pragma unroll
+        for (int e = 0; e < mma::ACC; e += 2) {
+            const int h = 16 * mt + mma::acc_row(lane, e);
+            if (h >= nh)
+                continue; /* heads past H: computed on zero queries, never stored */
+            const float m = sm.m[h], l = sm.l[h], sg = sink[h0 + h];
+            const float mf = fmaxf(m, sg);
+            const float alpha = expf(m - mf);
+            const float lf = l * alpha + expf(sg - mf);
+#pragma unroll
+            for (int nt = 0; nt < NTLW; nt++) {
+                float o0 = 0.0f, o1 = 0.0f; /* l_f <= 0: no key and no sink -> 0 (docs/semantics/attention.md A8.1) */
+                if (lf > 0.0f) {
+                    o0 = acc[mt][nt].v[e] * alpha / fmaxf(lf, 1e-30f);
+                    o1 = acc[mt][nt].v[e + 1] * alpha / fmaxf(lf, 1e-30f);
+                }
+                const int col = c0 + 16 * nt + mma::acc_col(lane, e);
+                *reinterpret_cast<uint32_t *>(out + (t * H + h0 + h) * D + col) = bf16_rne(o0) | bf16_rne(o1) << 16;
+            }
+        }
+}
+#endif
+
+/* How many key splits a launch of `blocks` (token, head group) blocks uses,
+ * for rows of at most max_n entries: enough blocks to fill the device
+ * (about `target` in flight) and at least MIN_SPLIT_TILES tiles of `kt`
+ * keys per split; from the shapes only, so a case rounds the same way on
+ * every device of a form.  DSV4_HIP_ATTN_SPLITS (1..16) overrides it, for
+ * tuning.  The form above: 16-key tiles, 1024 blocks (of 256 threads, two
+ * an SM); the wide form: 64-key tiles, 256 blocks (of 512 threads, one an
+ * SM: about two waves on the H200's 132 SMs). */
+constexpr long long SPLIT_TARGET = 1024, WIDE_SPLIT_TARGET = 256, MIN_SPLIT_TILES = 8, WIDE_MIN_SPLIT_TILES = 4;
+
+inline int split_count(long long blocks, long long max_n, long long target, long long kt, long long min_tiles)
 {
     const char *env = getenv("DSV4_HIP_ATTN_SPLITS");
     if (env && atoi(env) >= 1 && atoi(env) <= MAX_SPLITS)
         return atoi(env);
-    if (blocks <= 0 || blocks >= SPLIT_TARGET / 2)
+    if (blocks <= 0 || blocks >= target / 2)
         return 1;
-    long long s = (SPLIT_TARGET + blocks - 1) / blocks;
-    const long long by_keys = (max_n + KT * MIN_SPLIT_TILES - 1) / (KT * MIN_SPLIT_TILES);
+    long long s = (target + blocks - 1) / blocks;
+    const long long by_keys = (max_n + kt * min_tiles - 1) / (kt * min_tiles);
     s = s < by_keys ? s : by_keys;
     return s < 1 ? 1 : s > MAX_SPLITS ? MAX_SPLITS : (int)s;
 }
 
-/* Bytes of split-K partials a launch of T tokens x H heads with at most
- * max_n entries needs (0: one split). */
-inline size_t part_bytes(long long T, long long H, long long max_n)
+/* Whether a launch takes the wide form: NVIDIA builds on a device with the
+ * opt-in shared memory it needs (sm_80+), rows already bf16 (the fused
+ * paged decode stays on the form above), and H >= WIDE_MIN_H; the env var
+ * DSV4_HIP_ATTN_WIDE=0 forces the form above, =1 the wide form for any H
+ * (where the device allows: for tests and comparisons). */
+constexpr long long WIDE_MIN_H = 64;
+
+inline bool wide_device()
 {
-    const long long groups = (H + HG - 1) / HG;
-    const int splits = split_count(T * groups, max_n);
-    return splits > 1 ? (size_t)(T * groups * splits) * PART * sizeof(float) : 0;
+#ifdef DSV4_ATTN_WIDE
+    static const bool ok = [] {
+        int dev = 0, major = 0, optin = 0;
+        if (hipGetDevice(&dev) != hipSuccess ||
+            hipDeviceGetAttribute(&major, hipDeviceAttributeComputeCapabilityMajor, dev) != hipSuccess ||
+            hipDeviceGetAttribute(&optin, hipDeviceAttributeSharedMemPerBlockOptin, dev) != hipSuccess)
+            return false;
+        return major >= 8 && (size_t)optin >= WIDE_SMEM;
+    }();
+    return ok;
+#else
+    return false;
+#endif
+}
+
+inline bool use_wide(long long H, bool bf16_rows)
+{
+    const char *env = getenv("DSV4_HIP_ATTN_WIDE");
+    if (!bf16_rows || (env && env[0] == '0'))
+        return false;
+    return ((env && env[0] == '1') || H >= WIDE_MIN_H) && wide_device();
+}
+
+/* A launch's form: wide or not, its head groups (of HW or HG heads), splits. */
+struct plan {
+    bool wide;
+    long long groups;
+    int splits;
+};
+
+inline plan plan_of(long long T, long long H, long long max_n, bool bf16_rows)
+{
+    plan p;
+    p.wide = use_wide(H, bf16_rows);
+#ifdef DSV4_ATTN_WIDE
+    if (p.wide) {
+        p.groups = (H + HW - 1) / HW;
+        p.splits = split_count(T * p.groups, max_n, WIDE_SPLIT_TARGET, KW, WIDE_MIN_SPLIT_TILES);
+        return p;
+    }
+#endif
+    p.groups = (H + HG - 1) / HG;
+    p.splits = split_count(T * p.groups, max_n, SPLIT_TARGET, KT, MIN_SPLIT_TILES);
+    return p;
+}
+
+/* Bytes of split-K partials a launch of T tokens x H heads with at most
+ * max_n entries needs (0: one split); bf16_rows: Src::BF16_ROWS.  Both
+ * forms write PART floats per (token, 16-head group, split). */
+inline size_t part_bytes(long long T, long long H, long long max_n, bool bf16_rows)
+{
+    const plan p = plan_of(T, H, max_n, bf16_rows);
+    const long long groups16 = (H + HG - 1) / HG;
+    return p.splits > 1 ? (size_t)(T * groups16 * p.splits) * PART * sizeof(float) : 0;
 }
 
 /* The attention and, when split, its merge; part: part_bytes of scratch. */
@@ -524,14 +917,28 @@ template <typename Src>
 inline hipError_t attn_launch_parts(const Src &src, const void *q, const void *sink, long long T, long long H,
                                     double scale, long long max_n, void *out, float *part, hipStream_t stream)
 {
-    const long long groups = (H + HG - 1) / HG;
-    const int splits = split_count(T * groups, max_n);
-    hipLaunchKernelGGL(attn_kernel<Src>, dim3((unsigned)(T * groups * splits)), dim3(NT), 0, stream, src,
-                       (const uint16_t *)q, (const float *)sink, H, (int)groups, splits, (float)scale,
-                       (uint16_t *)out, part);
-    if (splits > 1)
-        hipLaunchKernelGGL(combine_kernel, dim3((unsigned)(T * groups)), dim3(NT), 0, stream, part,
-                           (const float *)sink, H, (int)groups, splits, (uint16_t *)out);
+    const plan p = plan_of(T, H, max_n, Src::BF16_ROWS);
+    const long long groups16 = (H + HG - 1) / HG;
+#ifdef DSV4_ATTN_WIDE
+    if constexpr (Src::BF16_ROWS) {
+        if (p.wide) {
+            static const hipError_t attr = hipFuncSetAttribute(
+                attn_wide_kernel<Src>, hipFuncAttributeMaxDynamicSharedMemorySize, (int)WIDE_SMEM);
+            if (attr != hipSuccess)
+                return attr;
+            hipLaunchKernelGGL(attn_wide_kernel<Src>, dim3((unsigned)(T * p.groups * p.splits)), dim3(NTW),
+                               WIDE_SMEM, stream, src, (const uint16_t *)q, (const float *)sink, H, (int)p.groups,
+                               (int)groups16, p.splits, (float)scale, (uint16_t *)out, part);
+        }
+    }
+#endif
+    if (!p.wide)
+        hipLaunchKernelGGL(attn_kernel<Src>, dim3((unsigned)(T * p.groups * p.splits)), dim3(NT), 0, stream, src,
+                           (const uint16_t *)q, (const float *)sink, H, (int)p.groups, p.splits, (float)scale,
+                           (uint16_t *)out, part);
+    if (p.splits > 1)
+        hipLaunchKernelGGL(combine_kernel, dim3((unsigned)(T * groups16)), dim3(NT), 0, stream, part,
+                           (const float *)sink, H, (int)groups16, p.splits, (uint16_t *)out);
     return hipGetLastError();
 }
 
@@ -543,7 +950,7 @@ inline hipError_t attn_launch(const Src &src, const void *q, const void *sink, l
     if (T == 0 || H == 0)
         return hipSuccess;
     float *part = nullptr;
-    const size_t pb = part_bytes(T, H, max_n);
+    const size_t pb = part_bytes(T, H, max_n, Src::BF16_ROWS);
     if (pb) {
         hipError_t e = dsv4_hip_scratch(pb, (void **)&part);
         if (e != hipSuccess)
