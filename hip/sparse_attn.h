@@ -829,19 +829,22 @@ __global__ void __launch_bounds__(NTW, 1) attn_wide_kernel(Src src, const uint16
  * (about `target` in flight) and at least MIN_SPLIT_TILES tiles of `kt`
  * keys per split; from the shapes only, so a case rounds the same way on
  * every device of a form.  DSV4_HIP_ATTN_SPLITS (1..16) overrides it, for
- * tuning.  The form above: 16-key tiles, 1024 blocks (of 256 threads, two
- * an SM); the wide form: 64-key tiles, 256 blocks (of 512 threads, one an
- * SM: about two waves on the H200's 132 SMs). */
-constexpr long long SPLIT_TARGET = 1024, WIDE_SPLIT_TARGET = 256, MIN_SPLIT_TILES = 8, WIDE_MIN_SPLIT_TILES = 4;
+ * tuning.  The form above: 16-key tiles, about 1024 blocks (of 256
+ * threads, two an SM).  The wide form (512 threads, one block an SM): at
+ * most WIDE_WAVE blocks, one wave of a 132-SM H100 / H200, so the split
+ * count is rounded down: the H200 ran the 64-token decode bench line at 2
+ * splits (128 blocks) in 0.131 ms, at 3 in 0.178, at 4 in 0.150 and at 1
+ * in 0.209 (DSV4_HIP_ATTN_SPLITS). */
+constexpr long long SPLIT_TARGET = 1024, WIDE_WAVE = 128, MIN_SPLIT_TILES = 8, WIDE_MIN_SPLIT_TILES = 4;
 
-inline int split_count(long long blocks, long long max_n, long long target, long long kt, long long min_tiles)
+inline int split_count(long long blocks, long long max_n, long long kt, long long min_tiles, bool wide)
 {
     const char *env = getenv("DSV4_HIP_ATTN_SPLITS");
     if (env && atoi(env) >= 1 && atoi(env) <= MAX_SPLITS)
         return atoi(env);
-    if (blocks <= 0 || blocks >= target / 2)
+    if (blocks <= 0 || blocks >= (wide ? WIDE_WAVE : SPLIT_TARGET / 2))
         return 1;
-    long long s = (target + blocks - 1) / blocks;
+    long long s = wide ? WIDE_WAVE / blocks : (SPLIT_TARGET + blocks - 1) / blocks;
     const long long by_keys = (max_n + kt * min_tiles - 1) / (kt * min_tiles);
     s = s < by_keys ? s : by_keys;
     return s < 1 ? 1 : s > MAX_SPLITS ? MAX_SPLITS : (int)s;
@@ -893,12 +896,12 @@ inline plan plan_of(long long T, long long H, long long max_n, bool bf16_rows)
 #ifdef DSV4_ATTN_WIDE
     if (p.wide) {
         p.groups = (H + HW - 1) / HW;
-        p.splits = split_count(T * p.groups, max_n, WIDE_SPLIT_TARGET, KW, WIDE_MIN_SPLIT_TILES);
+        p.splits = split_count(T * p.groups, max_n, KW, WIDE_MIN_SPLIT_TILES, true);
         return p;
     }
 #endif
     p.groups = (H + HG - 1) / HG;
-    p.splits = split_count(T * p.groups, max_n, SPLIT_TARGET, KT, MIN_SPLIT_TILES);
+    p.splits = split_count(T * p.groups, max_n, KT, MIN_SPLIT_TILES, false);
     return p;
 }
 
