@@ -353,7 +353,9 @@ END_TEST
  * (half away takes the fast path for bf16 values only). */
 START_TEST(fp4_fast_fp32_structured)
 {
-    static uint32_t pat[255 * 2 * 96], vals[255 * 2 * 96];
+    /* per (field, sign): 20 points in range, 69 single bits, 8 random = 97 */
+    enum { PER_FIELD_SIGN = 20 + 3 * 23 + 8 };
+    static uint32_t pat[255 * 2 * PER_FIELD_SIGN], vals[255 * 2 * PER_FIELD_SIGN];
     int np = 0;
     uint32_t seed = 777u;
     for (uint32_t field = 0; field < 255; field++)
@@ -375,6 +377,7 @@ START_TEST(fp4_fast_fp32_structured)
                 seed = seed * 1664525u + 1013904223u;
                 pat[np++] = base | seed >> 9;
             }
+            ck_assert_int_eq(np, (int)((field * 2 + sign + 1) * PER_FIELD_SIGN));
         }
     uint64_t bad = 0, checked = 0;
     uint32_t first = 0;
