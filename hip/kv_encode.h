@@ -36,26 +36,6 @@ __device__ inline float kv_round_bf16(float x)
     return dsv4q_float((uint32_t)dsv4q_bf16(x) << 16);
 }
 
-/* dsv4q_fp8x4 of four scaled values.  With the hardware conversion, the
- * word's one NaN test (dsv4q_fp8x4_has_nan) in place of a test a value:
- * satfinite gives a code with low bits 0x7F only for a NaN input and always
- * for one (the bench's codec check, which runs dsv4q_fp8x4_scaled's same
- * test on every input), so a word without such a byte is dsv4q_fp8x4's
- * result as it stands and a word with one goes through dsv4q_fp8x4 itself. */
-__device__ inline uint32_t kv_fp8x4(float q0, float q1, float q2, float q3, int fnuz)
-{
-#ifdef DSV4Q_HW_E4M3
-    if (!fnuz) {
-        unsigned short lo, hi;
-        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(q1), "f"(q0));
-        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(q3), "f"(q2));
-        const uint32_t w = (uint32_t)lo | (uint32_t)hi << 16;
-        return dsv4q_fp8x4_has_nan(w) ? dsv4q_fp8x4(q0, q1, q2, q3, 0) : w;
-    }
-#endif
-    return dsv4q_fp8x4(q0, q1, q2, q3, fnuz);
-}
-
 /* Lane l's part of the record of `row` in page pg (B tokens per page). */
 __device__ inline void kv_encode_lane(uint8_t *pg, long long B, long long row, int l, const float v[8],
                                       kv_enc_opts o)
@@ -79,9 +59,9 @@ __device__ inline void kv_encode_lane(uint8_t *pg, long long B, long long row, i
             if (clamp)
                 q[i] = q[i] > o.mx ? o.mx : q[i] < -o.mx ? -o.mx : q[i];
         }
-        /* dsv4q_fp8 of each, four codes a word (kv_fp8x4) */
+        /* dsv4q_fp8 of each, four codes a word */
         *reinterpret_cast<uint2 *>(pg + row * 576 + 8 * l) =
-            make_uint2(kv_fp8x4(q[0], q[1], q[2], q[3], o.fnuz), kv_fp8x4(q[4], q[5], q[6], q[7], o.fnuz));
+            make_uint2(dsv4q_fp8x4(q[0], q[1], q[2], q[3], o.fnuz), dsv4q_fp8x4(q[4], q[5], q[6], q[7], o.fnuz));
         if ((l & 7) == 0)
             pg[B * 576 + row * 8 + l / 8] = sb;
     } else {

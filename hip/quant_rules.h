@@ -161,9 +161,17 @@ DSV4Q_FN uint8_t dsv4q_fp8(float x, int fnuz)
     return dsv4q_fp8_int(x, fnuz);
 }
 
+/* Whether a word of four e4m3fn codes holds a NaN code (low seven bits all
+ * ones): one add carries into bit 7 of exactly those bytes. */
+DSV4Q_FN int dsv4q_fp8x4_has_nan(uint32_t w) { return (((w & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u) != 0; }
+
 /* dsv4q_fp8 of four values as one word, element 0 in the low byte.  With
  * the hardware conversion: two instructions for the four codes, and the NaN
- * sign fix-up only in the (rare) word that holds a NaN. */
+ * sign fix-up only in the (rare) word that holds a NaN.  That word is found
+ * by one test on the codes, not one a value: satfinite gives a code with low
+ * bits 0x7F exactly for a NaN input (finite values and Inf saturate to
+ * +-448, 0x7E), which the bench's device codec check confirms on every fp32
+ * input in every byte position of the word. */
 DSV4Q_FN uint32_t dsv4q_fp8x4(float q0, float q1, float q2, float q3, int fnuz)
 {
 #ifdef DSV4Q_HW_E4M3
@@ -172,7 +180,7 @@ DSV4Q_FN uint32_t dsv4q_fp8x4(float q0, float q1, float q2, float q3, int fnuz)
         asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(q1), "f"(q0));
         asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(q3), "f"(q2));
         uint32_t w = (uint32_t)lo | (uint32_t)hi << 16;
-        if (dsv4q_isnan(q0) | dsv4q_isnan(q1) | dsv4q_isnan(q2) | dsv4q_isnan(q3)) {
+        if (dsv4q_fp8x4_has_nan(w)) {
             const float q[4] = {q0, q1, q2, q3};
             for (int i = 0; i < 4; i++)
                 if (dsv4q_isnan(q[i]))
@@ -184,10 +192,6 @@ DSV4Q_FN uint32_t dsv4q_fp8x4(float q0, float q1, float q2, float q3, int fnuz)
     return (uint32_t)dsv4q_fp8_int(q0, fnuz) | (uint32_t)dsv4q_fp8_int(q1, fnuz) << 8 |
            (uint32_t)dsv4q_fp8_int(q2, fnuz) << 16 | (uint32_t)dsv4q_fp8_int(q3, fnuz) << 24;
 }
-
-/* Whether a word of four e4m3fn codes holds a NaN code (low seven bits all
- * ones): one add carries into bit 7 of exactly those bytes. */
-DSV4Q_FN int dsv4q_fp8x4_has_nan(uint32_t w) { return (((w & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u) != 0; }
 
 /* dsv4q_fp8(dsv4q_mul(v[i], f)) (div: dsv4q_div(v[i], f)) of four values as
  * one e4m3fn word, f finite and nonzero (an MX power of two, an FP8 group
