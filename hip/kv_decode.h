@@ -65,18 +65,9 @@ __device__ inline void decode8_int(uint2 w, float sc, int fz, uint32_t h[8])
  * as fnuz(b) * sc (sc / 2 is a power of two >= 2^-128: exact).  The three:
  * 0x80 is NaN in FNUZ (-0 in fn) and 0x7F / 0xFF are +-240 in FNUZ (NaN in
  * fn), i.e. +-480 * (sc / 2).  fn's own NaN codes (0x7F / 0xFF) and FNUZ's
- * 0x80 become NaN, which scrub turns into 0 as the reference's path does. */
-/* bf16_rne of two floats (lo in the low half) by one cvt.rn.bf16x2.f32
- * (sm_80+): the same round to nearest even of every non-NaN input,
- * subnormals kept (no .ftz), overflow to +-Inf as bf16_rne's carry; a NaN
- * gives 0x7FFF where bf16_rne gives 0x7FC0, which scrub makes 0 either way. */
-__device__ inline uint32_t bf16x2_rn_hw(float lo, float hi)
-{
-    uint32_t two;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(two) : "f"(hi), "f"(lo));
-    return two;
-}
-
+ * 0x80 become NaN, which scrub turns into 0 as the reference's path does;
+ * each lane pair is rounded by dsv4q_bf16x2_hw (its NaN 0x7FFF is scrubbed
+ * to 0 as bf16_rne's 0x7FC0 is). */
 __device__ inline void decode8_hw(uint2 w, float sc, int fz, uint32_t h[8])
 {
     const float f = fz ? sc * 0.5f : sc;
@@ -91,12 +82,30 @@ __device__ inline void decode8_hw(uint2 w, float sc, int fz, uint32_t h[8])
             float x = sat ? (fz ? ((b & 0x80u) ? -480.0f : 480.0f) : nan) : v[i];
             v[i] = fz && b == 0x80u ? nan : x;
         }
-        const uint32_t r = bf16x2_rn_hw(v[0] * f, v[1] * f); /* the products rounded once each, as before */
+        const uint32_t r = dsv4q_bf16x2_hw(v[0] * f, v[1] * f); /* the products rounded once each, as before */
         h[2 * p] = scrub(r & 0xFFFFu);
         h[2 * p + 1] = scrub(r >> 16);
     }
 }
 #endif
+
+/* Eight NoPE lanes as the key row holds them, packed (lane 0 in the low half
+ * of .x): codes w of one 64-lane block and its scale byte; decode8_hw where
+ * the device has the conversion, else decode8_int. */
+__device__ inline uint4 decode8_packed(uint2 w, uint32_t scale_byte, int fz)
+{
+    const float sc = e8m0_to_f32(scale_byte);
+    uint32_t h[8];
+#ifdef DSV4Q_HW_E4M3
+    decode8_hw(w, sc, fz, h);
+#else
+    decode8_int(w, sc, fz, h);
+#endif
+    return make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+}
+
+/* Two stored RoPE bf16 lanes with NaN lanes made 0 (scrub). */
+__device__ inline uint32_t scrub2(uint32_t two) { return scrub(two & 0xFFFFu) | scrub(two >> 16) << 16; }
 
 } /* namespace sattn */
 

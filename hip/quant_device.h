@@ -31,9 +31,9 @@ __device__ inline void unpack8_bf16(uint4 w, float v[8])
 __device__ inline uint4 pack8_bf16(const float x[8])
 {
     uint32_t w[4];
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#ifdef DSV4Q_HW_BF16
     for (int i = 0; i < 4; i++)
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(x[2 * i + 1]), "f"(x[2 * i]));
+        w[i] = dsv4q_bf16x2_hw(x[2 * i], x[2 * i + 1]);
     const uint32_t nan = (((w[0] & 0x7FFF7FFFu) + 0x007F007Fu) | ((w[1] & 0x7FFF7FFFu) + 0x007F007Fu) |
                           ((w[2] & 0x7FFF7FFFu) + 0x007F007Fu) | ((w[3] & 0x7FFF7FFFu) + 0x007F007Fu)) &
                          0x80008000u;

@@ -141,6 +141,20 @@ DSV4Q_FN uint8_t dsv4q_fp8_int(float x, int fnuz)
  * input; a NaN keeps its sign here, as the rule wants.  The bench's device
  * codec check (DSV4_PLUGIN_CODEC_CHECK_OP) compares the two on all 2^32 fp32
  * inputs on the machine itself. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+/* Two floats to bf16 (lo in the low half) by one cvt.rn.bf16x2.f32: IEEE
+ * round to nearest even, subnormals kept (no .ftz), overflow to +-Inf, as
+ * dsv4q_bf16 for every non-NaN input; a NaN gives 0x7FFF (dsv4q_bf16 keeps
+ * the sign and quiets the payload), so callers test for NaN halves. */
+#define DSV4Q_HW_BF16 1
+DSV4Q_FN uint32_t dsv4q_bf16x2_hw(float lo, float hi)
+{
+    uint32_t two;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(two) : "f"(hi), "f"(lo));
+    return two;
+}
+#endif
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
 #define DSV4Q_HW_E4M3 1
 DSV4Q_FN uint8_t dsv4q_fp8_hw(float x)

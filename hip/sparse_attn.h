@@ -137,25 +137,15 @@ __device__ inline void decode_chunk(const uint8_t *row, const uint8_t *scl, int 
 {
     if (ch < NOPE_CH) {
         uint4 o = make_uint4(0, 0, 0, 0);
-        if (row) {
-            const uint2 w = reinterpret_cast<const uint2 *>(row)[ch];
-            const float sc = e8m0_to_f32(scl[ch / 8]); /* block of dims 8ch.. = 64 * (ch/8).. */
-            uint32_t h[8];
-#ifdef DSV4Q_HW_E4M3
-            decode8_hw(w, sc, fz, h);
-#else
-            decode8_int(w, sc, fz, h);
-#endif
-            o = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
-        }
+        if (row) /* block of dims 8ch.. = 64 * (ch/8).. */
+            o = decode8_packed(reinterpret_cast<const uint2 *>(row)[ch], scl[ch / 8], fz);
         *reinterpret_cast<uint4 *>(dst + ch * 8) = o;
     } else {
         const int r = ch - NOPE_CH;
         uint2 o = make_uint2(0, 0);
         if (row) {
             const uint2 w = reinterpret_cast<const uint2 *>(row + NOPE)[r];
-            o.x = scrub(w.x & 0xFFFFu) | scrub(w.x >> 16) << 16;
-            o.y = scrub(w.y & 0xFFFFu) | scrub(w.y >> 16) << 16;
+            o = make_uint2(scrub2(w.x), scrub2(w.y));
         }
         *reinterpret_cast<uint2 *>(dst + NOPE + r * 4) = o;
     }
@@ -193,21 +183,9 @@ __device__ inline rec_item fetch_item(const uint8_t *row, const uint8_t *scl, in
 
 __device__ inline void put_item(const rec_item &r, int fz, int it, uint4 *dst)
 {
-    uint4 v;
-    if (it < NOPE_CH) {
-        const float sc = e8m0_to_f32(r.b.x);
-        uint32_t h[8];
-#ifdef DSV4Q_HW_E4M3
-        decode8_hw(r.a, sc, fz, h);
-#else
-        decode8_int(r.a, sc, fz, h);
-#endif
-        v = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
-    } else { /* NaN lanes become 0, as decode_chunk's */
-        v = make_uint4(scrub(r.a.x & 0xFFFFu) | scrub(r.a.x >> 16) << 16, scrub(r.a.y & 0xFFFFu) | scrub(r.a.y >> 16) << 16,
-                       scrub(r.b.x & 0xFFFFu) | scrub(r.b.x >> 16) << 16, scrub(r.b.y & 0xFFFFu) | scrub(r.b.y >> 16) << 16);
-    }
-    dst[it] = v; /* lanes 8 it .. 8 it + 7 */
+    /* lanes 8 it .. 8 it + 7; RoPE NaN lanes become 0, as decode_chunk's */
+    dst[it] = it < NOPE_CH ? decode8_packed(r.a, r.b.x, fz)
+                           : make_uint4(scrub2(r.a.x), scrub2(r.a.y), scrub2(r.b.x), scrub2(r.b.y));
 }
 
 /* Source of key rows, ragged form over one or two paged fp8_ds_mla caches
