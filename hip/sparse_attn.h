@@ -316,6 +316,22 @@ __global__ void __launch_bounds__(NT) decode_rows_kernel(Src src, decoded_src ds
     }
 }
 
+/* The sink merge of one head after its last tile (docs/semantics/attention.md
+ * A8.1, A8.3 [S9, S23]; the sink is in the denominator only):
+ *   m_f = max(m, sink), alpha = e^{m - m_f}, l_f = l alpha + e^{sink - m_f},
+ *   out = acc alpha / max(l_f, 1e-30), or 0 if l_f <= 0 (no key, no sink). */
+struct sink_merge {
+    float alpha, lf;
+    __device__ float out(float acc) const { return lf > 0.0f ? acc * alpha / fmaxf(lf, 1e-30f) : 0.0f; }
+};
+
+__device__ inline sink_merge merge_sink(float m, float l, float sg)
+{
+    const float mf = fmaxf(m, sg);
+    const float alpha = expf(m - mf);
+    return {alpha, l * alpha + expf(sg - mf)};
+}
+
 /* Split-K partials (docs/semantics/attention.md A8.4, the gfx942/950 form):
  * per block of the split launch, acc[HG][D] (unnormalised), then m[HG] and
  * l[HG], in fp32. */
@@ -481,14 +497,8 @@ __global__ void GPU_LAUNCH_BOUNDS_OCC(NT, BLOCKS_PER_SM) attn_kernel(Src src, co
             const int h = mma::acc_row(lane, e), col = 16 * (wave * CT + j) + mma::acc_col(lane, e);
             if (h >= nh)
                 continue; /* heads past H: computed on zero queries, never stored */
-            const float m = sm.m[h], l = sm.l[h], sg = sink[h0 + h];
-            const float mf = fmaxf(m, sg);
-            const float alpha = expf(m - mf);
-            const float lf = l * alpha + expf(sg - mf);
-            float o = 0.0f; /* l_f <= 0: no key and no sink -> 0 (docs/semantics/attention.md A8.1) */
-            if (lf > 0.0f)
-                o = acc[j].v[e] * alpha / fmaxf(lf, 1e-30f);
-            out[(t * H + h0 + h) * D + col] = (uint16_t)bf16_rne(o);
+            const sink_merge mg = merge_sink(sm.m[h], sm.l[h], sink[h0 + h]);
+            out[(t * H + h0 + h) * D + col] = (uint16_t)bf16_rne(mg.out(acc[j].v[e]));
         }
     }
 }
@@ -784,19 +794,12 @@ __global__ void __launch_bounds__(NTW, 1) attn_wide_kernel(Src src, const uint16
             const int h = 16 * mt + mma::acc_row(lane, e);
             if (h >= nh)
                 continue; /* heads past H: computed on zero queries, never stored */
-            const float m = sm.m[h], l = sm.l[h], sg = sink[h0 + h];
-            const float mf = fmaxf(m, sg);
-            const float alpha = expf(m - mf);
-            const float lf = l * alpha + expf(sg - mf);
+            const sink_merge mg = merge_sink(sm.m[h], sm.l[h], sink[h0 + h]);
 #pragma unroll
             for (int nt = 0; nt < NTLW; nt++) {
-                float o0 = 0.0f, o1 = 0.0f; /* l_f <= 0: no key and no sink -> 0 (docs/semantics/attention.md A8.1) */
-                if (lf > 0.0f) {
-                    o0 = acc[mt][nt].v[e] * alpha / fmaxf(lf, 1e-30f);
-                    o1 = acc[mt][nt].v[e + 1] * alpha / fmaxf(lf, 1e-30f);
-                }
                 const int col = c0 + 16 * nt + mma::acc_col(lane, e);
-                *reinterpret_cast<uint32_t *>(out + (t * H + h0 + h) * D + col) = bf16_rne(o0) | bf16_rne(o1) << 16;
+                *reinterpret_cast<uint32_t *>(out + (t * H + h0 + h) * D + col) =
+                    bf16_rne(mg.out(acc[mt][nt].v[e])) | bf16_rne(mg.out(acc[mt][nt].v[e + 1])) << 16;
             }
         }
 }
