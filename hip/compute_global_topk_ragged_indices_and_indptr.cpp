@@ -64,20 +64,16 @@ struct lens_reader {
     __device__ int operator()(long long i) const { return lens[i]; }
 };
 
-/* Ragged step 3: the FIRST lens[t] columns, -1 kept, trailing valid ones
- * dropped (docs/semantics/indices.md A5.7 [S6]). */
-__global__ void __launch_bounds__(ROW_THREADS)
-    ragged_scatter_kernel(gtopk_dev a, const int32_t *__restrict__ lens, const int32_t *__restrict__ indptr,
-                          int32_t *__restrict__ flat)
+/* Columns [base0, n) of the top-k row src (request r) through the block
+ * table into dst, -1 kept: SCATTER_ITEMS columns a thread per pass, each
+ * phase for all of them before the next (the top-k reads, then the
+ * block-table reads, then the stores): the stores may alias nothing the
+ * compiler can prove, so a one-column loop would wait out both reads for
+ * every column.  base0 is a multiple of SCATTER_ITEMS * ROW_THREADS. */
+__device__ inline void scatter_columns(const gtopk_dev &a, long long r, const int32_t *src, int32_t *dst,
+                                       long long base0, long long n)
 {
-    const long long t = blockIdx.x, n = lens[t];
-    const int32_t *src = a.topk + t * a.K;
-    int32_t *dst = flat + indptr[t];
-    const long long r = a.t2r[t];
-    /* SCATTER_ITEMS columns a thread per pass, each phase for all of them before the next (the top-k
-     * reads, then the block-table reads, then the stores): the stores may alias nothing the compiler
-     * can prove, so a one-column loop would wait out both reads for every column */
-    for (long long base = 0; base < n; base += (long long)SCATTER_ITEMS * ROW_THREADS) {
+    for (long long base = base0; base < n; base += (long long)SCATTER_ITEMS * ROW_THREADS) {
         int32_t v[SCATTER_ITEMS];
 #pragma unroll
         for (int e = 0; e < SCATTER_ITEMS; e++) {
@@ -94,6 +90,16 @@ __global__ void __launch_bounds__(ROW_THREADS)
                 dst[j] = v[e];
         }
     }
+}
+
+/* Ragged step 3: the FIRST lens[t] columns, -1 kept, trailing valid ones
+ * dropped (docs/semantics/indices.md A5.7 [S6]). */
+__global__ void __launch_bounds__(ROW_THREADS)
+    ragged_scatter_kernel(gtopk_dev a, const int32_t *__restrict__ lens, const int32_t *__restrict__ indptr,
+                          int32_t *__restrict__ flat)
+{
+    const long long t = blockIdx.x;
+    scatter_columns(a, a.t2r[t], a.topk + t * a.K, flat + indptr[t], 0, lens[t]);
 }
 
 /* The one-launch form (steps 1-3 of the header).  Block k takes row t = k
@@ -151,22 +157,7 @@ __global__ void GPU_LAUNCH_BOUNDS_OCC(ROW_THREADS, 1)
         if (j < n)
             dst[j] = v[e];
     }
-    for (long long base = FUSED_CHUNK; base < n; base += FUSED_CHUNK) {
-#pragma unroll
-        for (int e = 0; e < SCATTER_ITEMS; e++) {
-            const long long j = base + e * ROW_THREADS + tid;
-            v[e] = j < n ? src[j] : -1;
-        }
-#pragma unroll
-        for (int e = 0; e < SCATTER_ITEMS; e++)
-            v[e] = v[e] >= 0 ? global_slot(a.bt, a.bt_cols, r, v[e], a.bc) : -1;
-#pragma unroll
-        for (int e = 0; e < SCATTER_ITEMS; e++) {
-            const long long j = base + e * ROW_THREADS + tid;
-            if (j < n)
-                dst[j] = v[e];
-        }
-    }
+    scatter_columns(a, r, src, dst, FUSED_CHUNK, n); /* the rest of a wider row */
 }
 
 struct ragged_out {
