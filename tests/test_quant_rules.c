@@ -314,32 +314,47 @@ static uint64_t fast_check8(const uint32_t *bits, int n, uint32_t byte, int elem
     return bad;
 }
 
+/* fast_check8 at every scale byte the fast path takes for each of the first
+ * nelems encoders (dsv4q_fp4_fast_ok; bf16: the bf16 form), with and without
+ * the clamp, over the candidates cand[0..ncand) below that byte's block bound
+ * (vals: room for ncand).  Returns the mismatches, adds the values checked,
+ * and records the first mismatch and its byte. */
+static uint64_t fast_sweep(const uint32_t *cand, int ncand, int nelems, int bf16, uint32_t *vals, uint64_t *checked,
+                           uint32_t *first, uint32_t *fbyte)
+{
+    uint64_t bad = 0;
+    for (uint32_t byte = 0; byte < 256; byte++)
+        for (int e = 0; e < nelems; e++) {
+            if (!dsv4q_fp4_fast_ok(byte, fast_elems[e], bf16))
+                continue;
+            for (int sat = 0; sat < 2; sat++) {
+                int n = 0;
+                for (int i = 0; i < ncand; i++)
+                    if (ldexp(fabs((double)dsv4_f32_from_bits(cand[i])), 127 - (int)byte) < (sat ? 8.0 : 7.0))
+                        vals[n++] = cand[i];
+                const uint64_t b = fast_check8(vals, n, byte, fast_elems[e], sat, bf16, first);
+                if (b && !bad)
+                    *fbyte = byte;
+                bad += b;
+                *checked += (uint64_t)n;
+            }
+        }
+    return bad;
+}
+
 /* Every finite bf16 value x every scale byte of the fast path, each encoder,
  * with and without the clamp at 7 (the block bound |x| 2^s < 8, < 7 without
  * it): the fast codes equal the exact path's. */
 START_TEST(fp4_fast_every_bf16_every_scale)
 {
-    static uint32_t vals[0x10000];
-    uint64_t bad = 0, checked = 0;
+    static uint32_t finite[0x10000], vals[0x10000];
+    int nfinite = 0;
+    for (uint32_t h = 0; h < 0x10000u; h++)
+        if (isfinite(dsv4_f32_from_bits(h << 16)))
+            finite[nfinite++] = h << 16;
+    uint64_t checked = 0;
     uint32_t first = 0, fbyte = 0;
-    for (uint32_t byte = 0; byte < 256; byte++)
-        for (int e = 0; e < 3; e++) {
-            if (!dsv4q_fp4_fast_ok(byte, fast_elems[e], 1))
-                continue;
-            for (int sat = 0; sat < 2; sat++) {
-                int n = 0;
-                for (uint32_t h = 0; h < 0x10000u; h++) {
-                    const float x = dsv4_f32_from_bits(h << 16);
-                    if (isfinite(x) && ldexp(fabs((double)x), 127 - (int)byte) < (sat ? 8.0 : 7.0))
-                        vals[n++] = h << 16;
-                }
-                const uint64_t b = fast_check8(vals, n, byte, fast_elems[e], sat, 1, &first);
-                if (b && !bad)
-                    fbyte = byte;
-                bad += b;
-                checked += (uint64_t)n;
-            }
-        }
+    const uint64_t bad = fast_sweep(finite, nfinite, 3, 1, vals, &checked, &first, &fbyte);
     ck_assert_msg(bad == 0, "%llu of %llu mismatch, the first %08x at byte %u", (unsigned long long)bad,
                   (unsigned long long)checked, first, fbyte);
     ck_assert(checked > 10000000u);
@@ -379,23 +394,11 @@ START_TEST(fp4_fast_fp32_structured)
             }
             ck_assert_int_eq(np, (int)((field * 2 + sign + 1) * PER_FIELD_SIGN));
         }
-    uint64_t bad = 0, checked = 0;
-    uint32_t first = 0;
-    for (uint32_t byte = 0; byte < 256; byte++)
-        for (int e = 0; e < 2; e++) {
-            if (!dsv4q_fp4_fast_ok(byte, fast_elems[e], 0))
-                continue;
-            for (int sat = 0; sat < 2; sat++) {
-                int n = 0;
-                for (int i = 0; i < np; i++)
-                    if (ldexp(fabs((double)dsv4_f32_from_bits(pat[i])), 127 - (int)byte) < (sat ? 8.0 : 7.0))
-                        vals[n++] = pat[i];
-                bad += fast_check8(vals, n, byte, fast_elems[e], sat, 0, &first);
-                checked += (uint64_t)n;
-            }
-        }
-    ck_assert_msg(bad == 0, "%llu of %llu mismatch, the first %08x", (unsigned long long)bad,
-                  (unsigned long long)checked, first);
+    uint64_t checked = 0;
+    uint32_t first = 0, fbyte = 0;
+    const uint64_t bad = fast_sweep(pat, np, 2, 0, vals, &checked, &first, &fbyte);
+    ck_assert_msg(bad == 0, "%llu of %llu mismatch, the first %08x at byte %u", (unsigned long long)bad,
+                  (unsigned long long)checked, first, fbyte);
     ck_assert(!dsv4q_fp4_fast_ok(200, DSV4Q_ELEM_HALF_AWAY, 0));
 }
 END_TEST
