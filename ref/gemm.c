@@ -19,7 +19,6 @@
 #endif
 
 #define BLK DSV4_GEMM_BLOCK
-#define MTILE 256 /* rows per tile: keeps the [MTILE, N] block product in cache */
 
 /* ------------------------------------------------------------------ */
 /* shuffle_weight                                                      */
@@ -156,19 +155,9 @@ static void decode_lut(dsv4_fp8_kind kind, double *lut)
 typedef struct decode_job {
     const dsv4_gemm_args *a;
     const double *lut;
-    void *A, *B;     /* double, or float where f32 (the fp32 model's operands) */
-    int absolute, scaled, f32;
+    void *A, *B;     /* double [M, K] and [N, K], or the fp32 model's packed floats */
+    int absolute, scaled;
 } decode_job;
-
-/* dst[i] = v in the job's element type (v is an fp8 value, maybe scaled:
- * exact in float where the fp32 model asks for it unscaled). */
-static inline void put_operand(const decode_job *j, void *dst, int64_t i, double v)
-{
-    if (j->f32)
-        ((float *)dst)[i] = (float)v;
-    else
-        ((double *)dst)[i] = v;
-}
 
 /* Rows [r0, r1) of the stacked [M + N, K] operands: A's rows, then B's. */
 static int decode_range(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *st)
@@ -183,7 +172,7 @@ static int decode_range(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_stat
             for (int64_t k = 0; k < K; k++) {
                 double v = j->lut[a->xq[m * K + k]];
                 v = j->absolute ? fabs(v) : v;
-                put_operand(j, j->A, m * K + k, j->scaled ? v * fabs((double)xscale(a, m, k / BLK)) : v);
+                ((double *)j->A)[m * K + k] = j->scaled ? v * fabs((double)xscale(a, m, k / BLK)) : v;
             }
         } else {
             const int64_t n = r - M;
@@ -191,20 +180,19 @@ static int decode_range(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_stat
                 int64_t src = a->w_shuffled ? dsv4_shuffle_index(n, k, K, 1) : n * K + k;
                 double v = j->lut[a->wq[src]];
                 v = j->absolute ? fabs(v) : v;
-                put_operand(j, j->B, n * K + k, j->scaled ? v * fabs((double)wscale(a, n, k / BLK)) : v);
+                ((double *)j->B)[n * K + k] = j->scaled ? v * fabs((double)wscale(a, n, k / BLK)) : v;
             }
         }
     }
     return DSV4_OK;
 }
 
-static int decode_operands(const dsv4_gemm_args *a, void **A, void **B, int absolute, int scaled, int f32,
-                           dsv4_status *st)
+static int decode_operands(const dsv4_gemm_args *a, void **A, void **B, int absolute, int scaled, dsv4_status *st)
 {
     double lut[256];
     decode_lut(a->kind, lut);
     const int64_t M = a->M, N = a->N, K = a->K;
-    const size_t elem = f32 ? sizeof(float) : sizeof(double);
+    const size_t elem = sizeof(double);
     *A = malloc((size_t)(M * K + 1) * elem);
     *B = malloc((size_t)(N * K + 1) * elem);
     if (!*A || !*B) {
@@ -212,147 +200,269 @@ static int decode_operands(const dsv4_gemm_args *a, void **A, void **B, int abso
         *A = *B = NULL;
         return dsv4_fail(st, DSV4_ERUNTIME, "gemm: out of memory");
     }
-    decode_job j = {a, lut, *A, *B, absolute, scaled, f32};
+    decode_job j = {a, lut, *A, *B, absolute, scaled};
     return dsv4_parallel_for(M + N, 64, 0, decode_range, &j, st);
 }
 
-/* Output tiles of the block product (sized so that the tile's block
- * product P and its rows of y stay in the L2 cache). */
-#define TILE_M 256
-#define TILE_N 256
+/* ------------------------------------------------------------------ */
+/* The block product: the ideal (double) and the fp32 model            */
 
-typedef struct tiles_job {
+/* Both sum, per element and per K block kb in order, the block's 128
+ * products k in order from +0 into P, then scale P into the accumulator:
+ *   ideal (double):  y = y + P * (xs * ws)    (xs * ws exact: 24 + 24 bits)
+ *   fp32 model:      y = y + fl(P * xs) * ws  (docs/semantics/gemm.md Q7)
+ * each operation rounded once, unfused.  Every fp8 x fp8 product is exact
+ * in fp32 (at most 8 significant bits, in [2^-20, 2^17.7]), so fma(a, b, P)
+ * rounds P + a b once, as the serial multiply-then-add does, and the
+ * vector kernels' FMAs give the serial bits.  In double P is exact too (43
+ * bits at most, gemm.h), so the ideal is the serial sums' bits whatever the
+ * order; the fp32 model has one defined order, the same on every machine,
+ * SIMD level and thread count (before 2026-12, it was OpenBLAS sgemm's,
+ * whose blocking the sums followed).  One kernel serves both: the ideal's
+ * epilogue is the model's with xs' = xs ws and ws' = 1 (x * 1 is exact).
+ *
+ * The operands are packed once, exact, as the sum's type: A in groups of
+ * BP_MR rows [k][BP_MR], B in panels of BP_NR columns [k][BP_NR] (rows and
+ * columns past M and N are zero and never stored).  Work items are
+ * [BP_TM, BP_TN] output tiles, accumulated in a per-worker scratch tile
+ * (in cache across the K blocks) and copied out at the end. */
+#define BP_MR 12            /* rows of a micro tile (24 zmm accumulators) */
+#define BP_TM (8 * BP_MR)   /* rows of an output tile */
+#define BP_TN 256           /* columns of an output tile */
+
+/* One micro tile: c [BP_MR, ldc] += the block's sums of ap and bp, scaled
+ * as above by xs[BP_MR] and ws. */
+typedef void bp_tile_fn(const void *ap, const void *bp, const void *xs, const void *ws, void *c, int64_t ldc);
+
+/* The portable micro tile of element type T, nr columns: the definition. */
+#define BP_TILE_PORTABLE(NAME, T, NR)                                                                 \
+    static void NAME(const void *ap_, const void *bp_, const void *xs_, const void *ws_, void *c_,    \
+                     int64_t ldc)                                                                    \
+    {                                                                                                \
+        const T *ap = ap_, *bp = bp_, *xs = xs_, ws = *(const T *)ws_;                               \
+        T *c = c_;                                                                                   \
+        for (int r = 0; r < BP_MR; r++)                                                              \
+            for (int n = 0; n < (NR); n++) {                                                         \
+                T p = 0;                                                                             \
+                for (int k = 0; k < BLK; k++)                                                        \
+                    p = p + ap[k * BP_MR + r] * bp[k * (NR) + n]; /* exact product: one rounding */ \
+                const T px = p * xs[r];                                                              \
+                c[r * ldc + n] = c[r * ldc + n] + px * ws;                                           \
+            }                                                                                        \
+    }
+BP_TILE_PORTABLE(bp_tile_f32_portable, float, 32)
+BP_TILE_PORTABLE(bp_tile_f64_portable, double, 16)
+
+#if DSV4_HAVE_AVX2_PATHS
+/* Unrolled whole, so that the accumulators live in registers. */
+#define BP_UNROLL _Pragma("GCC unroll 16")
+
+/* A vector micro tile: ROWS rows x 2 vectors of type V (intrinsics prefix
+ * PRE, suffix SUF) of element type T, B rows nr apart.  AVX-512 takes the
+ * whole BP_MR rows (24 accumulators); AVX2 (16 registers) a 6-row half of
+ * them at a time. */
+#define BP_TILE_VEC(NAME, TARGET, T, V, PRE, SUF, LANES, ROWS, NR)                                    \
+    static inline __attribute__((target(TARGET), always_inline)) void NAME##_rows(                   \
+        const T *restrict ap, const T *restrict bp, const T *restrict xs, T ws, T *restrict c,         \
+        int64_t ldc)                                                                                 \
+    {                                                                                                \
+        V acc[ROWS][2];                                                                              \
+        BP_UNROLL for (int r = 0; r < (ROWS); r++) acc[r][0] = acc[r][1] = PRE##_setzero_##SUF();    \
+        for (int k = 0; k < BLK; k++) {                                                              \
+            const V b0 = PRE##_loadu_##SUF(bp + k * (NR)), b1 = PRE##_loadu_##SUF(bp + k * (NR) + (LANES)); \
+            BP_UNROLL for (int r = 0; r < (ROWS); r++) {                                             \
+                const V x = PRE##_set1_##SUF(ap[k * BP_MR + r]);                                     \
+                acc[r][0] = PRE##_fmadd_##SUF(x, b0, acc[r][0]);                                     \
+                acc[r][1] = PRE##_fmadd_##SUF(x, b1, acc[r][1]);                                     \
+            }                                                                                        \
+        }                                                                                            \
+        const V w = PRE##_set1_##SUF(ws);                                                            \
+        BP_UNROLL for (int r = 0; r < (ROWS); r++) BP_UNROLL for (int v = 0; v < 2; v++) {           \
+            T *o = c + r * ldc + (LANES) * v;                                                        \
+            const V px = PRE##_mul_##SUF(acc[r][v], PRE##_set1_##SUF(xs[r]));                        \
+            PRE##_storeu_##SUF(o, PRE##_add_##SUF(PRE##_loadu_##SUF(o), PRE##_mul_##SUF(px, w)));    \
+        }                                                                                            \
+    }                                                                                                \
+    __attribute__((target(TARGET))) static void NAME(const void *ap_, const void *bp_, const void *xs_, \
+                                                     const void *ws_, void *c_, int64_t ldc)          \
+    {                                                                                                \
+        const T *ap = ap_, *bp = bp_, *xs = xs_, ws = *(const T *)ws_;                               \
+        T *c = c_;                                                                                   \
+        for (int r0 = 0; r0 < BP_MR; r0 += (ROWS))                                                   \
+            for (int n0 = 0; n0 < (NR); n0 += 2 * (LANES))                                           \
+                NAME##_rows(ap + r0, bp + n0, xs + r0, ws, c + r0 * ldc + n0, ldc);                  \
+    }
+BP_TILE_VEC(bp_tile_f32_512, "avx512f,avx2,fma", float, __m512, _mm512, ps, 16, BP_MR, 32)
+BP_TILE_VEC(bp_tile_f64_512, "avx512f,avx2,fma", double, __m512d, _mm512, pd, 8, BP_MR, 16)
+BP_TILE_VEC(bp_tile_f32_avx2, "avx2,fma", float, __m256, _mm256, ps, 8, 6, 32)
+BP_TILE_VEC(bp_tile_f64_avx2, "avx2,fma", double, __m256d, _mm256, pd, 4, 6, 16)
+#endif
+
+typedef struct bp_job {
     const dsv4_gemm_args *a;
-    const void *A, *B; /* decoded operands: double (f64) or float (f32) */
-    void *y;
-    void *P;           /* per worker [TILE_M, TILE_N] */
+    int f64;                     /* 1: the ideal in double; 0: the fp32 model */
+    size_t elem;                 /* sizeof the sum's type */
+    int nr;                      /* columns of a micro tile and of a B panel: 32 floats, 16 doubles */
+    bp_tile_fn *tile;
+    const double *lut;           /* fp8 code -> value */
+    char *Ap, *Bp;               /* packed operands */
+    void *y;                     /* [M, N]: double, or float where y_f32 */
+    int y_f32;
+    char *scratch;               /* per worker: [BP_TM, BP_TN] tile, BP_TM x scales, BP_MR scales */
     int64_t tiles_n;
-} tiles_job;
+} bp_job;
 
-/* yr[n] += pr[n] * (xs * ws[n]): xs*ws exact in double (24 + 24 bits). */
-DSV4_VECTOR_CLONES static void accumulate(double *restrict yr, const double *restrict pr, double xs, const double *restrict ws,
-                       int64_t n)
+static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+static void put_elem(const bp_job *j, char *dst, double v)
 {
-    for (int64_t i = 0; i < n; i++)
-        yr[i] += pr[i] * (xs * ws[i]);
+    if (j->f64)
+        *(double *)dst = v;
+    else
+        *(float *)dst = (float)v; /* an fp8 value: exact */
 }
 
-/* y[tile] = sum over K blocks, in order, of P_kb * (xs * ws): P_kb =
- * A[rows, kb] . B[cols, kb]^T is exact in double (gemm.h), so its tiling
- * does not matter; the accumulation order per element is the serial one. */
-static int tiles_f64(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+/* Rows [r0, r1) of the stacked operands (A's padded rows, then B's), each
+ * decoded exactly into its packed place; padding rows are zero. */
+static int bp_pack_range(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *st)
 {
-    (void)st;
-    const tiles_job *j = ctx;
+    (void)worker, (void)st;
+    const bp_job *j = ctx;
     const dsv4_gemm_args *a = j->a;
-    const int64_t M = a->M, N = a->N, K = a->K, KB = kblocks(a);
-    const double *A = j->A, *B = j->B;
-    double *y = j->y, *P = (double *)j->P + (size_t)worker * (TILE_M * TILE_N + TILE_N), *ws = P + TILE_M * TILE_N;
-    for (int64_t t = t0; t < t1; t++) {
-        const int64_t m0 = t / j->tiles_n * TILE_M, n0 = t % j->tiles_n * TILE_N;
-        const int64_t mt = M - m0 < TILE_M ? M - m0 : TILE_M, nt = N - n0 < TILE_N ? N - n0 : TILE_N;
-        for (int64_t kb = 0; kb < KB; kb++) {
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mt, (int)nt, BLK, 1.0, A + m0 * K + kb * BLK,
-                        (int)K, B + n0 * K + kb * BLK, (int)K, 0.0, P, (int)nt);
-            for (int64_t n = 0; n < nt; n++)
-                ws[n] = wscale(a, n0 + n, kb);
-            for (int64_t i = 0; i < mt; i++)
-                accumulate(y + (m0 + i) * N + n0, P + i * nt, xscale(a, m0 + i, kb), ws, nt);
+    const int64_t M = a->M, N = a->N, K = a->K, Mp = round_up(M, BP_MR);
+    for (int64_t r = r0; r < r1; r++) {
+        const int is_a = r < Mp;
+        const int64_t row = is_a ? r : r - Mp, w = is_a ? BP_MR : j->nr;
+        char *dst = (is_a ? j->Ap : j->Bp) + (size_t)(row / w * K * w + row % w) * j->elem;
+        const int pad = row >= (is_a ? M : N);
+        for (int64_t k = 0; k < K; k++) {
+            const uint8_t code = pad ? 0 : is_a ? a->xq[row * K + k]
+                                       : a->wq[a->w_shuffled ? dsv4_shuffle_index(row, k, K, 1) : row * K + k];
+            put_elem(j, dst + (size_t)(k * w) * j->elem, pad ? 0.0 : j->lut[code]);
         }
     }
     return DSV4_OK;
 }
 
-/* The common start of the GEMM entry points: check the arguments and zero
- * the [M, N] output (every element is an accumulator); *empty when there is
- * nothing to accumulate. */
-static int gemm_start(const dsv4_gemm_args *a, void *y, size_t elem_size, int *empty, dsv4_status *st)
+/* Output tiles [t0, t1): per K block, its x scales for the tile's rows,
+ * then every (B panel, A row group) micro tile, panels outer so that the
+ * block's 16 KiB panel stays in L1 across the row groups. */
+static int bp_tiles(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *st)
+{
+    (void)st;
+    const bp_job *j = ctx;
+    const dsv4_gemm_args *a = j->a;
+    const int64_t M = a->M, N = a->N, K = a->K, KB = kblocks(a), nr = j->nr;
+    const size_t es = j->elem;
+    char *c = j->scratch + (size_t)worker * (BP_TM * BP_TN + BP_TM + BP_MR) * es;
+    char *xs = c + BP_TM * BP_TN * es, *xw = xs + BP_TM * es;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t m0 = t / j->tiles_n * BP_TM, n0 = t % j->tiles_n * BP_TN;
+        const int64_t mt = M - m0 < BP_TM ? M - m0 : BP_TM, nt = N - n0 < BP_TN ? N - n0 : BP_TN;
+        const int64_t groups = (mt + BP_MR - 1) / BP_MR, panels = (nt + nr - 1) / nr;
+        memset(c, 0, BP_TM * BP_TN * es);
+        for (int64_t kb = 0; kb < KB; kb++) {
+            for (int64_t i = 0; i < groups * BP_MR; i++)
+                put_elem(j, xs + i * es, i < mt ? xscale(a, m0 + i, kb) : 0.0);
+            for (int64_t p = 0; p < panels; p++) {
+                const int64_t n = n0 + p * nr; /* a panel lies in one 128-column w-scale block */
+                const char *bp = j->Bp + (size_t)((n / nr) * K * nr + kb * BLK * nr) * es;
+                const double one = 1.0, ws64 = wscale(a, n, kb);
+                const float ws32 = wscale(a, n, kb);
+                for (int64_t g = 0; g < groups; g++) {
+                    const char *ap = j->Ap + (size_t)(((m0 / BP_MR) + g) * K * BP_MR + kb * BLK * BP_MR) * es;
+                    const void *xg = xs + g * BP_MR * es;
+                    if (j->f64) { /* the ideal's epilogue: xs' = xs ws, exact in double; ws' = 1 */
+                        for (int r = 0; r < BP_MR; r++)
+                            ((double *)xw)[r] = ((const double *)xg)[r] * ws64;
+                        xg = xw;
+                    }
+                    j->tile(ap, bp, xg, j->f64 ? (const void *)&one : (const void *)&ws32,
+                            c + (size_t)(g * BP_MR * BP_TN + p * nr) * es, BP_TN);
+                }
+            }
+        }
+        for (int64_t i = 0; i < mt; i++) {
+            const char *src = c + (size_t)(i * BP_TN) * es;
+            if (j->y_f32)
+                memcpy((float *)j->y + (m0 + i) * N + n0, src, sizeof(float) * (size_t)nt);
+            else if (j->f64)
+                memcpy((double *)j->y + (m0 + i) * N + n0, src, sizeof(double) * (size_t)nt);
+            else
+                for (int64_t n = 0; n < nt; n++)
+                    ((double *)j->y)[(m0 + i) * N + n0 + n] = ((const float *)src)[n]; /* exact */
+        }
+    }
+    return DSV4_OK;
+}
+
+static bp_tile_fn *bp_pick_tile(int f64)
+{
+#if DSV4_HAVE_AVX2_PATHS
+    const int level = dsv4_simd_level();
+    if (level >= DSV4_SIMD_AVX512)
+        return f64 ? bp_tile_f64_512 : bp_tile_f32_512;
+    if (level >= DSV4_SIMD_AVX2_FMA)
+        return f64 ? bp_tile_f64_avx2 : bp_tile_f32_avx2;
+#endif
+    return f64 ? bp_tile_f64_portable : bp_tile_f32_portable;
+}
+
+/* The block product into y ([M, N], double or, y_f32, float): f64 the
+ * ideal, else the fp32 model.  Every element of y is written. */
+static int block_product(const dsv4_gemm_args *a, void *y, int y_f32, int f64, dsv4_status *st)
 {
     int rc = dsv4_gemm_check(a, st);
     if (rc)
         return rc;
-    memset(y, 0, (size_t)(a->M * a->N) * elem_size);
-    *empty = a->M == 0 || a->N == 0 || a->K == 0;
-    return DSV4_OK;
-}
-
-/* The fp32 model: per row block of MTILE rows, the K blocks in order (the
- * serial path's sgemm calls, unchanged: fp32 sums depend on the BLAS
- * blocking), row blocks in parallel. */
-static int rows_f32(void *ctx, int64_t b0, int64_t b1, int worker, dsv4_status *st)
-{
-    (void)st;
-    const tiles_job *j = ctx;
-    const dsv4_gemm_args *a = j->a;
-    const int64_t M = a->M, N = a->N, K = a->K, KB = kblocks(a);
-    const float *A = j->A, *B = j->B;
-    float *y = j->y, *P = (float *)j->P + (size_t)worker * MTILE * N;
-    for (int64_t b = b0; b < b1; b++) {
-        const int64_t m0 = b * MTILE, mt = M - m0 < MTILE ? M - m0 : MTILE;
-        for (int64_t kb = 0; kb < KB; kb++) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mt, (int)N, BLK, 1.0f, A + m0 * K + kb * BLK,
-                        (int)K, B + kb * BLK, (int)K, 0.0f, P, (int)N);
-            for (int64_t i = 0; i < mt; i++) {
-                const float xs = xscale(a, m0 + i, kb);
-                float *yr = y + (m0 + i) * N;
-                const float *pr = P + i * N;
-                for (int64_t n = 0; n < N; n++) {
-                    float px = pr[n] * xs;            /* fl(P * xs) (docs/semantics/gemm.md Q7, Triton) */
-                    yr[n] = yr[n] + px * wscale(a, n, kb); /* acc += fl(.)*ws, unfused */
-                }
-            }
-        }
+    const int64_t M = a->M, N = a->N, K = a->K;
+    if (M == 0 || N == 0 || K == 0) {
+        memset(y, 0, (size_t)(M * N) * (y_f32 ? sizeof(float) : sizeof(double)));
+        return DSV4_OK;
     }
-    return DSV4_OK;
-}
-
-/* The block product into y, zeroed first: the operands decoded (as floats
- * for the fp32 model), then its work items in parallel, each worker with a
- * scratch P: [TILE_M, TILE_N] output tiles with P and the tile's w scales
- * (tiles_f64), or the fp32 model's MTILE-row blocks with P [MTILE, N]
- * (rows_f32). */
-static int block_product(const dsv4_gemm_args *a, void *y, int f32, dsv4_status *st)
-{
-    int empty, rc = gemm_start(a, y, f32 ? sizeof(float) : sizeof(double), &empty, st);
-    if (rc || empty)
-        return rc;
-    const int64_t M = a->M, N = a->N;
-    void *A, *B;
-    if ((rc = decode_operands(a, &A, &B, 0, 0, f32, st)))
-        return rc;
-    const int64_t tn = f32 ? 0 : (N + TILE_N - 1) / TILE_N;
-    const int64_t items = f32 ? (M + MTILE - 1) / MTILE : (M + TILE_M - 1) / TILE_M * tn;
+    double lut[256];
+    decode_lut(a->kind, lut);
+    const size_t es = f64 ? sizeof(double) : sizeof(float);
+    const int nr = f64 ? 16 : 32;
+    const int64_t Mp = round_up(M, BP_MR), Np = round_up(N, nr);
+    const int64_t tn = (N + BP_TN - 1) / BP_TN, items = (M + BP_TM - 1) / BP_TM * tn;
     const int nw = dsv4_parallel_workers(items, 1);
-    const size_t scratch = f32 ? (size_t)(MTILE * N) * sizeof(float) : (TILE_M * TILE_N + TILE_N) * sizeof(double);
-    void *P = malloc((size_t)nw * scratch);
-    if (!P) {
-        free(A), free(B);
-        return dsv4_fail(st, DSV4_ERUNTIME, "gemm: out of memory");
-    }
-    tiles_job j = {a, A, B, y, P, tn};
-    rc = dsv4_parallel_for(items, 1, DSV4_PAR_BLAS, f32 ? rows_f32 : tiles_f64, &j, st);
-    free(A), free(B), free(P);
+    bp_job j = {a, f64, es, nr, bp_pick_tile(f64), lut, malloc(es * (size_t)(Mp * K)), malloc(es * (size_t)(Np * K)),
+                y, y_f32, malloc(es * (size_t)nw * (BP_TM * BP_TN + BP_TM + BP_MR)), tn};
+    if (!j.Ap || !j.Bp || !j.scratch)
+        rc = dsv4_fail(st, DSV4_ERUNTIME, "gemm: out of memory");
+    else if (!(rc = dsv4_parallel_for(Mp + Np, 64, 0, bp_pack_range, &j, st)))
+        rc = dsv4_parallel_for(items, 1, 0, bp_tiles, &j, st);
+    free(j.Ap), free(j.Bp), free(j.scratch);
     return rc;
 }
 
 int dsv4_ref_gemm_a8w8_blockscale_f64(const dsv4_gemm_args *a, double *y, dsv4_status *st)
 {
-    return block_product(a, y, 0, st);
+    return block_product(a, y, 0, 1, st);
 }
 
 int dsv4_ref_gemm_a8w8_blockscale_f32(const dsv4_gemm_args *a, float *y, dsv4_status *st)
 {
-    return block_product(a, y, 1, st);
+    return block_product(a, y, 1, 0, st);
+}
+
+int dsv4_ref_gemm_a8w8_blockscale_f32_wide(const dsv4_gemm_args *a, double *y, dsv4_status *st)
+{
+    return block_product(a, y, 0, 0, st);
 }
 
 int dsv4_gemm_abs_gauge(const dsv4_gemm_args *a, double *g, dsv4_status *st)
 {
-    int empty, rc = gemm_start(a, g, sizeof *g, &empty, st);
-    if (rc || empty)
+    int rc = dsv4_gemm_check(a, st);
+    if (rc)
         return rc;
+    memset(g, 0, (size_t)(a->M * a->N) * sizeof *g);
+    if (a->M == 0 || a->N == 0 || a->K == 0)
+        return DSV4_OK;
     const int64_t M = a->M, N = a->N, K = a->K;
     void *A, *B;
-    if ((rc = decode_operands(a, &A, &B, 1, 1, 0, st)))
+    if ((rc = decode_operands(a, &A, &B, 1, 1, st)))
         return rc;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0, A, (int)K, B, (int)K, 0.0, g,
                 (int)N);

@@ -60,10 +60,14 @@ int dsv4_gemm_check(const dsv4_gemm_args *a, dsv4_status *st);
  * P_kb the exact dot of block kb (see the header comment), blocks summed in
  * order; y [M, N]. */
 int dsv4_ref_gemm_a8w8_blockscale_f64(const dsv4_gemm_args *a, double *y, dsv4_status *st);
-/* The Triton kernel's fp32 order (docs/semantics/gemm.md Q7: acc += fl(P*xs)*ws, P the fp32
- * dot of one K block, here OpenBLAS sgemm): a faithful model for large or
+/* The Triton kernel's fp32 order (docs/semantics/gemm.md Q7): per K block
+ * in order, P = the block's fp32 sum, k in order from +0; acc = acc +
+ * fl(P * xs) * ws, unfused.  One defined order: the same bits on every
+ * machine, SIMD level and thread count.  A faithful model for large or
  * bench cases, compared with a tolerance, never written into goldens. */
 int dsv4_ref_gemm_a8w8_blockscale_f32(const dsv4_gemm_args *a, float *y, dsv4_status *st);
+/* The same fp32 values widened (exactly) into double, without a float copy. */
+int dsv4_ref_gemm_a8w8_blockscale_f32_wide(const dsv4_gemm_args *a, double *y, dsv4_status *st);
 /* The gauge g[m, n] = sum_k |a_mk xs| |b_nk ws| (what the fp32 accumulation
  * error is proportional to), in double via dgemm (a bound, not a golden). */
 int dsv4_gemm_abs_gauge(const dsv4_gemm_args *a, double *g, dsv4_status *st);

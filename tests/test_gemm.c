@@ -23,6 +23,8 @@
 #include "../ref/gemm.h"
 #include "../ref/rope.h"
 #include "../ref/numerics.h"
+#include "../ref/parallel.h"
+#include "../ref/simd.h"
 #include "testutil.h"
 
 /* ---- shuffle_weight ------------------------------------------------------- */
@@ -227,23 +229,126 @@ START_TEST(ideal_matches_naive_and_bpreshuffle)
 }
 END_TEST
 
-/* The golden path is bit-identical for 1 and 2 OpenBLAS threads (shapes big
- * enough for OpenBLAS to split the work). */
+/* The golden path and the fp32 model are bit-identical for 1, 2 and 3
+ * reference threads (a shape of several output tiles, with row and column
+ * tails). */
 START_TEST(ideal_thread_invariant)
 {
     const int M = 300, N = 640, K = 512;
     rand_gemm g;
     rand_gemm_make(&g, M, N, K, 21);
     double *y1 = malloc(sizeof(double) * M * N), *y2 = malloc(sizeof(double) * M * N);
-    const int saved = openblas_get_num_threads();
-    openblas_set_num_threads(1);
+    float *f1 = malloc(sizeof(float) * M * N), *f2 = malloc(sizeof(float) * M * N);
+    const int saved = dsv4_threads();
+    dsv4_set_threads(1);
     ck_assert_int_eq(dsv4_ref_gemm_a8w8_blockscale_f64(&g.a, y1, NULL), 0);
-    openblas_set_num_threads(2);
-    ck_assert_int_eq(dsv4_ref_gemm_a8w8_blockscale_f64(&g.a, y2, NULL), 0);
-    openblas_set_num_threads(saved);
-    ck_assert_msg(memcmp(y1, y2, sizeof(double) * M * N) == 0, "ideal depends on the thread count");
-    free(y1), free(y2);
+    ck_assert_int_eq(dsv4_ref_gemm_a8w8_blockscale_f32(&g.a, f1, NULL), 0);
+    for (int t = 2; t <= 3; t++) {
+        dsv4_set_threads(t);
+        ck_assert_int_eq(dsv4_ref_gemm_a8w8_blockscale_f64(&g.a, y2, NULL), 0);
+        ck_assert_int_eq(dsv4_ref_gemm_a8w8_blockscale_f32(&g.a, f2, NULL), 0);
+        ck_assert_msg(memcmp(y1, y2, sizeof(double) * M * N) == 0, "ideal depends on the thread count (%d)", t);
+        ck_assert_msg(memcmp(f1, f2, sizeof(float) * M * N) == 0, "fp32 model depends on the thread count (%d)", t);
+    }
+    dsv4_set_threads(saved);
+    free(y1), free(y2), free(f1), free(f2);
     rand_gemm_free(&g);
+}
+END_TEST
+
+/* The serial definitions of both block products, written out here apart
+ * from ref/gemm.c: per element, per K block in order, P = the block's
+ * products summed k in order from +0 (float for the fp32 model, double for
+ * the ideal); the model's acc = acc + fl(P xs) ws, the ideal's y = y + P
+ * (xs ws); each step rounded once. */
+static void serial_block_products(const dsv4_gemm_args *a, const uint8_t *w_plain, const float *xs_plain, float *f,
+                                  double *y)
+{
+    const int64_t M = a->M, N = a->N, K = a->K, KB = K / 128;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            float acc = 0;
+            double yd = 0;
+            for (int64_t kb = 0; kb < KB; kb++) {
+                float p = 0;
+                double pd = 0;
+                for (int64_t k = kb * 128; k < kb * 128 + 128; k++) {
+                    const float x = dsv4_fp8_to_f32(a->xq[m * K + k], a->kind);
+                    const float w = dsv4_fp8_to_f32(w_plain[n * K + k], a->kind);
+                    const float prod = x * w; /* exact */
+                    p = p + prod;
+                    pd = pd + (double)prod;
+                }
+                const float xs = xs_plain[m * KB + kb], ws = a->w_scale[(n / 128) * KB + kb];
+                const float px = p * xs;
+                const float pxw = px * ws;
+                acc = acc + pxw;
+                const double s = (double)xs * (double)ws;
+                const double ps = pd * s;
+                yd = yd + ps;
+            }
+            f[m * N + n] = acc;
+            y[m * N + n] = yd;
+        }
+}
+
+/* Every SIMD level gives the serial definitions' bits, for both models:
+ * shapes with row and column tails (not multiples of the 12-row micro tile,
+ * the 16- and 32-column panels or the 96 x 256 output tiles), plain and
+ * bpreshuffle layouts, e4m3fn and e4m3fnuz codes, subnormal codes and
+ * extreme scales (sums that cancel, products near the fp32 range's ends). */
+START_TEST(block_products_are_the_serial_sums)
+{
+    static const int shapes[][3] = {{1, 16, 128}, {13, 48, 256}, {97, 272, 384}, {25, 112, 128}};
+    static const int levels[] = {DSV4_SIMD_PORTABLE, DSV4_SIMD_AVX2_FMA, DSV4_SIMD_AVX512};
+    for (int s = 0; s < 4; s++)
+        for (int kind = 0; kind < 2; kind++) {
+            const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], KB = K / 128, NB = (N + 127) / 128;
+            const dsv4_fp8_kind fk = kind ? DSV4_FP8_E4M3FNUZ : DSV4_FP8_E4M3FN;
+            dsv4_rng r;
+            dsv4_rng_init(&r, 100 + s * 2 + kind, "gemm levels");
+            uint8_t *xq = malloc((size_t)M * K), *wq = malloc((size_t)N * K), *wsh = malloc((size_t)N * K);
+            float *xs = malloc(sizeof(float) * M * KB), *xst = malloc(sizeof(float) * M * KB);
+            float *ws = malloc(sizeof(float) * NB * KB);
+            random_fp8(&r, xq, (int64_t)M * K, fk);
+            random_fp8(&r, wq, (int64_t)N * K, fk);
+            for (int i = 0; i < M * K; i += 7) /* subnormal codes in runs */
+                xq[i] = (uint8_t)(dsv4_rng_next(&r) >> 61);
+            for (int i = 0; i < M * KB; i++)
+                xs[i] = (float)(dsv4_rng_uniform(&r) * ldexp(1.0, (int)dsv4_rng_range(&r, -40, 40)));
+            for (int m = 0; m < M; m++)
+                for (int kb = 0; kb < KB; kb++)
+                    xst[kb * M + m] = xs[m * KB + kb];
+            for (int i = 0; i < NB * KB; i++)
+                ws[i] = (float)(dsv4_rng_uniform(&r) * ldexp(1.0, (int)dsv4_rng_range(&r, -40, 40)));
+            ck_assert_int_eq(dsv4_ref_shuffle_weight(wq, wsh, 1, N, K, 1, 0, NULL), 0);
+            const size_t n = (size_t)M * N;
+            float *fs = malloc(sizeof(float) * n), *f = malloc(sizeof(float) * n);
+            double *ys = malloc(sizeof(double) * n), *y = malloc(sizeof(double) * n), *fw = malloc(sizeof(double) * n);
+            dsv4_gemm_args a = {xq, wq, xs, ws, M, N, K, fk, 0, 0};
+            serial_block_products(&a, wq, xs, fs, ys);
+            for (int lv = 0; lv < 3; lv++)
+                for (int layout = 0; layout < 2; layout++) {
+                    dsv4_gemm_args b = a;
+                    if (layout)
+                        b.wq = wsh, b.w_shuffled = 1, b.x_scale = xst, b.x_scale_transposed = 1;
+                    dsv4_simd_cap_level(levels[lv]);
+                    ck_assert_int_eq(dsv4_ref_gemm_a8w8_blockscale_f32(&b, f, NULL), 0);
+                    ck_assert_int_eq(dsv4_ref_gemm_a8w8_blockscale_f32_wide(&b, fw, NULL), 0);
+                    ck_assert_int_eq(dsv4_ref_gemm_a8w8_blockscale_f64(&b, y, NULL), 0);
+                    dsv4_simd_cap_level(DSV4_SIMD_AVX512);
+                    for (size_t i = 0; i < n; i++) {
+                        ck_assert_msg(memcmp(&f[i], &fs[i], sizeof *f) == 0 && fw[i] == (double)fs[i],
+                                      "fp32 model, shape %d kind %d level %d layout %d, element (%zu, %zu): %a, "
+                                      "serial %a", s, kind, levels[lv], layout, i / N, i % N, f[i], fs[i]);
+                        ck_assert_msg(memcmp(&y[i], &ys[i], sizeof *y) == 0,
+                                      "ideal, shape %d kind %d level %d layout %d, element (%zu, %zu): %a, "
+                                      "serial %a", s, kind, levels[lv], layout, i / N, i % N, y[i], ys[i]);
+                    }
+                }
+            free(xq), free(wq), free(wsh), free(xs), free(xst), free(ws), free(fs), free(f), free(ys), free(y),
+                free(fw);
+        }
 }
 END_TEST
 
@@ -744,7 +849,7 @@ int main(void)
         DSV4_TEST_GROUPS(
             DSV4_TEST_GROUP("core", 60, NULL, NULL, shuffle_matches_permute_definition, shuffle_hand_positions,
                             gemm_hand_answer, block_dot_is_exact, ideal_matches_naive_and_bpreshuffle,
-                            ideal_thread_invariant, f32_model_within_bound, gemm_rejects_bad_input, bmm_hand_answer,
+                            ideal_thread_invariant, block_products_are_the_serial_sums, f32_model_within_bound, gemm_rejects_bad_input, bmm_hand_answer,
                             einsum_hand_answer, generic_permutation_hint, qnorm_insert_hand,
                             compressor_c4_matches_naive, compressor_c128_matches_naive, compressor_rejects_bad_tables,
                             family_variants_are_tables, gemm_variant_rules_shape_inputs,

@@ -247,21 +247,13 @@ static int gemm_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tens
     const int64_t n = a.M * a.N;
     /* A float64 Y (the golden's dtype) takes the values in place. */
     double *e = y->dtype == DSV4_F64 ? y->data : malloc((size_t)(n + 1) * sizeof *e);
-    float *f = use_f32(c) ? malloc((size_t)(n + 1) * sizeof *f) : NULL;
-    if (!e || (use_f32(c) && !f)) {
-        rc = dsv4_gemmops_oom(st);
-    } else if (f) {
-        rc = dsv4_ref_gemm_a8w8_blockscale_f32(&a, f, st);
-        for (int64_t i = 0; !rc && i < n; i++)
-            e[i] = f[i];
-    } else {
-        rc = dsv4_ref_gemm_a8w8_blockscale_f64(&a, e, st);
-    }
+    if (!e)
+        return dsv4_gemmops_oom(st);
+    rc = use_f32(c) ? dsv4_ref_gemm_a8w8_blockscale_f32_wide(&a, e, st) : dsv4_ref_gemm_a8w8_blockscale_f64(&a, e, st);
     if (!rc && e != y->data)
         dsv4_tensor_set_all(y, e, n);
     if (e != y->data)
         free(e);
-    free(f);
     return rc;
 }
 
