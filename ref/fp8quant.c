@@ -337,6 +337,33 @@ DSV4_AVX2 static int64_t scale_row_f32_avx2(const float *x, const float *w, doub
     }
     return i;
 }
+
+/* The same sixteen lanes at a time (AVX-512F): the same double products,
+ * in the same order, no FMA. */
+FQ512_INLINE __m512d scaled8_512(const float *x, const float *w, __m512d r)
+{
+    return _mm512_mul_pd(_mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x)), r), _mm512_cvtps_pd(_mm256_loadu_ps(w)));
+}
+
+FQ512 static int64_t scale_row_512(const float *x, const float *w, double r, int64_t n, double *y)
+{
+    const __m512d rv = _mm512_set1_pd(r);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm512_storeu_pd(y + i, scaled8_512(x + i, w + i, rv));
+    return i;
+}
+
+FQ512 static int64_t scale_row_f32_512(const float *x, const float *w, double r, int64_t n, float *y)
+{
+    const __m512d rv = _mm512_set1_pd(r);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm256_storeu_ps(y + i, _mm512_cvtpd_ps(scaled8_512(x + i, w + i, rv)));
+        _mm256_storeu_ps(y + i + 8, _mm512_cvtpd_ps(scaled8_512(x + i + 8, w + i + 8, rv)));
+    }
+    return i;
+}
 #endif
 
 /* y = x * r * w for one row. */
@@ -344,7 +371,9 @@ static void scale_row(const float *restrict x, const float *restrict w, double r
 {
     int64_t i = 0;
 #if DSV4_HAVE_AVX2_PATHS
-    if (dsv4_simd_avx2())
+    if (dsv4_simd_level() >= DSV4_SIMD_AVX512)
+        i = scale_row_512(x, w, r, n, y);
+    else if (dsv4_simd_avx2())
         i = scale_row_avx2(x, w, r, n, y);
 #endif
     for (; i < n; i++)
@@ -356,7 +385,9 @@ static void scale_row_f32(const float *restrict x, const float *restrict w, doub
 {
     int64_t i = 0;
 #if DSV4_HAVE_AVX2_PATHS
-    if (dsv4_simd_avx2())
+    if (dsv4_simd_level() >= DSV4_SIMD_AVX512)
+        i = scale_row_f32_512(x, w, r, n, y);
+    else if (dsv4_simd_avx2())
         i = scale_row_f32_avx2(x, w, r, n, y);
 #endif
     for (; i < n; i++)
@@ -364,17 +395,18 @@ static void scale_row_f32(const float *restrict x, const float *restrict w, doub
 }
 
 #if DSV4_HAVE_AVX2_PATHS
-/* sumsq_rows of 8 rows: two vectors of four rows' sums, each lane one
+/* sumsq_rows of 4 G rows: G vectors of four rows' sums, each lane one
  * row's chain in the serial order (element i's square is added before
  * i + 1's), the rows' elements transposed four at a time into the lanes.
  * No FMA: each step is the double product then the double add, as the
- * scalar "ss += (double)x * x". */
-DSV4_AVX2 static void sumsq8_avx2(const float *x, int64_t n, double *ss)
+ * scalar "ss += (double)x * x".  Each chain waits on its add's latency, so
+ * the G independent vectors are what sets the pace (G = 4: 16 rows). */
+DSV4_AVX2_INLINE void sumsq_groups_avx2(const float *x, int64_t n, double *ss, const int G)
 {
-    __m256d s[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+    __m256d s[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
     int64_t i = 0;
     for (; i + 4 <= n; i += 4)
-        for (int h = 0; h < 2; h++) {
+        for (int h = 0; h < G; h++) {
             const float *xh = x + 4 * h * n + i;
             __m128 c0 = _mm_loadu_ps(xh), c1 = _mm_loadu_ps(xh + n), c2 = _mm_loadu_ps(xh + 2 * n);
             __m128 c3 = _mm_loadu_ps(xh + 3 * n);
@@ -385,24 +417,30 @@ DSV4_AVX2 static void sumsq8_avx2(const float *x, int64_t n, double *ss)
                 s[h] = _mm256_add_pd(s[h], _mm256_mul_pd(d, d));
             }
         }
-    _mm256_storeu_pd(ss, s[0]);
-    _mm256_storeu_pd(ss + 4, s[1]);
-    for (int k = 0; k < 8; k++)
+    for (int h = 0; h < G; h++)
+        _mm256_storeu_pd(ss + 4 * h, s[h]);
+    for (int k = 0; k < 4 * G; k++)
         for (int64_t e = i; e < n; e++)
             ss[k] += (double)x[k * n + e] * x[k * n + e];
 }
+
+DSV4_AVX2 static void sumsq8_avx2(const float *x, int64_t n, double *ss) { sumsq_groups_avx2(x, n, ss, 2); }
+DSV4_AVX2 static void sumsq16_avx2(const float *x, int64_t n, double *ss) { sumsq_groups_avx2(x, n, ss, 4); }
 #endif
 
 /* ss[k] = the sum of x_k[i]^2 in double over i in order, for rows k <
- * rows of n: eight rows side by side in vectors (AVX2), else four scalar
+ * rows of n: sixteen or eight rows side by side in vectors (AVX2), else four scalar
  * chains at a time; the same values, more adds in flight than one chain. */
 static void sumsq_rows(const float *x, int64_t rows, int64_t n, double *ss)
 {
     int64_t r = 0;
 #if DSV4_HAVE_AVX2_PATHS
-    if (dsv4_simd_avx2())
+    if (dsv4_simd_avx2()) {
+        for (; r + 16 <= rows; r += 16)
+            sumsq16_avx2(x + r * n, n, ss + r);
         for (; r + 8 <= rows; r += 8)
             sumsq8_avx2(x + r * n, n, ss + r);
+    }
 #endif
     for (; r + 4 <= rows; r += 4) {
         const float *x0 = x + r * n, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;

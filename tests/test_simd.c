@@ -268,11 +268,12 @@ START_TEST(inverse_rope_mxfp8_same_bytes)
 END_TEST
 
 /* The ideal RMSNorm of fused_qk_rmsnorm_group_quant (rows side by side
- * in vectors, the scaling four or eight lanes at a time) against its
+ * in vectors, sixteen or eight at a time, the scaling four, eight or
+ * sixteen lanes at a time: AVX2 and AVX-512) against its
  * serial definition (docs/semantics/quant.md Q3.3: the sum of squares in
  * double in order, y = x (1/sqrt(ss/n + eps)) w), in double and rounded
- * to fp32, on both paths: row counts that leave partial batches of 8 and
- * 4, widths that leave partial vectors, values of many magnitudes. */
+ * to fp32, on every path: row counts that leave partial batches of 16, 8
+ * and 4, widths that leave partial vectors, values of many magnitudes. */
 START_TEST(rmsnorm_rows_match_serial)
 {
     enum { ROWS = 37, N = 517 };
@@ -297,8 +298,8 @@ START_TEST(rmsnorm_rows_match_serial)
                     want_f[r * n + i] = (float)want[r * n + i];
                 }
             }
-            for (int pass = 0; pass < 2; pass++) {
-                dsv4_simd_force_portable(pass == 0);
+            for (int pass = 0; pass < 3; pass++) { /* portable, AVX2 at most, every level */
+                dsv4_simd_cap_level(pass == 0 ? DSV4_SIMD_PORTABLE : pass == 1 ? DSV4_SIMD_AVX2_FMA : DSV4_SIMD_AVX512);
                 for (int64_t rows = ROWS; rows >= 1; rows -= 12) {
                     memset(y, 0, sizeof y), memset(yf, 0, sizeof yf);
                     dsv4_rmsnorm_rows_ideal(x, w, rows, n, eps, y);
@@ -306,10 +307,10 @@ START_TEST(rmsnorm_rows_match_serial)
                     ck_assert_msg(!memcmp(y, want, (size_t)(rows * n) * sizeof *y) &&
                                       !memcmp(yf, want_f, (size_t)(rows * n) * sizeof *yf),
                                   "n %d, %d rows, %s path: not the serial values", (int)n, (int)rows,
-                                  pass ? "default" : "portable");
+                                  pass == 2 ? "default" : pass ? "AVX2" : "portable");
                 }
             }
-            dsv4_simd_force_portable(0);
+            dsv4_simd_cap_level(DSV4_SIMD_AVX512);
         }
     }
 }

@@ -171,7 +171,7 @@ static void bf16_row(const uint16_t *restrict h, int64_t n, float *restrict f)
         f[i] = dsv4_bf16_to_f32_inline(h[i]);
 }
 
-#define FQ_ROWS 8 /* rows normed together (dsv4_rmsnorm_rows_ideal: eight sums side by side) */
+#define FQ_ROWS 16 /* rows normed together (dsv4_rmsnorm_rows_ideal: sixteen sums side by side) */
 
 /* Rows [r0, r1), FQ_ROWS at a time: both norms, then the q quant of each row. */
 static int fq_rows(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *st)
@@ -220,7 +220,7 @@ static int fq_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensor
     if (rc)
         return rc;
     const int64_t m = t[0]->shape[0], n1 = t[0]->shape[1], n2 = t[2]->shape[1];
-    const int64_t grain = 16;
+    const int64_t grain = 64;
     const int nw = dsv4_parallel_workers(m, grain);
     float *qw = dsv4_quant_as_f32(t[1], st), *kw = qw ? dsv4_quant_as_f32(t[3], st) : NULL;
     float *scratch = malloc((size_t)nw * (size_t)(FQ_ROWS * (2 * n1 + n2 + n1 / 128)) * sizeof(float) + 8);
