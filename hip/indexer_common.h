@@ -79,6 +79,22 @@ __device__ inline void rope4(float x[4], const float *__restrict__ cs, int k0)
     }
 }
 
+/* rope4 of a lane's eight lanes (pairs k0..k0 + 3) with its four cos (c4)
+ * and four sin (s4) already loaded: the same fp32 products and sums, the
+ * eight lanes rounded to bf16 together by pack8_bf16 (the hardware pair
+ * conversion where it is the rule), which is round_bf16 of each. */
+__device__ inline void rope8_bf16(float x[8], float4 c4, float4 s4)
+{
+    const float c[4] = {c4.x, c4.y, c4.z, c4.w}, s[4] = {s4.x, s4.y, s4.z, s4.w};
+    float r[8];
+    for (int i = 0; i < 4; i++) {
+        const float e = x[2 * i], o = x[2 * i + 1];
+        r[2 * i] = __fsub_rn(__fmul_rn(e, c[i]), __fmul_rn(o, s[i]));
+        r[2 * i + 1] = __fadd_rn(__fmul_rn(e, s[i]), __fmul_rn(o, c[i]));
+    }
+    unpack8_bf16(pack8_bf16(r), x);
+}
+
 /* The MXFP4 codes of a lane's N dims (N <= 8) given the block's amax m:
  * the scale byte into *scale, the codes as a word (even dim low).  mx.c
  * dsv4_mx_quant_block_fp4: q = fl(x * m); a NaN block encodes NAN.  Where

@@ -3,23 +3,27 @@
  * int32, and the fp32 head weights; both quant variants, bit-exact with
  * ref/indexer.c dsv4_ref_indexer_q_quant (docs/semantics/indexer.md Q4.2).
  *
- * One launch, 16 rows (token, head) per 256-thread block, each row in two
- * halves of 8 lanes: threads [0, 128) take the NoPE halves (dims 0..63) of
- * the block's rows and threads [128, 256) the RoPE halves, so that every
- * warp (wave) runs one path: with the halves in one warp, each warp issued
- * the RoPE (cos / sin reads, the position's division, the bf16 roundings)
- * with half its lanes idle.  Lane l of a half holds its dims 8l..8l+7 (one
- * 16-byte load; a RoPE lane reads its 4 cos and 4 sin), a 32-block is 4 lanes
- * (2-step xor-shuffle amax of integer keys), each lane stores its 8 codes as
- * one 32-bit word, and lane 0 of a half stores its two scale bytes as one
- * 16-bit word (lane 0 of the NoPE half also the weight). */
+ * One launch, 64 rows (token, head) per 256-thread block, 16 at a time in
+ * four steps, each row in two halves of 8 lanes: threads [0, 128) take the
+ * NoPE halves (dims 0..63) of the block's rows and threads [128, 256) the
+ * RoPE halves, so that every warp (wave) runs one path: with the halves in
+ * one warp, each warp issued the RoPE (cos / sin reads, the position's
+ * division, the bf16 roundings) with half its lanes idle.  A thread issues
+ * the loads of all four of its rows (and a RoPE thread its four positions,
+ * then their cos / sin) before it quantizes the first, so that 64 bytes of
+ * q a thread are in flight, not 16.  Lane l of a half holds its dims
+ * 8l..8l+7 (one 16-byte load; a RoPE lane reads its 4 cos and its 4 sin as
+ * one 16-byte load each), a 32-block is 4 lanes (2-step xor-shuffle amax of
+ * integer keys), each lane stores its 8 codes as one 32-bit word, and lane
+ * 0 of a half stores its two scale bytes as one 16-bit word (lane 0 of the
+ * NoPE half also the weight). */
 #include "indexer_common.h"
 
 namespace {
 
 using namespace idxr;
 
-enum { HALF_LANES = 8, ROWS_PER_BLOCK = 16, THREADS = 2 * HALF_LANES * ROWS_PER_BLOCK };
+enum { HALF_LANES = 8, ROWS_PER_STEP = 16, STEPS = 4, THREADS = 2 * HALF_LANES * ROWS_PER_STEP };
 
 struct qq_args {
     const uint16_t *q;
@@ -30,41 +34,59 @@ struct qq_args {
 };
 
 template <bool VARIANT_A>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, 4) /* 64 registers: 1024 threads an SM, 64 KiB of q in flight */
     qquant_kernel(qq_args a, uint32_t *__restrict__ packed, uint16_t *__restrict__ scales, float *__restrict__ wout)
 {
     /* half 0: NoPE, half 1: RoPE; THREADS / 2 is a multiple of both warp sizes, so a warp holds one half */
     const int half = (int)threadIdx.x / (THREADS / 2), t = (int)threadIdx.x % (THREADS / 2);
     const int lane = t % HALF_LANES, d0 = (D - ROPE) * half + 8 * lane;
-    const int th = (int)blockIdx.x * ROWS_PER_BLOCK + t / HALF_LANES;
-    const bool active = th < a.rows;
-    float x[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (active) {
-        /* NoPE lanes raw (docs/semantics/indexer.md Q4.2) */
-        load8_bf16(a.q, (long long)th * D + d0, x);
-        if (half) { /* RoPE at the token's own position, bf16 out */
-            const float *cs = a.cs + a.pos[th / a.H] * ROPE;
-            const int k0 = 4 * lane; /* (d0 - (D - ROPE)) / 2 */
-            rope4(x, cs, k0);
-            rope4(x + 4, cs, k0 + 2);
+    const int th0 = (int)blockIdx.x * (ROWS_PER_STEP * STEPS) + t / HALF_LANES;
+    uint4 raw[STEPS];
+    float4 c4[STEPS], s4[STEPS];
+#pragma unroll
+    for (int k = 0; k < STEPS; k++) { /* every q load first */
+        const int th = th0 + k * ROWS_PER_STEP;
+        raw[k] = th < a.rows ? *reinterpret_cast<const uint4 *>(a.q + ((long long)th * D + d0)) : make_uint4(0, 0, 0, 0);
+    }
+    if (half) { /* RoPE at the token's own position: the positions, then their cos / sin */
+        int64_t p[STEPS];
+#pragma unroll
+        for (int k = 0; k < STEPS; k++) {
+            const int th = th0 + k * ROWS_PER_STEP;
+            p[k] = th < a.rows ? a.pos[th / a.H] : 0;
+        }
+        const int k0 = 4 * lane; /* (d0 - (D - ROPE)) / 2 */
+#pragma unroll
+        for (int k = 0; k < STEPS; k++) {
+            c4[k] = *reinterpret_cast<const float4 *>(a.cs + p[k] * ROPE + k0);
+            s4[k] = *reinterpret_cast<const float4 *>(a.cs + p[k] * ROPE + ROPE / 2 + k0);
         }
     }
-    uint8_t sb;
-    /* all lanes: full-mask shuffles; A: ceil log2_f32 + threshold e2m1, B: the bit rule + RNE */
-    const uint32_t w = VARIANT_A ? quant8<DSV4Q_FP4_CEIL_F32LOG2, DSV4Q_ELEM_THRESHOLD>(x, &sb)
-                                 : quant8<DSV4Q_FP4_CEIL, DSV4Q_ELEM_RNE>(x, &sb);
-    /* the half's two scale bytes (lanes 0, 4) to lane 0: [T, H, 4] is one little-endian int32 per head,
-     * bytes 2 half, 2 half + 1 */
-    const uint32_t s4 = (uint32_t)__shfl_xor((int)sb, 4);
-    if (!active)
-        return;
-    packed[(long long)th * (TB / 4) + HALF_LANES * half + lane] = w;
-    if (lane == 0) {
-        scales[2 * (long long)th + half] = (uint16_t)((uint32_t)sb | (s4 << 8));
-        if (!half) {
-            /* B: fl(w * fl32(softmax_scale * head_scale)); A: fl(fl(w * ss) * hs) (docs/semantics/indexer.md Q4.2) */
-            const float wi = a.w[th];
-            wout[th] = VARIANT_A ? __fmul_rn(__fmul_rn(wi, a.ss_a), a.hs_a) : __fmul_rn(wi, a.ws_b);
+#pragma unroll
+    for (int k = 0; k < STEPS; k++) {
+        const int th = th0 + k * ROWS_PER_STEP;
+        const bool active = th < a.rows;
+        float x[8];
+        unpack8_bf16(raw[k], x); /* NoPE lanes raw (docs/semantics/indexer.md Q4.2) */
+        if (half)
+            rope8_bf16(x, c4[k], s4[k]); /* bf16 out; an inactive row rotates zeros */
+        uint8_t sb;
+        /* all lanes: full-mask shuffles; A: ceil log2_f32 + threshold e2m1, B: the bit rule + RNE */
+        const uint32_t w = VARIANT_A ? quant8<DSV4Q_FP4_CEIL_F32LOG2, DSV4Q_ELEM_THRESHOLD>(x, &sb)
+                                     : quant8<DSV4Q_FP4_CEIL, DSV4Q_ELEM_RNE>(x, &sb);
+        /* the half's two scale bytes (lanes 0, 4) to lane 0: [T, H, 4] is one little-endian int32 per head,
+         * bytes 2 half, 2 half + 1 */
+        const uint32_t s4b = (uint32_t)__shfl_xor((int)sb, 4);
+        if (!active)
+            continue;
+        packed[(long long)th * (TB / 4) + HALF_LANES * half + lane] = w;
+        if (lane == 0) {
+            scales[2 * (long long)th + half] = (uint16_t)((uint32_t)sb | (s4b << 8));
+            if (!half) {
+                /* B: fl(w * fl32(softmax_scale * head_scale)); A: fl(fl(w * ss) * hs) (docs/semantics/indexer.md Q4.2) */
+                const float wi = a.w[th];
+                wout[th] = VARIANT_A ? __fmul_rn(__fmul_rn(wi, a.ss_a), a.hs_a) : __fmul_rn(wi, a.ws_b);
+            }
         }
     }
 }
@@ -118,7 +140,7 @@ hipError_t launch_shape(const dsv4_hip_call *c, const qq_shape &s, hipStream_t s
     const qq_args a = {(const uint16_t *)c->din[s.q], (const int64_t *)c->din[s.pos], (const float *)c->din[s.cs],
                        (const float *)c->din[s.w], (int)(T * H), (int)H, (float)(s.ss * s.hs), (float)s.ss,
                        (float)s.hs};
-    const unsigned grid = grid_for(T * H, ROWS_PER_BLOCK);
+    const unsigned grid = grid_for(T * H, ROWS_PER_STEP * STEPS);
     if (c->variant == 1)
         hipLaunchKernelGGL(qquant_kernel<true>, dim3(grid), dim3(THREADS), 0, stream, a, (uint32_t *)c->dout[s.op],
                            (uint16_t *)c->dout[s.os], (float *)c->dout[s.ow]);
