@@ -507,17 +507,24 @@ __global__ void GPU_LAUNCH_BOUNDS_OCC(NT, BLOCKS_PER_SM) attn_kernel(Src src, co
  * m_f = max(max_s m_s, sink), w_s = e^{m_s - m_f}, l_f = sum_s w_s l_s + e^{sink - m_f},
  * out = (sum_s w_s acc_s) / max(l_f, 1e-30), or 0 if l_f <= 0; sums in split
  * order (bitwise identical reruns).  With one split this is the single-pass
- * kernel's own sink merge.  Grid: T * ceil(H / HG) blocks of NT threads. */
+ * kernel's own sink merge.  Grid: T * ceil(H / HG) * CPARTS blocks of NT
+ * threads, a block the output columns [D / CPARTS part, ...) of one 16-head
+ * group (each block forms the group's weights itself: 16 heads' worth): a
+ * block a whole group left 256 blocks of 32 loads in a row a thread for the
+ * 64-token decode, too few in flight. */
+constexpr int CPARTS = 4;
 static __global__ void __launch_bounds__(NT) combine_kernel(const float *__restrict__ part, const float *__restrict__ sink,
                                                      long long H, int groups, int splits,
                                                      uint16_t *__restrict__ out)
 {
     __shared__ float w[MAX_SPLITS][HG], lf[HG];
     const int tid = threadIdx.x;
-    const long long t = blockIdx.x / groups;
-    const long long h0 = (long long)(blockIdx.x % groups) * HG;
+    const long long tgrp = blockIdx.x / CPARTS; /* (token, 16-head group) */
+    const int dbase = (int)(blockIdx.x % CPARTS) * (D / CPARTS);
+    const long long t = tgrp / groups;
+    const long long h0 = (long long)(tgrp % groups) * HG;
     const int nh = H - h0 < HG ? (int)(H - h0) : HG;
-    const float *pb = part + (long long)blockIdx.x * splits * PART;
+    const float *pb = part + tgrp * splits * PART;
     if (tid < nh) {
         const float sg = sink[h0 + tid];
         float m = NEG_INIT;
@@ -532,8 +539,8 @@ static __global__ void __launch_bounds__(NT) combine_kernel(const float *__restr
         lf[tid] = l + expf(sg - mf);
     }
     __syncthreads();
-    for (int c = tid; c < nh * (D / 4); c += NT) {
-        const int h = c / (D / 4), d = 4 * (c % (D / 4));
+    for (int c = tid; c < nh * (D / CPARTS / 4); c += NT) {
+        const int h = c / (D / CPARTS / 4), d = dbase + 4 * (c % (D / CPARTS / 4));
         float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int s = 0; s < splits; s++) {
             const float4 a = *reinterpret_cast<const float4 *>(pb + s * PART + h * D + d);
@@ -921,7 +928,7 @@ inline hipError_t attn_launch_parts(const Src &src, const void *q, const void *s
                            (const uint16_t *)q, (const float *)sink, H, (int)p.groups, p.splits, (float)scale,
                            (uint16_t *)out, part);
     if (p.splits > 1)
-        hipLaunchKernelGGL(combine_kernel, dim3((unsigned)(T * groups16)), dim3(NT), 0, stream, part,
+        hipLaunchKernelGGL(combine_kernel, dim3((unsigned)(T * groups16 * CPARTS)), dim3(NT), 0, stream, part,
                            (const float *)sink, H, (int)groups16, p.splits, (uint16_t *)out);
     return hipGetLastError();
 }
