@@ -172,7 +172,7 @@ static const bench_case bench_table[] = {
       DECODE_64_QUERY_LENS, NULL},
      NULL, 0},
     /* The block-scaled GEMM at M 4096, N 7168 (hidden), K 1536 (q_lora_rank):
-     * the fp32 model (sgemm per K block) and the exact ideal (dgemm). */
+     * the fp32 model and the exact ideal (ref/gemm.c, "The block product"). */
     {"gemm_a8w8_4096x7168x1536_f32", "gemm_a8w8_blockscale", {"M=4096", "N=7168", "K=1536", "ref_accum=f32", NULL},
      gemm_flops, 0},
     {"gemm_a8w8_4096x7168x1536_f64", "gemm_a8w8_blockscale", {"M=4096", "N=7168", "K=1536", NULL}, gemm_flops, 1},
