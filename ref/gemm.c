@@ -222,8 +222,9 @@ static int decode_operands(const dsv4_gemm_args *a, void **A, void **B, int abso
  * epilogue is the model's with xs' = xs ws and ws' = 1 (x * 1 is exact).
  *
  * The operands are packed once, exact, as the sum's type: A in groups of
- * BP_MR rows [k][BP_MR], B in panels of BP_NR columns [k][BP_NR] (rows and
- * columns past M and N are zero and never stored).  Work items are
+ * BP_MR rows [k][BP_MR], B in panels of nr columns [k][nr] (nr: two
+ * vectors of 512 bits, 32 floats or 16 doubles; rows and columns past M
+ * and N are zero and never stored).  Work items are
  * [BP_TM, BP_TN] output tiles, accumulated in a per-worker scratch tile
  * (in cache across the K blocks) and copied out at the end. */
 #define BP_MR 12            /* rows of a micro tile (24 zmm accumulators) */
