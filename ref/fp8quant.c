@@ -338,7 +338,7 @@ DSV4_AVX2 static int64_t scale_row_f32_avx2(const float *x, const float *w, doub
     return i;
 }
 
-/* The same sixteen lanes at a time (AVX-512F): the same double products,
+/* The same eight doubles a vector (AVX-512F): the same double products,
  * in the same order, no FMA. */
 FQ512_INLINE __m512d scaled8_512(const float *x, const float *w, __m512d r)
 {
@@ -399,8 +399,10 @@ static void scale_row_f32(const float *restrict x, const float *restrict w, doub
  * row's chain in the serial order (element i's square is added before
  * i + 1's), the rows' elements transposed four at a time into the lanes.
  * No FMA: each step is the double product then the double add, as the
- * scalar "ss += (double)x * x".  Each chain waits on its add's latency, so
- * the G independent vectors are what sets the pace (G = 4: 16 rows). */
+ * scalar "ss += (double)x * x".  Each row's chain is serial, so more rows
+ * side by side keep more adds in flight: G = 4 (16 rows) is what the fused
+ * q/kv norm uses; G = 8 measured slower a row (16 ymm registers are too few
+ * for eight sums and the transposes). */
 DSV4_AVX2_INLINE void sumsq_groups_avx2(const float *x, int64_t n, double *ss, const int G)
 {
     __m256d s[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
