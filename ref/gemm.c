@@ -155,7 +155,7 @@ static void decode_lut(dsv4_fp8_kind kind, double *lut)
 typedef struct decode_job {
     const dsv4_gemm_args *a;
     const double *lut;
-    void *A, *B;     /* double [M, K] and [N, K], or the fp32 model's packed floats */
+    void *A, *B;     /* double [M, K] and [N, K] */
     int absolute, scaled;
 } decode_job;
 
@@ -368,8 +368,8 @@ static int bp_tiles(void *ctx, int64_t t0, int64_t t1, int worker, dsv4_status *
             for (int64_t p = 0; p < panels; p++) {
                 const int64_t n = n0 + p * nr; /* a panel lies in one 128-column w-scale block */
                 const char *bp = j->Bp + (size_t)((n / nr) * K * nr + kb * BLK * nr) * es;
-                const double one = 1.0, ws64 = wscale(a, n, kb);
                 const float ws32 = wscale(a, n, kb);
+                const double one = 1.0, ws64 = ws32;
                 for (int64_t g = 0; g < groups; g++) {
                     const char *ap = j->Ap + (size_t)(((m0 / BP_MR) + g) * K * BP_MR + kb * BLK * BP_MR) * es;
                     const void *xg = xs + g * BP_MR * es;
