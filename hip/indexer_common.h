@@ -65,24 +65,13 @@ __device__ inline float round_bf16(float x)
     return dsv4q_float((uint32_t)dsv4q_bf16(x) << 16);
 }
 
-/* GPT-J RoPE of the pairs (x0, x1), (x2, x3) with cache row cs (cos |
- * sin, 64 wide), pair index k0, k0 + 1: products and the sum in fp32
- * without contraction (ref/rope.c dsv4_rope_gptj_f32), each lane rounded to
- * bf16 (ref/indexer.c rope_bf16, docs/semantics/indexer.md Q4.1 step 3). */
-__device__ inline void rope4(float x[4], const float *__restrict__ cs, int k0)
-{
-    for (int i = 0; i < 2; i++) {
-        const float c = cs[k0 + i], s = cs[ROPE / 2 + k0 + i];
-        const float e = x[2 * i], o = x[2 * i + 1];
-        x[2 * i] = round_bf16(__fsub_rn(__fmul_rn(e, c), __fmul_rn(o, s)));
-        x[2 * i + 1] = round_bf16(__fadd_rn(__fmul_rn(e, s), __fmul_rn(o, c)));
-    }
-}
-
-/* rope4 of a lane's eight lanes (pairs k0..k0 + 3) with its four cos (c4)
- * and four sin (s4) already loaded: the same fp32 products and sums, the
- * eight lanes rounded to bf16 together by pack8_bf16 (the hardware pair
- * conversion where it is the rule), which is round_bf16 of each. */
+/* GPT-J RoPE of a lane's eight lanes, the pairs k0..k0 + 3 of the cache
+ * row (cos | sin, 64 wide), with its four cos (c4) and four sin (s4)
+ * already loaded: products and the sum in fp32 without contraction
+ * (ref/rope.c dsv4_rope_gptj_f32), each lane rounded to bf16 (ref/indexer.c
+ * rope_bf16, docs/semantics/indexer.md Q4.1 step 3), the eight together by
+ * pack8_bf16 (the hardware pair conversion where it is the rule), which is
+ * round_bf16 of each. */
 __device__ inline void rope8_bf16(float x[8], float4 c4, float4 s4)
 {
     const float c[4] = {c4.x, c4.y, c4.z, c4.w}, s[4] = {s4.x, s4.y, s4.z, s4.w};

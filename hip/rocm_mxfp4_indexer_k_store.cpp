@@ -33,7 +33,8 @@ struct ks_args {
     layout l;
 };
 
-/* idxr::rope4 with its cos (c) and sin (s) pairs already loaded. */
+/* idxr::rope8_bf16's rotation for a lane's two pairs, cos (c) and sin (s) already loaded,
+ * each lane rounded to bf16 on its own. */
 __device__ inline void rope2_cs(float x[4], float2 c, float2 s)
 {
     const float cv[2] = {c.x, c.y}, sv[2] = {s.x, s.y};
