@@ -413,11 +413,12 @@ DSV4_AVX2_INLINE void sumsq_groups_avx2(const float *x, int64_t n, double *ss, c
             __m128 c0 = _mm_loadu_ps(xh), c1 = _mm_loadu_ps(xh + n), c2 = _mm_loadu_ps(xh + 2 * n);
             __m128 c3 = _mm_loadu_ps(xh + 3 * n);
             _MM_TRANSPOSE4_PS(c0, c1, c2, c3); /* c_e: element i + e of the four rows */
-            const __m128 c[4] = {c0, c1, c2, c3};
-            for (int e = 0; e < 4; e++) {
-                const __m256d d = _mm256_cvtps_pd(c[e]);
-                s[h] = _mm256_add_pd(s[h], _mm256_mul_pd(d, d));
-            }
+            const __m256d d0 = _mm256_cvtps_pd(c0), d1 = _mm256_cvtps_pd(c1), d2 = _mm256_cvtps_pd(c2),
+                          d3 = _mm256_cvtps_pd(c3); /* named: an array of them is kept in memory by gcc -O2 */
+            s[h] = _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(_mm256_add_pd(s[h], _mm256_mul_pd(d0, d0)),
+                                                             _mm256_mul_pd(d1, d1)),
+                                               _mm256_mul_pd(d2, d2)),
+                                 _mm256_mul_pd(d3, d3));
         }
     for (int h = 0; h < G; h++)
         _mm256_storeu_pd(ss + 4 * h, s[h]);
@@ -487,6 +488,238 @@ void dsv4_rmsnorm_rows_ideal_f32(const float *x, const float *w, int64_t rows, i
         for (int64_t k = 0; k < nr; k++)
             scale_row_f32(x + (r0 + k) * n, w, 1.0 / sqrt(ss[k] / (double)n + eps), n, y + (r0 + k) * n);
     }
+}
+
+/* The ideal RMSNorm of bf16 rows (fused_qk_rmsnorm_group_quant's inputs).
+ *
+ * Its sum of squares is the serial double sum of sumsq_rows, reached by a
+ * shortcut where it is provably the same value (docs/semantics/quant.md
+ * Q3.3 "How the reference evaluates the ideal"): a bf16 x is M 2^(e-7)
+ * with an integer M < 2^8, so x^2 is an exact double and a multiple of
+ * 2^L, L = 2 (e_min - 7), e_min the exponent of the row's smallest nonzero
+ * |x|.  While every partial sum stays below 2^(L+53) it is a representable
+ * multiple of 2^L, so every add is exact and any order gives the serial
+ * sum's bits.  The shortcut sums in any order (sixteen partial sums in
+ * vectors) and keeps the result when that total is below 2^(L+52): the
+ * margin covers the shortcut's own roundings when the condition fails (n
+ * terms lose less than n 2^-53 of the true sum).
+ * Other rows (a tiny element beside large ones, Inf, NaN) take sumsq_rows. */
+
+#if DSV4_HAVE_AVX2_PATHS
+/* |x| bits minus 1 of sixteen bf16 (unsigned: a zero wraps to 0xFFFF and
+ * never wins the minimum). */
+DSV4_AVX2_INLINE __m256i abs_m1_bf16x16(__m256i h)
+{
+    return _mm256_sub_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7FFF)), _mm256_set1_epi16(1));
+}
+
+/* Eight bf16 as fp32 (the bits shifted up: exact). */
+DSV4_AVX2_INLINE __m256 bf16x8_f32(__m128i h)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* The row's sum of squares in any order (*min_m1: the smallest |x| bits
+ * minus 1, as abs_m1_bf16x16); the vector part only, *done elements. */
+DSV4_AVX2 static double sumsq_any_avx2(const uint16_t *x, int64_t n, uint16_t *min_m1, int64_t *done)
+{
+    /* four named sums (an array of them is kept in memory by gcc -O2) */
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+    __m256i mn = _mm256_set1_epi16(-1);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(x + i));
+        mn = _mm256_min_epu16(mn, abs_m1_bf16x16(h));
+        const __m256 lo = bf16x8_f32(_mm256_castsi256_si128(h)), hi = bf16x8_f32(_mm256_extracti128_si256(h, 1));
+        const __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(lo)), d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(lo, 1));
+        const __m256d d2 = _mm256_cvtps_pd(_mm256_castps256_ps128(hi)), d3 = _mm256_cvtps_pd(_mm256_extractf128_ps(hi, 1));
+        s0 = _mm256_add_pd(s0, _mm256_mul_pd(d0, d0));
+        s1 = _mm256_add_pd(s1, _mm256_mul_pd(d1, d1));
+        s2 = _mm256_add_pd(s2, _mm256_mul_pd(d2, d2));
+        s3 = _mm256_add_pd(s3, _mm256_mul_pd(d3, d3));
+    }
+    uint16_t m[16];
+    _mm256_storeu_si256((__m256i *)(void *)m, mn);
+    *min_m1 = 0xFFFF;
+    for (int k = 0; k < 16; k++)
+        *min_m1 = m[k] < *min_m1 ? m[k] : *min_m1;
+    double v[4];
+    _mm256_storeu_pd(v, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
+    *done = i;
+    return (v[0] + v[1]) + (v[2] + v[3]);
+}
+
+/* The same sixteen partial sums, eight lanes a vector (AVX-512F), by FMA:
+ * d * d is exact, so fma(d, d, s) rounds the same sum as s + d * d. */
+FQ512 static double sumsq_any_512(const uint16_t *x, int64_t n, uint16_t *min_m1, int64_t *done)
+{
+    __m512d s0 = _mm512_setzero_pd(), s1 = s0;
+    __m256i mn = _mm256_set1_epi16(-1);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(x + i));
+        mn = _mm256_min_epu16(mn, abs_m1_bf16x16(h));
+        const __m512i f = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
+        const __m512d d0 = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_castsi512_si256(f)));
+        const __m512d d1 = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(f, 1)));
+        s0 = _mm512_fmadd_pd(d0, d0, s0);
+        s1 = _mm512_fmadd_pd(d1, d1, s1);
+    }
+    uint16_t m[16];
+    _mm256_storeu_si256((__m256i *)(void *)m, mn);
+    *min_m1 = 0xFFFF;
+    for (int k = 0; k < 16; k++)
+        *min_m1 = m[k] < *min_m1 ? m[k] : *min_m1;
+    *done = i;
+    return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+}
+
+/* bf16 rows to fp32 (exact), eight a step where AVX2 runs. */
+DSV4_AVX2 static int64_t bf16_f32_avx2(const uint16_t *h, int64_t n, float *f)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(f + i, dsv4_avx2_load_bf16(h + i));
+    return i;
+}
+
+/* y = x * r * w of a bf16 row, four lanes a step: scale_row's double
+ * products in its order (no FMA); *_f32 rounds each to fp32 by RNE. */
+DSV4_AVX2_INLINE __m256d scaled_bf16x4_avx2(const uint16_t *x, const double *w, __m256d r)
+{
+    const __m128i h = _mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)(const void *)x));
+    const __m256d d = _mm256_cvtps_pd(_mm_castsi128_ps(_mm_slli_epi32(h, 16)));
+    return _mm256_mul_pd(_mm256_mul_pd(d, r), _mm256_loadu_pd(w));
+}
+
+DSV4_AVX2 static int64_t scale_bf16_avx2(const uint16_t *x, const double *w, double r, int64_t n, double *y)
+{
+    const __m256d rv = _mm256_set1_pd(r);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        _mm256_storeu_pd(y + i, scaled_bf16x4_avx2(x + i, w + i, rv));
+    return i;
+}
+
+DSV4_AVX2 static int64_t scale_bf16_f32_avx2(const uint16_t *x, const double *w, double r, int64_t n, float *y)
+{
+    const __m256d rv = _mm256_set1_pd(r);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        _mm_storeu_ps(y + i, _mm256_cvtpd_ps(scaled_bf16x4_avx2(x + i, w + i, rv)));
+    return i;
+}
+
+/* The same eight lanes a step (AVX-512F). */
+FQ512_INLINE __m512d scaled_bf16x8_512(const uint16_t *x, const double *w, __m512d r)
+{
+    const __m512d d = _mm512_cvtps_pd(bf16x8_f32(_mm_loadu_si128((const __m128i *)(const void *)x)));
+    return _mm512_mul_pd(_mm512_mul_pd(d, r), _mm512_loadu_pd(w));
+}
+
+FQ512 static int64_t scale_bf16_512(const uint16_t *x, const double *w, double r, int64_t n, double *y)
+{
+    const __m512d rv = _mm512_set1_pd(r);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm512_storeu_pd(y + i, scaled_bf16x8_512(x + i, w + i, rv));
+    return i;
+}
+
+FQ512 static int64_t scale_bf16_f32_512(const uint16_t *x, const double *w, double r, int64_t n, float *y)
+{
+    const __m512d rv = _mm512_set1_pd(r);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm512_cvtpd_ps(scaled_bf16x8_512(x + i, w + i, rv)));
+    return i;
+}
+#endif
+
+static void bf16_f32(const uint16_t *restrict h, int64_t n, float *restrict f)
+{
+    int64_t i = 0;
+#if DSV4_HAVE_AVX2_PATHS
+    if (dsv4_simd_avx2())
+        i = bf16_f32_avx2(h, n, f);
+#endif
+    for (; i < n; i++)
+        f[i] = dsv4_bf16_to_f32_inline(h[i]);
+}
+
+/* The row's sum of squares by the shortcut, or -1 where it is not proven
+ * to be the serial sum (or no vector path runs). */
+static double sumsq_bf16_exact(const uint16_t *x, int64_t n)
+{
+#if DSV4_HAVE_AVX2_PATHS
+    if (!dsv4_simd_avx2())
+        return -1;
+    uint16_t min_m1;
+    int64_t i;
+    double t = dsv4_simd_level() >= DSV4_SIMD_AVX512 ? sumsq_any_512(x, n, &min_m1, &i)
+                                                     : sumsq_any_avx2(x, n, &min_m1, &i);
+    for (; i < n; i++) {
+        const double d = dsv4_bf16_to_f32_inline(x[i]);
+        t += d * d;
+        const uint16_t a = (uint16_t)((x[i] & 0x7FFF) - 1);
+        min_m1 = a < min_m1 ? a : min_m1;
+    }
+    if (t == 0)
+        return 0; /* every element a zero */
+    if (!(t < INFINITY))
+        return -1; /* Inf or NaN in the row */
+    const int e_field = ((uint16_t)(min_m1 + 1)) >> 7, e_min = (e_field ? e_field : 1) - 127;
+    return t < ldexp(1.0, 2 * (e_min - 7) + 52) ? t : -1;
+#else
+    (void)x, (void)n;
+    return -1;
+#endif
+}
+
+void dsv4_rmsnorm_bf16_rcp(const uint16_t *x, int64_t rows, int64_t n, double eps, double *rcp, float *scratch)
+{
+    int64_t serial[16]; /* rows for sumsq_rows, sixteen side by side where they come */
+    int ns = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const double t = sumsq_bf16_exact(x + r * n, n);
+        if (t >= 0)
+            rcp[r] = 1.0 / sqrt(t / (double)n + eps);
+        else
+            bf16_f32(x + r * n, n, scratch + (ns++) * n), serial[ns - 1] = r;
+        if (ns == 16 || (r == rows - 1 && ns > 0)) {
+            double ss[16];
+            sumsq_rows(scratch, ns, n, ss);
+            for (int k = 0; k < ns; k++)
+                rcp[serial[k]] = 1.0 / sqrt(ss[k] / (double)n + eps);
+            ns = 0;
+        }
+    }
+}
+
+void dsv4_rmsnorm_bf16_row(const uint16_t *x, const double *w, double rcp, int64_t n, double *y)
+{
+    int64_t i = 0;
+#if DSV4_HAVE_AVX2_PATHS
+    if (dsv4_simd_level() >= DSV4_SIMD_AVX512)
+        i = scale_bf16_512(x, w, rcp, n, y);
+    else if (dsv4_simd_avx2())
+        i = scale_bf16_avx2(x, w, rcp, n, y);
+#endif
+    for (; i < n; i++)
+        y[i] = (double)dsv4_bf16_to_f32_inline(x[i]) * rcp * w[i];
+}
+
+void dsv4_rmsnorm_bf16_row_f32(const uint16_t *x, const double *w, double rcp, int64_t n, float *y)
+{
+    int64_t i = 0;
+#if DSV4_HAVE_AVX2_PATHS
+    if (dsv4_simd_level() >= DSV4_SIMD_AVX512)
+        i = scale_bf16_f32_512(x, w, rcp, n, y);
+    else if (dsv4_simd_avx2())
+        i = scale_bf16_f32_avx2(x, w, rcp, n, y);
+#endif
+    for (; i < n; i++)
+        y[i] = (float)((double)dsv4_bf16_to_f32_inline(x[i]) * rcp * w[i]);
 }
 
 void dsv4_rmsnorm_row_f32(const float *x, const float *w, int64_t n, float eps, float *y)

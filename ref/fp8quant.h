@@ -53,6 +53,15 @@ void dsv4_rmsnorm_row_ideal(const float *x, const float *w, int64_t n, double ep
 void dsv4_rmsnorm_rows_ideal(const float *x, const float *w, int64_t rows, int64_t n, double eps, double *y);
 /* The same rounded to fp32 ((float) of each double y). */
 void dsv4_rmsnorm_rows_ideal_f32(const float *x, const float *w, int64_t rows, int64_t n, double eps, float *y);
+/* The ideal of bf16 rows, in two steps: rcp[k] = 1/sqrt(ss_k/n + eps) for
+ * `rows` rows of n (ss_k the serial double sum of squares, as
+ * dsv4_rmsnorm_rows_ideal; scratch: 16 n floats), then one row's
+ * y = x * rcp * w in double (w: the weight widened to double), or (float)
+ * of it.  The same bits as dsv4_rmsnorm_rows_ideal(_f32) on the rows as
+ * fp32. */
+void dsv4_rmsnorm_bf16_rcp(const uint16_t *x, int64_t rows, int64_t n, double eps, double *rcp, float *scratch);
+void dsv4_rmsnorm_bf16_row(const uint16_t *x, const double *w, double rcp, int64_t n, double *y);
+void dsv4_rmsnorm_bf16_row_f32(const uint16_t *x, const double *w, double rcp, int64_t n, float *y);
 void dsv4_rmsnorm_row_f32(const float *x, const float *w, int64_t n, float eps, float *y);
 
 #endif

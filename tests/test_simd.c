@@ -316,6 +316,78 @@ START_TEST(rmsnorm_rows_match_serial)
 }
 END_TEST
 
+/* The ideal RMSNorm of bf16 rows (dsv4_rmsnorm_bf16_*: the shortcut sum
+ * where it is proven exact, sumsq_rows elsewhere) against the serial
+ * definition, at every level.  Row kinds: values within a few binades
+ * (the shortcut holds), one 1.0 among 2^-27s (the serial sum absorbs
+ * every tiny square, any other order does not: the screen must refuse
+ * it), a subnormal among normal values, zeros, values of every magnitude,
+ * one element 30 binades below the rest. */
+static uint16_t bf16_kind(int kind, int64_t i)
+{
+    const uint32_t sign = (next_u32() & 1u) << 31, mant = next_u32() & 0x7FFFFFu;
+    float v;
+    switch (kind) {
+    case 1: v = i == 0 ? 1.0f : bits_f32(sign | (127u - 27u) << 23); break;
+    case 2: v = i == 5 ? bits_f32(sign | (mant & 0x7F0000u)) : bits_f32(sign | (123u + next_u32() % 8) << 23 | mant); break;
+    case 3: v = 0.0f; break;
+    case 4: v = one_value(), make_finite(&v, 1); break;
+    case 5: v = bits_f32(sign | (i == 2 ? 93u : 123u + next_u32() % 8) << 23 | mant); break;
+    default: v = bits_f32(sign | (123u + next_u32() % 8) << 23 | mant); break;
+    }
+    uint32_t b;
+    memcpy(&b, &v, sizeof b);
+    return (uint16_t)(b >> 16); /* truncated: a finite float stays finite */
+}
+
+START_TEST(rmsnorm_bf16_rows_match_serial)
+{
+    enum { ROWS = 40, N = 1536 };
+    static uint16_t x[ROWS * N];
+    static double w[N], rcp[ROWS], want_rcp[ROWS], y[N], want[N];
+    static float xf[ROWS * N], wf[N], scratch[16 * N], yf[N], want_f[N];
+    const int64_t widths[] = {N, 517, 512, 31, 3};
+    for (int wi = 0; wi < 5; wi++) {
+        const int64_t n = widths[wi];
+        for (int64_t r = 0; r < ROWS; r++)
+            for (int64_t i = 0; i < n; i++)
+                x[r * n + i] = bf16_kind((int)(r % 6), i);
+        for (int64_t i = 0; i < n; i++)
+            wf[i] = bits_f32((uint32_t)bf16_kind(0, i) << 16), w[i] = wf[i];
+        for (int64_t i = 0; i < ROWS * n; i++)
+            xf[i] = bits_f32((uint32_t)x[i] << 16);
+        for (int64_t r = 0; r < ROWS; r++) {
+            double ss = 0, pair[2] = {0, 0};
+            for (int64_t i = 0; i < n; i++)
+                ss += (double)xf[r * n + i] * xf[r * n + i], pair[i & 1] += (double)xf[r * n + i] * xf[r * n + i];
+            want_rcp[r] = 1.0 / sqrt(ss / (double)n + 1e-6);
+            if (r % 6 == 1 && n == N) /* the kind the screen must refuse: another order is another sum */
+                ck_assert_msg(pair[0] + pair[1] != ss, "row %d: the order-sensitive row is not", (int)r);
+        }
+        for (int pass = 0; pass < 3; pass++) { /* portable, AVX2 at most, every level */
+            dsv4_simd_cap_level(pass == 0 ? DSV4_SIMD_PORTABLE : pass == 1 ? DSV4_SIMD_AVX2_FMA : DSV4_SIMD_AVX512);
+            for (int64_t rows = ROWS; rows >= 1; rows -= 13) {
+                memset(rcp, 0, sizeof rcp);
+                dsv4_rmsnorm_bf16_rcp(x, rows, n, 1e-6, rcp, scratch);
+                for (int64_t r = 0; r < rows; r++) {
+                    ck_assert_msg(!memcmp(&rcp[r], &want_rcp[r], sizeof rcp[r]), "n %d, %d rows, pass %d: row %d "
+                                  "(kind %d) rcp %a, serial %a", (int)n, (int)rows, pass, (int)r, (int)(r % 6), rcp[r],
+                                  want_rcp[r]);
+                    dsv4_rmsnorm_bf16_row(x + r * n, w, rcp[r], n, y);
+                    dsv4_rmsnorm_bf16_row_f32(x + r * n, w, rcp[r], n, yf);
+                    dsv4_rmsnorm_rows_ideal(xf + r * n, wf, 1, n, 1e-6, want); /* the fp32 rows' ideal */
+                    for (int64_t i = 0; i < n; i++)
+                        want_f[i] = (float)((double)xf[r * n + i] * want_rcp[r] * w[i]);
+                    ck_assert_msg(!memcmp(y, want, (size_t)n * sizeof *y) && !memcmp(yf, want_f, (size_t)n * sizeof *yf),
+                                  "n %d, pass %d, row %d: y not the serial values", (int)n, pass, (int)r);
+                }
+            }
+        }
+        dsv4_simd_cap_level(DSV4_SIMD_AVX512);
+    }
+}
+END_TEST
+
 /* The fused insert's bf16 q rows (dsv4_ref_qnorm_rope_bf16): the AVX-512
  * rows (sixteen heads side by side, head counts that leave a partial
  * group), as bf16 and as doubles, against the portable ones, values of
@@ -558,5 +630,5 @@ END_TEST
 
 DSV4_TEST_MAIN("simd", "core", 120, NULL, NULL, avx2_path_is_on_where_supported, mx_rows_same_bytes,
                fp8_group_rows_same_bytes, indexer_q_quant_same_bytes, inverse_rope_mxfp8_same_bytes,
-               rmsnorm_rows_match_serial, qnorm_rope_bf16_same_bytes, kv_insert_same_bytes,
+               rmsnorm_rows_match_serial, rmsnorm_bf16_rows_match_serial, qnorm_rope_bf16_same_bytes, kv_insert_same_bytes,
                mqa_logits_same_bits)

@@ -139,14 +139,16 @@ typedef struct fq_job {
     int faithful;
     int64_t n1, n2;
     const uint16_t *q, *kv;
-    const float *qw, *kw; /* the weights in fp32 */
+    const float *qw, *kw;    /* the weights in fp32 (faithful) */
+    const double *qwd, *kwd; /* the same widened (the ideal) */
     double qe, ke;
     double *kv_out;
     uint8_t *q_out;
     float *q_scale;
     dsv4_fp8q_cfg cfg;
     int64_t m;
-    float *scratch; /* per worker: x_q, x_kv, y_q and the q scales of FQ_ROWS rows */
+    float *scratch; /* per worker: x_q, x_kv, y_q and the q scales of FQ_ROWS rows (x_q: the
+                     * ideal's serial sums, 8 rows) */
 } fq_job;
 
 #if DSV4_HAVE_AVX2_PATHS
@@ -171,45 +173,71 @@ static void bf16_row(const uint16_t *restrict h, int64_t n, float *restrict f)
         f[i] = dsv4_bf16_to_f32_inline(h[i]);
 }
 
-#define FQ_ROWS 16 /* rows normed together (dsv4_rmsnorm_rows_ideal: sixteen sums side by side) */
+#define FQ_ROWS 16  /* rows a step of the faithful norm (its fp32 rows in scratch) */
+#define FQ_BATCH 64 /* rows a step of the ideal's rcp (its serial sums side by side) */
 
-/* Rows [r0, r1), FQ_ROWS at a time: both norms, then the q quant of each row. */
+/* The faithful rows: the kernel's fp32 order on each row. */
+static void fq_faithful_rows(const fq_job *j, int64_t row0, int64_t nr, float *xq, float *xk, float *yq)
+{
+    const int64_t n1 = j->n1, n2 = j->n2;
+    double *kv = j->kv_out + row0 * n2; /* golden dtype float64 */
+    bf16_row(j->q + row0 * n1, nr * n1, xq);
+    bf16_row(j->kv + row0 * n2, nr * n2, xk);
+    for (int64_t k = 0; k < nr; k++) {
+        float *xkk = xk + k * n2; /* normed in place: each element is read before it is written */
+        dsv4_rmsnorm_row_f32(xkk, j->kw, n2, (float)j->ke, xkk);
+        for (int64_t i = 0; i < n2; i++) /* k_out = bf16(y_k) (docs/semantics/quant.md Q3.3 step 8) */
+            kv[k * n2 + i] = dsv4_round_bf16(xkk[i]);
+        dsv4_rmsnorm_row_f32(xq + k * n1, j->qw, n1, (float)j->qe, yq + k * n1);
+    }
+}
+
+/* The 1x128 quant of nr fp32 rows y; scale (row, g) at g*m + row when
+ * transposed. */
+static int fq_quant_rows(const fq_job *j, int64_t row0, int64_t nr, const float *y, float *sc, dsv4_status *st)
+{
+    const int64_t n1 = j->n1, G = n1 / 128;
+    dsv4_fp8q_cfg rowcfg = j->cfg;
+    rowcfg.transpose_scale = 0;
+    int rc = dsv4_fp8q_rows(y, nr, n1, &rowcfg, j->q_out + row0 * n1, sc, st);
+    for (int64_t k = 0; !rc && k < nr; k++)
+        for (int64_t g = 0; g < G; g++)
+            j->q_scale[j->cfg.transpose_scale ? g * j->m + row0 + k : (row0 + k) * G + g] = sc[k * G + g];
+    return rc;
+}
+
+/* Rows [r0, r1), FQ_ROWS at a time.  The ideal: the rows' rcp first, then
+ * row by row q's fp32 y (one row, in L1), its quant, and kv's double y,
+ * straight from the bf16 inputs. */
 static int fq_rows(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *st)
 {
     const fq_job *j = ctx;
     const int64_t n1 = j->n1, n2 = j->n2, G = n1 / 128;
     float *xq = j->scratch + (size_t)worker * (size_t)(FQ_ROWS * (2 * n1 + n2 + G)), *xk = xq + FQ_ROWS * n1;
-    float *yq = xk + FQ_ROWS * n2; /* the fp32 y of q that the quant reads */
-    for (int64_t row0 = r0; row0 < r1; row0 += FQ_ROWS) {
-        const int64_t nr = r1 - row0 < FQ_ROWS ? r1 - row0 : FQ_ROWS;
-        bf16_row(j->q + row0 * n1, nr * n1, xq);
-        bf16_row(j->kv + row0 * n2, nr * n2, xk);
-        double *kv = j->kv_out + row0 * n2; /* golden dtype float64 */
-        if (j->faithful) {
-            for (int64_t k = 0; k < nr; k++) {
-                float *xkk = xk + k * n2; /* normed in place: each element is read before it is written */
-                dsv4_rmsnorm_row_f32(xkk, j->kw, n2, (float)j->ke, xkk);
-                for (int64_t i = 0; i < n2; i++) /* k_out = bf16(y_k) (docs/semantics/quant.md Q3.3 step 8) */
-                    kv[k * n2 + i] = dsv4_round_bf16(xkk[i]);
-                dsv4_rmsnorm_row_f32(xq + k * n1, j->qw, n1, (float)j->qe, yq + k * n1);
-            }
-        } else {
-            /* the quant reads y in fp32 (docs/semantics/quant.md Q3.3 step 6) */
-            dsv4_rmsnorm_rows_ideal_f32(xq, j->qw, nr, n1, j->qe, yq);
-            dsv4_rmsnorm_rows_ideal(xk, j->kw, nr, n2, j->ke, kv);
+    float *yq = xk + FQ_ROWS * n2, *sc = yq + FQ_ROWS * n1;
+    int rc = DSV4_OK;
+    if (j->faithful) {
+        for (int64_t row0 = r0; !rc && row0 < r1; row0 += FQ_ROWS) {
+            const int64_t nr = r1 - row0 < FQ_ROWS ? r1 - row0 : FQ_ROWS;
+            fq_faithful_rows(j, row0, nr, xq, xk, yq);
+            rc = fq_quant_rows(j, row0, nr, yq, sc, st);
         }
-        /* the 1x128 quant of the rows; scale (row, g) at g*m + row when transposed */
-        float *sc = yq + FQ_ROWS * n1;
-        dsv4_fp8q_cfg rowcfg = j->cfg;
-        rowcfg.transpose_scale = 0;
-        int rc = dsv4_fp8q_rows(yq, nr, n1, &rowcfg, j->q_out + row0 * n1, sc, st);
-        if (rc)
-            return rc;
-        for (int64_t k = 0; k < nr; k++)
-            for (int64_t g = 0; g < G; g++)
-                j->q_scale[j->cfg.transpose_scale ? g * j->m + row0 + k : (row0 + k) * G + g] = sc[k * G + g];
+        return rc;
     }
-    return DSV4_OK;
+    for (int64_t row0 = r0; !rc && row0 < r1; row0 += FQ_BATCH) {
+        const int64_t nr = r1 - row0 < FQ_BATCH ? r1 - row0 : FQ_BATCH;
+        double rq[FQ_BATCH], rk[FQ_BATCH];
+        /* scratch for 16 rows of the serial sums: 16 n1 and 16 n2 <= 16 (n1 + n2), at xq */
+        dsv4_rmsnorm_bf16_rcp(j->q + row0 * n1, nr, n1, j->qe, rq, xq);
+        dsv4_rmsnorm_bf16_rcp(j->kv + row0 * n2, nr, n2, j->ke, rk, xq);
+        for (int64_t k = 0; !rc && k < nr; k++) {
+            /* the quant reads y in fp32 (docs/semantics/quant.md Q3.3 step 6) */
+            dsv4_rmsnorm_bf16_row_f32(j->q + (row0 + k) * n1, j->qwd, rq[k], n1, yq);
+            rc = fq_quant_rows(j, row0 + k, 1, yq, sc, st);
+            dsv4_rmsnorm_bf16_row(j->kv + (row0 + k) * n2, j->kwd, rk[k], n2, j->kv_out + (row0 + k) * n2);
+        }
+    }
+    return rc;
 }
 
 static int fq_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensors *out, dsv4_status *st)
@@ -223,11 +251,14 @@ static int fq_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensor
     const int64_t grain = 64;
     const int nw = dsv4_parallel_workers(m, grain);
     float *qw = dsv4_quant_as_f32(t[1], st), *kw = qw ? dsv4_quant_as_f32(t[3], st) : NULL;
+    double *wd = malloc((size_t)(n1 + n2) * sizeof *wd);
     float *scratch = malloc((size_t)nw * (size_t)(FQ_ROWS * (2 * n1 + n2 + n1 / 128)) * sizeof(float) + 8);
-    if (!qw || !kw || !scratch) {
+    if (!qw || !kw || !wd || !scratch) {
         rc = dsv4_fail(st, DSV4_ERUNTIME, "out of memory");
     } else {
-        fq_job j = {r->faithful, n1, n2, t[0]->data, t[2]->data, qw, kw,
+        for (int64_t i = 0; i < n1 + n2; i++)
+            wd[i] = i < n1 ? qw[i] : kw[i - n1];
+        fq_job j = {r->faithful, n1, n2, t[0]->data, t[2]->data, qw, kw, wd, wd + n1,
                     dsv4_params_float(c->params, "q_epsilon"), dsv4_params_float(c->params, "kv_epsilon"),
                     dsv4_tensors_find(out, "kv_out")->data, dsv4_tensors_find(out, "q_out")->data,
                     dsv4_tensors_find(out, "q_scale")->data,
@@ -235,7 +266,7 @@ static int fq_reference(const dsv4_opctx *c, const dsv4_tensors *in, dsv4_tensor
                     m, scratch};
         rc = dsv4_parallel_for(m, grain, 0, fq_rows, &j, st);
     }
-    free(qw), free(kw), free(scratch);
+    free(qw), free(kw), free(wd), free(scratch);
     return rc;
 }
 
