@@ -557,6 +557,54 @@ KV512 static void encode_token_512(uint8_t *page, int64_t B, int64_t row, const 
 
 KV_INSERT_RANGE(DSV4_AVX2, insert_range_avx2, encode_token_avx2)
 KV_INSERT_RANGE(KV512, insert_range_512, encode_token_512)
+
+/* decode_bf16 sixteen lanes at a time (AVX-512F).  A code's value without
+ * the table: its seven magnitude bits placed at fp32's exponent and
+ * mantissa (c << 20) read as fp32 are 2^(e - 127) 1.mmm (a normal code) or
+ * 0.mmm 2^-126 (a subnormal one), and the exact product with 2^(127 -
+ * bias) (bias 7 for e4m3fn, 8 for fnuz) is the code's value in both cases;
+ * the sign bit is bit 7 (fnuz's 0x80 is its NaN).  Then the same fp32
+ * product with the scale and decode_bf16's RNE.  A NaN code (fn 0x7F /
+ * 0xFF, fnuz 0x80) sends its 16 lanes to the table. */
+KV512 static void decode_bf16_512(const uint8_t *page, int64_t B, int64_t row, dsv4_fp8_kind kind, uint16_t *out)
+{
+    const uint8_t *vals = page + dsv4_kv_value_offset(row);
+    const uint8_t *scales = page + dsv4_kv_scale_offset(B, row);
+    const int fnuz = kind == DSV4_FP8_E4M3FNUZ;
+    const __m512 unbias = _mm512_set1_ps(fnuz ? 0x1p119f : 0x1p120f);
+    const __m512i low7 = _mm512_set1_epi32(0x7F), b80 = _mm512_set1_epi32(0x80);
+    for (int k = 0; k < DSV4_KV_NQBLOCKS; k++) {
+        const __m512 s = _mm512_set1_ps(scale_f32(scales[k]));
+        for (int i = 0; i < DSV4_KV_QBLOCK; i += 16) {
+            const uint8_t *v = vals + k * DSV4_KV_QBLOCK + i;
+            const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)v));
+            const __mmask16 nan = fnuz ? _mm512_cmpeq_epi32_mask(c, b80)
+                                       : _mm512_cmpeq_epi32_mask(_mm512_and_si512(c, low7), low7);
+            if (nan) {
+                const float *tab = dec_lut[fnuz];
+                for (int l = 0; l < 16; l++)
+                    out[k * DSV4_KV_QBLOCK + i + l] = dsv4_bf16_from_f32_inline(tab[v[l]] * scale_f32(scales[k]));
+                continue;
+            }
+            const __m512i mag = _mm512_slli_epi32(_mm512_and_si512(c, low7), 20);
+            const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(c, b80), 24);
+            const __m512 x = _mm512_castsi512_ps(
+                _mm512_or_si512(_mm512_castps_si512(_mm512_mul_ps(_mm512_castsi512_ps(mag), unbias)), sign));
+            const __m512i b = _mm512_castps_si512(_mm512_mul_ps(x, s));
+            /* dsv4_bf16_from_f32_inline: NaN keeps its top bits, quieted; else RNE */
+            const __m512i rne = _mm512_srli_epi32(
+                _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7FFF)),
+                                 _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1))), 16);
+            const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                             _mm512_set1_epi32(0x7F800000));
+            const __m512i h = _mm512_mask_blend_epi32(
+                is_nan, rne, _mm512_or_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(0x40)));
+            _mm256_storeu_si256((__m256i *)(void *)(out + k * DSV4_KV_QBLOCK + i), _mm512_cvtepi32_epi16(h));
+        }
+    }
+    /* RoPE bits copied, NaN payloads too (little-endian bf16, as x86) [S1] */
+    memcpy(out + DSV4_KV_NOPE_DIM, page + dsv4_kv_rope_offset(row), DSV4_KV_ROPE_DIM * sizeof *out);
+}
 #endif
 
 /* Tokens [t0, t1) into their slots (validated before). */
@@ -721,6 +769,7 @@ typedef struct gather_job {
     dsv4_gather_invalid inv;
     dsv4_kv_format f;
     const int64_t *first;
+    int use512; /* decode_bf16_512 (the same bytes: tests/test_simd.c) */
 } gather_job;
 
 /* Gathered rows [g0, g1) over all requests (row i of request r is
@@ -746,7 +795,9 @@ DSV4_VECTOR_CLONES static int gather_range(void *ctx, int64_t g0, int64_t g1, in
                 memset(dst, 0, DSV4_KV_HEAD_DIM * sizeof *dst);
             continue; /* SKIP: untouched [S7] */
         }
-        if (j->f == DSV4_KV_FMT_DS_MLA)
+        if (j->f == DSV4_KV_FMT_DS_MLA && j->use512)
+            decode_bf16_512(a->k_cache + page * stride, B, pos % B, kind, dst);
+        else if (j->f == DSV4_KV_FMT_DS_MLA)
             decode_bf16(a->k_cache + page * stride, B, pos % B, kind, dst);
         else
             dsv4_kv41_decode_token_bf16(a->k_cache + page * stride, B, pos % B, j->f, dst);
@@ -773,7 +824,10 @@ int dsv4_ref_dequantize_and_gather_k_cache_fmt(const dsv4_gather_args *a, dsv4_g
     for (int64_t r = 0; r < a->R; r++)
         first[r + 1] = first[r] + (a->gather_lens ? a->gather_lens[r] : a->seq_lens[r]);
     call_once(&lut_once, lut_init);
-    gather_job j = {a, inv, f, first};
+    gather_job j = {a, inv, f, first, 0};
+#if DSV4_HAVE_AVX2_PATHS
+    j.use512 = dsv4_simd_level() >= DSV4_SIMD_AVX512;
+#endif
     rc = dsv4_parallel_for(first[a->R], 256, 0, gather_range, &j, st);
     free(first);
     return rc;

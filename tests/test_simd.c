@@ -488,6 +488,51 @@ static void kv_underflow_tiles(float *x, int64_t n)
  * mapping that writes slots twice (the serial order), a non-finite lane in
  * a skipped token (ignored), and tokens with NaN or Inf (both fail, the
  * cache untouched). */
+/* The KV gather's decode (dsv4_ref_dequantize_and_gather_k_cache): the
+ * AVX-512 rows (codes decoded without the table) against the portable
+ * ones, e4m3fn and fnuz, on pages of random bytes where every code sits
+ * beside every scale byte class: 0 (the subnormal 2^-127), 1, 127, 254,
+ * 255 (+Inf: 0 x Inf is NaN) and random ones; the NaN codes take the
+ * table in both. */
+START_TEST(kv_gather_same_bytes)
+{
+    enum { B = 8, NB = 40, R = 2, S = B * NB / R, D = DSV4_KV_HEAD_DIM };
+    static uint8_t cache[NB * B * DSV4_KV_TOKEN_BYTES];
+    static uint16_t out_p[R * S * D], out_v[R * S * D];
+    static const uint8_t scale_bytes[] = {0, 1, 127, 254, 255};
+    int32_t seq[R] = {S, S - 5}, table[R * NB / R];
+    for (int i = 0; i < NB; i++)
+        table[i] = NB - 1 - i; /* request r's block b at table[r * NB / R + b] */
+    const dsv4_kv_layout L = {B, NB, 0};
+    for (int trial = 0; trial < 4; trial++) {
+        for (size_t i = 0; i < sizeof cache; i++)
+            cache[i] = (uint8_t)next_u32();
+        for (int p = 0; p < NB; p++)
+            for (int row = 0; row < B; row++) {
+                uint8_t *page = cache + (size_t)p * B * DSV4_KV_TOKEN_BYTES;
+                for (int d = 0; d < DSV4_KV_NOPE_DIM; d++) /* every code, in every block position */
+                    page[dsv4_kv_value_offset(row) + d] = (uint8_t)(d + 7 * (p * B + row) + 31 * trial);
+                for (int k = 0; k < DSV4_KV_NQBLOCKS; k++)
+                    if ((p + row + k) % 2)
+                        page[dsv4_kv_scale_offset(B, row) + k] = scale_bytes[(p + row + k) % 5];
+            }
+        for (int fnuz = 0; fnuz < 2; fnuz++) {
+            dsv4_gather_args a = {out_p, R, S, cache, L, seq, NULL, table, NB / R, 0, fnuz};
+            dsv4_status st = {0};
+            memset(out_p, 0xA5, sizeof out_p), memset(out_v, 0xA5, sizeof out_v);
+            dsv4_simd_cap_level(DSV4_SIMD_PORTABLE);
+            ck_assert_int_eq(dsv4_ref_dequantize_and_gather_k_cache(&a, DSV4_GATHER_INVALID_ERROR, &st), DSV4_OK);
+            dsv4_simd_cap_level(DSV4_SIMD_AVX512);
+            a.out = out_v;
+            ck_assert_int_eq(dsv4_ref_dequantize_and_gather_k_cache(&a, DSV4_GATHER_INVALID_ERROR, &st), DSV4_OK);
+            for (int i = 0; i < R * S * D; i++)
+                ck_assert_msg(out_p[i] == out_v[i], "trial %d, %s: row %d dim %d: %04x vs %04x", trial,
+                              fnuz ? "fnuz" : "fn", i / D, i % D, out_p[i], out_v[i]);
+        }
+    }
+}
+END_TEST
+
 START_TEST(kv_insert_same_bytes)
 {
     enum { B = 16, NB = 4, T = 60, D = DSV4_KV_HEAD_DIM };
@@ -630,5 +675,5 @@ END_TEST
 
 DSV4_TEST_MAIN("simd", "core", 120, NULL, NULL, avx2_path_is_on_where_supported, mx_rows_same_bytes,
                fp8_group_rows_same_bytes, indexer_q_quant_same_bytes, inverse_rope_mxfp8_same_bytes,
-               rmsnorm_rows_match_serial, rmsnorm_bf16_rows_match_serial, qnorm_rope_bf16_same_bytes, kv_insert_same_bytes,
-               mqa_logits_same_bits)
+               rmsnorm_rows_match_serial, rmsnorm_bf16_rows_match_serial, qnorm_rope_bf16_same_bytes,
+               kv_insert_same_bytes, kv_gather_same_bytes, mqa_logits_same_bits)
