@@ -8,6 +8,12 @@
 
 #include "indices_internal.h"
 #include "parallel.h"
+#include "simd.h"
+
+#if DSV4_HAVE_AVX2_PATHS
+#include <immintrin.h>
+#define IDX512 __attribute__((target("avx512f,avx2")))
+#endif
 
 int64_t dsv4_combine_width(int64_t topk, int64_t window_size)
 {
@@ -184,12 +190,75 @@ static int64_t pftopk_cap(const dsv4_pftopk_args *a, int64_t i)
     return cap < 0 ? 0 : cap;
 }
 
+#if DSV4_HAVE_AVX2_PATHS
+/* The prefill top-k rows sixteen entries at a time (AVX-512F), for
+ * power-of-two pages: the same integer operations per entry as the scalar
+ * loops below, which finish the row from the entry returned
+ * (tests/test_simd.c holds both to the same bytes and errors).
+ *
+ * Whether any entry k < cap with 0 <= v < nc has its page v >> sh at or
+ * past cols (cols clamped to 2^31: an entry's page is below it). */
+IDX512 static int64_t pftopk_any_bad_512(const int32_t *row, int64_t cap, int64_t nc, uint32_t sh, int64_t cols,
+                                         unsigned *bad)
+{
+    const __m512i zero = _mm512_setzero_si512(), vnc = _mm512_set1_epi32((int32_t)(nc > INT32_MAX ? INT32_MAX : nc));
+    const __m512i vcols = _mm512_set1_epi32((int32_t)(uint32_t)(cols > 0x80000000LL ? 0x80000000LL : cols));
+    const __m128i count = _mm_cvtsi32_si128((int)sh);
+    __mmask16 m = 0;
+    int64_t k = 0;
+    for (; k + 16 <= cap; k += 16) {
+        const __m512i v = _mm512_loadu_si512((const void *)(row + k));
+        const __mmask16 ok = _mm512_cmpge_epi32_mask(v, zero) & _mm512_cmplt_epi32_mask(v, vnc);
+        m |= _mm512_mask_cmpge_epu32_mask(ok, _mm512_srl_epi32(v, count), vcols);
+    }
+    *bad = m != 0;
+    return k;
+}
+
+/* The keep variant's slots of one row: v's page from the request's block
+ * table (entry 0 for an entry out of range, as the scalar loop reads),
+ * slot = page * b + (v & mask) wrapped to int32 (the low 32 bits of the
+ * 64-bit sum: a 32-bit multiply-add), -1 unless 0 <= v < nc and (nrows >=
+ * 0) 0 <= slot < nrows. */
+IDX512 static int64_t pftopk_keep_row_512(const int32_t *row, int64_t cap, const int32_t *btrow, int64_t nc,
+                                          uint32_t sh, uint32_t b, int64_t nrows, int32_t *dst)
+{
+    const __m512i zero = _mm512_setzero_si512(), vnc = _mm512_set1_epi32((int32_t)(nc > INT32_MAX ? INT32_MAX : nc));
+    const __m512i vb = _mm512_set1_epi32((int32_t)b), vmask = _mm512_set1_epi32((int32_t)(b - 1));
+    const __m512i vnrows = _mm512_set1_epi32((int32_t)(nrows > INT32_MAX ? INT32_MAX : nrows < 0 ? 0 : nrows));
+    const __m512i none = _mm512_set1_epi32(-1);
+    const __m128i count = _mm_cvtsi32_si128((int)sh);
+    int64_t k = 0;
+    for (; k + 16 <= cap; k += 16) {
+        const __m512i v = _mm512_loadu_si512((const void *)(row + k));
+        __mmask16 keep = _mm512_cmpge_epi32_mask(v, zero) & _mm512_cmplt_epi32_mask(v, vnc);
+        const __m512i page = _mm512_i32gather_epi32(_mm512_maskz_srl_epi32(keep, v, count), (const void *)btrow, 4);
+        const __m512i sl = _mm512_add_epi32(_mm512_mullo_epi32(page, vb), _mm512_and_si512(v, vmask));
+        if (nrows >= 0) /* an int32 slot is below any nrows past INT32_MAX */
+            keep &= _mm512_cmpge_epi32_mask(sl, zero) &
+                    (nrows > INT32_MAX ? (__mmask16)0xFFFF : _mm512_cmplt_epi32_mask(sl, vnrows));
+        _mm512_storeu_si512((void *)(dst + k), _mm512_mask_blend_epi32(keep, none, sl));
+    }
+    return k;
+}
+#endif
+
 typedef struct pftopk_job {
     const dsv4_pftopk_args *a;
     dsv4_pftopk_variant v;
     page_div d;
     int32_t *flat, *indptr;
+    int use512; /* the AVX-512 rows (power-of-two pages) */
 } pftopk_job;
+
+static int pftopk_use512(void)
+{
+#if DSV4_HAVE_AVX2_PATHS
+    return dsv4_simd_level() >= DSV4_SIMD_AVX512;
+#else
+    return 0;
+#endif
+}
 
 /* The reads of top-k row i (dsv4_pftopk_check). */
 static inline int pftopk_check_row(const pftopk_job *j, int64_t i, dsv4_status *st)
@@ -209,7 +278,12 @@ static inline int pftopk_check_row(const pftopk_job *j, int64_t i, dsv4_status *
         const int64_t nc = a->num_compressed, cols = a->bt_cols;
         const uint32_t sh = (uint32_t)j->d.shift;
         unsigned bad = 0;
-        for (int64_t k = 0; k < cap; k++)
+        int64_t k = 0;
+#if DSV4_HAVE_AVX2_PATHS
+        if (j->use512)
+            k = pftopk_any_bad_512(row, cap, nc, sh, cols, &bad);
+#endif
+        for (; k < cap; k++)
             bad |= (row[k] >= 0) & (row[k] < nc) & ((int64_t)((uint32_t)row[k] >> sh) >= cols);
         if (!bad)
             return DSV4_OK;
@@ -246,7 +320,7 @@ int dsv4_pftopk_check(const dsv4_pftopk_args *a, dsv4_status *st)
     int rc = pftopk_check_shape(a, st);
     if (rc)
         return rc;
-    pftopk_job j = {a, DSV4_PFTOPK_KEEP, page_div_of(a->block_size), NULL, NULL};
+    pftopk_job j = {a, DSV4_PFTOPK_KEEP, page_div_of(a->block_size), NULL, NULL, pftopk_use512()};
     return dsv4_parallel_for(a->num_prefill_tokens, TOKEN_GRAIN, 0, pftopk_check_range, &j, st);
 }
 
@@ -281,7 +355,12 @@ static int pftopk_range(void *ctx, int64_t i0, int64_t i1, int worker, dsv4_stat
             if (j->d.shift >= 0 && a->bt_cols > 0 && j->flat && keep) {
                 /* keep, power-of-two pages: branch-free, one entry per column */
                 const uint32_t sh = (uint32_t)j->d.shift, mask = j->d.b - 1;
-                for (int64_t k = 0; k < cap; k++) { /* k >= cap never read [S29] */
+                int64_t k = 0;
+#if DSV4_HAVE_AVX2_PATHS
+                if (j->use512)
+                    k = pftopk_keep_row_512(row, cap, btrow, nc, sh, j->d.b, nrows, dst);
+#endif
+                for (; k < cap; k++) { /* k >= cap never read [S29] */
                     const int32_t v = row[k];
                     const uint32_t uv = (uint32_t)v;
                     const int ok = (v >= 0) & (v < nc);
@@ -323,7 +402,7 @@ int dsv4_ref_build_prefill_topk_ragged_indices(const dsv4_pftopk_args *a, dsv4_p
     int rc = pftopk_check_shape(a, st);
     if (rc)
         return rc;
-    pftopk_job j = {a, v, page_div_of(a->block_size), NULL, indptr};
+    pftopk_job j = {a, v, page_div_of(a->block_size), NULL, indptr, pftopk_use512()};
     const int64_t n = a->num_prefill_tokens;
     if ((rc = dsv4_parallel_for(n, TOKEN_GRAIN, 0, pftopk_range, &j, st)))
         return rc;

@@ -17,6 +17,7 @@
 #include "../ref/compressor.h"
 #include "../ref/fp8quant.h"
 #include "../ref/indexer.h"
+#include "../ref/indices.h"
 #include "../ref/kvcache.h"
 #include "../ref/mx.h"
 #include "../ref/numerics.h"
@@ -533,6 +534,51 @@ START_TEST(kv_gather_same_bytes)
 }
 END_TEST
 
+/* The prefill top-k rows (dsv4_ref_build_prefill_topk_ragged_indices): the
+ * AVX-512 rows against the portable ones, both variants, pages of 16
+ * (the vector path) and 12 (scalar in both), entries below 0, past
+ * num_compressed and in range, rows capped by topk_width and by position
+ * (tails of every length), num_rows off, small and past INT32_MAX, and a
+ * block table one column short, so that the last page alone is missing (the
+ * same error, the same message). */
+START_TEST(prefill_topk_same_bytes)
+{
+    enum { R = 2, QL = 40, T = R * QL, W = 160, NC = 200, COLS = 20 };
+    static int32_t topk[T * W], flat[2][T * W], indptr[2][T + 1];
+    int32_t t2r[T], qsl[R + 1] = {0, QL, 2 * QL}, seq[R] = {600, 700}, bt[R * COLS];
+    uint8_t valid[T];
+    const int64_t nrows_of[] = {-1, 300, (int64_t)1 << 40};
+    for (int t = 0; t < T; t++)
+        t2r[t] = t / QL, valid[t] = t % 13 != 5;
+    for (int trial = 0; trial < 12; trial++) {
+        for (int i = 0; i < T * W; i++)
+            topk[i] = (int32_t)(next_u32() % (NC + 14)) - 3;
+        for (int i = 0; i < R * COLS; i++)
+            bt[i] = (int32_t)(next_u32() % 50);
+        const int64_t bs = trial % 2 ? 12 : 16, cols = trial % 4 >= 2 ? (NC - 1) / bs : COLS;
+        dsv4_pftopk_args a = {topk, T, W, t2r, valid, T, qsl, seq, R, bt, R, cols, bs, 4, NC, 0,
+                              nrows_of[trial % 3]};
+        for (int v = 0; v < 2; v++) {
+            dsv4_status st[2] = {{0}, {0}};
+            int rc[2];
+            memset(flat, 0x5A, sizeof flat), memset(indptr, 0x5A, sizeof indptr);
+            for (int pass = 0; pass < 2; pass++) {
+                dsv4_simd_cap_level(pass ? DSV4_SIMD_AVX512 : DSV4_SIMD_PORTABLE);
+                rc[pass] = dsv4_ref_build_prefill_topk_ragged_indices(&a, (dsv4_pftopk_variant)v, flat[pass],
+                                                                      indptr[pass], &st[pass]);
+            }
+            dsv4_simd_cap_level(DSV4_SIMD_AVX512);
+            ck_assert_msg(rc[0] == rc[1] && !strcmp(st[0].msg, st[1].msg), "trial %d: rc %d '%s' vs %d '%s'", trial,
+                          rc[0], st[0].msg, rc[1], st[1].msg);
+            ck_assert_msg(!memcmp(flat[0], flat[1], sizeof flat[0]) && !memcmp(indptr[0], indptr[1], sizeof indptr[0]),
+                          "trial %d, variant %d: outputs differ", trial, v);
+            if (trial % 4 >= 2)
+                ck_assert_msg(rc[0] == DSV4_EINPUT, "trial %d: the short block table went unnoticed", trial);
+        }
+    }
+}
+END_TEST
+
 START_TEST(kv_insert_same_bytes)
 {
     enum { B = 16, NB = 4, T = 60, D = DSV4_KV_HEAD_DIM };
@@ -676,4 +722,4 @@ END_TEST
 DSV4_TEST_MAIN("simd", "core", 120, NULL, NULL, avx2_path_is_on_where_supported, mx_rows_same_bytes,
                fp8_group_rows_same_bytes, indexer_q_quant_same_bytes, inverse_rope_mxfp8_same_bytes,
                rmsnorm_rows_match_serial, rmsnorm_bf16_rows_match_serial, qnorm_rope_bf16_same_bytes,
-               kv_insert_same_bytes, kv_gather_same_bytes, mqa_logits_same_bits)
+               kv_insert_same_bytes, kv_gather_same_bytes, prefill_topk_same_bytes, mqa_logits_same_bits)
