@@ -531,8 +531,10 @@ DSV4_AVX2 static double sumsq_any_avx2(const uint16_t *x, int64_t n, uint16_t *m
         const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(x + i));
         mn = _mm256_min_epu16(mn, abs_m1_bf16x16(h));
         const __m256 lo = bf16x8_f32(_mm256_castsi256_si128(h)), hi = bf16x8_f32(_mm256_extracti128_si256(h, 1));
-        const __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(lo)), d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(lo, 1));
-        const __m256d d2 = _mm256_cvtps_pd(_mm256_castps256_ps128(hi)), d3 = _mm256_cvtps_pd(_mm256_extractf128_ps(hi, 1));
+        const __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(lo));
+        const __m256d d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(lo, 1));
+        const __m256d d2 = _mm256_cvtps_pd(_mm256_castps256_ps128(hi));
+        const __m256d d3 = _mm256_cvtps_pd(_mm256_extractf128_ps(hi, 1));
         s0 = _mm256_add_pd(s0, _mm256_mul_pd(d0, d0));
         s1 = _mm256_add_pd(s1, _mm256_mul_pd(d1, d1));
         s2 = _mm256_add_pd(s2, _mm256_mul_pd(d2, d2));
@@ -572,15 +574,6 @@ FQ512 static double sumsq_any_512(const uint16_t *x, int64_t n, uint16_t *min_m1
         *min_m1 = m[k] < *min_m1 ? m[k] : *min_m1;
     *done = i;
     return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
-}
-
-/* bf16 rows to fp32 (exact), eight a step where AVX2 runs. */
-DSV4_AVX2 static int64_t bf16_f32_avx2(const uint16_t *h, int64_t n, float *f)
-{
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(f + i, dsv4_avx2_load_bf16(h + i));
-    return i;
 }
 
 /* y = x * r * w of a bf16 row, four lanes a step: scale_row's double
@@ -636,17 +629,6 @@ FQ512 static int64_t scale_bf16_f32_512(const uint16_t *x, const double *w, doub
 }
 #endif
 
-static void bf16_f32(const uint16_t *restrict h, int64_t n, float *restrict f)
-{
-    int64_t i = 0;
-#if DSV4_HAVE_AVX2_PATHS
-    if (dsv4_simd_avx2())
-        i = bf16_f32_avx2(h, n, f);
-#endif
-    for (; i < n; i++)
-        f[i] = dsv4_bf16_to_f32_inline(h[i]);
-}
-
 /* The row's sum of squares by the shortcut, or -1 where it is not proven
  * to be the serial sum (or no vector path runs). */
 static double sumsq_bf16_exact(const uint16_t *x, int64_t n)
@@ -682,10 +664,12 @@ void dsv4_rmsnorm_bf16_rcp(const uint16_t *x, int64_t rows, int64_t n, double ep
     int ns = 0;
     for (int64_t r = 0; r < rows; r++) {
         const double t = sumsq_bf16_exact(x + r * n, n);
-        if (t >= 0)
+        if (t >= 0) {
             rcp[r] = 1.0 / sqrt(t / (double)n + eps);
-        else
-            bf16_f32(x + r * n, n, scratch + (ns++) * n), serial[ns - 1] = r;
+        } else {
+            dsv4_bf16_row_to_f32(x + r * n, n, scratch + ns * n);
+            serial[ns++] = r;
+        }
         if (ns == 16 || (r == rows - 1 && ns > 0)) {
             double ss[16];
             sumsq_rows(scratch, ns, n, ss);

@@ -260,12 +260,6 @@ int dsv4_ref_indexer_k_store(const dsv4_idx_kstore_args *a, uint8_t *cache, dsv4
     return dsv4_parallel_for(a->T, grain, 0, kstore_range, &j, st);
 }
 
-DSV4_VECTOR_CLONES DSV4_NOINLINE static void widen_bf16(const uint16_t *restrict h, int64_t n, float *restrict f)
-{
-    for (int64_t i = 0; i < n; i++)
-        f[i] = dsv4_bf16_to_f32_inline(h[i]);
-}
-
 typedef struct qquant_job {
     const dsv4_idx_qquant_args *a;
     dsv4_mx_rule rule;
@@ -293,7 +287,7 @@ DSV4_VECTOR_CLONES static int qquant_range(void *ctx, int64_t t0, int64_t t1, in
         const float *row;
         if ((rc = dsv4_rope_row_of_token(a->cos_sin_cache, a->num_pos, a->rope_dim, a->positions, t, &row, st)))
             break;
-        widen_bf16(a->q + t * H * D, (int64_t)H * D, x); /* NoPE lanes raw, no rounding (docs/semantics/indexer.md Q4.2) */
+        dsv4_bf16_row_to_f32(a->q + t * H * D, (int64_t)H * D, x); /* NoPE lanes raw, no rounding (docs/semantics/indexer.md Q4.2) */
         for (int h = 0; h < H; h++) {
             float *xh = x + (int64_t)h * D;
             rope_bf16(xh, D, row, a->rope_dim); /* token's own position */

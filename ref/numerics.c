@@ -1,7 +1,9 @@
 /* numerics.c - dtype codecs.  See numerics.h for the contract and sources. */
 #include "numerics.h"
 
+#include "codec_avx2.h"
 #include "codec_inline.h"
+#include "simd.h"
 
 #include <math.h>
 #include <string.h>
@@ -207,4 +209,25 @@ double dsv4_ulp(dsv4_dtype dt, double x)
     case DSV4_U8: return 1.0;
     default: return 0.0;
     }
+}
+
+#if DSV4_HAVE_AVX2_PATHS
+DSV4_AVX2 static int64_t bf16_row_avx2(const uint16_t *h, int64_t n, float *f)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(f + i, dsv4_avx2_load_bf16(h + i));
+    return i;
+}
+#endif
+
+void dsv4_bf16_row_to_f32(const uint16_t *restrict h, int64_t n, float *restrict f)
+{
+    int64_t i = 0;
+#if DSV4_HAVE_AVX2_PATHS
+    if (dsv4_simd_avx2())
+        i = bf16_row_avx2(h, n, f);
+#endif
+    for (; i < n; i++)
+        f[i] = dsv4_bf16_to_f32_inline(h[i]);
 }

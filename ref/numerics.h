@@ -20,6 +20,9 @@ float dsv4_f32_from_bits(uint32_t b);
 /* bfloat16: RNE from fp32; NaN stays NaN (quiet, sign kept); overflow -> Inf. */
 uint16_t dsv4_bf16_from_f32(float x);
 float dsv4_bf16_to_f32(uint16_t h);
+/* n bf16 widened to fp32 (exact: the bits shifted up), eight at a time where
+ * AVX2 runs (ref/simd.h). */
+void dsv4_bf16_row_to_f32(const uint16_t *h, int64_t n, float *f);
 /* fp32 -> bf16 -> fp32 in one call: the "round to bf16" step of the kernels. */
 float dsv4_round_bf16(float x);
 

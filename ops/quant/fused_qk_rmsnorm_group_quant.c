@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../ref/codec_avx2.h"
-#include "../../ref/codec_inline.h"
 #include "../../ref/fp8quant.h"
 #include "../../ref/numerics.h"
 #include "../../ref/parallel.h"
@@ -151,28 +149,6 @@ typedef struct fq_job {
                      * ideal's serial sums, 8 rows) */
 } fq_job;
 
-#if DSV4_HAVE_AVX2_PATHS
-DSV4_AVX2 static int64_t bf16_row_avx2(const uint16_t *h, int64_t n, float *f)
-{
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(f + i, dsv4_avx2_load_bf16(h + i));
-    return i;
-}
-#endif
-
-/* bf16 to fp32 (exact): eight at a time where AVX2 runs. */
-static void bf16_row(const uint16_t *restrict h, int64_t n, float *restrict f)
-{
-    int64_t i = 0;
-#if DSV4_HAVE_AVX2_PATHS
-    if (dsv4_simd_avx2())
-        i = bf16_row_avx2(h, n, f);
-#endif
-    for (; i < n; i++)
-        f[i] = dsv4_bf16_to_f32_inline(h[i]);
-}
-
 #define FQ_ROWS 16  /* rows a step of the faithful norm (its fp32 rows in scratch) */
 #define FQ_BATCH 64 /* rows a step of the ideal's rcp (its serial sums side by side) */
 
@@ -181,8 +157,8 @@ static void fq_faithful_rows(const fq_job *j, int64_t row0, int64_t nr, float *x
 {
     const int64_t n1 = j->n1, n2 = j->n2;
     double *kv = j->kv_out + row0 * n2; /* golden dtype float64 */
-    bf16_row(j->q + row0 * n1, nr * n1, xq);
-    bf16_row(j->kv + row0 * n2, nr * n2, xk);
+    dsv4_bf16_row_to_f32(j->q + row0 * n1, nr * n1, xq);
+    dsv4_bf16_row_to_f32(j->kv + row0 * n2, nr * n2, xk);
     for (int64_t k = 0; k < nr; k++) {
         float *xkk = xk + k * n2; /* normed in place: each element is read before it is written */
         dsv4_rmsnorm_row_f32(xkk, j->kw, n2, (float)j->ke, xkk);

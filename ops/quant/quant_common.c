@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../ref/codec_inline.h"
 #include "../../ref/numerics.h"
 #include "../../ref/parallel.h"
 #include "quant.h"
@@ -191,8 +190,7 @@ static int rows_range(void *vj, int64_t r0, int64_t r1, int worker, dsv4_status 
         if (j->x->dtype == DSV4_BF16) {
             const uint16_t *h = (const uint16_t *)j->x->data + r * W;
             float *f = j->bufs[worker];
-            for (int64_t i = 0; i < n * W; i++)
-                f[i] = dsv4_bf16_to_f32_inline(h[i]);
+            dsv4_bf16_row_to_f32(h, n * W, f);
             rows = f;
         }
         int rc = j->fn(j->ctx, rows, r, n, st);
