@@ -519,6 +519,16 @@ DSV4_AVX2_INLINE __m256 bf16x8_f32(__m128i h)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
+/* The least of sixteen unsigned 16-bit lanes. */
+DSV4_AVX2_INLINE uint16_t hmin_u16x16(__m256i v)
+{
+    uint16_t m[16], least = 0xFFFF;
+    _mm256_storeu_si256((__m256i *)(void *)m, v);
+    for (int k = 0; k < 16; k++)
+        least = m[k] < least ? m[k] : least;
+    return least;
+}
+
 /* The row's sum of squares in any order (*min_m1: the smallest |x| bits
  * minus 1, as abs_m1_bf16x16); the vector part only, *done elements. */
 DSV4_AVX2 static double sumsq_any_avx2(const uint16_t *x, int64_t n, uint16_t *min_m1, int64_t *done)
@@ -540,11 +550,7 @@ DSV4_AVX2 static double sumsq_any_avx2(const uint16_t *x, int64_t n, uint16_t *m
         s2 = _mm256_add_pd(s2, _mm256_mul_pd(d2, d2));
         s3 = _mm256_add_pd(s3, _mm256_mul_pd(d3, d3));
     }
-    uint16_t m[16];
-    _mm256_storeu_si256((__m256i *)(void *)m, mn);
-    *min_m1 = 0xFFFF;
-    for (int k = 0; k < 16; k++)
-        *min_m1 = m[k] < *min_m1 ? m[k] : *min_m1;
+    *min_m1 = hmin_u16x16(mn);
     double v[4];
     _mm256_storeu_pd(v, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
     *done = i;
@@ -567,11 +573,7 @@ FQ512 static double sumsq_any_512(const uint16_t *x, int64_t n, uint16_t *min_m1
         s0 = _mm512_fmadd_pd(d0, d0, s0);
         s1 = _mm512_fmadd_pd(d1, d1, s1);
     }
-    uint16_t m[16];
-    _mm256_storeu_si256((__m256i *)(void *)m, mn);
-    *min_m1 = 0xFFFF;
-    for (int k = 0; k < 16; k++)
-        *min_m1 = m[k] < *min_m1 ? m[k] : *min_m1;
+    *min_m1 = hmin_u16x16(mn);
     *done = i;
     return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
 }
