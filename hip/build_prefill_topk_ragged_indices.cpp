@@ -18,7 +18,8 @@
  *     stored in column order (the rest by idx::block_compact).
  * More than FUSED_MAX_ROWS rows take the chains (faster there, see below):
  *   invalid=-1: 1. one block: lengths computed and scanned into indptr;
- *     2. one block per row: the first cap columns, -1 for rejected entries.
+ *     2. one block per row: the first cap columns, -1 for rejected entries
+ *        (8 columns a thread in flight a pass).
  *   invalid=drop: 1. one block per row: its count into indptr[i + 1];
  *     2. one block: in-place scan of indptr;
  *     3. one block per row: survivors compacted (idx::block_compact). */
@@ -67,10 +68,15 @@ struct pf_dev {
      * [0, num_rows) -> -1 when num_rows >= 0 (A5.8 bound, inferred). */
     __device__ int32_t entry(long long i, long long j) const
     {
-        const int32_t v = topk[i * Wk + j];
+        return slot_of(t2r[i + token_offset], topk[i * Wk + j]);
+    }
+
+    /* The same for a value v already read, of request r. */
+    __device__ int32_t slot_of(long long r, int32_t v) const
+    {
         long long slot = -1;
         if (v >= 0 && v < N)
-            slot = global_slot(bt, bt_cols, t2r[i + token_offset], v, bc);
+            slot = global_slot(bt, bt_cols, r, v, bc);
         if (num_rows >= 0 && (slot < 0 || slot >= num_rows))
             slot = -1;
         return (int32_t)slot;
@@ -88,14 +94,38 @@ struct shifted_len {
     __device__ int operator()(long long i) const { return indptr[i + 1]; }
 };
 
-/* invalid=-1: the first cap columns [S29], rejected entries kept as -1. */
+/* invalid=-1: the first cap columns [S29], rejected entries kept as -1;
+ * FUSED_ITEMS columns a thread a pass, each phase for all of them before
+ * the next (the top-k reads, then the block-table reads, then the stores),
+ * as the global top-k scatter does: the stores may alias nothing the
+ * compiler can prove, so a one-column loop waits out both reads for every
+ * column. */
 __global__ void __launch_bounds__(ROW_THREADS)
     keep_kernel(pf_dev a, const int32_t *__restrict__ indptr, int32_t *__restrict__ flat)
 {
     const long long i = blockIdx.x, n = indptr[i + 1] - indptr[i];
+    if (n <= 0)
+        return;
     int32_t *dst = flat + indptr[i];
-    for (long long j = threadIdx.x; j < n; j += blockDim.x)
-        dst[j] = a.entry(i, j);
+    const int32_t *src = a.topk + i * a.Wk;
+    const long long r = a.t2r[i + a.token_offset]; /* a valid token's (cap > 0) */
+    for (long long base = 0; base < n; base += FUSED_CHUNK) {
+        int32_t v[FUSED_ITEMS];
+#pragma unroll
+        for (int e = 0; e < FUSED_ITEMS; e++) {
+            const long long j = base + e * ROW_THREADS + threadIdx.x;
+            v[e] = j < n ? src[j] : -1;
+        }
+#pragma unroll
+        for (int e = 0; e < FUSED_ITEMS; e++)
+            v[e] = a.slot_of(r, v[e]);
+#pragma unroll
+        for (int e = 0; e < FUSED_ITEMS; e++) {
+            const long long j = base + e * ROW_THREADS + threadIdx.x;
+            if (j < n)
+                dst[j] = v[e];
+        }
+    }
 }
 
 /* invalid=drop, step 1: the number of surviving entries of row i. */
