@@ -48,20 +48,28 @@ struct pf_dev {
     const int32_t *bt;
     long long bt_cols;
     uint32_t bc;
-    long long c, N, token_offset, num_rows;
+    long long c, N, token_offset, num_rows, R;
 
     /* Columns read for row i: valid ? min((pos+1)//c, Wk) clamped at 0 : 0,
-     * pos = (S - L) + (t - qs) (docs/semantics/indices.md A5.1, A5.9). */
+     * pos = (S - L) + (t - qs) (docs/semantics/indices.md A5.1, A5.9).  No
+     * branch on the token's own reads, so that a caller's unrolled rows
+     * (lens_scan_kernel: 8 a thread) have all their reads in flight in two
+     * rounds: valid[t] and t2r[t] together, then the request's.  An invalid
+     * token's t2r may hold anything: it reads request 0 (there is one when
+     * R > 0; with R = 0 no token is valid) and its result is dropped. */
     __device__ long long cap(long long i) const
     {
         const long long t = i + token_offset;
-        if (!valid[t])
-            return 0; /* lens 0, as A5.6/A5.7 treat invalid tokens (inferred) */
-        const long long r = t2r[t];
-        const long long pos = ((long long)seq[r] - ((long long)qsl[r + 1] - qsl[r])) + (t - qsl[r]);
+        const bool ok = valid[t] != 0;
+        const int32_t rr = t2r[t];
+        if (R == 0)
+            return 0; /* uniform over the launch */
+        const long long r = ok ? rr : 0;
+        const long long q0 = qsl[r], pos = ((long long)seq[r] - ((long long)qsl[r + 1] - q0)) + (t - q0);
         long long n = idx::floor_div(pos + 1, c);
         n = n > Wk ? Wk : n;
-        return n < 0 ? 0 : n;
+        n = n < 0 ? 0 : n;
+        return ok ? n : 0; /* lens 0 for an invalid token, as A5.6/A5.7 treat them (inferred) */
     }
 
     /* Entry j of row i: the slot for 0 <= v < N, else -1; slots outside
@@ -285,7 +293,7 @@ int shape_of(const dsv4_hip_call *c, pf_shape *s, char *err, size_t errlen)
                     d ? (const int32_t *)d[s->t2r] : NULL, d ? (const uint8_t *)d[s->valid] : NULL,
                     d ? (const int32_t *)d[s->qsl] : NULL, d ? (const int32_t *)d[s->seq] : NULL,
                     d ? (const int32_t *)d[s->bt] : NULL, (long long)c->in[s->bt].shape[1], (uint32_t)s->bc,
-                    (long long)s->c, (long long)s->N, (long long)s->off, (long long)s->num_rows};
+                    (long long)s->c, (long long)s->N, (long long)s->off, (long long)s->num_rows, (long long)s->R};
     return DSV4_PLUGIN_OK;
 }
 

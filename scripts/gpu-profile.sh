@@ -41,7 +41,7 @@ import csv, sys
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 if len(rows) < 3:
     print("  no kernel profiled"); sys.exit(0)
-head, data = rows[0], rows[2:]
+head, units, data = rows[0], rows[1], rows[2:]
 col = {n: i for i, n in enumerate(head)}
 def g(r, n):
     i = col.get(n)
@@ -50,8 +50,9 @@ stalls = ["long_scoreboard", "barrier", "short_scoreboard", "lg_throttle", "wait
 for r in data:
     name = g(r, "Kernel Name")[:40]
     st = sorted(((float(g(r, "smsp__average_warps_issue_stalled_%s_per_issue_active.ratio" % s) or 0), s) for s in stalls), reverse=True)[:2]
-    print("  %-40s %8s us dram %5s%% sm %5s%% occ %5s%% issue %5s%% tensor %5s%% regs %3s grid %7s x %4s smem %6s | %s" % (
-        name, g(r, "gpu__time_duration.sum"), g(r, "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+    print("  %-40s %8s %s dram %5s%% sm %5s%% occ %5s%% issue %5s%% tensor %5s%% regs %3s grid %7s x %4s smem %6s | %s" % (
+        name, g(r, "gpu__time_duration.sum"), g(units, "gpu__time_duration.sum") or "?",
+        g(r, "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
         g(r, "sm__throughput.avg.pct_of_peak_sustained_elapsed"), g(r, "sm__warps_active.avg.pct_of_peak_sustained_active"),
         g(r, "smsp__issue_active.avg.pct_of_peak_sustained_active"),
         g(r, "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"),
