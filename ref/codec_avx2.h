@@ -85,6 +85,16 @@ DSV4_AVX2_INLINE __m256 dsv4_avx2_bf16_round(__m256 x)
     return _mm256_castsi256_ps(_mm256_and_si256(_mm256_blendv_epi8(rne, quiet, nan), hi));
 }
 
+/* dsv4_bf16_from_f32_inline's RNE branch on 16 lanes of fp32 bits b (for
+ * non-NaN lanes: an overflow carries into Inf): the bf16 bits, in the low
+ * half of each lane.  AVX-512F; the callers' NaN rules stay theirs. */
+#define DSV4_AVX512_INLINE static inline __attribute__((target("avx512f,avx2"), always_inline))
+DSV4_AVX512_INLINE __m512i dsv4_avx512_bf16_rne(__m512i b)
+{
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
+    return _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7FFF)), odd), 16);
+}
+
 /* dsv4_e4m3_sat_lane (codec_inline.h) on 8 lanes: the codes as int32. */
 DSV4_AVX2_INLINE __m256i dsv4_avx2_e4m3_sat(__m256 q, int fnuz)
 {

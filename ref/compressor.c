@@ -119,10 +119,7 @@ DSV4_VECTOR_CLONES static int qnorm_range(void *ctx, int64_t t0, int64_t t1, int
  * overflow carries into Inf) to 16 bf16. */
 QN512_INLINE void store_bf16_16(__m512 f, uint16_t *out)
 {
-    const __m512i b = _mm512_castps_si512(f);
-    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
-    const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7FFF)), odd), 16);
-    _mm256_storeu_si256((__m256i *)(void *)out, _mm512_cvtepi32_epi16(r));
+    _mm256_storeu_si256((__m256i *)(void *)out, _mm512_cvtepi32_epi16(dsv4_avx512_bf16_rne(_mm512_castps_si512(f))));
 }
 
 /* 16 bf16 widened to fp32. */

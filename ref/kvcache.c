@@ -574,7 +574,8 @@ KV512 static void decode_bf16_512(const uint8_t *page, int64_t B, int64_t row, d
     const __m512 unbias = _mm512_set1_ps(fnuz ? 0x1p119f : 0x1p120f);
     const __m512i low7 = _mm512_set1_epi32(0x7F), b80 = _mm512_set1_epi32(0x80);
     for (int k = 0; k < DSV4_KV_NQBLOCKS; k++) {
-        const __m512 s = _mm512_set1_ps(scale_f32(scales[k]));
+        const float sk = scale_f32(scales[k]);
+        const __m512 s = _mm512_set1_ps(sk);
         for (int i = 0; i < DSV4_KV_QBLOCK; i += 16) {
             const uint8_t *v = vals + k * DSV4_KV_QBLOCK + i;
             const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)v));
@@ -583,7 +584,7 @@ KV512 static void decode_bf16_512(const uint8_t *page, int64_t B, int64_t row, d
             if (nan) {
                 const float *tab = dec_lut[fnuz];
                 for (int l = 0; l < 16; l++)
-                    out[k * DSV4_KV_QBLOCK + i + l] = dsv4_bf16_from_f32_inline(tab[v[l]] * scale_f32(scales[k]));
+                    out[k * DSV4_KV_QBLOCK + i + l] = dsv4_bf16_from_f32_inline(tab[v[l]] * sk);
                 continue;
             }
             const __m512i mag = _mm512_slli_epi32(_mm512_and_si512(c, low7), 20);
@@ -592,9 +593,7 @@ KV512 static void decode_bf16_512(const uint8_t *page, int64_t B, int64_t row, d
                 _mm512_or_si512(_mm512_castps_si512(_mm512_mul_ps(_mm512_castsi512_ps(mag), unbias)), sign));
             const __m512i b = _mm512_castps_si512(_mm512_mul_ps(x, s));
             /* dsv4_bf16_from_f32_inline: NaN keeps its top bits, quieted; else RNE */
-            const __m512i rne = _mm512_srli_epi32(
-                _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7FFF)),
-                                 _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1))), 16);
+            const __m512i rne = dsv4_avx512_bf16_rne(b);
             const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF)),
                                                              _mm512_set1_epi32(0x7F800000));
             const __m512i h = _mm512_mask_blend_epi32(

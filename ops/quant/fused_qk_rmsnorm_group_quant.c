@@ -145,8 +145,8 @@ typedef struct fq_job {
     float *q_scale;
     dsv4_fp8q_cfg cfg;
     int64_t m;
-    float *scratch; /* per worker: x_q, x_kv, y_q and the q scales of FQ_ROWS rows (x_q: the
-                     * ideal's serial sums, 8 rows) */
+    float *scratch; /* per worker: x_q, x_kv, y_q and the q scales of FQ_ROWS rows (the ideal:
+                     * x_q and x_kv together hold its serial sums' 16 rows, y_q one row) */
 } fq_job;
 
 #define FQ_ROWS 16  /* rows a step of the faithful norm (its fp32 rows in scratch) */
@@ -182,9 +182,9 @@ static int fq_quant_rows(const fq_job *j, int64_t row0, int64_t nr, const float 
     return rc;
 }
 
-/* Rows [r0, r1), FQ_ROWS at a time.  The ideal: the rows' rcp first, then
- * row by row q's fp32 y (one row, in L1), its quant, and kv's double y,
- * straight from the bf16 inputs. */
+/* Rows [r0, r1): the faithful FQ_ROWS at a time; the ideal FQ_BATCH at a
+ * time, the rows' rcp first, then row by row q's fp32 y (one row, in L1),
+ * its quant, and kv's double y, straight from the bf16 inputs. */
 static int fq_rows(void *ctx, int64_t r0, int64_t r1, int worker, dsv4_status *st)
 {
     const fq_job *j = ctx;
