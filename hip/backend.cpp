@@ -13,6 +13,7 @@
 #include "kernels.h"
 #include "mma_compat.h"
 #include "kv_decode.h"
+#include "indexer_common.h"
 #include "quant_rules.h"
 #include "quant_device.h"
 #include "../include/dsv4_poison.h"
@@ -470,6 +471,13 @@ __global__ void codec_check_kernel(unsigned long long *res)
             bad++;
         }
     }
+    /* the indexer's e2m1 decode (indexer_common.h decode4_x2, byte permutes on
+     * NVIDIA) against the rule on every input of four codes (2^34 + input) */
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < 65536; i += stride)
+        if (idxr::decode4_x2((uint32_t)i) != idxr::decode4_x2_int((uint32_t)i)) {
+            first = bad ? first : (4ull << 32) + i;
+            bad++;
+        }
     if (blockIdx.x == 0 && threadIdx.x == 0)
         res[0] = 1;
     if (bad) {
@@ -509,7 +517,8 @@ static int codec_check(dsv4_plugin_tensor *outputs, int noutputs, double *ms, ch
         return fail(err, errlen, DSV4_PLUGIN_ERUNTIME,
                     "the hardware e4m3 (or bf16) conversion differs from the integer rule on %llu inputs (the first %08llx; "
                     "from 100000000 on, 2^32 + a pair of codes the decode got wrong; from 200000000 on, "
-                    "2^33 + pair + 2^16 scale byte + 2^24 fnuz the paged key-lane decode got wrong)",
+                    "2^33 + pair + 2^16 scale byte + 2^24 fnuz the paged key-lane decode got wrong; from 400000000 on, "
+                    "2^34 + four e2m1 codes the indexer's decode got wrong)",
                     host[1], host[2]);
     return DSV4_PLUGIN_OK;
 }

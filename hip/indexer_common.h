@@ -15,6 +15,46 @@ enum { D = 128, ROPE = 64, NB = D / 32, TB = D / 2, ENTRY = TB + NB };
 
 #define IFAIL(...) (snprintf(err, errlen, __VA_ARGS__), DSV4_PLUGIN_EINPUT)
 
+/* 2 x the e2m1 value of a code (docs/semantics/quant.md Q1.2): 0 .5 1 1.5
+ * 2 3 4 6, bit 3 the sign; as an int8 in the low byte (-0 gives 0). */
+__device__ inline uint32_t e2m1_x2(uint32_t c)
+{
+    const uint32_t m = c & 7u;
+    const uint32_t v = m < 4u ? m : m < 6u ? 2u * (m - 2u) : 4u * (m - 4u);
+    return (c & 8u) ? (uint32_t)(-(int)v) & 0xFFu : v;
+}
+
+/* The four codes of the low 16 bits (code i at nibble i) as four int8
+ * e2m1_x2 values (byte i), by the rule on every target. */
+__device__ inline uint32_t decode4_x2_int(uint32_t w)
+{
+    uint32_t r = 0;
+    for (int i = 0; i < 4; i++)
+        r |= e2m1_x2((w >> (4 * i)) & 15u) << (8 * i);
+    return r;
+}
+
+/* The same by byte permutes on NVIDIA (the backend's device codec check
+ * compares the two on all 65536 inputs): the magnitude and its negation
+ * looked up from two 8-byte tables by each code's low three bits, and a
+ * byte mask from each code's sign bit (bits 3, 7, 11, 15) as the selector
+ * of a third permute picks one. */
+__device__ inline uint32_t decode4_x2(uint32_t w)
+{
+#if defined(__CUDACC__) && !defined(__HIP__)
+    const uint32_t sel = w & 0x7777u;
+    const uint32_t pos = __byte_perm(0x03020100u, 0x0C080604u, sel);
+    const uint32_t neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, sel);
+    const uint32_t mask = __byte_perm(0x0000FF00u, 0u, (w >> 3) & 0x1111u); /* sign i picks byte 1: 0xFF */
+    return (pos & ~mask) | (neg & mask);
+#else
+    return decode4_x2_int(w);
+#endif
+}
+
+/* 4 packed bytes (8 codes, even element low) -> 8 int8 values as 2 words. */
+__device__ inline uint2 decode8(uint32_t w) { return make_uint2(decode4_x2(w), decode4_x2(w >> 16)); }
+
 /* ref/indexer.c dsv4_idx_layout_make (docs/semantics/indexer.md Q5.1): n_per_tile 32 if
  * head_dim <= 64 or num_heads >= 32 else 16; d_per_tile 16; scale_lanes
  * 64 / n_per_tile; s_hi = (D/32) / scale_lanes. */

@@ -1,6 +1,7 @@
 /* mma_compat.h - one 16 x 16 x 16 bf16 matrix multiply-accumulate with an
  * fp32 accumulator, for the kernels that run their dots on the matrix units
- * (sparse_attn.h), and the per-vendor layer under it:
+ * (sparse_attn.h; an int8 16 x 16 x 32 form with an int32 accumulator for
+ * the indexer logits is at the end), and the per-vendor layer under it:
  *   - AMD CDNA (gfx90a, gfx940-942, gfx950): one v_mfma_f32_16x16x16_bf16
  *     per call over a wave of 64 lanes;
  *   - NVIDIA sm_80 and later: two mma.sync m16n8k16 (bf16 in, fp32 out)
@@ -292,6 +293,130 @@ __device__ inline void load_frag_b_kn(frag_b &f, const uint16_t *b, int ldb) { f
 __device__ inline void mma_frag(acc16 &c, const frag_a &a, const frag_b &b)
 {
     mma_strided(c, a.p, a.ns, b.p, b.ns, b.ks);
+}
+#endif
+
+/* ---- int8 -------------------------------------------------------------------
+ * One 16 x 16 x 32 int8 product with an int32 accumulator tile acci16 (the
+ * layout of acc16: element e of lane `lane` at (acc_row, acc_col)), for the
+ * indexer's MXFP4 dots (hip/indexer_logits.h).  Operands int8 in shared
+ * memory: A row-major (element (m, k) at a[m * lda + k]), B by the rows of
+ * its transpose (element (k, n) at b[n * ldb + k]); lda, ldb in bytes,
+ * multiples of 16, bases 16-byte aligned.  Integer sums are exact, so the
+ * units' order does not matter and every target gives the same bits:
+ *   - NVIDIA sm_80 and later: two mma.sync m16n8k32 (s8 in, s32 out);
+ *   - AMD gfx940-gfx950: one v_mfma_i32_16x16x32_i8; gfx90a: two
+ *     v_mfma_i32_16x16x16i8 (k 0-15, then 16-31);
+ *   - any other target: each lane its own elements. */
+struct acci16 {
+    int v[ACC];
+};
+
+__device__ inline void zero(acci16 &c)
+{
+#pragma unroll
+    for (int e = 0; e < ACC; e++)
+        c.v[e] = 0;
+}
+
+#if defined(DSV4_MMA_MFMA)
+typedef int i32x4 __attribute__((ext_vector_type(4)));
+#if defined(__gfx90a__)
+/* lane l: row (A) or column (B) l % 16, k = 4 (l / 16) .. + 3 and the same + 16 */
+struct frag_i8 {
+    int v[2];
+};
+
+__device__ inline void load_frag_i8(frag_i8 &f, const int8_t *p, int ld)
+{
+    const int lane = threadIdx.x % WAVE;
+    const int8_t *row = p + (lane & 15) * ld + 4 * (lane >> 4);
+    f.v[0] = *reinterpret_cast<const int *>(row);
+    f.v[1] = *reinterpret_cast<const int *>(row + 16);
+}
+
+__device__ inline void mma_i8(acci16 &c, const frag_i8 &a, const frag_i8 &b)
+{
+    i32x4 d = {c.v[0], c.v[1], c.v[2], c.v[3]};
+    d = __builtin_amdgcn_mfma_i32_16x16x16i8(a.v[0], b.v[0], d, 0, 0, 0);
+    d = __builtin_amdgcn_mfma_i32_16x16x16i8(a.v[1], b.v[1], d, 0, 0, 0);
+    c.v[0] = d[0], c.v[1] = d[1], c.v[2] = d[2], c.v[3] = d[3];
+}
+#else
+/* lane l: row (A) or column (B) l % 16, k = 8 (l / 16) .. + 7 */
+struct frag_i8 {
+    long v;
+};
+
+__device__ inline void load_frag_i8(frag_i8 &f, const int8_t *p, int ld)
+{
+    const int lane = threadIdx.x % WAVE;
+    f.v = *reinterpret_cast<const long *>(p + (lane & 15) * ld + 8 * (lane >> 4));
+}
+
+__device__ inline void mma_i8(acci16 &c, const frag_i8 &a, const frag_i8 &b)
+{
+    i32x4 d = {c.v[0], c.v[1], c.v[2], c.v[3]};
+    d = __builtin_amdgcn_mfma_i32_16x16x32_i8(a.v, b.v, d, 0, 0, 0);
+    c.v[0] = d[0], c.v[1] = d[1], c.v[2] = d[2], c.v[3] = d[3];
+}
+#endif
+/* Both operands are read the same way (B given by the rows of its transpose). */
+__device__ inline void load_frag_i8a(frag_i8 &f, const int8_t *a, int lda) { load_frag_i8(f, a, lda); }
+__device__ inline void load_frag_i8b(frag_i8 &f, const int8_t *b, int ldb) { load_frag_i8(f, b, ldb); }
+#elif defined(DSV4_MMA_PTX)
+/* m16n8k32 s8: A rows g, g + 8 and k 4 tq .. + 3, 16 + 4 tq .. + 3 (v[0..3]
+ * = a0..a3); B of n-tile nt: column 8 nt + g, the same k (v[2 nt], v[2 nt + 1]). */
+struct frag_i8 {
+    uint32_t v[4];
+};
+
+__device__ inline void load_frag_i8a(frag_i8 &f, const int8_t *a, int lda)
+{
+    const int lane = threadIdx.x % WAVE, g = lane >> 2, tq = lane & 3;
+    f.v[0] = *reinterpret_cast<const uint32_t *>(a + g * lda + 4 * tq);
+    f.v[1] = *reinterpret_cast<const uint32_t *>(a + (g + 8) * lda + 4 * tq);
+    f.v[2] = *reinterpret_cast<const uint32_t *>(a + g * lda + 16 + 4 * tq);
+    f.v[3] = *reinterpret_cast<const uint32_t *>(a + (g + 8) * lda + 16 + 4 * tq);
+}
+
+__device__ inline void load_frag_i8b(frag_i8 &f, const int8_t *b, int ldb)
+{
+    const int lane = threadIdx.x % WAVE, g = lane >> 2, tq = lane & 3;
+    for (int nt = 0; nt < 2; nt++) {
+        const int8_t *col = b + (8 * nt + g) * ldb;
+        f.v[2 * nt] = *reinterpret_cast<const uint32_t *>(col + 4 * tq);
+        f.v[2 * nt + 1] = *reinterpret_cast<const uint32_t *>(col + 16 + 4 * tq);
+    }
+}
+
+__device__ inline void mma_i8(acci16 &c, const frag_i8 &a, const frag_i8 &b)
+{
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++)
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};"
+                     : "+r"(c.v[4 * nt]), "+r"(c.v[4 * nt + 1]), "+r"(c.v[4 * nt + 2]), "+r"(c.v[4 * nt + 3])
+                     : "r"(a.v[0]), "r"(a.v[1]), "r"(a.v[2]), "r"(a.v[3]), "r"(b.v[2 * nt]), "r"(b.v[2 * nt + 1]));
+}
+#else
+/* Fallback: where the tile is (read in mma_i8, so it must stay in place). */
+struct frag_i8 {
+    const int8_t *p;
+    int ld;
+};
+
+__device__ inline void load_frag_i8a(frag_i8 &f, const int8_t *a, int lda) { f.p = a, f.ld = lda; }
+__device__ inline void load_frag_i8b(frag_i8 &f, const int8_t *b, int ldb) { f.p = b, f.ld = ldb; }
+
+__device__ inline void mma_i8(acci16 &c, const frag_i8 &a, const frag_i8 &b)
+{
+    const int lane = threadIdx.x % WAVE;
+    for (int e = 0; e < ACC; e++) {
+        const int8_t *x = a.p + acc_row(lane, e) * a.ld, *y = b.p + acc_col(lane, e) * b.ld;
+        for (int k = 0; k < 32; k++)
+            c.v[e] += (int)x[k] * (int)y[k];
+    }
 }
 #endif
 
