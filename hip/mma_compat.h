@@ -49,15 +49,19 @@ constexpr int WAVE = 32; /* the fallback: the PTX layout, lane by lane */
 
 constexpr int ACC = 256 / WAVE; /* accumulator elements per lane */
 
-struct acc16 {
-    float v[ACC];
+/* An accumulator tile: fp32 for the bf16 products (acc16), int32 for the
+ * int8 ones (acci16, at the end); the same element layout. */
+template <typename T> struct acc_tile {
+    T v[ACC];
 };
+typedef acc_tile<float> acc16;
+typedef acc_tile<int> acci16;
 
-__device__ inline void zero(acc16 &c)
+template <typename T> __device__ inline void zero(acc_tile<T> &c)
 {
 #pragma unroll
     for (int e = 0; e < ACC; e++)
-        c.v[e] = 0.0f;
+        c.v[e] = T(0);
 }
 
 #if defined(DSV4_MMA_MFMA)
@@ -308,17 +312,6 @@ __device__ inline void mma_frag(acc16 &c, const frag_a &a, const frag_b &b)
  *   - AMD gfx940-gfx950: one v_mfma_i32_16x16x32_i8; gfx90a: two
  *     v_mfma_i32_16x16x16i8 (k 0-15, then 16-31);
  *   - any other target: each lane its own elements. */
-struct acci16 {
-    int v[ACC];
-};
-
-__device__ inline void zero(acci16 &c)
-{
-#pragma unroll
-    for (int e = 0; e < ACC; e++)
-        c.v[e] = 0;
-}
-
 #if defined(DSV4_MMA_MFMA)
 typedef int i32x4 __attribute__((ext_vector_type(4)));
 #if defined(__gfx90a__)
