@@ -77,7 +77,7 @@ __device__ inline void decode16_f16(const uint4 q, uint16_t *dst)
     const uint32_t w[4] = {q.x, q.y, q.z, q.w};
     uint32_t h[8];
     for (int i = 0; i < 8; i++)
-        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h[i]) : "h"((unsigned short)(w[i / 2] >> (16 * (i % 2)))));
+        h[i] = dsv4q_fp8x2_f16x2_hw((uint16_t)(w[i / 2] >> (16 * (i % 2))));
     reinterpret_cast<uint4 *>(dst)[0] = make_uint4(h[0], h[1], h[2], h[3]);
     reinterpret_cast<uint4 *>(dst)[1] = make_uint4(h[4], h[5], h[6], h[7]);
 }

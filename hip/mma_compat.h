@@ -1,7 +1,9 @@
 /* mma_compat.h - one 16 x 16 x 16 bf16 matrix multiply-accumulate with an
  * fp32 accumulator, for the kernels that run their dots on the matrix units
- * (sparse_attn.h; an int8 16 x 16 x 32 form with an int32 accumulator for
- * the indexer logits is at the end), and the per-vendor layer under it:
+ * (sparse_attn.h; a k-free 16 x 16 x 32 form read straight from memory for
+ * block dots, the MXFP8 wo_a, and an int8 16 x 16 x 32 form with an int32
+ * accumulator for the indexer logits are at the end), and the per-vendor
+ * layer under it:
  *   - AMD CDNA (gfx90a, gfx940-942, gfx950): one v_mfma_f32_16x16x16_bf16
  *     per call over a wave of 64 lanes;
  *   - NVIDIA sm_80 and later: two mma.sync m16n8k16 (bf16 in, fp32 out)
@@ -64,15 +66,30 @@ template <typename T> __device__ inline void zero(acc_tile<T> &c)
         c.v[e] = T(0);
 }
 
+/* A lane's elements fall in ACC_ROWS distinct rows and ACC_COLS distinct
+ * columns: element e is in the lane's row slot acc_row_slot(e) and column
+ * slot acc_col_slot(e), and row_slot_elem(i) (col_slot_elem(j)) is an
+ * element in slot i (j), for per-row or per-column values (scales) read
+ * once a slot. */
 #if defined(DSV4_MMA_MFMA)
 /* D lane l: rows 4 (l / 16) + e, column l % 16. */
 __device__ inline int acc_row(int lane, int e) { return 4 * (lane >> 4) + e; }
 __device__ inline int acc_col(int lane, int /* e */) { return lane & 15; }
+constexpr int ACC_ROWS = 4, ACC_COLS = 1;
+__device__ inline int acc_row_slot(int e) { return e; }
+__device__ inline int acc_col_slot(int /* e */) { return 0; }
+__device__ inline int row_slot_elem(int i) { return i; }
+__device__ inline int col_slot_elem(int /* j */) { return 0; }
 #else
 /* m16n8k16 C fragments of n-tiles 0 and 1: lane l holds rows l / 4 and
  * l / 4 + 8, columns 8 nt + 2 (l % 4) + {0, 1}. */
 __device__ inline int acc_row(int lane, int e) { return (lane >> 2) + 8 * ((e >> 1) & 1); }
 __device__ inline int acc_col(int lane, int e) { return 8 * (e >> 2) + 2 * (lane & 3) + (e & 1); }
+constexpr int ACC_ROWS = 2, ACC_COLS = 4;
+__device__ inline int acc_row_slot(int e) { return (e >> 1) & 1; }
+__device__ inline int acc_col_slot(int e) { return (e & 1) | (e >> 2) << 1; }
+__device__ inline int row_slot_elem(int i) { return 2 * i; }
+__device__ inline int col_slot_elem(int j) { return (j & 1) | (j >> 1) << 2; }
 #endif
 
 __device__ inline uint32_t pack2(uint16_t lo, uint16_t hi) { return (uint32_t)lo | (uint32_t)hi << 16; }
@@ -298,6 +315,102 @@ __device__ inline void mma_frag(acc16 &c, const frag_a &a, const frag_b &b)
 {
     mma_strided(c, a.p, a.ns, b.p, b.ns, b.ks);
 }
+#endif
+
+/* ---- k-free 16 x 16 x 32 -----------------------------------------------------
+ * For block dots whose k order is free (the 32 terms of one scale block,
+ * summed by the unit): each lane reads its share of a 16 x 32 operand tile
+ * straight from memory, no shared staging.  A lane holds K32_CHUNKS chunks
+ * of 8 consecutive k: chunk i of row (A) or column (B, given by the rows of
+ * its transpose) k32_row(lane, i), codes k32_col(lane) .. + 7.  The kernel
+ * decodes chunk i's 8 values into frag32 words 4i .. 4i + 3 (16-bit values
+ * in k order, low half first); A and B lanes place the same k in the same
+ * slot, so every product pairs matching k.  mma32 adds the 16 x 16 x 32
+ * product of two bf16 fragments (mma32_f16: f16, where DSV4_MMA_F16) to an
+ * acc16, as two 16-term unit steps.
+ *   - AMD CDNA: lane l, row l % 16, codes 8 (l / 16) .. + 7; two MFMA
+ *     16x16x16 (codes 0-3, then 4-7);
+ *   - NVIDIA: lane l, rows l / 4 and l / 4 + 8, codes 8 (l % 4) .. + 7; per
+ *     unit step h the words 2h, 2h + 1 of each chunk (the m16n8k16 k pairs
+ *     2 tq and 2 tq + 8);
+ *   - elsewhere: the NVIDIA shares, each lane's elements summed in k order
+ *     from the other lanes' words (shuffles). */
+#if defined(DSV4_MMA_MFMA)
+constexpr int K32_CHUNKS = 1;
+__device__ inline int k32_row(int lane, int /* i */) { return lane & 15; }
+__device__ inline int k32_col(int lane) { return 8 * (lane >> 4); }
+#else
+constexpr int K32_CHUNKS = 2;
+__device__ inline int k32_row(int lane, int i) { return (lane >> 2) + 8 * i; }
+__device__ inline int k32_col(int lane) { return 8 * (lane & 3); }
+#endif
+
+struct frag32 {
+    uint32_t v[4 * K32_CHUNKS];
+};
+
+#if defined(DSV4_MMA_MFMA)
+__device__ inline void mma32(acc16 &c, const frag32 &a, const frag32 &b)
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        bf16x4 x, y;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int w = 2 * h + i / 2, sh = 16 * (i % 2);
+            x[i] = (short)(a.v[w] >> sh), y[i] = (short)(b.v[w] >> sh);
+        }
+        mfma(c, x, y);
+    }
+}
+#elif defined(DSV4_MMA_PTX)
+__device__ inline void mma32(acc16 &c, const frag32 &a, const frag32 &b)
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        frag f;
+        f.a[0] = a.v[2 * h], f.a[1] = a.v[4 + 2 * h], f.a[2] = a.v[2 * h + 1], f.a[3] = a.v[4 + 2 * h + 1];
+        for (int nt = 0; nt < 2; nt++)
+            f.b[nt][0] = b.v[4 * nt + 2 * h], f.b[nt][1] = b.v[4 * nt + 2 * h + 1];
+        issue(c, f);
+    }
+}
+
+__device__ inline void mma32_f16(acc16 &c, const frag32 &a, const frag32 &b)
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        frag_a fa;
+        frag_b fb;
+        fa.v[0] = a.v[2 * h], fa.v[1] = a.v[4 + 2 * h], fa.v[2] = a.v[2 * h + 1], fa.v[3] = a.v[4 + 2 * h + 1];
+        fb.v[0] = b.v[2 * h], fb.v[1] = b.v[2 * h + 1], fb.v[2] = b.v[4 + 2 * h], fb.v[3] = b.v[4 + 2 * h + 1];
+        mma_frag_f16(c, fa, fb);
+    }
+}
+#else
+#if defined(__CUDACC__) && !defined(__HIP__)
+#define DSV4_MMA_SHFL(v, src) __shfl_sync(0xffffffffu, (v), (src), WAVE)
+#else
+#define DSV4_MMA_SHFL(v, src) __shfl((v), (src), WAVE)
+#endif
+/* Element e's row (column) is in chunk (e >> 1) & 1 (e >> 2) of the lanes
+ * 4 (row % 8) + tq: the chunk is the same for every lane, so each shuffle
+ * reads one register. */
+__device__ inline void mma32(acc16 &c, const frag32 &a, const frag32 &b)
+{
+    const int lane = threadIdx.x % WAVE;
+    for (int e = 0; e < ACC; e++) {
+        const int m = acc_row(lane, e), n = acc_col(lane, e), ca = (e >> 1) & 1, cb = e >> 2;
+        for (int tq = 0; tq < 4; tq++)
+            for (int w = 0; w < 4; w++) {
+                const uint32_t x = DSV4_MMA_SHFL(a.v[4 * ca + w], 4 * (m % 8) + tq);
+                const uint32_t y = DSV4_MMA_SHFL(b.v[4 * cb + w], 4 * (n % 8) + tq);
+                c.v[e] = fmaf(bf16_f((uint16_t)x), bf16_f((uint16_t)y), c.v[e]);
+                c.v[e] = fmaf(bf16_f((uint16_t)(x >> 16)), bf16_f((uint16_t)(y >> 16)), c.v[e]);
+            }
+    }
+}
+#undef DSV4_MMA_SHFL
 #endif
 
 /* ---- int8 -------------------------------------------------------------------

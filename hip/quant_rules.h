@@ -249,14 +249,21 @@ DSV4Q_FN float dsv4q_fp8_decode(uint8_t b, int fnuz)
 }
 
 #ifdef DSV4Q_HW_E4M3
-/* The two e4m3fn codes of a 16-bit pair (low byte first) as fp32, for codes
- * that are not NaN: the hardware conversion to f16 (every e4m3fn value is
- * an f16), then f16 to fp32, both exact; equal to dsv4q_fp8_decode, which the
- * bench's device codec check compares on all 65536 pairs. */
-DSV4Q_FN void dsv4q_fp8x2_decode_hw(uint16_t two, float *lo, float *hi)
+/* The two e4m3fn codes of a 16-bit pair (low byte first) as an f16 pair
+ * (low half first) by the hardware conversion, and as fp32, for codes that
+ * are not NaN: every e4m3fn value is an f16, and f16 to fp32 is exact; the
+ * fp32 pair equals dsv4q_fp8_decode, which the bench's device codec check
+ * compares on all 65536 pairs. */
+DSV4Q_FN uint32_t dsv4q_fp8x2_f16x2_hw(uint16_t two)
 {
     uint32_t h2;
     asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(two));
+    return h2;
+}
+
+DSV4Q_FN void dsv4q_fp8x2_decode_hw(uint16_t two, float *lo, float *hi)
+{
+    const uint32_t h2 = dsv4q_fp8x2_f16x2_hw(two);
     asm("cvt.f32.f16 %0, %1;" : "=f"(*lo) : "h"((unsigned short)(h2 & 0xFFFFu)));
     asm("cvt.f32.f16 %0, %1;" : "=f"(*hi) : "h"((unsigned short)(h2 >> 16)));
 }

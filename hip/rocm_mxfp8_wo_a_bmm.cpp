@@ -4,18 +4,20 @@
  * 32-lane blocks of group g (tiles never cross groups), fp32 accumulation,
  * bf16 RNE store.  e4m3 x e4m3 products are exact in fp32.
  *
- * One launch on the matrix units (mma_compat.h: mma.sync m16n8k16 on
- * NVIDIA, MFMA 16x16x16 on CDNA): a block computes a 16-token x 16-row
- * tile of one group with KSPLIT waves, wave w taking the 32-blocks w,
- * w + KSPLIT, ... .  Per block a wave stages the tile's 16 x 32 codes of a
- * and of wo_a as bf16 in its own shared rows (every e4m3 value is a bf16),
- * two 16 x 16 x 16 products give the block dot P (exact products, fp32 sums
- * in the unit's order), and acc = fma(P, 2^(sa-127) 2^(sw-127), acc) per
- * element; the next block's loads are in flight meanwhile.  A wave reads
- * only the rows it staged, so the waves meet once, at the end.  The KSPLIT
- * partial sums of an element meet in shared memory, summed in wave order,
- * so reruns are bitwise equal.  The op's bound gamma_n G holds for this
- * order (docs/semantics/gemm.md, "Error bounds of the wo_a paths"). */
+ * One launch on the matrix units, no shared staging (mma_compat.h, the
+ * k-free products): a block computes a 16-token x 16-row tile of one group
+ * with KSPLIT waves, wave w taking the contiguous 32-blocks
+ * [w KB / KSPLIT, (w + 1) KB / KSPLIT).  Per block a lane reads its 8-code
+ * chunks of a and of wo_a straight into registers (DEPTH blocks ahead),
+ * decodes them (NVIDIA sm_89+: to f16 by the hardware conversion, two codes
+ * an instruction; elsewhere to bf16; every e4m3 value is both), two
+ * 16-term unit steps give the block dot P (exact products, fp32 sums in the
+ * unit's order, the block's k in the unit's slots in another order than
+ * the codes', which a block dot does not see), and
+ * acc = fma(P, 2^(sa-127) 2^(sw-127), acc) per element.  The KSPLIT partial
+ * sums of an element meet in shared memory, summed in wave order, so reruns
+ * are bitwise equal.  The op's bound gamma_n G holds for this order
+ * (docs/semantics/gemm.md, "Error bounds of the wo_a paths"). */
 #include "mma_compat.h"
 #include "quant_device.h"
 
@@ -23,104 +25,137 @@ namespace {
 
 const char *const variants[] = {"default", NULL};
 
-/* 16 x 16 outputs a block, KSPLIT waves; a staged row holds one block's 32
- * codes plus 8 of padding (80 bytes: the 8 rows an ldmatrix reads fall in
- * distinct banks, and 16-byte alignment holds). */
-enum { TILE = 16, KSPLIT = 8, BMM_THREADS = KSPLIT * mma::WAVE, LDS_ROW = 40 };
+/* 16 x 16 outputs a block, KSPLIT waves, DEPTH blocks of loads in flight a
+ * wave: the 16-token bench line ran 0.026 ms at DEPTH 2 on an H100, 0.028
+ * at 3, 0.031 at 4 (hip/README.md, 2026-12-07) */
+enum { TILE = 16, KSPLIT = 8, DEPTH = 2, BMM_THREADS = KSPLIT * mma::WAVE };
 
-/* The bf16 bits of 8 e4m3fn codes (no NaN codes: the host check rejects
- * them), two a word.  The 7 magnitude bits placed at fp32 bit 20 are the
- * value times 2^-120 (an fp32 subnormal for e4m3 subnormals), so one exact
- * multiply by 2^120 gives the value, whose low 16 bits are zero. */
+#if defined(DSV4Q_HW_E4M3) && defined(DSV4_MMA_F16)
+#define WO_A_F16 1
+/* 8 e4m3fn codes (no NaN codes: the host check rejects them) as 8 f16, four
+ * words, by the hardware conversion. */
+__device__ inline void decode8(uint2 q, uint32_t *o)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        o[i] = dsv4q_fp8x2_f16x2_hw((uint16_t)((i < 2 ? q.x : q.y) >> (16 * (i & 1))));
+}
+#else
+/* The bf16 bits of an e4m3fn code (no NaN codes).  The 7 magnitude bits
+ * placed at fp32 bit 20 are the value times 2^-120 (an fp32 subnormal for
+ * e4m3 subnormals), so one exact multiply by 2^120 gives the value, whose
+ * low 16 bits are zero. */
 __device__ inline uint32_t e4m3_bf16(uint32_t code)
 {
     const float v = __uint_as_float((code & 0x7Fu) << 20) * 0x1p120f;
     return __float_as_uint(v) >> 16 | (code & 0x80u) << 8;
 }
 
-__device__ inline uint4 decode8_bf16(uint2 q)
+__device__ inline void decode8(uint2 q, uint32_t *o)
 {
-    uint32_t o[4];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const uint32_t w = i < 2 ? q.x : q.y, sh = 16 * (i & 1);
         o[i] = e4m3_bf16(w >> sh & 0xFFu) | e4m3_bf16(w >> (sh + 8) & 0xFFu) << 16;
     }
-    return make_uint4(o[0], o[1], o[2], o[3]);
 }
+#endif
 
-static __global__ void __launch_bounds__(KSPLIT * 64)
+/* One block's loads for a lane: its chunks of a and wo_a, and the scale
+ * bytes of its accumulator elements' tokens (sa, a row slot each) and rows
+ * (sw, a column slot each). */
+struct stage {
+    uint2 qa[mma::K32_CHUNKS], qw[mma::K32_CHUNKS];
+    uint8_t sa[mma::ACC_ROWS], sw[mma::ACC_COLS];
+};
+
+static __global__ void __launch_bounds__(BMM_THREADS)
 bmm_kernel(const uint8_t *__restrict__ a, const uint8_t *__restrict__ as, const uint8_t *__restrict__ w,
            const uint8_t *__restrict__ ws, long long T, long long G, long long R, long long K,
            uint16_t *__restrict__ out)
 {
-    __shared__ __align__(16) uint16_t sa[KSPLIT][TILE][LDS_ROW], sw[KSPLIT][TILE][LDS_ROW];
-    __shared__ float ssa[KSPLIT][TILE], ssw[KSPLIT][TILE];
     __shared__ float red[KSPLIT][TILE][TILE + 1];
     const int tid = (int)threadIdx.x, lane = tid % mma::WAVE, wave = tid / mma::WAVE;
     const long long g = blockIdx.x, r0 = (long long)blockIdx.y * TILE, t0 = (long long)blockIdx.z * TILE;
-    const long long KB = K / 32;
-    /* the 64 16-byte chunks of a block step: 0-31 the a tile (token c / 2,
-     * half c % 2), 32-63 the wo_a tile; a lane takes c = lane, lane + WAVE */
-    constexpr int PER_LANE = 64 / mma::WAVE;
-    uint4 q[PER_LANE];
-    uint8_t qs[PER_LANE];
-    auto fetch = [&](long long kb) {
+    const long long KB = K / 32, kb0 = wave * KB / KSPLIT, steps = (wave + 1) * KB / KSPLIT - kb0;
+    /* a row of a (token t) is a[t, g*K ...], of wo_a (row r) wo_a[g*R + r, ...];
+     * rows past T or R read as code 0 with scale 1 (never stored).  Each
+     * lane's row pointers are set once, at its chunk's first code. */
+    auto a_row = [&](int t) { return t0 + t < T ? (t0 + t) * G + g : -1LL; };
+    auto w_row = [&](int r) { return r0 + r < R ? g * R + r0 + r : -1LL; };
+    const int col = mma::k32_col(lane);
+    const uint8_t *qa_ptr[mma::K32_CHUNKS], *qw_ptr[mma::K32_CHUNKS], *sa_ptr[mma::ACC_ROWS], *sw_ptr[mma::ACC_COLS];
 #pragma unroll
-        for (int i = 0; i < PER_LANE; i++) {
-            const int c = lane + i * mma::WAVE, row = (c % 32) / 2, half = c % 2;
-            const bool is_w = c >= 32;
-            const long long idx = is_w ? r0 + row : t0 + row;
-            q[i] = make_uint4(0, 0, 0, 0);
-            qs[i] = 127;
-            if (idx < (is_w ? R : T)) {
-                const long long base = is_w ? (g * R + idx) : (idx * G + g); /* the operand's row */
-                q[i] = *reinterpret_cast<const uint4 *>((is_w ? w : a) + base * K + kb * 32 + half * 16);
-                qs[i] = (is_w ? ws : as)[base * KB + kb];
-            }
+    for (int i = 0; i < mma::K32_CHUNKS; i++) {
+        const long long ra = a_row(mma::k32_row(lane, i)), rw = w_row(mma::k32_row(lane, i));
+        qa_ptr[i] = ra < 0 ? nullptr : a + ra * K + col;
+        qw_ptr[i] = rw < 0 ? nullptr : w + rw * K + col;
+    }
+#pragma unroll
+    for (int i = 0; i < mma::ACC_ROWS; i++) {
+        const long long ra = a_row(mma::acc_row(lane, mma::row_slot_elem(i)));
+        sa_ptr[i] = ra < 0 ? nullptr : as + ra * KB;
+    }
+#pragma unroll
+    for (int j = 0; j < mma::ACC_COLS; j++) {
+        const long long rw = w_row(mma::acc_col(lane, mma::col_slot_elem(j)));
+        sw_ptr[j] = rw < 0 ? nullptr : ws + rw * KB;
+    }
+    auto fetch = [&](stage &st, long long kb) {
+#pragma unroll
+        for (int i = 0; i < mma::K32_CHUNKS; i++) {
+            st.qa[i] = qa_ptr[i] ? *reinterpret_cast<const uint2 *>(qa_ptr[i] + kb * 32) : make_uint2(0, 0);
+            st.qw[i] = qw_ptr[i] ? *reinterpret_cast<const uint2 *>(qw_ptr[i] + kb * 32) : make_uint2(0, 0);
         }
+#pragma unroll
+        for (int i = 0; i < mma::ACC_ROWS; i++)
+            st.sa[i] = sa_ptr[i] ? sa_ptr[i][kb] : 127;
+#pragma unroll
+        for (int j = 0; j < mma::ACC_COLS; j++)
+            st.sw[j] = sw_ptr[j] ? sw_ptr[j][kb] : 127;
     };
     mma::acc16 acc;
     mma::zero(acc);
-    const long long steps = (KB + KSPLIT - 1) / KSPLIT;
-    if (wave < KB)
-        fetch(wave);
-    for (long long s = 0; s < steps; s++) {
-        const long long kb = s * KSPLIT + wave;
-        const bool live = kb < KB; /* uniform in the wave */
-        if (live) {
+    stage st[DEPTH];
 #pragma unroll
-            for (int i = 0; i < PER_LANE; i++) {
-                const int c = lane + i * mma::WAVE, row = (c % 32) / 2, half = c % 2;
-                uint16_t *dst = (c >= 32 ? &sw[wave][row][0] : &sa[wave][row][0]) + half * 16;
-                reinterpret_cast<uint4 *>(dst)[0] = decode8_bf16(make_uint2(q[i].x, q[i].y));
-                reinterpret_cast<uint4 *>(dst)[1] = decode8_bf16(make_uint2(q[i].z, q[i].w));
-                /* deq = code * 2^(byte - 127) per 1x32 block (e8m0, docs/semantics/gemm.md A10.3) */
-                if (half == 0)
-                    (c >= 32 ? ssw : ssa)[wave][row] = dsv4q_pow2((int)qs[i] - 127);
+    for (int j = 0; j < DEPTH; j++)
+        if (j < steps)
+            fetch(st[j], kb0 + j);
+    for (long long s = 0; s < steps; s += DEPTH) {
+#pragma unroll
+        for (int j = 0; j < DEPTH; j++) {
+            if (s + j >= steps) /* uniform in the wave */
+                break;
+            mma::frag32 fa, fw;
+#pragma unroll
+            for (int i = 0; i < mma::K32_CHUNKS; i++) {
+                decode8(st[j].qa[i], &fa.v[4 * i]);
+                decode8(st[j].qw[i], &fw.v[4 * i]);
             }
-        }
-        gpu_wave_sync(); /* a wave reads only the rows it staged */
-        if (live) {
-            if (kb + KSPLIT < KB)
-                fetch(kb + KSPLIT);
+            /* deq = code * 2^(byte - 127) per 1x32 block (e8m0, docs/semantics/gemm.md A10.3) */
+            float pa[mma::ACC_ROWS], pw[mma::ACC_COLS], scale[mma::ACC];
+#pragma unroll
+            for (int i = 0; i < mma::ACC_ROWS; i++)
+                pa[i] = dsv4q_pow2((int)st[j].sa[i] - 127);
+#pragma unroll
+            for (int c = 0; c < mma::ACC_COLS; c++)
+                pw[c] = dsv4q_pow2((int)st[j].sw[c] - 127);
+#pragma unroll
+            for (int e = 0; e < mma::ACC; e++)
+                scale[e] = __fmul_rn(pa[mma::acc_row_slot(e)], pw[mma::acc_col_slot(e)]);
+            if (s + j + DEPTH < steps)
+                fetch(st[j], kb0 + s + j + DEPTH);
             mma::acc16 p;
             mma::zero(p);
+#ifdef WO_A_F16
+            mma::mma32_f16(p, fa, fw); /* exact products, fp32 sums */
+#else
+            mma::mma32(p, fa, fw);
+#endif
 #pragma unroll
-            for (int k = 0; k < 32; k += 16) {
-                mma::frag_a fa;
-                mma::frag_b fb;
-                mma::load_frag_a(fa, &sa[wave][0][k], LDS_ROW);
-                mma::load_frag_b(fb, &sw[wave][0][k], LDS_ROW);
-                mma::mma_frag(p, fa, fb); /* exact products, fp32 sums */
-            }
-#pragma unroll
-            for (int e = 0; e < mma::ACC; e++) {
-                const int t = mma::acc_row(lane, e), rr = mma::acc_col(lane, e);
-                acc.v[e] = fmaf(p.v[e], __fmul_rn(ssa[wave][t], ssw[wave][rr]), acc.v[e]);
-            }
+            for (int e = 0; e < mma::ACC; e++)
+                acc.v[e] = fmaf(p.v[e], scale[e], acc.v[e]);
         }
-        gpu_wave_sync(); /* the staged rows are rewritten next step */
     }
 #pragma unroll
     for (int e = 0; e < mma::ACC; e++)
