@@ -61,7 +61,17 @@ __device__ inline uint2 decode8(uint32_t w) { return make_uint2(decode4_x2(w), d
 struct layout {
     long long P; /* page_entries */
     int shuffled, N, L, s_hi;
+    int p_shift, n_shift, l_shift; /* log2 P (-1 unless a power of two), log2 N, log2 L */
 };
+
+/* log2 v for a power of two v > 0, else -1. */
+static inline int log2_exact(long long v)
+{
+    int k = 0;
+    while (k < 62 && (1LL << k) < v)
+        k++;
+    return v > 0 && (1LL << k) == v ? k : -1;
+}
 
 static inline int layout_make(int heads, long long P, int shuffled, layout *l, char *err, size_t errlen)
 {
@@ -70,6 +80,9 @@ static inline int layout_make(int heads, long long P, int shuffled, layout *l, c
     l->N = heads >= 32 ? 32 : 16; /* head_dim 128 > 64 */
     l->L = 64 / l->N;
     l->s_hi = NB / l->L;
+    l->p_shift = log2_exact(P);
+    l->n_shift = log2_exact(l->N);
+    l->l_shift = log2_exact(l->L);
     if (P <= 0 || heads <= 0)
         return IFAIL("indexer: page_entries %lld and heads %d must be positive", P, heads);
     if (shuffled && P % l->N)
@@ -78,14 +91,28 @@ static inline int layout_make(int heads, long long P, int shuffled, layout *l, c
     return DSV4_PLUGIN_OK;
 }
 
+/* The page of cache slot `slot` >= 0 and its entry in the page: shifts
+ * where page_entries is a power of two (every production layout), so a
+ * key's address costs no 64-bit division. */
+__host__ __device__ inline long long page_of(const layout &l, long long slot)
+{
+    return l.p_shift >= 0 ? slot >> l.p_shift : slot / l.P;
+}
+
+__host__ __device__ inline long long entry_of(const layout &l, long long slot)
+{
+    return l.p_shift >= 0 ? slot & (l.P - 1) : slot % l.P;
+}
+
 /* Offset inside a page of value byte b (docs/semantics/indexer.md Q4.1 step 5): natural p*D/2 + b;
  * preshuffled grp*N*(D/2) + (b/16)*N*16 + lane*16 + b%16.  A 16-byte chunk
- * (one MX block) is contiguous in both. */
+ * (one MX block) is contiguous in both.  N and L are powers of two, so
+ * their divisions are shifts. */
 __host__ __device__ inline long long value_off(const layout &l, long long p, int b)
 {
     if (!l.shuffled)
         return p * TB + b;
-    const long long grp = p / l.N, lane = p % l.N;
+    const long long grp = p >> l.n_shift, lane = p & (l.N - 1);
     return grp * l.N * TB + (long long)(b / 16) * l.N * 16 + lane * 16 + b % 16;
 }
 
@@ -96,8 +123,8 @@ __host__ __device__ inline long long scale_off(const layout &l, long long p, int
     const long long base = l.P * TB;
     if (!l.shuffled)
         return base + p * NB + s;
-    const long long grp = p / l.N, lane = p % l.N;
-    return base + grp * l.N * NB + (long long)(s % l.L) * l.N * l.s_hi + lane * l.s_hi + s / l.L;
+    const long long grp = p >> l.n_shift, lane = p & (l.N - 1);
+    return base + grp * l.N * NB + (long long)(s & (l.L - 1)) * l.N * l.s_hi + lane * l.s_hi + (s >> l.l_shift);
 }
 
 __device__ inline float round_bf16(float x)

@@ -73,6 +73,7 @@ struct lg_args {
     long long rows, width, maxb, B, ncand, C;
     int H;
     layout l;
+    int c_shift; /* log2 C, -1 unless a power of two (set with C) */
 };
 
 /* The request of row r (largest b with qsl[b] <= r) and its end:
@@ -97,8 +98,9 @@ __device__ inline long long slot_col(const lg_args &a, long long r, long long t,
         return t < end ? t : -1;
     if (t >= a.ncand * a.C) /* the last tile's tail */
         return -1;
-    const long long id = a.cand[r * a.ncand + t / a.C], col = id * a.C + t % a.C;
-    return id >= 0 && id < (end + a.C - 1) / a.C && col < end ? col : -1;
+    const long long blk = a.c_shift >= 0 ? t >> a.c_shift : t / a.C, id = a.cand[r * a.ncand + blk];
+    const long long col = id * a.C + (t - blk * a.C); /* id < ceil(end / C) is id * C < end */
+    return id >= 0 && id * a.C < end && col < end ? col : -1;
 }
 
 /* Exponent statistics of one operand of the dots (a head row of q, or a
@@ -253,7 +255,7 @@ static __global__ void GPU_LAUNCH_BOUNDS_OCC(LG_THREADS, 3) logits_kernel(lg_arg
         kv = make_uint4(0, 0, 0, 0);
         ksb = 127;
         if (kcol >= 0) {
-            const long long page = a.bt[req * a.maxb + kcol / a.l.P], p = kcol % a.l.P;
+            const long long page = a.bt[req * a.maxb + page_of(a.l, kcol)], p = entry_of(a.l, kcol);
             const uint8_t *pg = a.cache + page * a.l.P * ENTRY;
             kv = *reinterpret_cast<const uint4 *>(pg + value_off(a.l, p, kb * 16));
             ksb = pg[scale_off(a.l, p, kb)];
@@ -599,7 +601,7 @@ static inline lg_args lg_make_args(const dsv4_hip_call *c, const lg_shape &s)
     lg_args a = {(const uint8_t *)c->din[s.q], (const uint8_t *)c->din[s.qs], (const float *)c->din[s.w],
                  (const uint8_t *)c->din[s.kc], (const int32_t *)c->din[s.bt], (const int32_t *)c->din[s.ctx],
                  (const int32_t *)c->din[s.qsl], (const int32_t *)c->din[s.re], NULL, q->shape[0],
-                 c->out[s.logits].shape[1], c->in[s.bt].shape[1], c->in[s.ctx].shape[0], 0, 1, (int)q->shape[1], s.l};
+                 c->out[s.logits].shape[1], c->in[s.bt].shape[1], c->in[s.ctx].shape[0], 0, 1, (int)q->shape[1], s.l, 0};
     return a;
 }
 

@@ -126,8 +126,8 @@ __global__ void __launch_bounds__(THREADS) kstore_kernel(ks_args a, uint8_t *__r
     const uint32_t w = quant4(x, RULE, ELEM, &sb); /* all lanes: full-mask shuffles */
     if (!active)
         return;
-    uint8_t *pg = cache + (slot / a.l.P) * a.page_bytes;
-    const long long p = slot % a.l.P;
+    uint8_t *pg = cache + page_of(a.l, slot) * a.page_bytes;
+    const long long p = entry_of(a.l, slot);
     *reinterpret_cast<uint16_t *>(pg + value_off(a.l, p, d0 / 2)) = (uint16_t)w; /* bytes 2l, 2l+1 */
     if (d0 % 32 == 0)
         pg[scale_off(a.l, p, d0 / 32)] = sb;

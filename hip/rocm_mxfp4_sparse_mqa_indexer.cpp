@@ -87,6 +87,7 @@ hipError_t launch_shape(const dsv4_hip_call *c, const mq_shape &s, hipStream_t s
     a.cand = (const int32_t *)c->din[s.cand];
     a.ncand = c->in[s.cand].shape[1];
     a.C = s.C;
+    a.c_shift = log2_exact(s.C);
     float *logits = (float *)c->dout[s.l.logits];
     hipError_t e = launch_logits(a, logits, a.ncand * a.C, stream);
     if (e != hipSuccess || a.rows == 0)
