@@ -29,7 +29,7 @@
  * On NVIDIA (sm_80+ with 227 KiB of opt-in shared memory: the H100 / H200)
  * launches with H >= 64 over bf16 rows take the wide form below instead
  * (attn_wide_kernel): 512 threads per (token, 64 heads), 64-key tiles
- * double-buffered by cp.async, three barriers a tile; DSV4_HIP_ATTN_WIDE=0
+ * double-buffered by cp.async, four barriers a tile; DSV4_HIP_ATTN_WIDE=0
  * forces the form above, =1 the wide form for any H.  AMD (64 KiB of LDS
  * a workgroup on gfx942) and the fused paged source keep the form above. */
 #ifndef DSV4_HIP_SPARSE_ATTN_H
@@ -561,13 +561,17 @@ static __global__ void __launch_bounds__(NT) combine_kernel(const float *__restr
  * KW = 64 keys: each key row is read from L2 once per token per 64 heads
  * (the form above: once per 16), and a tile is 64 x 64 scores and a
  * 64 x 64 x 512 P.V, 16x the products of a 16-key tile of 16 heads,
- * between three barriers (there four).  The tile after this one is copied
+ * between four barriers (there four too).  The tile after this one is copied
  * into the other half of a double buffer by cp.async while this one is
  * computed (no register stage: the 64 heads' fp32 accumulators, 64 a
  * thread, take the registers).  Per tile:
- *   scores: warp w owns the 16 x 16 tile (heads 16 (w / 4), keys 16 (w % 4))
- *     over all 512 lanes (one product chain, lanes in order), x scale, -inf
- *     for invalid keys, to sm.s;
+ *   scores: warp w owns heads 32 (w / 8) .. + 31 x keys 16 ((w / 2) % 4)
+ *     .. + 15 over lanes 256 (w % 2) .. + 255 (one product chain a head
+ *     tile, lanes in order; its two head tiles share each key fragment:
+ *     3 ldmatrix for 4 mma, where a 16 x 16 tile over all 512 lanes took
+ *     4 for 4 and kept the score phase shared-memory bound); the upper
+ *     half goes to sm.s as it is, one more barrier, then the lower half's
+ *     warp adds it, fl(lo + hi), x scale, -inf for invalid keys, to sm.s;
  *   softmax: 8 threads a head, 8 keys each (keys 4i..4i+3, 32+4i..), the
  *     tile max and the p sum by in-thread order then a fixed xor tree;
  *   P.V: warp w owns output columns 32w..32w+31 of all 64 heads (4 x 2 tiles
@@ -595,7 +599,7 @@ constexpr int LPR = NTW / KW;          /* copy threads per key row (and per q ro
 constexpr int CHW = (D / 8) / LPR;     /* 16-byte chunks a copy thread moves per row */
 
 static_assert(mma::WAVE == 32, "the wide form is the NVIDIA warp layout");
-static_assert(NWW == (HW / 16) * (KW / 16), "one 16 x 16 score tile a warp");
+static_assert(NWW == (HW / 32) * (KW / 16) * 2, "a warp: 32 heads x 16 keys over one half of the lanes");
 static_assert(HW == KW && NTW == HW * LPR, "the copy mapping: LPR threads a row of q and of the key tile");
 static_assert(NTW == HW * 8 && KW == 64, "softmax mapping: 8 threads a head, keys 4i.. and 32 + 4i..");
 
@@ -682,24 +686,44 @@ __global__ void __launch_bounds__(NTW, 1) attn_wide_kernel(Src src, const uint16
 
         /* scores: tl.dot in fp32, then x scale (docs/semantics/attention.md A8.3 [S9]) */
         {
-            const int hb = 16 * (warp / (KW / 16)), kb = 16 * (warp % (KW / 16));
-            mma::acc16 sc;
-            mma::zero(sc);
+            /* warp w: heads 32 (w >> 3) .., keys 16 ((w >> 1) & 3) .., dims 256 (w & 1) ..:
+             * two head tiles share each key fragment (3 ldmatrix for 4 mma, not 4 for 4);
+             * the dims-256.. half goes to sm.s raw, then the other adds it: fl(lo + hi) */
+            const int hb = 32 * (warp >> 3), kb = 16 * ((warp >> 1) & 3), dh = warp & 1, kd = 256 * dh;
+            mma::acc16 sc[2];
+            mma::zero(sc[0]);
+            mma::zero(sc[1]);
 #pragma unroll 4
-            for (int k0 = 0; k0 < D; k0 += 16) {
-                mma::frag_a fa;
+            for (int k0 = kd; k0 < kd + D / 2; k0 += 16) {
+                mma::frag_a fa0, fa1;
                 mma::frag_b fb;
-                mma::load_frag_a(fa, &sm.q[hb][k0], ROW);
                 mma::load_frag_b(fb, &sm.k[b][kb][k0], ROW);
-                mma::mma_frag(sc, fa, fb);
+                mma::load_frag_a(fa0, &sm.q[hb][k0], ROW);
+                mma::load_frag_a(fa1, &sm.q[hb + 16][k0], ROW);
+                mma::mma_frag(sc[0], fa0, fb);
+                mma::mma_frag(sc[1], fa1, fb);
             }
+            if (dh) {
 #pragma unroll
-            for (int e = 0; e < mma::ACC; e += 2) { /* (e, e + 1): one row, adjacent keys */
-                const int h = hb + mma::acc_row(lane, e), k = kb + mma::acc_col(lane, e);
-                float2 v;
-                v.x = sm.valid[b][k] ? sc.v[e] * scale : -INFINITY;
-                v.y = sm.valid[b][k + 1] ? sc.v[e + 1] * scale : -INFINITY;
-                *reinterpret_cast<float2 *>(&sm.s[h][k]) = v;
+                for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                    for (int e = 0; e < mma::ACC; e += 2) {
+                        const int h = hb + 16 * mt + mma::acc_row(lane, e), k = kb + mma::acc_col(lane, e);
+                        *reinterpret_cast<float2 *>(&sm.s[h][k]) = make_float2(sc[mt].v[e], sc[mt].v[e + 1]);
+                    }
+            }
+            __syncthreads();
+            if (!dh) {
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                    for (int e = 0; e < mma::ACC; e += 2) {
+                        const int h = hb + 16 * mt + mma::acc_row(lane, e), k = kb + mma::acc_col(lane, e);
+                        float2 v = *reinterpret_cast<const float2 *>(&sm.s[h][k]);
+                        v.x = sm.valid[b][k] ? (sc[mt].v[e] + v.x) * scale : -INFINITY;
+                        v.y = sm.valid[b][k + 1] ? (sc[mt].v[e + 1] + v.y) * scale : -INFINITY;
+                        *reinterpret_cast<float2 *>(&sm.s[h][k]) = v;
+                    }
             }
         }
         __syncthreads();
