@@ -420,15 +420,21 @@ static void warn_generic_blas(FILE *out)
 #endif
 }
 
-int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *out)
+int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, int no_ref, FILE *out)
 {
     const int nthreads = dsv4_threads();
-    double copy = measure_copy_gbs(), sg = measure_gemm_gflops(0), dg = measure_gemm_gflops(1);
-    fprintf(out, "machine: memcpy %.1f GB/s (read+write), sgemm %.1f GFLOP/s, dgemm %.1f GFLOP/s (1024^3, OpenBLAS, "
-            "core %s)\n", copy, sg, dg, openblas_get_corename());
-    warn_generic_blas(out);
-    fprintf(out, "reference threads: %d (DSV4_THREADS; 1-thread time and speed-up beside)\n", nthreads);
-    fprintf(out, "%% peak: of the line's probe (memcpy, or sgemm/dgemm for GFLOP lines) measured just before it\n");
+    no_ref = no_ref && b;
+    if (no_ref)
+        fprintf(out, "reference: not timed (--no-ref)\n");
+    else {
+        double copy = measure_copy_gbs(), sg = measure_gemm_gflops(0), dg = measure_gemm_gflops(1);
+        fprintf(out, "machine: memcpy %.1f GB/s (read+write), sgemm %.1f GFLOP/s, dgemm %.1f GFLOP/s (1024^3, "
+                "OpenBLAS, core %s)\n", copy, sg, dg, openblas_get_corename());
+        warn_generic_blas(out);
+        fprintf(out, "reference threads: %d (DSV4_THREADS; 1-thread time and speed-up beside)\n", nthreads);
+        fprintf(out, "%% peak: of the line's probe (memcpy, or sgemm/dgemm for GFLOP lines) measured just before "
+                "it\n");
+    }
     double dev_copy = measure_device_copy_gbs(b, out), dev_mma = measure_device_mma_gflops(b, out);
     if (dev_copy > 0)
         fprintf(out, "device %% peak: of the copy kernel for memory-bound lines%s\n",
@@ -454,13 +460,13 @@ int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *
         uint64_t digest = 0, digest1 = 0;
         /* The machine may be shared: its rate is measured again beside each
          * line, so that the ratio compares like with like. */
-        if (!rc)
+        if (!rc && !no_ref)
             probe = !bc->flops ? measure_copy_gbs() : measure_gemm_gflops(bc->vs_dgemm);
-        if (!rc)
+        if (!rc && !no_ref)
             rc = time_at(nthreads, op, &c, &in, &t, &digest, &st);
-        if (!rc && nthreads > 1)
+        if (!rc && !no_ref && nthreads > 1)
             rc = time_at(1, op, &c, &in, &t1, &digest1, &st);
-        if (!rc && nthreads > 1 && digest1 != digest)
+        if (!rc && !no_ref && nthreads > 1 && digest1 != digest)
             rc = dsv4_fail(&st, DSV4_EFAIL, "outputs differ between 1 and %d threads (digest %016llx vs %016llx)",
                            nthreads, (unsigned long long)digest1, (unsigned long long)digest);
         if (rc) {
@@ -469,14 +475,16 @@ int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *
         } else {
             double bytes = (double)(tensors_bytes(&in) + tensors_bytes(&o));
             double fl = bc->flops ? bc->flops(&ps, &in) : 0;
-            double gbs = bytes / t / 1e9;
-            fprintf(out, "%-28s %-8s %9.3f ms %12.0f %10.2f %12.1f %9.1f%% %10.1f", bc->name, "ref", t * 1e3, bytes,
-                    gbs, fl / t / 1e9, 100.0 * (fl ? fl / t / 1e9 : gbs) / probe, probe);
-            if (nthreads > 1)
-                fprintf(out, " %9.3f ms %7.2fx", t1 * 1e3, t1 / t);
-            if (verbose)
-                fprintf(out, "  digest %016llx", (unsigned long long)digest);
-            fputc('\n', out);
+            if (!no_ref) {
+                double gbs = bytes / t / 1e9;
+                fprintf(out, "%-28s %-8s %9.3f ms %12.0f %10.2f %12.1f %9.1f%% %10.1f", bc->name, "ref", t * 1e3,
+                        bytes, gbs, fl / t / 1e9, 100.0 * (fl ? fl / t / 1e9 : gbs) / probe, probe);
+                if (nthreads > 1)
+                    fprintf(out, " %9.3f ms %7.2fx", t1 * 1e3, t1 / t);
+                if (verbose)
+                    fprintf(out, "  digest %016llx", (unsigned long long)digest);
+                fputc('\n', out);
+            }
             double ms;
             if (b) {
                 dsv4_status bst = {0};
@@ -501,7 +509,8 @@ int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *
         dsv4_tensors_free(&o);
     }
     /* The probes again: how much the machine's speed moved during the run. */
-    fprintf(out, "machine at the end: memcpy %.1f GB/s, sgemm %.1f GFLOP/s, dgemm %.1f GFLOP/s\n",
-            measure_copy_gbs(), measure_gemm_gflops(0), measure_gemm_gflops(1));
+    if (!no_ref)
+        fprintf(out, "machine at the end: memcpy %.1f GB/s, sgemm %.1f GFLOP/s, dgemm %.1f GFLOP/s\n",
+                measure_copy_gbs(), measure_gemm_gflops(0), measure_gemm_gflops(1));
     return worst;
 }

@@ -10,7 +10,10 @@
 
 #include "backend.h"
 
-/* b may be NULL (reference only); re filters bench names (NULL = all). */
-int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, FILE *out);
+/* b may be NULL (reference only); re filters bench names (NULL = all);
+ * no_ref (with b): time only b's kernels, not the reference (a device call's
+ * minutes go to the kernels: the reference's 16- and 1-thread runs of a
+ * production line can take far longer than the kernel's). */
+int dsv4_bench_run(const dsv4_backend *b, const regex_t *re, int verbose, int no_ref, FILE *out);
 
 #endif

@@ -78,6 +78,7 @@ int dsv4_cli_parse(int argc, char **argv, const char *cmd, const char *prog, dsv
         {"force", no_argument, NULL, 'F'}, {"rerun", required_argument, NULL, 'R'},
         {"markdown", no_argument, NULL, 'M'}, {"verbose", no_argument, NULL, 'v'},
         {"timeout", required_argument, NULL, 'W'}, {"special", required_argument, NULL, 'N'},
+        {"no-ref", no_argument, NULL, 'Q'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
@@ -135,6 +136,7 @@ int dsv4_cli_parse(int argc, char **argv, const char *cmd, const char *prog, dsv
         case 'o': o->outdir = optarg; break;
         case 'F': o->force = 1; break;
         case 'M': o->markdown = 1; break;
+        case 'Q': o->no_ref = 1; break;
         case 'R':
             if (parse_int_in(optarg, 1, 1000, &o->rerun)) {
                 fprintf(stderr, "%s %s: --rerun %s: a count from 1 to 1000\n", prog, cmd, optarg);

@@ -27,6 +27,7 @@ typedef struct dsv4_cli {
     int device;
     int rerun;
     int markdown;
+    int no_ref;                /* bench --no-ref */
     regex_t re;
     int have_re;
     /* CI features */

@@ -131,7 +131,7 @@ void dsv4_usage_cmd(FILE *f, const char *prog, const char *cmd)
                 prog, prog);
     else if (strcmp(cmd, "bench") == 0)
         fprintf(f,
-                "usage: %s bench [--impl IMPL] [--filter REGEX] [-v]\n"
+                "usage: %s bench [--impl IMPL [--no-ref]] [--filter REGEX] [-v]\n"
                 "Times the CPU reference on production-size cases (best of several runs) and\n"
                 "reports time, GB/s and GFLOP/s, with the machine's measured copy bandwidth and\n"
                 "sgemm/dgemm rates for scale: %% peak is against the line's probe, measured just\n"
@@ -142,6 +142,7 @@ void dsv4_usage_cmd(FILE *f, const char *prog, const char *cmd)
                 "and its matrix units (bf16 products from registers: GFLOP lines) measured in\n"
                 "the same run, and first checks the device's hardware number conversions\n"
                 "against the integer rules on every fp32 input and code pair (the run fails on\n"
-                "a mismatch).\n",
+                "a mismatch).  --no-ref times the implementation only (no reference runs: on a\n"
+                "GPU machine the time goes to the kernels).\n",
                 prog);
 }

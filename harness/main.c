@@ -537,9 +537,13 @@ static int cmd_bench(cli *o, int argc, char **argv)
     int rc;
     dsv4_backend b;
     int have_b;
+    if (o->no_ref && (!o->impl_given || strcmp(o->impl, "ref") == 0)) {
+        fprintf(stderr, "%s bench: --no-ref times only an implementation's kernels: give --impl (not ref)\n", prog);
+        return DSV4_EINPUT;
+    }
     if ((rc = open_backend_unless_ref(o, &b, &have_b)))
         return rc;
-    rc = dsv4_bench_run(have_b ? &b : NULL, o->have_re ? &o->re : NULL, o->verbose, stdout);
+    rc = dsv4_bench_run(have_b ? &b : NULL, o->have_re ? &o->re : NULL, o->verbose, o->no_ref, stdout);
     if (have_b)
         dsv4_backend_close(&b);
     return rc;

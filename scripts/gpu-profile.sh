@@ -34,7 +34,7 @@ lines="combine_prefill_8192 global_topk_8192x2048 global_topk_ragged_256x2048 gl
 for line in $lines; do
     [[ "$line" =~ $filter ]] || continue
     ncu --kernel-name "$kernels" --launch-skip 1 --launch-count 2 --metrics "$metrics" --csv --page raw \
-        $dsv4 bench --impl hip --filter "^$line\$" >"$out/$line.csv" 2>"$out/$line.err"
+        $dsv4 bench --impl hip --no-ref --filter "^$line\$" >"$out/$line.csv" 2>"$out/$line.err"
     echo "== $line (ncu rc $?)"
     python3 - "$out/$line.csv" <<'EOF'
 import csv, sys

@@ -20,10 +20,12 @@
  * Build: cc -shared -fPIC -o libexample.so tests/plugin_example.c (an installed
  *        dsv4check: cc $(pkg-config --cflags dsv4check) with #include <dsv4_plugin.h>)
  * Use:   dsv4check run cases/ci.yaml --impl ./libexample.so */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../include/dsv4_plugin.h"
 
@@ -155,6 +157,31 @@ static const example_plugin_abi1 example = {1, plugin_name, example_init, exampl
 const dsv4_plugin *dsv4_plugin_entry(void);
 const dsv4_plugin *dsv4_plugin_entry(void) { return (const dsv4_plugin *)(const void *)&example; }
 #else
+/* time: milliseconds a call of the op, over iters runs on the CPU clock
+ * (what `dsv4check bench --impl` reports).  The bench's device pseudo-ops
+ * (copy bandwidth, matrix units, codec check) are refused: no device here. */
+static int example_time(const char *op, const char *variant, const dsv4_plugin_param *params, int nparams,
+                        const dsv4_plugin_tensor *inputs, int ninputs, dsv4_plugin_tensor *outputs, int noutputs,
+                        int iters, double *ms, char *err, size_t errlen)
+{
+    if (!example_supports(op, variant)) {
+        snprintf(err, errlen, "%s times only combine_topk_swa_indices (default), not %s", plugin_name, op);
+        return DSV4_PLUGIN_ESKIP;
+    }
+    if (iters < 1)
+        iters = 1;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < iters; i++) {
+        int rc = example_run(op, variant, params, nparams, inputs, ninputs, outputs, noutputs, err, errlen);
+        if (rc)
+            return rc;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    *ms = ((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6) / iters;
+    return DSV4_PLUGIN_OK;
+}
+
 /* ABI 2: the case comes with the call. */
 static int example_run2(const dsv4_plugin_case *cs, const dsv4_plugin_tensor *inputs, int ninputs,
                         dsv4_plugin_tensor *outputs, int noutputs, char *err, size_t errlen)
@@ -175,7 +202,7 @@ static const dsv4_plugin example = {
 #else
     DSV4_PLUGIN_ABI_VERSION,
 #endif
-    plugin_name, example_init, example_supports, example_run, NULL, NULL, example_run2,
+    plugin_name, example_init, example_supports, example_run, example_time, NULL, example_run2,
 };
 
 const dsv4_plugin *dsv4_plugin_entry(void);

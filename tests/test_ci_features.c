@@ -352,6 +352,22 @@ START_TEST(example_plugin_correct_wrong_and_bad_abi)
 }
 END_TEST
 
+/* bench --no-ref: the implementation's time alone, no reference runs (a GPU
+ * call's minutes go to the kernels); without --impl it is refused. */
+START_TEST(bench_no_ref_times_the_plugin_only)
+{
+    int rc = sh("%s bench --impl %s --no-ref --filter '^combine_prefill_8192$'", dsv4_test_exe(),
+                plugin("libexample.so"));
+    ck_assert_msg(rc == 0, "rc %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "reference: not timed (--no-ref)"));
+    ck_assert_msg(strstr(out, "\ncombine_prefill_8192         example-cpu") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, " ref ") == NULL && strstr(out, "machine") == NULL, "%s", out);
+    rc = sh("%s bench --no-ref --filter '^combine_prefill_8192$'", dsv4_test_exe());
+    ck_assert_msg(rc == 2, "rc %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "--no-ref times only an implementation's kernels"));
+}
+END_TEST
+
 START_TEST(device_reaches_plugin_init)
 {
     int rc = sh("%s list --impl %s --device 3", dsv4_test_exe(), plugin("libexample.so"));
@@ -467,5 +483,6 @@ END_TEST
 DSV4_TEST_MAIN("ci_features", "e2e", 300, setup, teardown, html_report_renders_in_chromium,
                repro_file_replays_the_failure, parallel_runs_are_identical,
                shards_partition_the_suite_and_junit_merges, shard_hash_vectors, bisect_finds_the_planted_regression,
-               example_plugin_correct_wrong_and_bad_abi, device_reaches_plugin_init, drift_against_baseline,
+               example_plugin_correct_wrong_and_bad_abi, bench_no_ref_times_the_plugin_only, device_reaches_plugin_init,
+               drift_against_baseline,
                drift_rules_for_float_outputs)
