@@ -364,15 +364,22 @@ __device__ inline void mma32(acc16 &c, const frag32 &a, const frag32 &b)
     }
 }
 #elif defined(DSV4_MMA_PTX)
+/* Unit step h's operand fragments (load_frag_a / load_frag_b's layout): the
+ * words 2h, 2h + 1 of each chunk, the m16n8k16 k pairs 2 tq and 2 tq + 8. */
+__device__ inline void step32(int h, const frag32 &a, const frag32 &b, frag_a &fa, frag_b &fb)
+{
+    fa.v[0] = a.v[2 * h], fa.v[1] = a.v[4 + 2 * h], fa.v[2] = a.v[2 * h + 1], fa.v[3] = a.v[4 + 2 * h + 1];
+    fb.v[0] = b.v[2 * h], fb.v[1] = b.v[2 * h + 1], fb.v[2] = b.v[4 + 2 * h], fb.v[3] = b.v[4 + 2 * h + 1];
+}
+
 __device__ inline void mma32(acc16 &c, const frag32 &a, const frag32 &b)
 {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        frag f;
-        f.a[0] = a.v[2 * h], f.a[1] = a.v[4 + 2 * h], f.a[2] = a.v[2 * h + 1], f.a[3] = a.v[4 + 2 * h + 1];
-        for (int nt = 0; nt < 2; nt++)
-            f.b[nt][0] = b.v[4 * nt + 2 * h], f.b[nt][1] = b.v[4 * nt + 2 * h + 1];
-        issue(c, f);
+        frag_a fa;
+        frag_b fb;
+        step32(h, a, b, fa, fb);
+        mma_frag(c, fa, fb);
     }
 }
 
@@ -382,8 +389,7 @@ __device__ inline void mma32_f16(acc16 &c, const frag32 &a, const frag32 &b)
     for (int h = 0; h < 2; h++) {
         frag_a fa;
         frag_b fb;
-        fa.v[0] = a.v[2 * h], fa.v[1] = a.v[4 + 2 * h], fa.v[2] = a.v[2 * h + 1], fa.v[3] = a.v[4 + 2 * h + 1];
-        fb.v[0] = b.v[2 * h], fb.v[1] = b.v[2 * h + 1], fb.v[2] = b.v[4 + 2 * h], fb.v[3] = b.v[4 + 2 * h + 1];
+        step32(h, a, b, fa, fb);
         mma_frag_f16(c, fa, fb);
     }
 }
